@@ -1,0 +1,83 @@
+// Package embedded runs a NATS server with JetStream inside the current
+// process: the message bus of the embedded default (`coordinator dev`) and
+// of tests. It is the real nats-server, not a stand-in.
+package embedded
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Options configures an embedded server.
+type Options struct {
+	// Host and Port to listen on; Port 0 picks a free port.
+	Host string
+	Port int
+	// StoreDir is where JetStream keeps its files; it is created if missing.
+	StoreDir string
+	// ServerName names the server (default "supervisor-embedded").
+	ServerName string
+	// MaxPayload overrides the server's maximum message size (0 = default).
+	MaxPayload int32
+}
+
+// Server is a running embedded NATS server.
+type Server struct {
+	srv *server.Server
+}
+
+// Start starts a server and waits until it accepts connections.
+func Start(opts Options) (*Server, error) {
+	if opts.StoreDir == "" {
+		return nil, fmt.Errorf("embedded nats: StoreDir is required")
+	}
+	if err := os.MkdirAll(opts.StoreDir, 0o755); err != nil {
+		return nil, fmt.Errorf("embedded nats: create store dir: %w", err)
+	}
+	if opts.Host == "" {
+		opts.Host = "127.0.0.1"
+	}
+	if opts.ServerName == "" {
+		opts.ServerName = "supervisor-embedded"
+	}
+	port := opts.Port
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	sopts := &server.Options{
+		ServerName: opts.ServerName,
+		Host:       opts.Host,
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   opts.StoreDir,
+		NoSigs:     true,
+		NoLog:      true,
+		MaxPayload: opts.MaxPayload,
+	}
+	srv, err := server.NewServer(sopts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(15 * time.Second) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("embedded nats: not ready after 15s (store %s)", opts.StoreDir)
+	}
+	return &Server{srv: srv}, nil
+}
+
+// URL is the client URL of the server.
+func (s *Server) URL() string { return s.srv.ClientURL() }
+
+// Addr is the server's listening address.
+func (s *Server) Addr() net.Addr { return s.srv.Addr() }
+
+// Shutdown stops the server and waits for it to finish.
+func (s *Server) Shutdown() {
+	s.srv.Shutdown()
+	s.srv.WaitForShutdown()
+}

@@ -1,0 +1,293 @@
+// Package protocol defines Supervisor's wire protocol: the versioned JSON
+// messages that travel over NATS JetStream between the coordinator, workers
+// and gate runners, and the names of the subjects, streams and buckets that
+// carry them. docs/protocol.md describes the same contract for readers.
+package protocol
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Version is the protocol version stamped on every message as "v". A
+// receiver rejects messages whose version is newer than the one it knows.
+const Version = 1
+
+// ErrUnsupportedVersion is returned by Decode when a message carries a
+// protocol version this build does not understand.
+var ErrUnsupportedVersion = fmt.Errorf("unsupported protocol version")
+
+// PatchRef names a binary patch stored in the patches object-store bucket.
+type PatchRef struct {
+	// NodeID is the node whose agent produced the patch.
+	NodeID string `json:"node_id"`
+	// Object is the object name in BucketPatches.
+	Object string `json:"object"`
+	// SHA256 is the hex digest of the patch bytes.
+	SHA256 string `json:"sha256"`
+	// Size is the patch length in bytes.
+	Size int64 `json:"size"`
+}
+
+// RepoRef identifies the repository and base commit a job works on.
+type RepoRef struct {
+	// ID is a stable identifier of the repository, used to key host mirror
+	// caches (see workspace.RepoID).
+	ID string `json:"id"`
+	// BaseCommit is the full commit id every job of the workflow starts from.
+	BaseCommit string `json:"base_commit"`
+	// Bundle is the object name, in BucketBundles, of a git bundle that
+	// contains BaseCommit and its history.
+	Bundle string `json:"bundle"`
+}
+
+// AgentJob asks a worker to run an agent once for a node.
+type AgentJob struct {
+	V          int    `json:"v"`
+	JobID      string `json:"job_id"`
+	WorkflowID string `json:"workflow_id"`
+	NodeID     string `json:"node_id"`
+	// Attempt counts agent rounds for the node, from 1.
+	Attempt int     `json:"attempt"`
+	Pool    string  `json:"pool"`
+	Repo    RepoRef `json:"repo"`
+	// Patches are applied, in order, on top of the base commit before the
+	// agent starts: the accepted work of the nodes this one depends on.
+	Patches []PatchRef `json:"patches,omitempty"`
+	// Command is the agent's argv; it is never passed through a shell.
+	Command []string `json:"command"`
+	// Prompt is written to the agent's standard input.
+	Prompt         string            `json:"prompt"`
+	Env            map[string]string `json:"env,omitempty"`
+	TimeoutSeconds int               `json:"timeout_seconds"`
+	// PublishedAt is when the coordinator published the job (the node became
+	// ready); workers echo it so ready→started latency can be measured.
+	PublishedAt time.Time `json:"published_at"`
+}
+
+// GateJob asks a gate runner to run one gate against a node's work.
+type GateJob struct {
+	V          int    `json:"v"`
+	JobID      string `json:"job_id"`
+	WorkflowID string `json:"workflow_id"`
+	NodeID     string `json:"node_id"`
+	// Attempt is the agent round whose output is under test.
+	Attempt int     `json:"attempt"`
+	Gate    string  `json:"gate"`
+	Pool    string  `json:"pool"`
+	Repo    RepoRef `json:"repo"`
+	// Patches are applied in order on top of the base commit: the
+	// dependencies' accepted patches, then the node's own patch.
+	Patches        []PatchRef        `json:"patches,omitempty"`
+	Command        []string          `json:"command"`
+	Env            map[string]string `json:"env,omitempty"`
+	WorkingDir     string            `json:"working_dir,omitempty"`
+	TimeoutSeconds int               `json:"timeout_seconds"`
+	PublishedAt    time.Time         `json:"published_at"`
+}
+
+// JobKind tells agent jobs from gate jobs.
+type JobKind string
+
+// Job kinds.
+const (
+	KindAgent JobKind = "agent"
+	KindGate  JobKind = "gate"
+)
+
+// GateStatus is the outcome of one gate execution (DESIGN decision 1).
+type GateStatus string
+
+// Gate statuses.
+const (
+	GatePassed  GateStatus = "passed"
+	GateFailed  GateStatus = "failed"
+	GatePending GateStatus = "pending"
+	GateTimeout GateStatus = "timeout"
+	GateSkipped GateStatus = "skipped"
+	// GateError means the infrastructure failed, not the code under test.
+	GateError GateStatus = "error"
+)
+
+// GateStatusFromExit maps a gate process's exit to a status (seed 004 Q-1):
+// 0 passed, 75 pending, killed by the timeout → timeout, anything else failed.
+func GateStatusFromExit(exitCode int, timedOut bool) GateStatus {
+	switch {
+	case timedOut:
+		return GateTimeout
+	case exitCode == 0:
+		return GatePassed
+	case exitCode == 75:
+		return GatePending
+	default:
+		return GateFailed
+	}
+}
+
+// AgentStatus is the outcome of one agent run.
+type AgentStatus string
+
+// Agent statuses.
+const (
+	AgentSucceeded AgentStatus = "succeeded"
+	AgentFailed    AgentStatus = "failed"
+	AgentTimeout   AgentStatus = "timeout"
+	// AgentError means the infrastructure failed (workspace, sandbox, store).
+	AgentError AgentStatus = "error"
+)
+
+// Started reports that a worker or gate runner took a job and holds its lease.
+type Started struct {
+	Kind       JobKind `json:"kind"`
+	JobID      string  `json:"job_id"`
+	WorkflowID string  `json:"workflow_id"`
+	NodeID     string  `json:"node_id"`
+	Gate       string  `json:"gate,omitempty"`
+	Attempt    int     `json:"attempt"`
+	// LeaseToken is the fencing token of the lease the runner holds.
+	LeaseToken  uint64    `json:"lease_token"`
+	Host        string    `json:"host"`
+	Delivery    uint64    `json:"delivery"`
+	PublishedAt time.Time `json:"published_at"`
+	StartedAt   time.Time `json:"started_at"`
+}
+
+// AgentResult reports the end of one agent run.
+type AgentResult struct {
+	JobID      string      `json:"job_id"`
+	WorkflowID string      `json:"workflow_id"`
+	NodeID     string      `json:"node_id"`
+	Attempt    int         `json:"attempt"`
+	LeaseToken uint64      `json:"lease_token"`
+	Host       string      `json:"host"`
+	Status     AgentStatus `json:"status"`
+	ExitCode   int         `json:"exit_code"`
+	// Stdout and Stderr are the tails of the agent's streams, capped.
+	Stdout string `json:"stdout,omitempty"`
+	Stderr string `json:"stderr,omitempty"`
+	// Patch is the agent's change; nil when it changed nothing.
+	Patch *PatchRef `json:"patch,omitempty"`
+	// Log is the object name of the full log in BucketLogs.
+	Log        string    `json:"log,omitempty"`
+	Error      string    `json:"error,omitempty"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
+}
+
+// GateResult reports the end of one gate execution.
+type GateResult struct {
+	JobID      string     `json:"job_id"`
+	WorkflowID string     `json:"workflow_id"`
+	NodeID     string     `json:"node_id"`
+	Gate       string     `json:"gate"`
+	Attempt    int        `json:"attempt"`
+	LeaseToken uint64     `json:"lease_token"`
+	Host       string     `json:"host"`
+	Status     GateStatus `json:"status"`
+	// ExitCode is nil when the process did not exit by itself.
+	ExitCode   *int      `json:"exit_code,omitempty"`
+	Stdout     string    `json:"stdout,omitempty"`
+	Stderr     string    `json:"stderr,omitempty"`
+	Log        string    `json:"log,omitempty"`
+	Error      string    `json:"error,omitempty"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
+}
+
+// DeadLetter reports a job that exhausted its deliveries without a result.
+type DeadLetter struct {
+	Kind       JobKind `json:"kind"`
+	JobID      string  `json:"job_id"`
+	WorkflowID string  `json:"workflow_id"`
+	NodeID     string  `json:"node_id"`
+	Gate       string  `json:"gate,omitempty"`
+	Attempt    int     `json:"attempt"`
+	Deliveries uint64  `json:"deliveries"`
+	Reason     string  `json:"reason"`
+}
+
+// ReportType tags the payload of a Report.
+type ReportType string
+
+// Report types.
+const (
+	ReportStarted     ReportType = "started"
+	ReportAgentResult ReportType = "agent_result"
+	ReportGateResult  ReportType = "gate_result"
+	ReportDeadLetter  ReportType = "dead_letter"
+)
+
+// Report is what workers and gate runners send to the coordinator on the
+// results stream. Exactly one of the payload fields is set, matching Type.
+type Report struct {
+	V          int          `json:"v"`
+	Type       ReportType   `json:"type"`
+	Started    *Started     `json:"started,omitempty"`
+	Agent      *AgentResult `json:"agent,omitempty"`
+	Gate       *GateResult  `json:"gate,omitempty"`
+	DeadLetter *DeadLetter  `json:"dead_letter,omitempty"`
+}
+
+// WorkflowID returns the workflow the report concerns.
+func (r *Report) WorkflowID() string {
+	switch {
+	case r.Started != nil:
+		return r.Started.WorkflowID
+	case r.Agent != nil:
+		return r.Agent.WorkflowID
+	case r.Gate != nil:
+		return r.Gate.WorkflowID
+	case r.DeadLetter != nil:
+		return r.DeadLetter.WorkflowID
+	}
+	return ""
+}
+
+// Validate checks that the payload matches the type.
+func (r *Report) Validate() error {
+	ok := false
+	switch r.Type {
+	case ReportStarted:
+		ok = r.Started != nil
+	case ReportAgentResult:
+		ok = r.Agent != nil
+	case ReportGateResult:
+		ok = r.Gate != nil
+	case ReportDeadLetter:
+		ok = r.DeadLetter != nil
+	default:
+		return fmt.Errorf("report: unknown type %q", r.Type)
+	}
+	if !ok {
+		return fmt.Errorf("report: type %q without its payload", r.Type)
+	}
+	return nil
+}
+
+// Encode marshals a message after stamping the protocol version on it.
+func Encode(v interface{ setVersion() }) ([]byte, error) {
+	v.setVersion()
+	return json.Marshal(v)
+}
+
+func (j *AgentJob) setVersion() { j.V = Version }
+func (j *GateJob) setVersion()  { j.V = Version }
+func (r *Report) setVersion()   { r.V = Version }
+func (e *Event) setVersion()    { e.V = Version }
+
+// Decode unmarshals a message and checks its protocol version.
+func Decode(data []byte, v interface{ version() int }) error {
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("decode %T: %w", v, err)
+	}
+	if ver := v.version(); ver > Version || ver < 1 {
+		return fmt.Errorf("decode %T: version %d: %w", v, ver, ErrUnsupportedVersion)
+	}
+	return nil
+}
+
+func (j *AgentJob) version() int { return j.V }
+func (j *GateJob) version() int  { return j.V }
+func (r *Report) version() int   { return r.V }
+func (e *Event) version() int    { return e.V }

@@ -1,0 +1,104 @@
+package protocol
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Streams, subjects and buckets. docs/protocol.md documents each.
+const (
+	// StreamJobs is the work-queue stream of agent and gate jobs.
+	StreamJobs = "SUP_JOBS"
+	// StreamResults carries Reports from runners to the coordinator.
+	StreamResults = "SUP_RESULTS"
+	// StreamEvents is the coordinator's event log (limits retention).
+	StreamEvents = "SUP_EVENTS"
+	// StreamAdvisories keeps JetStream's max-deliveries advisories for the
+	// jobs stream, so a dead letter is noticed even if the coordinator was
+	// down when it happened.
+	StreamAdvisories = "SUP_DEADLETTERS"
+
+	// SubjectJobs matches every job subject.
+	SubjectJobs = "sup.job.>"
+	// SubjectResults matches every report subject.
+	SubjectResults = "sup.res.>"
+	// SubjectEvents matches every event subject.
+	SubjectEvents = "sup.evt.>"
+	// SubjectMaxDeliveries matches the server's max-deliveries advisories for
+	// consumers of StreamJobs.
+	SubjectMaxDeliveries = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + StreamJobs + ".>"
+
+	// APIPrefix is the subject prefix of the coordinator's micro service.
+	APIPrefix = "sup.api"
+
+	// BucketBundles holds git bundles of submitted repositories.
+	BucketBundles = "sup-bundles"
+	// BucketPatches holds the binary patches agents produce.
+	BucketPatches = "sup-patches"
+	// BucketLogs holds full agent and gate logs, and result bundles.
+	BucketLogs = "sup-logs"
+	// BucketState is the JetStream KV bucket the embedded state backend uses.
+	BucketState = "sup-state"
+
+	// HeaderMsgID is JetStream's de-duplication header.
+	HeaderMsgID = "Nats-Msg-Id"
+	// HeaderKind tells agent jobs from gate jobs on the jobs stream.
+	HeaderKind = "Sup-Kind"
+
+	// DefaultPool is the pool tasks and gates use when none is given.
+	DefaultPool = "default"
+)
+
+// API endpoint names under APIPrefix.
+const (
+	APISubmit = "submit"
+	APIStatus = "status"
+	APIList   = "list"
+	APICancel = "cancel"
+	APILogs   = "logs"
+)
+
+// APISubject returns the subject of an API endpoint.
+func APISubject(endpoint string) string { return APIPrefix + "." + endpoint }
+
+// AgentJobSubject is the subject agent jobs for pool are published on.
+func AgentJobSubject(pool string) string { return "sup.job.agent." + pool }
+
+// GateJobSubject is the subject gate jobs for pool are published on.
+func GateJobSubject(pool string) string { return "sup.job.gate." + pool }
+
+// ResultSubject is the subject reports about workflow wf are published on.
+func ResultSubject(wf string) string { return "sup.res." + wf }
+
+// EventSubject is the subject events of workflow wf are appended on.
+func EventSubject(wf string) string { return "sup.evt." + wf }
+
+// ConsumerName is the durable consumer name for a job kind and pool.
+func ConsumerName(kind JobKind, pool string) string { return string(kind) + "-" + pool }
+
+// AgentJobID is the deterministic job id (and Nats-Msg-Id) of an agent job.
+func AgentJobID(wf, node string, attempt int) string {
+	return fmt.Sprintf("%s.%s.a%d", wf, node, attempt)
+}
+
+// GateJobID is the deterministic job id (and Nats-Msg-Id) of a gate job.
+// round distinguishes re-runs of the same gate for the same attempt.
+func GateJobID(wf, node string, attempt int, gate string, round int) string {
+	return fmt.Sprintf("%s.%s.a%d.g.%s.r%d", wf, node, attempt, gate, round)
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// ValidName reports whether s may be used as a task id, gate name, pool or
+// workflow id: lowercase letters, digits, '-' and '_', at most 64, starting
+// with a letter or digit. Such names are safe in subjects and object names.
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// NameRule describes ValidName for error messages.
+const NameRule = "lowercase letters, digits, '-' and '_', starting with a letter or digit, at most 64 characters"
+
+// SplitResultSubject returns the workflow id of a result subject.
+func SplitResultSubject(subject string) (string, bool) {
+	return strings.CutPrefix(subject, "sup.res.")
+}

@@ -1,0 +1,101 @@
+// Package sandbox runs one command — an agent or a gate — confined to a
+// workspace: argv only (never a shell), a minimal environment that inherits
+// nothing from the host, a timeout that kills everything the command
+// started, and output capped to the tail. The process implementation lives
+// here; a Docker implementation satisfies the same interface.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// Defaults shared by every implementation (DESIGN decision 4, seed 004 ).
+const (
+	// DefaultOutputLimit caps each of stdout and stderr in a Result.
+	DefaultOutputLimit = 64 << 10
+	// DefaultKillGrace is the time between SIGTERM and SIGKILL on timeout.
+	DefaultKillGrace = 5 * time.Second
+	// BasePath is the PATH of the minimal environment (spec EV-01).
+	BasePath = "/usr/local/bin:/usr/bin:/bin"
+)
+
+// Errors; check with errors.Is.
+var (
+	// ErrInvalidSpec means the Spec cannot be run as given (empty argv, a
+	// working directory outside the workspace, …). Nothing was started.
+	ErrInvalidSpec = errors.New("sandbox: invalid spec")
+	// ErrStart means the command could not be started (not found, not
+	// executable, engine refused). It is an infrastructure error.
+	ErrStart = errors.New("sandbox: cannot start command")
+)
+
+// Resources limits a run where the implementation can enforce them.
+type Resources struct {
+	MemoryBytes int64
+	CPUs        float64
+	Pids        int64
+}
+
+// Spec describes one run.
+type Spec struct {
+	// Argv is the command; Argv[0] is looked up in the sandbox's PATH.
+	Argv []string
+	// Workspace is the absolute host path of the workspace root.
+	Workspace string
+	// WorkingDir is relative to Workspace ("" = the root). It must stay
+	// inside the workspace, with no symlink component.
+	WorkingDir string
+	// Env is added to the minimal base environment; it cannot replace
+	// PATH, HOME, USER or LD_* (those are dropped).
+	Env map[string]string
+	// Stdin, if set, is fed to the command's standard input.
+	Stdin io.Reader
+	// Timeout bounds the run; 0 means no timeout (the context still applies).
+	Timeout time.Duration
+	// KillGrace is the wait between SIGTERM and SIGKILL (0 = DefaultKillGrace).
+	KillGrace time.Duration
+	// OutputLimit caps each stream in the Result (0 = DefaultOutputLimit).
+	OutputLimit int
+	// Stdout and Stderr, if set, receive the full streams as they arrive
+	// (for log artifacts and live logs), in addition to the capped tails.
+	Stdout io.Writer
+	Stderr io.Writer
+
+	// Image, Resources, Network and Labels are for container sandboxes; the
+	// process sandbox ignores them.
+	Image     string
+	Resources Resources
+	// Network lists host:port pairs the command may reach; empty = none.
+	Network []string
+	Labels  map[string]string
+}
+
+// Result is what a run produced. A non-zero exit is a Result, not an error.
+type Result struct {
+	// ExitCode is the command's exit status, or -1 if it was killed.
+	ExitCode int
+	// TimedOut is true when the run was killed because Timeout passed.
+	TimedOut bool
+	// Signal names the signal that ended the command, if one did.
+	Signal string
+	// Stdout and Stderr are the last OutputLimit bytes of each stream.
+	Stdout []byte
+	Stderr []byte
+	// StdoutTruncated and StderrTruncated report that bytes were dropped.
+	StdoutTruncated bool
+	StderrTruncated bool
+	StartedAt       time.Time
+	Duration        time.Duration
+}
+
+// Sandbox runs commands. Run returns an error only when the command could
+// not be run at all (ErrInvalidSpec, ErrStart, context cancelled before
+// start); how the command itself ended is in the Result.
+type Sandbox interface {
+	Run(ctx context.Context, spec Spec) (Result, error)
+	// Name identifies the implementation ("process", "docker").
+	Name() string
+}

@@ -1,0 +1,130 @@
+// Package testserver starts the real servers tests run against: an embedded
+// nats-server with JetStream, and a redis-server process from the machine's
+// packages. Under CI=true a missing redis-server fails the test instead of
+// skipping it.
+package testserver
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/supervisorhq/supervisor/shared/embedded"
+)
+
+// NATS starts an embedded JetStream-enabled nats-server for the test and
+// returns its URL. It is shut down when the test ends.
+func NATS(t testing.TB) string {
+	t.Helper()
+	return NATSServer(t).URL()
+}
+
+// NATSServer is NATS returning the server itself, so a test can stop it.
+func NATSServer(t testing.TB) *embedded.Server {
+	t.Helper()
+	srv, err := embedded.Start(embedded.Options{StoreDir: filepath.Join(t.TempDir(), "jetstream")})
+	if err != nil {
+		t.Fatalf("start nats: %v", err)
+	}
+	t.Cleanup(srv.Shutdown)
+	return srv
+}
+
+// InCI reports whether the tests run under CI=true, where a missing real
+// dependency (redis-server, the Docker engine) is a failure, not a skip.
+func InCI() bool {
+	v := strings.ToLower(os.Getenv("CI"))
+	return v == "true" || v == "1"
+}
+
+// Missing fails the test under CI and skips it elsewhere.
+func Missing(t testing.TB, what string) {
+	t.Helper()
+	if InCI() {
+		t.Fatalf("%s is required under CI=true but is missing", what)
+	}
+	t.Skipf("%s is missing; skipping (under CI=true this fails)", what)
+}
+
+// Redis returns the URL of a real redis-server for the test. If
+// SUPERVISOR_TEST_REDIS_URL is set (make test starts one), that server is
+// used (tests namespace their keys); otherwise a redis-server process is started on a free
+// port and stopped when the test ends.
+func Redis(t testing.TB) string {
+	t.Helper()
+	if url := os.Getenv("SUPERVISOR_TEST_REDIS_URL"); url != "" {
+		return url
+	}
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		Missing(t, "redis-server")
+	}
+	port, err := FreePort()
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(bin,
+		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir,
+		"--protected-mode", "no")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatalf("redis-server pipe: %v", err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	go func() { // drain so the server never blocks on a full pipe
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+		}
+	}()
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	if err := WaitTCP(context.Background(), addr, 10*time.Second); err != nil {
+		t.Fatalf("redis-server on %s: %v", addr, err)
+	}
+	return "redis://" + addr + "/0"
+}
+
+// FreePort asks the kernel for a free TCP port on the loopback interface.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// WaitTCP waits until addr accepts TCP connections or the timeout passes.
+func WaitTCP(ctx context.Context, addr string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not accepting connections after %s: %w", timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

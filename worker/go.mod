@@ -1,0 +1,3 @@
+module github.com/supervisorhq/supervisor/worker
+
+go 1.26.8
