@@ -102,3 +102,10 @@ const NameRule = "lowercase letters, digits, '-' and '_', starting with a letter
 func SplitResultSubject(subject string) (string, bool) {
 	return strings.CutPrefix(subject, "sup.res.")
 }
+
+// CancelSubject is the core-NATS subject on which the coordinator announces
+// that workflow wf was cancelled, so runners can stop its jobs early.
+func CancelSubject(wf string) string { return "sup.ctl.cancel." + wf }
+
+// SubjectCancelAll matches every cancellation announcement.
+const SubjectCancelAll = "sup.ctl.cancel.*"

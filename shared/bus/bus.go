@@ -1,0 +1,319 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/supervisorhq/supervisor/shared/protocol"
+)
+
+// Config sets the JetStream resources' parameters. Zero values take the
+// defaults documented on each field.
+type Config struct {
+	// Replicas of every stream and bucket (default 1; 3 on a cluster).
+	Replicas int
+	// AckWait is how long a job may go without an ack or heartbeat before
+	// JetStream redelivers it (default 30 s). Runners heartbeat at a third
+	// of it.
+	AckWait time.Duration
+	// MaxDeliver caps deliveries of one job; the last failure becomes a
+	// dead letter that the coordinator surfaces as a node error (default 5).
+	MaxDeliver int
+	// DuplicateWindow is how long Nats-Msg-Id de-duplication remembers an
+	// id (default 20 min).
+	DuplicateWindow time.Duration
+	// MaxJobBytes caps one job message (default 1 MiB).
+	MaxJobBytes int32
+	// EventsMaxAge bounds the event log (default 0: kept forever).
+	EventsMaxAge time.Duration
+	// ArtifactTTL bounds bundles, patches and logs (default 7 days).
+	ArtifactTTL time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Replicas <= 0 {
+		c.Replicas = 1
+	}
+	if c.AckWait <= 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.MaxDeliver <= 0 {
+		c.MaxDeliver = 5
+	}
+	if c.DuplicateWindow <= 0 {
+		c.DuplicateWindow = 20 * time.Minute
+	}
+	if c.MaxJobBytes <= 0 {
+		c.MaxJobBytes = 1 << 20
+	}
+	if c.ArtifactTTL <= 0 {
+		c.ArtifactTTL = 7 * 24 * time.Hour
+	}
+	return c
+}
+
+// Bus is a connection to NATS with Supervisor's JetStream resources ready.
+type Bus struct {
+	NC  *nats.Conn
+	JS  jetstream.JetStream
+	Cfg Config
+	// Bundles, Patches and Logs are the object-store buckets.
+	Bundles jetstream.ObjectStore
+	Patches jetstream.ObjectStore
+	Logs    jetstream.ObjectStore
+	log     *slog.Logger
+}
+
+// Open connects to NATS at url (retrying until ctx ends) and creates or
+// updates every stream and bucket. name identifies the client to the server.
+func Open(ctx context.Context, url, name string, cfg Config, log *slog.Logger) (*Bus, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	nc, err := Connect(ctx, url, name, log)
+	if err != nil {
+		return nil, err
+	}
+	b, err := New(ctx, nc, cfg, log)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// New sets up the resources on an existing connection.
+func New(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger) (*Bus, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("bus: jetstream: %w", err)
+	}
+	b := &Bus{NC: nc, JS: js, Cfg: cfg.withDefaults(), log: log}
+	if err := b.ensure(ctx); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Close drains nothing and closes the connection.
+func (b *Bus) Close() { b.NC.Close() }
+
+// retryJS retries a JetStream management call while the server is still
+// electing a leader or starting JetStream, which happens right after a
+// cluster (re)start.
+func retryJS(ctx context.Context, what string, f func(context.Context) error) error {
+	delay := time.Duration(0)
+	var err error
+	for attempt := 0; attempt < 30; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = f(cctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if !transientJSErr(err) {
+			break
+		}
+		delay = DefaultBackoff.Next(delay)
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+	}
+	return fmt.Errorf("bus: %s: %w", what, err)
+}
+
+func transientJSErr(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.Code == 503 {
+		return true // JetStream not ready yet (cluster forming, leader election)
+	}
+	return errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+		errors.Is(err, nats.ErrDisconnected)
+}
+
+func (b *Bus) ensure(ctx context.Context) error {
+	c := b.Cfg
+	storage := jetstream.FileStorage
+	streams := []jetstream.StreamConfig{
+		{
+			Name:        protocol.StreamJobs,
+			Description: "Supervisor agent and gate jobs (work queue)",
+			Subjects:    []string{protocol.SubjectJobs},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     storage,
+			Replicas:    c.Replicas,
+			Duplicates:  c.DuplicateWindow,
+			MaxMsgSize:  c.MaxJobBytes,
+		},
+		{
+			Name:        protocol.StreamResults,
+			Description: "Supervisor reports from runners to the coordinator",
+			Subjects:    []string{protocol.SubjectResults},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     storage,
+			Replicas:    c.Replicas,
+			Duplicates:  c.DuplicateWindow,
+			MaxMsgSize:  c.MaxJobBytes,
+		},
+		{
+			Name:        protocol.StreamEvents,
+			Description: "Supervisor workflow event log",
+			Subjects:    []string{protocol.SubjectEvents},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     storage,
+			Replicas:    c.Replicas,
+			Duplicates:  c.DuplicateWindow,
+			MaxAge:      c.EventsMaxAge,
+		},
+		{
+			Name:        protocol.StreamAdvisories,
+			Description: "Max-deliveries advisories of Supervisor jobs (dead letters)",
+			Subjects:    []string{protocol.SubjectMaxDeliveries},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     storage,
+			Replicas:    c.Replicas,
+		},
+	}
+	for _, sc := range streams {
+		sc := sc
+		if err := retryJS(ctx, "create stream "+sc.Name, func(ctx context.Context) error {
+			_, err := b.JS.CreateOrUpdateStream(ctx, sc)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	buckets := []struct {
+		name string
+		dst  *jetstream.ObjectStore
+		desc string
+	}{
+		{protocol.BucketBundles, &b.Bundles, "git bundles of submitted repositories and result branches"},
+		{protocol.BucketPatches, &b.Patches, "binary patches produced by agents"},
+		{protocol.BucketLogs, &b.Logs, "full agent and gate logs"},
+	}
+	for _, bk := range buckets {
+		bk := bk
+		if err := retryJS(ctx, "create object store "+bk.name, func(ctx context.Context) error {
+			os, err := b.JS.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+				Bucket:      bk.name,
+				Description: bk.desc,
+				TTL:         c.ArtifactTTL,
+				Storage:     storage,
+				Replicas:    c.Replicas,
+			})
+			if err != nil {
+				return err
+			}
+			*bk.dst = os
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// JobConsumer creates or updates, and returns, the durable pull consumer of
+// jobs of kind for pool. All runners of a pool share it, so each job goes
+// to exactly one of them at a time.
+func (b *Bus) JobConsumer(ctx context.Context, kind protocol.JobKind, pool string) (jetstream.Consumer, error) {
+	var subject string
+	switch kind {
+	case protocol.KindAgent:
+		subject = protocol.AgentJobSubject(pool)
+	case protocol.KindGate:
+		subject = protocol.GateJobSubject(pool)
+	default:
+		return nil, fmt.Errorf("bus: unknown job kind %q", kind)
+	}
+	name := protocol.ConsumerName(kind, pool)
+	var cons jetstream.Consumer
+	err := retryJS(ctx, "create consumer "+name, func(ctx context.Context) error {
+		var err error
+		cons, err = b.JS.CreateOrUpdateConsumer(ctx, protocol.StreamJobs, jetstream.ConsumerConfig{
+			Durable:       name,
+			Description:   fmt.Sprintf("%s jobs of pool %s", kind, pool),
+			FilterSubject: subject,
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       b.Cfg.AckWait,
+			MaxDeliver:    b.Cfg.MaxDeliver,
+			MaxAckPending: 10000,
+			MaxWaiting:    4096,
+		})
+		return err
+	})
+	return cons, err
+}
+
+// PublishJob publishes a job with its id as Nats-Msg-Id, so publishing the
+// same job twice (for instance after a coordinator restart) is harmless.
+func (b *Bus) PublishJob(ctx context.Context, kind protocol.JobKind, pool, jobID string, payload []byte) error {
+	subject := protocol.AgentJobSubject(pool)
+	if kind == protocol.KindGate {
+		subject = protocol.GateJobSubject(pool)
+	}
+	if len(payload) > int(b.Cfg.MaxJobBytes) {
+		return fmt.Errorf("bus: job %s is %d bytes, over the %d-byte limit", jobID, len(payload), b.Cfg.MaxJobBytes)
+	}
+	msg := &nats.Msg{Subject: subject, Data: payload, Header: nats.Header{}}
+	msg.Header.Set(protocol.HeaderKind, string(kind))
+	_, err := b.JS.PublishMsg(ctx, msg, jetstream.WithMsgID(jobID))
+	if err != nil {
+		return fmt.Errorf("bus: publish job %s on %s: %w", jobID, subject, err)
+	}
+	return nil
+}
+
+// PublishReport sends a report to the coordinator. msgID makes re-sending
+// the same report (after a crash between publish and ack) harmless.
+func (b *Bus) PublishReport(ctx context.Context, r *protocol.Report, msgID string) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	data, err := protocol.Encode(r)
+	if err != nil {
+		return err
+	}
+	subject := protocol.ResultSubject(r.WorkflowID())
+	_, err = b.JS.Publish(ctx, subject, data, jetstream.WithMsgID(msgID))
+	if err != nil {
+		return fmt.Errorf("bus: publish %s report %s: %w", r.Type, msgID, err)
+	}
+	return nil
+}
+
+// AppendEvent appends an event to the event log and returns its sequence.
+// msgID de-duplicates a re-append of the same event.
+func (b *Bus) AppendEvent(ctx context.Context, e *protocol.Event, msgID string) (uint64, error) {
+	data, err := protocol.Encode(e)
+	if err != nil {
+		return 0, err
+	}
+	opts := []jetstream.PublishOpt{}
+	if msgID != "" {
+		opts = append(opts, jetstream.WithMsgID(msgID))
+	}
+	ack, err := b.JS.Publish(ctx, protocol.EventSubject(e.WorkflowID), data, opts...)
+	if err != nil {
+		return 0, fmt.Errorf("bus: append %s event for %s: %w", e.Type, e.WorkflowID, err)
+	}
+	return ack.Sequence, nil
+}

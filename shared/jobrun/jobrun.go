@@ -1,0 +1,255 @@
+// Package jobrun is the job lifecycle workers and gate runners share: take
+// the job's lease (a fencing token), report that it started, do the work
+// with heartbeats, upload the log, report the result, and only then ack.
+// Infrastructure failures are handed back for redelivery and reported as
+// errors only on the last delivery; a lost lease abandons the job to the
+// runner that now holds it; a drain interruption hands it back.
+package jobrun
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/lease"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/sandbox"
+	"github.com/supervisorhq/supervisor/shared/state"
+	"github.com/supervisorhq/supervisor/shared/workspace"
+)
+
+// MaxLogBytes caps one uploaded log artifact (10 MB, spec §10); the tail
+// beyond it is dropped and a marker says so.
+const MaxLogBytes = 10 << 20
+
+// Deps are what a runner needs.
+type Deps struct {
+	Bus        *bus.Bus
+	Store      state.Store
+	Workspaces *workspace.Manager
+	Sandbox    sandbox.Sandbox
+	// Host identifies this runner in leases and reports.
+	Host string
+	Log  *slog.Logger
+}
+
+// Meta identifies a job.
+type Meta struct {
+	Kind        protocol.JobKind
+	JobID       string
+	WorkflowID  string
+	NodeID      string
+	Gate        string
+	Attempt     int
+	PublishedAt time.Time
+}
+
+// Outcome is what a job's work produced.
+type Outcome struct {
+	// Report is the result to send (agent or gate); nil with Err set means
+	// the work failed for infrastructure reasons.
+	Report *protocol.Report
+	// Err is an infrastructure error: the job is handed back while
+	// deliveries remain, and reported through ErrorReport on the last one.
+	Err error
+	// Retry, when positive, hands the job back after this delay even though
+	// a report was sent (a pending gate waiting to be polled again).
+	Retry time.Duration
+}
+
+// Work does a job under a held lease whose fencing token is given.
+type Work func(ctx context.Context, token uint64) Outcome
+
+// ErrorReport builds the report of a job that failed for infrastructure
+// reasons on its last delivery.
+type ErrorReport func(token uint64, err error) *protocol.Report
+
+// Cancels tracks in-flight jobs per workflow so a cancellation announcement
+// can stop them.
+type Cancels struct {
+	mu   sync.Mutex
+	jobs map[string]map[*context.CancelFunc]struct{}
+}
+
+// Watch subscribes to cancellation announcements on nc.
+func (c *Cancels) Watch(nc *nats.Conn) (*nats.Subscription, error) {
+	return nc.Subscribe(protocol.SubjectCancelAll, func(m *nats.Msg) {
+		wf := m.Subject[len(protocol.CancelSubject("")):]
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for f := range c.jobs[wf] {
+			(*f)()
+		}
+	})
+}
+
+func (c *Cancels) add(wf string, f *context.CancelFunc) func() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.jobs == nil {
+		c.jobs = map[string]map[*context.CancelFunc]struct{}{}
+	}
+	if c.jobs[wf] == nil {
+		c.jobs[wf] = map[*context.CancelFunc]struct{}{}
+	}
+	c.jobs[wf][f] = struct{}{}
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.jobs[wf], f)
+		if len(c.jobs[wf]) == 0 {
+			delete(c.jobs, wf)
+		}
+	}
+}
+
+// Run carries one delivered job through its lifecycle and returns what to
+// do with the message.
+func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Meta, work Work, errReport ErrorReport) bus.Disposition {
+	log := deps.Log.With("job", m.JobID, "delivery", d.Number)
+	ackWait := deps.Bus.Cfg.AckWait
+	held, jctx, err := lease.Hold(ctx, deps.Store, "lease/"+m.JobID, deps.Host, ackWait, log)
+	if errors.Is(err, state.ErrLocked) {
+		log.Info("job is leased by another runner; handing it back")
+		return bus.Nak(ackWait)
+	}
+	if err != nil {
+		log.Warn("cannot take the job's lease", "err", err)
+		return bus.Nak(backoff(d.Number))
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = held.Release(rctx)
+	}()
+	token := held.Token()
+
+	jctx, cancelJob := context.WithCancel(jctx)
+	defer cancelJob()
+	if cancels != nil {
+		defer cancels.add(m.WorkflowID, &cancelJob)()
+	}
+
+	started := &protocol.Report{Type: protocol.ReportStarted, Started: &protocol.Started{
+		Kind: m.Kind, JobID: m.JobID, WorkflowID: m.WorkflowID, NodeID: m.NodeID, Gate: m.Gate,
+		Attempt: m.Attempt, LeaseToken: token, Host: deps.Host, Delivery: d.Number,
+		PublishedAt: m.PublishedAt, StartedAt: time.Now().UTC(),
+	}}
+	if err := deps.Bus.PublishReport(jctx, started, fmt.Sprintf("%s.started.%d", m.JobID, token)); err != nil {
+		log.Warn("cannot report start; handing the job back", "err", err)
+		return bus.Nak(backoff(d.Number))
+	}
+	log.Info("job started", "kind", m.Kind, "workflow", m.WorkflowID, "node", m.NodeID, "gate", m.Gate, "token", token)
+
+	out := work(jctx, token)
+
+	switch {
+	case lease.Lost(jctx):
+		log.Warn("lease lost during the job; abandoning it to the runner that holds it now")
+		return bus.Abandon()
+	case ctx.Err() != nil:
+		log.Info("job interrupted by shutdown; handing it back")
+		return bus.Nak(0)
+	}
+	report := out.Report
+	if out.Err != nil {
+		if !d.Last() {
+			log.Warn("job failed for infrastructure reasons; handing it back", "err", out.Err)
+			return bus.Nak(backoff(d.Number))
+		}
+		log.Error("job failed on its last delivery", "err", out.Err)
+		report = errReport(token, out.Err)
+	}
+	pctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := deps.Bus.PublishReport(pctx, report, fmt.Sprintf("%s.result.%d.%d", m.JobID, token, d.Number)); err != nil {
+		log.Warn("cannot report the result; handing the job back", "err", err)
+		return bus.Nak(backoff(d.Number))
+	}
+	if out.Retry > 0 {
+		return bus.Nak(out.Retry)
+	}
+	return bus.Ack()
+}
+
+func backoff(delivery uint64) time.Duration {
+	d := time.Second << min(delivery, 5)
+	return d
+}
+
+// LogWriter collects a job's full log for upload, capped at MaxLogBytes.
+type LogWriter struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	dropped int64
+}
+
+// Write appends p, dropping what exceeds the cap.
+func (l *LogWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	room := MaxLogBytes - l.buf.Len()
+	if room < len(p) {
+		if room > 0 {
+			l.buf.Write(p[:room])
+		}
+		l.dropped += int64(len(p) - max(room, 0))
+		return len(p), nil
+	}
+	return l.buf.Write(p)
+}
+
+// Printf appends a runner's own line to the log.
+func (l *LogWriter) Printf(format string, args ...any) {
+	fmt.Fprintf(l, "[supervisor] "+format+"\n", args...)
+}
+
+// Bytes returns the log, with a marker if it was capped.
+func (l *LogWriter) Bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := append([]byte(nil), l.buf.Bytes()...)
+	if l.dropped > 0 {
+		out = append(out, fmt.Sprintf("\n[supervisor] log capped at %d bytes; %d bytes dropped\n", MaxLogBytes, l.dropped)...)
+	}
+	return out
+}
+
+// UploadLog stores a log in the logs bucket under name.
+func UploadLog(ctx context.Context, b *bus.Bus, name string, data []byte) error {
+	if _, err := b.Logs.PutBytes(ctx, name, data); err != nil {
+		return fmt.Errorf("upload log %s: %w", name, err)
+	}
+	return nil
+}
+
+// UploadPatch stores a patch in the patches bucket and returns its ref.
+func UploadPatch(ctx context.Context, b *bus.Bus, node, name string, patch []byte) (*protocol.PatchRef, error) {
+	sum := sha256.Sum256(patch)
+	if _, err := b.Patches.PutBytes(ctx, name, patch); err != nil {
+		return nil, fmt.Errorf("upload patch %s: %w", name, err)
+	}
+	return &protocol.PatchRef{NodeID: node, Object: name, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(patch))}, nil
+}
+
+// HostName returns a runner identity: the given one, or hostname-pid.
+func HostName(given string) string {
+	if given != "" {
+		return given
+	}
+	h, err := os.Hostname()
+	if err != nil {
+		h = "host"
+	}
+	return fmt.Sprintf("%s-%d", h, os.Getpid())
+}

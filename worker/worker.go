@@ -1,0 +1,159 @@
+// Package worker runs agent jobs: it pulls them from its pools, takes each
+// job's lease, materializes the workspace at the base commit plus the
+// patches the node depends on, runs one fresh agent process in the sandbox
+// with the prompt on standard input, and reports the patch it produced.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/jobrun"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/sandbox"
+)
+
+// Config is a worker's own configuration.
+type Config struct {
+	// Pools the worker consumes agent jobs from (default ["default"]).
+	Pools []string
+	// Concurrency is how many agents run at once (default 1).
+	Concurrency int
+	// DrainTimeout bounds how long running agents may finish after a stop
+	// signal before they are interrupted and their jobs handed back.
+	DrainTimeout time.Duration
+}
+
+// Worker pulls and runs agent jobs.
+type Worker struct {
+	deps    jobrun.Deps
+	cfg     Config
+	cancels jobrun.Cancels
+}
+
+// New creates a worker.
+func New(deps jobrun.Deps, cfg Config) *Worker {
+	if len(cfg.Pools) == 0 {
+		cfg.Pools = []string{protocol.DefaultPool}
+	}
+	return &Worker{deps: deps, cfg: cfg}
+}
+
+// Run pulls jobs until ctx ends, then drains: running agents get up to
+// DrainTimeout to finish, after which they are stopped and their jobs
+// handed back to the queue. It returns once nothing is in flight.
+func (w *Worker) Run(ctx context.Context) error {
+	sub, err := w.cancels.Watch(w.deps.Bus.NC)
+	if err != nil {
+		return fmt.Errorf("worker: watch cancellations: %w", err)
+	}
+	defer sub.Unsubscribe() //nolint:errcheck
+	w.deps.Log.Info("worker pulling agent jobs", "pools", strings.Join(w.cfg.Pools, ","),
+		"concurrency", w.cfg.Concurrency, "host", w.deps.Host, "sandbox", w.deps.Sandbox.Name())
+	err = w.deps.Bus.Pull(ctx, bus.PullOptions{
+		Kind: protocol.KindAgent, Pools: w.cfg.Pools, Concurrency: w.cfg.Concurrency,
+		DrainTimeout: w.cfg.DrainTimeout, Log: w.deps.Log,
+	}, w.handle)
+	w.deps.Log.Info("worker stopped")
+	return err
+}
+
+func (w *Worker) handle(ctx context.Context, d *bus.Delivery) bus.Disposition {
+	var job protocol.AgentJob
+	if err := protocol.Decode(d.Msg.Data(), &job); err != nil {
+		w.deps.Log.Error("dropping malformed agent job", "seq", d.StreamSeq, "err", err)
+		return bus.Term("malformed agent job: " + err.Error())
+	}
+	meta := jobrun.Meta{Kind: protocol.KindAgent, JobID: job.JobID, WorkflowID: job.WorkflowID,
+		NodeID: job.NodeID, Attempt: job.Attempt, PublishedAt: job.PublishedAt}
+	return jobrun.Run(ctx, w.deps, &w.cancels, d, meta,
+		func(ctx context.Context, token uint64) jobrun.Outcome { return w.run(ctx, &job, token) },
+		func(token uint64, err error) *protocol.Report {
+			return &protocol.Report{Type: protocol.ReportAgentResult, Agent: &protocol.AgentResult{
+				JobID: job.JobID, WorkflowID: job.WorkflowID, NodeID: job.NodeID, Attempt: job.Attempt,
+				LeaseToken: token, Host: w.deps.Host, Status: protocol.AgentError, ExitCode: -1,
+				Error: err.Error(), FinishedAt: time.Now().UTC(),
+			}}
+		})
+}
+
+// run materializes the workspace, runs the agent and uploads its patch and log.
+func (w *Worker) run(ctx context.Context, job *protocol.AgentJob, token uint64) jobrun.Outcome {
+	logw := &jobrun.LogWriter{}
+	logw.Printf("agent job %s on %s (lease %d): %s", job.JobID, w.deps.Host, token, strings.Join(job.Command, " "))
+	ws, err := w.deps.Workspaces.Prepare(ctx, job.Repo, job.Patches, job.JobID)
+	if err != nil {
+		return jobrun.Outcome{Err: fmt.Errorf("prepare workspace: %w", err)}
+	}
+	defer ws.Close() //nolint:errcheck
+
+	env := map[string]string{}
+	for k, v := range job.Env {
+		env[k] = v
+	}
+	env["SUPERVISOR_WORKFLOW_ID"] = job.WorkflowID
+	env["SUPERVISOR_NODE_ID"] = job.NodeID
+	env["SUPERVISOR_ATTEMPT"] = strconv.Itoa(job.Attempt)
+	env["SUPERVISOR_JOB_ID"] = job.JobID
+
+	res, err := w.deps.Sandbox.Run(ctx, sandbox.Spec{
+		Argv: job.Command, Workspace: ws.Dir, Env: env, Stdin: strings.NewReader(job.Prompt),
+		Timeout: time.Duration(job.TimeoutSeconds) * time.Second, Stdout: logw, Stderr: logw,
+		Labels: map[string]string{"workflow": job.WorkflowID, "node": job.NodeID, "attempt": strconv.Itoa(job.Attempt)},
+	})
+	if err != nil {
+		if errors.Is(err, sandbox.ErrStart) || errors.Is(err, sandbox.ErrInvalidSpec) {
+			// The command cannot run here at all: a real failure of the
+			// task's definition, not something a redelivery fixes.
+			logw.Printf("cannot start the agent: %v", err)
+			return w.finish(ctx, job, token, logw, protocol.AgentFailed, -1, sandbox.Result{}, nil, err.Error())
+		}
+		return jobrun.Outcome{Err: fmt.Errorf("run agent: %w", err)}
+	}
+	logw.Printf("agent exited %d after %s (timed out: %v)", res.ExitCode, res.Duration.Round(time.Millisecond), res.TimedOut)
+
+	status := protocol.AgentSucceeded
+	switch {
+	case res.TimedOut:
+		status = protocol.AgentTimeout
+	case res.ExitCode != 0:
+		status = protocol.AgentFailed
+	}
+	var patch *protocol.PatchRef
+	if status == protocol.AgentSucceeded {
+		diff, err := ws.Diff(ctx)
+		if err != nil {
+			return jobrun.Outcome{Err: fmt.Errorf("diff workspace: %w", err)}
+		}
+		if len(diff) > 0 {
+			name := fmt.Sprintf("%s/%s/a%d/%d.patch", job.WorkflowID, job.NodeID, job.Attempt, token)
+			patch, err = jobrun.UploadPatch(ctx, w.deps.Bus, job.NodeID, name, diff)
+			if err != nil {
+				return jobrun.Outcome{Err: err}
+			}
+			logw.Printf("patch %s: %d bytes", name, len(diff))
+		} else {
+			logw.Printf("the agent changed nothing")
+		}
+	}
+	return w.finish(ctx, job, token, logw, status, res.ExitCode, res, patch, "")
+}
+
+func (w *Worker) finish(ctx context.Context, job *protocol.AgentJob, token uint64, logw *jobrun.LogWriter,
+	status protocol.AgentStatus, exit int, res sandbox.Result, patch *protocol.PatchRef, errText string) jobrun.Outcome {
+	logName := fmt.Sprintf("%s/%s/a%d/agent-%d.log", job.WorkflowID, job.NodeID, job.Attempt, token)
+	if err := jobrun.UploadLog(ctx, w.deps.Bus, logName, logw.Bytes()); err != nil {
+		return jobrun.Outcome{Err: err}
+	}
+	return jobrun.Outcome{Report: &protocol.Report{Type: protocol.ReportAgentResult, Agent: &protocol.AgentResult{
+		JobID: job.JobID, WorkflowID: job.WorkflowID, NodeID: job.NodeID, Attempt: job.Attempt,
+		LeaseToken: token, Host: w.deps.Host, Status: status, ExitCode: exit,
+		Stdout: string(res.Stdout), Stderr: string(res.Stderr), Patch: patch, Log: logName, Error: errText,
+		StartedAt: res.StartedAt.UTC(), FinishedAt: time.Now().UTC(),
+	}}}
+}
