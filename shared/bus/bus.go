@@ -104,6 +104,30 @@ func New(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger) (*Bus
 	return b, nil
 }
 
+// Attach uses the resources on an existing connection without creating or
+// changing any: what a CLI does, so it never reconfigures the fleet.
+func Attach(ctx context.Context, nc *nats.Conn, log *slog.Logger) (*Bus, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("bus: jetstream: %w", err)
+	}
+	b := &Bus{NC: nc, JS: js, Cfg: Config{}.withDefaults(), log: log}
+	for _, bk := range []struct {
+		name string
+		dst  *jetstream.ObjectStore
+	}{{protocol.BucketBundles, &b.Bundles}, {protocol.BucketPatches, &b.Patches}, {protocol.BucketLogs, &b.Logs}} {
+		os, err := js.ObjectStore(ctx, bk.name)
+		if err != nil {
+			return nil, fmt.Errorf("bus: object store %s: %w (is a coordinator running against this NATS?)", bk.name, err)
+		}
+		*bk.dst = os
+	}
+	return b, nil
+}
+
 // Close drains nothing and closes the connection.
 func (b *Bus) Close() { b.NC.Close() }
 
@@ -194,6 +218,11 @@ func (b *Bus) ensure(ctx context.Context) error {
 	for _, sc := range streams {
 		sc := sc
 		if err := retryJS(ctx, "create stream "+sc.Name, func(ctx context.Context) error {
+			// Never scale an existing stream down: a runner started with the
+			// default of one replica must not shrink a cluster's streams.
+			if s, err := b.JS.Stream(ctx, sc.Name); err == nil && s.CachedInfo().Config.Replicas > sc.Replicas {
+				sc.Replicas = s.CachedInfo().Config.Replicas
+			}
 			_, err := b.JS.CreateOrUpdateStream(ctx, sc)
 			return err
 		}); err != nil {

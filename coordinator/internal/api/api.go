@@ -1,0 +1,210 @@
+// Package api is the coordinator's request/reply API on NATS (sup.api.*):
+// the request and response types, and the client the CLI uses.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+)
+
+// SubmitRequest submits a workflow. The repository's bundle is uploaded to
+// the bundles bucket before the request is sent.
+type SubmitRequest struct {
+	// Filename is the workflow file's name, used in error positions.
+	Filename string `json:"filename"`
+	// YAML is the workflow file's content, validated again by the server.
+	YAML     string           `json:"yaml"`
+	Repo     protocol.RepoRef `json:"repo"`
+	RepoPath string           `json:"repo_path,omitempty"`
+}
+
+// SubmitResponse names the new workflow.
+type SubmitResponse struct {
+	WorkflowID string `json:"workflow_id"`
+	Branch     string `json:"branch"`
+}
+
+// IDRequest names a workflow (status, cancel) and optionally a node (logs).
+type IDRequest struct {
+	WorkflowID string `json:"workflow_id,omitempty"`
+	NodeID     string `json:"node_id,omitempty"`
+}
+
+// ListResponse lists workflows.
+type ListResponse struct {
+	Workflows []WorkflowSummary `json:"workflows"`
+}
+
+// LogEntry is one log of a node.
+type LogEntry struct {
+	// Name says whose log it is: "agent" or "gate <name>".
+	Name   string `json:"name"`
+	Object string `json:"object"`
+	// Content is the log's tail (the whole log when it fits).
+	Content   string `json:"content"`
+	Truncated bool   `json:"truncated,omitempty"`
+}
+
+// LogsResponse carries a node's logs.
+type LogsResponse struct {
+	Logs []LogEntry `json:"logs"`
+}
+
+// NodeSummary is a node as the status API reports it.
+type NodeSummary struct {
+	ID        string              `json:"id"`
+	Status    protocol.NodeStatus `json:"status"`
+	Attempt   int                 `json:"attempt,omitempty"`
+	Host      string              `json:"host,omitempty"`
+	DependsOn []string            `json:"depends_on,omitempty"`
+	Gates     []GateSummary       `json:"gates,omitempty"`
+	Commit    string              `json:"commit,omitempty"`
+	Reason    string              `json:"reason,omitempty"`
+	StartedAt *time.Time          `json:"started_at,omitempty"`
+	EndedAt   *time.Time          `json:"ended_at,omitempty"`
+}
+
+// GateSummary is a gate as the status API reports it.
+type GateSummary struct {
+	Name     string              `json:"name"`
+	Status   protocol.GateStatus `json:"status,omitempty"`
+	ExitCode *int                `json:"exit_code,omitempty"`
+	Host     string              `json:"host,omitempty"`
+	Log      string              `json:"log,omitempty"`
+}
+
+// WorkflowSummary is a workflow as the status and list APIs report it.
+type WorkflowSummary struct {
+	ID          string                  `json:"id"`
+	Name        string                  `json:"name"`
+	Status      protocol.WorkflowStatus `json:"status"`
+	Source      string                  `json:"source,omitempty"`
+	RepoPath    string                  `json:"repo_path,omitempty"`
+	BaseCommit  string                  `json:"base_commit"`
+	Branch      string                  `json:"branch"`
+	Head        string                  `json:"head,omitempty"`
+	Reason      string                  `json:"reason,omitempty"`
+	SubmittedAt time.Time               `json:"submitted_at"`
+	FinishedAt  *time.Time              `json:"finished_at,omitempty"`
+	Counts      map[string]int          `json:"counts"`
+	Nodes       []NodeSummary           `json:"nodes,omitempty"`
+	// ResultBundle is the object (in the bundles bucket) holding Branch,
+	// for hosts that cannot see RepoPath.
+	ResultBundle string `json:"result_bundle,omitempty"`
+}
+
+// Error codes the service replies with (in the Nats-Service-Error-Code header).
+const (
+	CodeBadRequest = 400
+	CodeNotFound   = 404
+	CodeConflict   = 409
+	CodeTooLarge   = 413
+	CodeInvalid    = 422
+	CodeInternal   = 500
+)
+
+// Error is an API error as the client sees it.
+type Error struct {
+	Code        int
+	Description string
+	// Problems lists validation problems (code 422).
+	Problems []workflow.Problem
+}
+
+func (e *Error) Error() string {
+	if len(e.Problems) > 0 {
+		return (&workflow.ValidationError{Problems: e.Problems}).Error()
+	}
+	return e.Description
+}
+
+// ErrNotFound is matched by errors.Is for a 404 reply.
+var ErrNotFound = errors.New("not found")
+
+// Is lets errors.Is(err, ErrNotFound) match a 404.
+func (e *Error) Is(target error) bool { return target == ErrNotFound && e.Code == CodeNotFound }
+
+// Client calls the coordinator's API.
+type Client struct {
+	NC *nats.Conn
+}
+
+// call sends a request and decodes the reply into out.
+func (c *Client) call(ctx context.Context, endpoint string, req, out any) error {
+	data, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	if max := c.NC.MaxPayload(); int64(len(data)) > max {
+		return &Error{Code: CodeTooLarge, Description: fmt.Sprintf(
+			"request is %d bytes, over the server's %d-byte message limit", len(data), max)}
+	}
+	msg, err := c.NC.RequestWithContext(ctx, protocol.APISubject(endpoint), data)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return fmt.Errorf("no coordinator is serving %s (is `coordinator serve` or `coordinator dev` running?): %w",
+			protocol.APISubject(endpoint), err)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", protocol.APISubject(endpoint), err)
+	}
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+		e := &Error{Description: msg.Header.Get(micro.ErrorHeader)}
+		e.Code, _ = strconv.Atoi(code)
+		if len(msg.Data) > 0 {
+			_ = json.Unmarshal(msg.Data, &e.Problems)
+		}
+		return e
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(msg.Data, out); err != nil {
+		return fmt.Errorf("%s: bad reply: %w", protocol.APISubject(endpoint), err)
+	}
+	return nil
+}
+
+// Submit submits a workflow.
+func (c *Client) Submit(ctx context.Context, req SubmitRequest) (SubmitResponse, error) {
+	var out SubmitResponse
+	err := c.call(ctx, protocol.APISubmit, req, &out)
+	return out, err
+}
+
+// Status returns one workflow with its nodes.
+func (c *Client) Status(ctx context.Context, wf string) (WorkflowSummary, error) {
+	var out WorkflowSummary
+	err := c.call(ctx, protocol.APIStatus, IDRequest{WorkflowID: wf}, &out)
+	return out, err
+}
+
+// List returns every workflow, newest last, without node detail.
+func (c *Client) List(ctx context.Context) ([]WorkflowSummary, error) {
+	var out ListResponse
+	err := c.call(ctx, protocol.APIList, IDRequest{}, &out)
+	return out.Workflows, err
+}
+
+// Cancel asks the coordinator to cancel a workflow.
+func (c *Client) Cancel(ctx context.Context, wf string) (WorkflowSummary, error) {
+	var out WorkflowSummary
+	err := c.call(ctx, protocol.APICancel, IDRequest{WorkflowID: wf}, &out)
+	return out, err
+}
+
+// Logs returns a node's logs.
+func (c *Client) Logs(ctx context.Context, wf, node string) ([]LogEntry, error) {
+	var out LogsResponse
+	err := c.call(ctx, protocol.APILogs, IDRequest{WorkflowID: wf, NodeID: node}, &out)
+	return out.Logs, err
+}

@@ -1,0 +1,156 @@
+// Package cli is the coordinator binary's command line: the service
+// (serve), the embedded default (dev, demo), the user's commands (submit,
+// status, watch, logs, cancel) and the benchmark (bench).
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/api"
+	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/config"
+	"github.com/supervisorhq/supervisor/shared/jobrun"
+)
+
+// Exit codes. Scripts can rely on them.
+const (
+	ExitOK          = 0
+	ExitFault       = 1  // anything else went wrong
+	ExitFailed      = 2  // the workflow failed
+	ExitCancelled   = 3  // the workflow was cancelled
+	ExitRunning     = 4  // the workflow has not finished (status)
+	ExitUsage       = 64 // bad command line
+	ExitInvalid     = 65 // the workflow file is invalid
+	ExitUnavailable = 69 // NATS or the coordinator cannot be reached
+)
+
+// ExitError carries an exit code with an error.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+func (e *ExitError) Unwrap() error { return e.Err }
+
+func exitf(code int, format string, args ...any) error {
+	return &ExitError{Code: code, Err: fmt.Errorf(format, args...)}
+}
+
+// Main runs the CLI with args and returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	root := NewRoot(stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return ExitOK
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		if ee.Err != nil {
+			fmt.Fprintln(stderr, "coordinator:", ee.Err)
+		}
+		return ee.Code
+	}
+	fmt.Fprintln(stderr, "coordinator:", err)
+	return ExitUsage
+}
+
+// NewRoot builds the command tree.
+func NewRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "coordinator",
+		Short: "Supervisor's coordinator and the command line to drive it",
+		Long: `coordinator runs Supervisor's coordinator service and is the command line users
+drive it with. Settings come from flags, then SUPERVISOR_* environment variables
+(--nats is SUPERVISOR_NATS), then the --config file, then defaults.
+
+Exit codes: 0 succeeded; 1 error; 2 workflow failed; 3 workflow cancelled;
+4 workflow still running; 64 usage; 65 invalid workflow; 69 unreachable.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	config.AddConfigFlag(root.PersistentFlags())
+	root.PersistentFlags().String("nats", jobrun.DefaultNATSURL, "NATS server URL(s), comma-separated")
+	root.PersistentFlags().Duration("timeout", 30*time.Second, "how long to wait for NATS and the coordinator to answer")
+	root.AddCommand(newServe(), newDev(), newDemo(), newSubmit(), newStatus(), newWatch(), newLogs(), newCancel())
+	return root
+}
+
+// env is what a client command needs, loaded from its settings.
+type env struct {
+	v   *viper.Viper
+	log *slog.Logger
+	out io.Writer
+}
+
+func load(cmd *cobra.Command, component string) (*env, error) {
+	v, err := config.Load(cmd)
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: err}
+	}
+	log, err := config.Logger(v, component)
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: err}
+	}
+	return &env{v: v, log: log, out: cmd.OutOrStdout()}, nil
+}
+
+// connect dials NATS for a client command, giving up after --timeout.
+func (e *env) connect(ctx context.Context) (*nats.Conn, *api.Client, error) {
+	cctx, cancel := context.WithTimeout(ctx, e.v.GetDuration("timeout"))
+	defer cancel()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	nc, err := bus.Connect(cctx, e.v.GetString("nats"), "supervisor-cli", quiet)
+	if err != nil {
+		return nil, nil, &ExitError{Code: ExitUnavailable, Err: err}
+	}
+	return nc, &api.Client{NC: nc}, nil
+}
+
+// apiErr maps API errors to exit codes.
+func apiErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		code := ExitFault
+		if ae.Code == api.CodeInvalid {
+			code = ExitInvalid
+		}
+		return &ExitError{Code: code, Err: err}
+	}
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		return &ExitError{Code: ExitUnavailable, Err: err}
+	}
+	return &ExitError{Code: ExitFault, Err: err}
+}
+
+// signalContext is cancelled on SIGINT or SIGTERM.
+func signalContext() (context.Context, context.CancelFunc) {
+	return notifyContext(context.Background())
+}
+
+func notifyContext(parent context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(parent, syscall.SIGINT, syscall.SIGTERM)
+}

@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/engine"
+	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/jobrun"
+	"github.com/supervisorhq/supervisor/shared/state/backends"
+)
+
+func newServe() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the coordinator service against an existing NATS (and Redis)",
+		Long: `serve runs the coordinator: the DAG scheduler, the event log, gate fan-out and
+fan-in, integration of accepted patches, and the sup.api.* micro service the CLI
+talks to. Several may run; one leads (a lock in the state store) and the others
+stand by. On restart it rebuilds its state from the event log and carries on.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			e, err := load(cmd, "coordinator")
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			b, err := bus.Open(ctx, e.v.GetString("nats"), "supervisor-coordinator", jobrun.BusConfig(e.v), e.log)
+			if err != nil {
+				return &ExitError{Code: ExitUnavailable, Err: err}
+			}
+			defer b.Close()
+			store, err := backends.Open(ctx, e.v.GetString("redis-url"), b.JS, e.v.GetInt("replicas"))
+			if err != nil {
+				return &ExitError{Code: ExitUnavailable, Err: err}
+			}
+			defer store.Close()
+			dataDir, err := filepath.Abs(e.v.GetString("data-dir"))
+			if err != nil {
+				return err
+			}
+			eng, err := engine.New(b, store, engine.Options{DataDir: dataDir, ID: jobrun.HostName(e.v.GetString("id")), Log: e.log})
+			if err != nil {
+				return err
+			}
+			e.log.Info("coordinator starting", "nats", bus.RedactURL(e.v.GetString("nats")), "state", store.Backend(), "data_dir", dataDir)
+			if err := eng.Run(ctx); err != nil && ctx.Err() == nil {
+				return fmt.Errorf("coordinator stopped: %w", err)
+			}
+			return nil
+		},
+	}
+	addServiceFlags(cmd)
+	return cmd
+}
+
+// addServiceFlags adds the flags of commands that run the coordinator.
+func addServiceFlags(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.String("redis-url", "", "Redis URL for locks, cache and breakers (empty: JetStream KV)")
+	fs.Int("replicas", 1, "replicas of JetStream streams and buckets (3 on a cluster)")
+	fs.Duration("ack-wait", 30e9, "time a job may go without a heartbeat before it is redelivered")
+	fs.Int("max-deliver", 5, "deliveries of a job before it is dead-lettered")
+	fs.String("data-dir", "./.supervisor-data", "directory for the coordinator's integration mirrors")
+	fs.String("id", "", "this coordinator's identity for the leader lock (default hostname-pid)")
+}

@@ -1,0 +1,141 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/api"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+)
+
+func newStatus() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "status [WF]",
+		Short: "Show one workflow with its nodes and gates, or list all workflows",
+		Long: `status without an argument lists every workflow. With a workflow id it shows its
+nodes and gates and exits 0 if the workflow succeeded, 2 if it failed, 3 if it
+was cancelled and 4 if it is still running. -o json prints the API's JSON.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := load(cmd, "status")
+			if err != nil {
+				return err
+			}
+			format := e.v.GetString("output")
+			if format != "table" && format != "json" {
+				return exitf(ExitUsage, "-o %q: want table or json", format)
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			nc, client, err := e.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			rctx, cancel := context.WithTimeout(ctx, e.v.GetDuration("timeout"))
+			defer cancel()
+			if len(args) == 0 {
+				list, err := client.List(rctx)
+				if err != nil {
+					return apiErr(err)
+				}
+				if format == "json" {
+					return writeJSON(e.out, list)
+				}
+				printList(e.out, list)
+				return nil
+			}
+			s, err := client.Status(rctx, args[0])
+			if err != nil {
+				return apiErr(err)
+			}
+			if format == "json" {
+				if err := writeJSON(e.out, s); err != nil {
+					return err
+				}
+			} else {
+				printWorkflow(e.out, s)
+			}
+			return statusExit(s.Status)
+		},
+	}
+	cmd.Flags().StringP("output", "o", "table", "output format: table or json")
+	return cmd
+}
+
+func statusExit(s protocol.WorkflowStatus) error {
+	switch s {
+	case protocol.WorkflowSucceeded:
+		return nil
+	case protocol.WorkflowFailed:
+		return &ExitError{Code: ExitFailed}
+	case protocol.WorkflowCancelled:
+		return &ExitError{Code: ExitCancelled}
+	default:
+		return &ExitError{Code: ExitRunning}
+	}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func printList(w io.Writer, list []api.WorkflowSummary) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKFLOW\tNAME\tSTATUS\tNODES\tSUBMITTED\tBRANCH")
+	for _, s := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Name, s.Status, counts(s.Counts),
+			s.SubmittedAt.Local().Format(time.DateTime), s.Branch)
+	}
+	tw.Flush()
+}
+
+func counts(c map[string]int) string {
+	var parts []string
+	for _, st := range []protocol.NodeStatus{protocol.NodeSucceeded, protocol.NodeRunning, protocol.NodeGating,
+		protocol.NodeReady, protocol.NodePending, protocol.NodeFailed, protocol.NodeSkipped, protocol.NodeCancelled} {
+		if n := c[string(st)]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, st))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func printWorkflow(w io.Writer, s api.WorkflowSummary) {
+	fmt.Fprintf(w, "workflow  %s (%s)\nstatus    %s\n", s.ID, s.Name, s.Status)
+	if s.Reason != "" {
+		fmt.Fprintf(w, "reason    %s\n", s.Reason)
+	}
+	fmt.Fprintf(w, "base      %s\nbranch    %s", short(s.BaseCommit), s.Branch)
+	if s.Head != "" {
+		fmt.Fprintf(w, " at %s", short(s.Head))
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nNODE\tSTATUS\tATTEMPT\tHOST\tGATES\tDETAIL")
+	for _, n := range s.Nodes {
+		var gates []string
+		for _, g := range n.Gates {
+			st := string(g.Status)
+			if st == "" {
+				st = "waiting"
+			}
+			gates = append(gates, g.Name+":"+st)
+		}
+		detail := n.Reason
+		if n.Commit != "" {
+			detail = "commit " + short(n.Commit)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", n.ID, n.Status, n.Attempt, n.Host, strings.Join(gates, " "), detail)
+	}
+	tw.Flush()
+}

@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/api"
+	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
+	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/workspace"
+)
+
+func newSubmit() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "submit FILE",
+		Short: "Validate a workflow file and submit it; prints the workflow id",
+		Long: `submit validates a workflow file (every problem is reported as file:line:col),
+uploads a git bundle of the repository's base commit to the object store, and
+submits the workflow. It prints the workflow id. With --wait it follows the
+workflow to its end, like 'watch', and exits 0 only if it succeeded; the
+accepted work is then on branch supervisor/<workflow-id> of --repo.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := load(cmd, "submit")
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			_, err = e.submitFile(ctx, args[0])
+			return err
+		},
+	}
+	fs := cmd.Flags()
+	fs.String("repo", ".", "the git repository the workflow works on")
+	fs.String("rev", "HEAD", "the base commit (any git revision)")
+	fs.Bool("wait", false, "follow the workflow until it ends; exit 0 only if it succeeded")
+	return cmd
+}
+
+// maxWorkflowFile is the largest workflow file submit reads.
+const maxWorkflowFile = 1 << 20
+
+// submitFile validates, uploads and submits a workflow file, following it
+// with --wait. It returns the workflow id.
+func (e *env) submitFile(ctx context.Context, file string) (string, error) {
+	fi, err := os.Stat(file)
+	if err != nil {
+		return "", &ExitError{Code: ExitUsage, Err: err}
+	}
+	if fi.Size() > maxWorkflowFile {
+		return "", exitf(ExitInvalid, "%s: %d bytes, over the %d-byte limit for a workflow file", file, fi.Size(), maxWorkflowFile)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", &ExitError{Code: ExitUsage, Err: err}
+	}
+	// Validate here first: the user gets every problem without a round trip,
+	// and nothing is uploaded for an invalid file.
+	if _, err := workflow.Parse(file, data); err != nil {
+		return "", &ExitError{Code: ExitInvalid, Err: err}
+	}
+	repoPath, err := filepath.Abs(e.v.GetString("repo"))
+	if err != nil {
+		return "", &ExitError{Code: ExitUsage, Err: err}
+	}
+	commit, err := workspace.ResolveCommit(ctx, repoPath, e.v.GetString("rev"))
+	if err != nil {
+		return "", &ExitError{Code: ExitUsage, Err: err}
+	}
+	repoID, err := workspace.RepoID(ctx, repoPath)
+	if err != nil {
+		return "", &ExitError{Code: ExitUsage, Err: err}
+	}
+	nc, client, err := e.connect(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer nc.Close()
+	b, err := bus.Attach(ctx, nc, e.log)
+	if err != nil {
+		return "", &ExitError{Code: ExitUnavailable, Err: err}
+	}
+	repo := protocol.RepoRef{ID: repoID, BaseCommit: commit, Bundle: fmt.Sprintf("%s/%s.bundle", repoID, commit)}
+	if err := uploadBundle(ctx, b, repoPath, repo); err != nil {
+		return "", err
+	}
+	rctx, cancel := context.WithTimeout(ctx, e.v.GetDuration("timeout"))
+	defer cancel()
+	resp, err := client.Submit(rctx, api.SubmitRequest{Filename: filepath.Base(file), YAML: string(data), Repo: repo, RepoPath: repoPath})
+	if err != nil {
+		return "", apiErr(err)
+	}
+	fmt.Fprintln(e.out, resp.WorkflowID)
+	if !e.v.GetBool("wait") {
+		return resp.WorkflowID, nil
+	}
+	return resp.WorkflowID, e.follow(ctx, b, client, resp.WorkflowID, repoPath)
+}
+
+// uploadBundle puts a bundle of the base commit in the object store,
+// unless one is there already (bundles are named by repository and commit).
+func uploadBundle(ctx context.Context, b *bus.Bus, repoPath string, repo protocol.RepoRef) error {
+	if _, err := b.Bundles.GetInfo(ctx, repo.Bundle); err == nil {
+		return nil
+	} else if !errors.Is(err, jetstream.ErrObjectNotFound) {
+		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("look up bundle %s: %w", repo.Bundle, err)}
+	}
+	tmp, err := os.MkdirTemp("", "supervisor-bundle-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	file := filepath.Join(tmp, "base.bundle")
+	if err := workspace.CreateBundle(ctx, repoPath, repo.BaseCommit, file); err != nil {
+		return &ExitError{Code: ExitFault, Err: err}
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := b.Bundles.Put(ctx, jetstream.ObjectMeta{Name: repo.Bundle}, f); err != nil {
+		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("upload bundle %s: %w", repo.Bundle, err)}
+	}
+	return nil
+}

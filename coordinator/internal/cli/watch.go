@@ -1,0 +1,186 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/api"
+	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/workspace"
+)
+
+func newWatch() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "watch WF",
+		Short: "Follow a workflow live, one line per transition, until it ends",
+		Long: `watch prints the workflow's history and then its live progress, one line per
+node or gate transition, and exits when the workflow ends: 0 if it succeeded,
+2 if it failed, 3 if it was cancelled. With --repo, a succeeded workflow's
+branch is fetched into that repository if it is not there yet.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := load(cmd, "watch")
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			nc, client, err := e.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			b, err := bus.Attach(ctx, nc, e.log)
+			if err != nil {
+				return &ExitError{Code: ExitUnavailable, Err: err}
+			}
+			repo := e.v.GetString("repo")
+			if repo != "" {
+				if repo, err = filepath.Abs(repo); err != nil {
+					return err
+				}
+			}
+			return e.follow(ctx, b, client, args[0], repo)
+		},
+	}
+	cmd.Flags().String("repo", "", "repository to fetch the result branch into when the workflow succeeds")
+	return cmd
+}
+
+// follow prints a workflow's events until it finishes and returns the exit
+// error its final status calls for.
+func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, repoPath string) error {
+	rctx, cancel := context.WithTimeout(ctx, e.v.GetDuration("timeout"))
+	sum, err := client.Status(rctx, wf)
+	cancel()
+	if err != nil {
+		return apiErr(err)
+	}
+	cons, err := b.JS.OrderedConsumer(ctx, protocol.StreamEvents, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{protocol.EventSubject(wf)},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("watch %s: %w", wf, err)}
+	}
+	for {
+		msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if ctx.Err() != nil {
+			return &ExitError{Code: ExitFault, Err: ctx.Err()}
+		}
+		if err != nil {
+			continue // no event within the wait; keep following
+		}
+		var ev protocol.Event
+		if err := protocol.Decode(msg.Data(), &ev); err != nil {
+			continue
+		}
+		printEvent(e.out, &ev)
+		if ev.Type != protocol.EvWorkflowFinished {
+			continue
+		}
+		switch ev.WorkflowStatus {
+		case protocol.WorkflowSucceeded:
+			if repoPath != "" {
+				if err := fetchResult(ctx, b, repoPath, wf, sum.Branch, ev.Commit); err != nil {
+					return &ExitError{Code: ExitFault, Err: err}
+				}
+				fmt.Fprintf(e.out, "branch %s in %s is at %s\n", sum.Branch, repoPath, short(ev.Commit))
+			}
+			return nil
+		case protocol.WorkflowCancelled:
+			return &ExitError{Code: ExitCancelled}
+		default:
+			return &ExitError{Code: ExitFailed}
+		}
+	}
+}
+
+// fetchResult makes sure the workflow's branch is in the repository: the
+// coordinator writes it there when it can see the repository; otherwise it
+// is fetched from the result bundle in the object store.
+func fetchResult(ctx context.Context, b *bus.Bus, repoPath, wf, branch, commit string) error {
+	if commit != "" {
+		if got, err := workspace.ResolveCommit(ctx, repoPath, "refs/heads/"+branch); err == nil && got == commit {
+			return nil
+		}
+	}
+	tmp, err := os.MkdirTemp("", "supervisor-result-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	file := filepath.Join(tmp, "result.bundle")
+	if err := b.Bundles.GetFile(ctx, "results/"+wf+".bundle", file); err != nil {
+		return fmt.Errorf("download result bundle of %s: %w", wf, err)
+	}
+	return workspace.ImportBranch(ctx, repoPath, file, branch)
+}
+
+func short(commit string) string {
+	if len(commit) > 12 {
+		return commit[:12]
+	}
+	return commit
+}
+
+// printEvent writes one human line for an event.
+func printEvent(w io.Writer, ev *protocol.Event) {
+	ts := ev.Time.Local().Format("15:04:05")
+	subject := "workflow " + ev.WorkflowID
+	if ev.NodeID != "" {
+		subject = "node " + ev.NodeID
+	}
+	var what string
+	switch ev.Type {
+	case protocol.EvWorkflowSubmitted:
+		what = fmt.Sprintf("submitted: %s, %d tasks, base %s", ev.Workflow.Name, len(ev.Workflow.Tasks), short(ev.Repo.BaseCommit))
+	case protocol.EvWorkflowCancelled:
+		what = "cancel requested"
+	case protocol.EvWorkflowFinished:
+		what = string(ev.WorkflowStatus)
+		if ev.Reason != "" {
+			what += ": " + ev.Reason
+		}
+	case protocol.EvNodeReady:
+		what = fmt.Sprintf("ready (attempt %d)", ev.Attempt)
+	case protocol.EvNodeStarted:
+		what = fmt.Sprintf("running on %s (lease %d)", ev.Host, ev.LeaseToken)
+	case protocol.EvNodeAgentDone:
+		what = fmt.Sprintf("agent %s (exit %d)", ev.Agent.Status, ev.Agent.ExitCode)
+		if ev.Agent.Patch == nil && ev.Agent.Status == protocol.AgentSucceeded {
+			what += ", no changes"
+		}
+	case protocol.EvGateDispatched:
+		what = fmt.Sprintf("gate %s dispatched", ev.Gate)
+	case protocol.EvGateStarted:
+		what = fmt.Sprintf("gate %s running on %s", ev.Gate, ev.Host)
+	case protocol.EvGateFinished:
+		what = fmt.Sprintf("gate %s %s", ev.Gate, ev.GateResult.Status)
+		if ev.GateResult.ExitCode != nil {
+			what += fmt.Sprintf(" (exit %d)", *ev.GateResult.ExitCode)
+		}
+		if ev.Reason != "" {
+			what += ": " + ev.Reason
+		}
+	case protocol.EvNodeIntegrated:
+		what = fmt.Sprintf("integrated onto %s at %s", ev.Branch, short(ev.Commit))
+	case protocol.EvNodeFinished:
+		what = string(ev.NodeStatus)
+		if ev.Reason != "" {
+			what += ": " + ev.Reason
+		}
+	default:
+		what = string(ev.Type)
+	}
+	fmt.Fprintf(w, "%s  %-28s %s\n", ts, subject, strings.TrimSpace(what))
+}

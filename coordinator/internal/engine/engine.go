@@ -1,0 +1,255 @@
+// Package engine is the coordinator's core: it folds the event log into
+// workflow state, schedules ready DAG nodes as agent jobs, fans each node's
+// gates out as gate jobs and folds their results back in, integrates
+// accepted patches onto the workflow's branch, and serves the sup.api.*
+// micro service.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/state"
+)
+
+// Options configures an Engine.
+type Options struct {
+	// DataDir holds the coordinator's integration mirrors.
+	DataDir string
+	// ID names this coordinator instance (for the leader lock).
+	ID string
+	// LeaderTTL is the leader lease's time to live (default 15 s).
+	LeaderTTL time.Duration
+	// Tick is how often the scheduler re-checks every running workflow and
+	// republishes anything unpublished (default 2 s).
+	Tick time.Duration
+	Log  *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Engine is the coordinator.
+type Engine struct {
+	bus   *bus.Bus
+	store state.Store
+	opts  Options
+	log   *slog.Logger
+	integ *integrator
+
+	mu    sync.Mutex
+	wfs   map[string]*Workflow
+	order []string
+	// ready is closed when the engine has replayed the log and leads.
+	ready chan struct{}
+}
+
+// New creates an engine; Run starts it.
+func New(b *bus.Bus, store state.Store, opts Options) (*Engine, error) {
+	if opts.DataDir == "" {
+		return nil, errors.New("engine: DataDir is required")
+	}
+	if opts.ID == "" {
+		opts.ID = "coordinator"
+	}
+	if opts.LeaderTTL <= 0 {
+		opts.LeaderTTL = 15 * time.Second
+	}
+	if opts.Tick <= 0 {
+		opts.Tick = 2 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	integ, err := newIntegrator(b, opts.DataDir, opts.Log)
+	if err != nil {
+		return nil, err
+	}
+	return &Engine{
+		bus: b, store: store, opts: opts, log: opts.Log, integ: integ,
+		wfs: map[string]*Workflow{}, ready: make(chan struct{}),
+	}, nil
+}
+
+// Ready is closed once the engine leads and has rebuilt its state.
+func (e *Engine) Ready() <-chan struct{} { return e.ready }
+
+// leaderKey is the state-store key of the coordinator leader lock.
+const leaderKey = "coordinator/leader"
+
+// Run waits to become the leader, rebuilds state from the event log,
+// resumes in-flight workflows, then serves until ctx ends. It returns an
+// error if leadership is lost (the process should exit and restart).
+func (e *Engine) Run(ctx context.Context) error {
+	lead, err := e.acquireLeadership(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = e.store.Release(rctx, lead)
+	}()
+	leaderCtx, lost := context.WithCancelCause(ctx)
+	defer lost(nil)
+	go e.keepLeadership(leaderCtx, lead, lost)
+
+	if err := e.replay(leaderCtx); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	for _, id := range e.order {
+		e.advance(leaderCtx, e.wfs[id])
+	}
+	e.mu.Unlock()
+
+	svc, err := e.serveAPI()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = svc.Stop() }()
+
+	errs := make(chan error, 2)
+	go func() { errs <- e.consumeReports(leaderCtx) }()
+	go func() { errs <- e.consumeDeadLetters(leaderCtx) }()
+	close(e.ready)
+	e.log.Info("coordinator ready", "id", e.opts.ID, "workflows", len(e.wfs))
+
+	t := time.NewTicker(e.opts.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-leaderCtx.Done():
+			if c := context.Cause(leaderCtx); c != nil && !errors.Is(c, context.Canceled) {
+				return c
+			}
+			return nil
+		case err := <-errs:
+			if err != nil && leaderCtx.Err() == nil {
+				return err
+			}
+		case <-t.C:
+			e.mu.Lock()
+			for _, id := range e.order {
+				if w := e.wfs[id]; !w.Status.Terminal() {
+					e.advance(leaderCtx, w)
+				}
+			}
+			e.mu.Unlock()
+		}
+	}
+}
+
+func (e *Engine) acquireLeadership(ctx context.Context) (state.Lease, error) {
+	logged := false
+	for {
+		l, err := e.store.Acquire(ctx, leaderKey, e.opts.ID, e.opts.LeaderTTL)
+		if err == nil {
+			e.log.Info("leading", "id", e.opts.ID, "token", l.Token)
+			return l, nil
+		}
+		if !errors.Is(err, state.ErrLocked) {
+			e.log.Warn("cannot take the leader lock; retrying", "err", err)
+		} else if !logged {
+			e.log.Info("another coordinator leads; standing by", "id", e.opts.ID)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return state.Lease{}, ctx.Err()
+		case <-time.After(e.opts.LeaderTTL / 3):
+		}
+	}
+}
+
+func (e *Engine) keepLeadership(ctx context.Context, l state.Lease, lost context.CancelCauseFunc) {
+	t := time.NewTicker(e.opts.LeaderTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			nl, err := e.store.Renew(ctx, l, e.opts.LeaderTTL)
+			if errors.Is(err, state.ErrLockLost) {
+				lost(fmt.Errorf("engine: leadership lost (token %d)", l.Token))
+				return
+			}
+			if err != nil {
+				e.log.Warn("cannot renew leadership; retrying", "err", err)
+				continue
+			}
+			l = nl
+		}
+	}
+}
+
+// replay folds every event in the log into state.
+func (e *Engine) replay(ctx context.Context) error {
+	cons, err := e.bus.JS.OrderedConsumer(ctx, protocol.StreamEvents, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{protocol.SubjectEvents},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("engine: replay events: %w", err)
+	}
+	info, err := e.bus.JS.Stream(ctx, protocol.StreamEvents)
+	if err != nil {
+		return fmt.Errorf("engine: replay events: %w", err)
+	}
+	last := info.CachedInfo().State.LastSeq
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	count := 0
+	for seq := uint64(0); seq < last; {
+		msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			return fmt.Errorf("engine: replay events at seq %d of %d: %w", seq, last, err)
+		}
+		md, err := msg.Metadata()
+		if err != nil {
+			return fmt.Errorf("engine: replay events: %w", err)
+		}
+		seq = md.Sequence.Stream
+		var ev protocol.Event
+		if err := protocol.Decode(msg.Data(), &ev); err != nil {
+			e.log.Error("skipping undecodable event", "seq", seq, "err", err)
+			continue
+		}
+		if err := e.apply(&ev, seq); err != nil {
+			e.log.Error("skipping event that does not fold", "seq", seq, "err", err)
+			continue
+		}
+		count++
+	}
+	if count > 0 {
+		e.log.Info("state rebuilt from the event log", "events", count, "workflows", len(e.wfs))
+	}
+	return nil
+}
+
+// emit appends an event to the log and folds it in. Callers hold e.mu.
+func (e *Engine) emit(ctx context.Context, ev *protocol.Event, msgID string) error {
+	ev.Time = e.opts.Now().UTC()
+	seq, err := e.bus.AppendEvent(ctx, ev, msgID)
+	if err != nil {
+		return err
+	}
+	return e.apply(ev, seq)
+}
+
+// lookup returns a workflow under e.mu.
+func (e *Engine) lookup(id string) (*Workflow, bool) {
+	w, ok := e.wfs[id]
+	return w, ok
+}

@@ -1,0 +1,123 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+)
+
+// newWorkflow builds the initial state of a submitted workflow.
+func newWorkflow(e *protocol.Event) (*Workflow, error) {
+	if e.Workflow == nil || e.Repo == nil {
+		return nil, fmt.Errorf("workflow.submitted event for %s lacks its spec or repo", e.WorkflowID)
+	}
+	g, err := workflow.NewGraph(e.Workflow)
+	if err != nil {
+		return nil, fmt.Errorf("workflow %s: %w", e.WorkflowID, err)
+	}
+	w := &Workflow{
+		ID: e.WorkflowID, Spec: e.Workflow, Repo: *e.Repo, RepoPath: e.RepoPath, Source: e.Source,
+		Status: protocol.WorkflowRunning, SubmittedAt: e.Time, Nodes: map[string]*Node{},
+		Order: g.TopoOrder(), Branch: BranchName(e.WorkflowID),
+		gates: map[string]protocol.GateSpec{}, deps: map[string][]string{},
+	}
+	for _, gs := range e.Workflow.Gates {
+		w.gates[gs.Name] = gs
+	}
+	for _, t := range e.Workflow.Tasks {
+		layers, err := workflow.GateLayers(e.Workflow.Gates, t.Gates)
+		if err != nil {
+			return nil, fmt.Errorf("workflow %s task %s: %w", e.WorkflowID, t.ID, err)
+		}
+		n := &Node{ID: t.ID, Task: t, Status: protocol.NodePending, Gates: map[string]*GateRun{}}
+		for _, layer := range layers {
+			n.GateOrder = append(n.GateOrder, layer...)
+		}
+		w.Nodes[t.ID] = n
+		w.deps[t.ID] = t.DependsOn
+	}
+	return w, nil
+}
+
+// apply folds one event into the state. It is the only place state
+// changes, used both live and when replaying the log after a restart.
+func (e *Engine) apply(ev *protocol.Event, seq uint64) error {
+	if ev.Type == protocol.EvWorkflowSubmitted {
+		if _, ok := e.wfs[ev.WorkflowID]; ok {
+			return nil // duplicate submission event
+		}
+		w, err := newWorkflow(ev)
+		if err != nil {
+			return err
+		}
+		w.LastSeq = seq
+		e.wfs[w.ID] = w
+		e.order = append(e.order, w.ID)
+		return nil
+	}
+	w, ok := e.wfs[ev.WorkflowID]
+	if !ok {
+		return fmt.Errorf("event %s for unknown workflow %s", ev.Type, ev.WorkflowID)
+	}
+	w.LastSeq = seq
+	var n *Node
+	if ev.NodeID != "" {
+		if n = w.Nodes[ev.NodeID]; n == nil {
+			return fmt.Errorf("event %s for unknown node %s/%s", ev.Type, ev.WorkflowID, ev.NodeID)
+		}
+	}
+	switch ev.Type {
+	case protocol.EvWorkflowCancelled:
+		w.CancelRequested = true
+	case protocol.EvWorkflowFinished:
+		w.Status, w.FinishedAt, w.Reason = ev.WorkflowStatus, ev.Time, ev.Reason
+	case protocol.EvNodeReady:
+		n.Status, n.Attempt, n.ReadyAt = protocol.NodeReady, ev.Attempt, ev.Time
+		n.LeaseToken, n.Host, n.Agent, n.Patch = 0, "", nil, nil
+		n.Gates = map[string]*GateRun{}
+		n.published = false
+	case protocol.EvNodeStarted:
+		n.Status, n.LeaseToken, n.Host = protocol.NodeRunning, ev.LeaseToken, ev.Host
+		if n.StartedAt.IsZero() {
+			n.StartedAt = ev.Time
+		}
+	case protocol.EvNodeAgentDone:
+		n.Agent = ev.Agent
+		if ev.Agent != nil && ev.Agent.Status == protocol.AgentSucceeded {
+			n.Status, n.Patch = protocol.NodeGating, ev.Agent.Patch
+			for _, g := range n.GateOrder {
+				n.Gates[g] = &GateRun{Name: g}
+			}
+		}
+	case protocol.EvGateDispatched:
+		g := n.gate(ev.Gate)
+		g.Dispatched, g.Round, g.published = true, g.Round+1, false
+	case protocol.EvGateStarted:
+		g := n.gate(ev.Gate)
+		g.LeaseToken, g.Host = ev.LeaseToken, ev.Host
+	case protocol.EvGateFinished:
+		g := n.gate(ev.Gate)
+		g.Status, g.Result = ev.GateResult.Status, ev.GateResult
+		if g.Host == "" {
+			g.Host = ev.GateResult.Host
+		}
+	case protocol.EvNodeIntegrated:
+		n.Commit, w.Head = ev.Commit, ev.Commit
+		w.Integrated = append(w.Integrated, n.ID)
+	case protocol.EvNodeFinished:
+		n.Status, n.Reason, n.EndedAt = ev.NodeStatus, ev.Reason, ev.Time
+	default:
+		return fmt.Errorf("unknown event type %q", ev.Type)
+	}
+	return nil
+}
+
+func (n *Node) gate(name string) *GateRun {
+	g := n.Gates[name]
+	if g == nil {
+		g = &GateRun{Name: name}
+		n.Gates[name] = g
+	}
+	return g
+}

@@ -1,0 +1,131 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/api"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+)
+
+// Workflow is the coordinator's view of one workflow: a fold of its events.
+type Workflow struct {
+	ID          string
+	Spec        *protocol.WorkflowSpec
+	Repo        protocol.RepoRef
+	RepoPath    string
+	Source      string
+	Status      protocol.WorkflowStatus
+	SubmittedAt time.Time
+	FinishedAt  time.Time
+	Reason      string
+	Nodes       map[string]*Node
+	// Order is the nodes' topological order (ties in declaration order).
+	Order []string
+	// Branch receives the accepted patches; Head is its tip ("" = base).
+	Branch string
+	Head   string
+	// Integrated lists nodes in the order their patches reached Branch.
+	Integrated      []string
+	CancelRequested bool
+	// LastSeq is the sequence of the last event folded in.
+	LastSeq uint64
+
+	gates map[string]protocol.GateSpec
+	deps  map[string][]string
+}
+
+// Node is one task's state.
+type Node struct {
+	ID         string
+	Task       protocol.TaskSpec
+	Status     protocol.NodeStatus
+	Attempt    int
+	LeaseToken uint64
+	Host       string
+	Agent      *protocol.AgentResult
+	Patch      *protocol.PatchRef
+	// GateOrder is the node's gates in dispatch order (dependency layers,
+	// ties alphabetical), including gates pulled in through depends_on.
+	GateOrder []string
+	Gates     map[string]*GateRun
+	Commit    string
+	Reason    string
+	ReadyAt   time.Time
+	StartedAt time.Time
+	EndedAt   time.Time
+
+	// published is true once the current job was published by this
+	// process; it is not event-sourced, so a restarted coordinator
+	// republishes (harmlessly, thanks to Nats-Msg-Id) what may be missing.
+	published bool
+}
+
+// GateRun is one gate's state for the node's current attempt.
+type GateRun struct {
+	Name       string
+	Dispatched bool
+	Round      int
+	Status     protocol.GateStatus // "" until a result arrives
+	LeaseToken uint64
+	Host       string
+	Result     *protocol.GateResult
+	published  bool
+}
+
+// terminal reports whether the gate has a final status.
+func (g *GateRun) terminal() bool {
+	switch g.Status {
+	case "", protocol.GatePending:
+		return false
+	}
+	return true
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// Summary renders the workflow for the API; withNodes adds per-node detail.
+func (w *Workflow) Summary(withNodes bool) api.WorkflowSummary {
+	s := api.WorkflowSummary{
+		ID: w.ID, Name: w.Spec.Name, Status: w.Status, Source: w.Source, RepoPath: w.RepoPath,
+		BaseCommit: w.Repo.BaseCommit, Branch: w.Branch, Head: w.Head, Reason: w.Reason,
+		SubmittedAt: w.SubmittedAt, FinishedAt: timePtr(w.FinishedAt), Counts: map[string]int{},
+	}
+	if w.Status == protocol.WorkflowSucceeded {
+		s.ResultBundle = ResultBundleName(w.ID)
+	}
+	for _, id := range w.Order {
+		n := w.Nodes[id]
+		s.Counts[string(n.Status)]++
+		if !withNodes {
+			continue
+		}
+		ns := api.NodeSummary{
+			ID: id, Status: n.Status, Attempt: n.Attempt, Host: n.Host, DependsOn: n.Task.DependsOn,
+			Commit: n.Commit, Reason: n.Reason, StartedAt: timePtr(n.StartedAt), EndedAt: timePtr(n.EndedAt),
+		}
+		for _, g := range n.GateOrder {
+			gr := n.Gates[g]
+			gs := api.GateSummary{Name: g}
+			if gr != nil {
+				gs.Status, gs.Host = gr.Status, gr.Host
+				if gr.Result != nil {
+					gs.ExitCode, gs.Log = gr.Result.ExitCode, gr.Result.Log
+				}
+			}
+			ns.Gates = append(ns.Gates, gs)
+		}
+		s.Nodes = append(s.Nodes, ns)
+	}
+	return s
+}
+
+// ResultBundleName is the object name of a workflow's result branch bundle.
+func ResultBundleName(wf string) string { return "results/" + wf + ".bundle" }
+
+// BranchName is the branch a workflow's accepted work lands on.
+func BranchName(wf string) string { return "supervisor/" + wf }

@@ -1,0 +1,289 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+)
+
+// advance moves a workflow as far as its state allows: it skips nodes whose
+// dependencies failed, publishes nodes whose dependencies all succeeded,
+// dispatches and folds gates, and finishes the workflow when every node is
+// terminal. It is idempotent: calling it again with no new events changes
+// nothing but republishing jobs this process has not published yet.
+// Callers hold e.mu.
+func (e *Engine) advance(ctx context.Context, w *Workflow) {
+	if w.Status.Terminal() {
+		return
+	}
+	if err := e.step(ctx, w); err != nil {
+		e.log.Warn("workflow cannot advance now; will retry", "workflow", w.ID, "err", err)
+	}
+}
+
+func (e *Engine) step(ctx context.Context, w *Workflow) error {
+	if w.CancelRequested {
+		return e.cancelAll(ctx, w)
+	}
+	for _, id := range w.Order {
+		n := w.Nodes[id]
+		switch n.Status {
+		case protocol.NodePending:
+			blocked, waiting := w.depState(id)
+			if blocked != "" {
+				if err := e.finishNode(ctx, w, n, protocol.NodeSkipped, blocked); err != nil {
+					return err
+				}
+				continue
+			}
+			if waiting {
+				continue
+			}
+			ev := &protocol.Event{Type: protocol.EvNodeReady, WorkflowID: w.ID, NodeID: id, Attempt: 1}
+			if err := e.emit(ctx, ev, fmt.Sprintf("%s.%s.a1.ready", w.ID, id)); err != nil {
+				return err
+			}
+			if err := e.publishAgentJob(ctx, w, n); err != nil {
+				return err
+			}
+		case protocol.NodeReady:
+			if !n.published {
+				if err := e.publishAgentJob(ctx, w, n); err != nil {
+					return err
+				}
+			}
+		case protocol.NodeGating:
+			if err := e.stepGates(ctx, w, n); err != nil {
+				return err
+			}
+		}
+	}
+	return e.maybeFinish(ctx, w)
+}
+
+// depState reports whether a node is blocked (a dependency ended without
+// succeeding; the reason names it) or still waiting on a dependency.
+func (w *Workflow) depState(id string) (blocked string, waiting bool) {
+	for _, d := range w.deps[id] {
+		switch ds := w.Nodes[d].Status; {
+		case ds == protocol.NodeSucceeded:
+		case ds.Terminal():
+			if blocked == "" {
+				blocked = fmt.Sprintf("dependency %s %s", d, ds)
+			}
+		default:
+			waiting = true
+		}
+	}
+	return blocked, waiting
+}
+
+// ancestors returns the transitive dependencies of a node.
+func (w *Workflow) ancestors(id string) map[string]bool {
+	seen := map[string]bool{}
+	var walk func(string)
+	walk = func(n string) {
+		for _, d := range w.deps[n] {
+			if !seen[d] {
+				seen[d] = true
+				walk(d)
+			}
+		}
+	}
+	walk(id)
+	return seen
+}
+
+// basePatches are the accepted patches of a node's ancestors, in the order
+// they were integrated onto the branch.
+func (w *Workflow) basePatches(id string) []protocol.PatchRef {
+	anc := w.ancestors(id)
+	var out []protocol.PatchRef
+	for _, nid := range w.Integrated {
+		if anc[nid] && w.Nodes[nid].Patch != nil {
+			out = append(out, *w.Nodes[nid].Patch)
+		}
+	}
+	return out
+}
+
+func (e *Engine) publishAgentJob(ctx context.Context, w *Workflow, n *Node) error {
+	job := &protocol.AgentJob{
+		JobID: protocol.AgentJobID(w.ID, n.ID, n.Attempt), WorkflowID: w.ID, NodeID: n.ID,
+		Attempt: n.Attempt, Pool: n.Task.Pool, Repo: w.Repo, Patches: w.basePatches(n.ID),
+		Command: n.Task.Command, Prompt: n.Task.Prompt, Env: n.Task.Env,
+		TimeoutSeconds: n.Task.TimeoutSeconds, PublishedAt: n.ReadyAt,
+	}
+	data, err := protocol.Encode(job)
+	if err != nil {
+		return err
+	}
+	if err := e.bus.PublishJob(ctx, protocol.KindAgent, job.Pool, job.JobID, data); err != nil {
+		return err
+	}
+	n.published = true
+	return nil
+}
+
+func (e *Engine) stepGates(ctx context.Context, w *Workflow, n *Node) error {
+	for _, name := range n.GateOrder {
+		g := n.gate(name)
+		if g.Dispatched {
+			if !g.published && !g.terminal() {
+				if err := e.publishGateJob(ctx, w, n, g); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		spec := w.gates[name]
+		blocked, waiting := "", false
+		for _, d := range spec.DependsOn {
+			dg := n.gate(d)
+			switch {
+			case dg.Status == protocol.GatePassed:
+			case dg.terminal():
+				if blocked == "" {
+					blocked = fmt.Sprintf("gate %s %s", d, dg.Status)
+				}
+			default:
+				waiting = true
+			}
+		}
+		switch {
+		case blocked != "":
+			res := &protocol.GateResult{
+				WorkflowID: w.ID, NodeID: n.ID, Gate: name, Attempt: n.Attempt,
+				Status: protocol.GateSkipped, Error: "skipped: " + blocked,
+			}
+			ev := &protocol.Event{Type: protocol.EvGateFinished, WorkflowID: w.ID, NodeID: n.ID, Gate: name,
+				Attempt: n.Attempt, GateResult: res, Reason: blocked}
+			if err := e.emit(ctx, ev, fmt.Sprintf("%s.%s.a%d.g.%s.skipped", w.ID, n.ID, n.Attempt, name)); err != nil {
+				return err
+			}
+		case !waiting:
+			ev := &protocol.Event{Type: protocol.EvGateDispatched, WorkflowID: w.ID, NodeID: n.ID, Gate: name, Attempt: n.Attempt}
+			if err := e.emit(ctx, ev, fmt.Sprintf("%s.%s.a%d.g.%s.r%d.dispatched", w.ID, n.ID, n.Attempt, name, g.Round+1)); err != nil {
+				return err
+			}
+			if err := e.publishGateJob(ctx, w, n, g); err != nil {
+				return err
+			}
+		}
+	}
+	return e.foldNode(ctx, w, n)
+}
+
+func (e *Engine) publishGateJob(ctx context.Context, w *Workflow, n *Node, g *GateRun) error {
+	spec := w.gates[g.Name]
+	patches := w.basePatches(n.ID)
+	if n.Patch != nil {
+		patches = append(patches, *n.Patch)
+	}
+	job := &protocol.GateJob{
+		JobID:      protocol.GateJobID(w.ID, n.ID, n.Attempt, g.Name, g.Round),
+		WorkflowID: w.ID, NodeID: n.ID, Attempt: n.Attempt, Gate: g.Name, Pool: spec.Pool,
+		Repo: w.Repo, Patches: patches, Command: spec.Command, Env: spec.Env,
+		WorkingDir: spec.WorkingDir, TimeoutSeconds: spec.TimeoutSeconds, PublishedAt: e.opts.Now().UTC(),
+	}
+	data, err := protocol.Encode(job)
+	if err != nil {
+		return err
+	}
+	if err := e.bus.PublishJob(ctx, protocol.KindGate, job.Pool, job.JobID, data); err != nil {
+		return err
+	}
+	g.published = true
+	return nil
+}
+
+// foldNode decides a gating node once all its gates are final: every gate
+// passed (or there are none) → integrate and succeed; otherwise fail.
+func (e *Engine) foldNode(ctx context.Context, w *Workflow, n *Node) error {
+	statuses := make([]protocol.GateStatus, 0, len(n.GateOrder))
+	for _, name := range n.GateOrder {
+		g := n.gate(name)
+		if !g.terminal() {
+			return nil // still running or pending
+		}
+		statuses = append(statuses, g.Status)
+	}
+	switch workflow.FoldGates(statuses) {
+	case workflow.OutcomePassed:
+		return e.integrateNode(ctx, w, n)
+	case workflow.OutcomePending:
+		return nil
+	default:
+		var bad []string
+		for _, name := range n.GateOrder {
+			if st := n.gate(name).Status; st != protocol.GatePassed && st != protocol.GateSkipped {
+				bad = append(bad, name+" "+string(st))
+			}
+		}
+		sort.Strings(bad)
+		return e.finishNode(ctx, w, n, protocol.NodeFailed, "gates did not pass: "+strings.Join(bad, ", "))
+	}
+}
+
+func (e *Engine) integrateNode(ctx context.Context, w *Workflow, n *Node) error {
+	commit, err := e.integ.apply(ctx, w, n)
+	if err != nil {
+		if errors.Is(err, errConflict) {
+			return e.finishNode(ctx, w, n, protocol.NodeFailed, err.Error())
+		}
+		return err
+	}
+	ev := &protocol.Event{Type: protocol.EvNodeIntegrated, WorkflowID: w.ID, NodeID: n.ID, Attempt: n.Attempt,
+		Branch: w.Branch, Commit: commit}
+	if err := e.emit(ctx, ev, fmt.Sprintf("%s.%s.a%d.integrated", w.ID, n.ID, n.Attempt)); err != nil {
+		return err
+	}
+	return e.finishNode(ctx, w, n, protocol.NodeSucceeded, "")
+}
+
+func (e *Engine) finishNode(ctx context.Context, w *Workflow, n *Node, st protocol.NodeStatus, reason string) error {
+	ev := &protocol.Event{Type: protocol.EvNodeFinished, WorkflowID: w.ID, NodeID: n.ID, Attempt: n.Attempt,
+		NodeStatus: st, Reason: reason}
+	return e.emit(ctx, ev, fmt.Sprintf("%s.%s.a%d.%s", w.ID, n.ID, n.Attempt, st))
+}
+
+func (e *Engine) maybeFinish(ctx context.Context, w *Workflow) error {
+	failed := []string{}
+	for _, id := range w.Order {
+		n := w.Nodes[id]
+		if !n.Status.Terminal() {
+			return nil
+		}
+		if n.Status != protocol.NodeSucceeded {
+			failed = append(failed, id+" "+string(n.Status))
+		}
+	}
+	st, reason := protocol.WorkflowSucceeded, ""
+	if len(failed) > 0 {
+		st, reason = protocol.WorkflowFailed, "nodes did not succeed: "+strings.Join(failed, ", ")
+	} else if err := e.integ.deliver(ctx, w); err != nil {
+		return err
+	}
+	ev := &protocol.Event{Type: protocol.EvWorkflowFinished, WorkflowID: w.ID, WorkflowStatus: st,
+		Branch: w.Branch, Commit: w.Head, Reason: reason}
+	return e.emit(ctx, ev, w.ID+".finished")
+}
+
+func (e *Engine) cancelAll(ctx context.Context, w *Workflow) error {
+	for _, id := range w.Order {
+		if n := w.Nodes[id]; !n.Status.Terminal() {
+			if err := e.finishNode(ctx, w, n, protocol.NodeCancelled, "workflow cancelled"); err != nil {
+				return err
+			}
+		}
+	}
+	e.bus.NC.Publish(protocol.CancelSubject(w.ID), nil) //nolint:errcheck // best effort: runners also notice via stale results
+	ev := &protocol.Event{Type: protocol.EvWorkflowFinished, WorkflowID: w.ID, WorkflowStatus: protocol.WorkflowCancelled,
+		Branch: w.Branch, Commit: w.Head, Reason: "cancelled by request"}
+	return e.emit(ctx, ev, w.ID+".finished")
+}

@@ -1,0 +1,238 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/api"
+	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+)
+
+// ServiceVersion is reported by the micro service's info endpoint.
+const ServiceVersion = "0.1.0"
+
+// logTailBytes caps each log returned by the logs endpoint, so a reply
+// stays under NATS's default 1 MiB message limit.
+const logTailBytes = 192 << 10
+
+func (e *Engine) serveAPI() (micro.Service, error) {
+	svc, err := micro.AddService(e.bus.NC, micro.Config{
+		Name:        "supervisor",
+		Version:     ServiceVersion,
+		Description: "Supervisor coordinator: submit, status, list, cancel and logs of workflows",
+		Metadata:    map[string]string{"coordinator": e.opts.ID},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("engine: start API service: %w", err)
+	}
+	g := svc.AddGroup(protocol.APIPrefix)
+	endpoints := map[string]func(context.Context, []byte) (any, error){
+		protocol.APISubmit: e.apiSubmit,
+		protocol.APIStatus: e.apiStatus,
+		protocol.APIList:   e.apiList,
+		protocol.APICancel: e.apiCancel,
+		protocol.APILogs:   e.apiLogs,
+	}
+	for name, h := range endpoints {
+		h := h
+		if err := g.AddEndpoint(name, micro.HandlerFunc(func(r micro.Request) { e.serve(r, h) })); err != nil {
+			_ = svc.Stop()
+			return nil, fmt.Errorf("engine: add endpoint %s: %w", name, err)
+		}
+	}
+	return svc, nil
+}
+
+func (e *Engine) serve(r micro.Request, h func(context.Context, []byte) (any, error)) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := h(ctx, r.Data())
+	if err != nil {
+		var ae *api.Error
+		if !errors.As(err, &ae) {
+			ae = &api.Error{Code: api.CodeInternal, Description: err.Error()}
+			e.log.Error("API request failed", "subject", r.Subject(), "err", err)
+		}
+		var data []byte
+		if len(ae.Problems) > 0 {
+			data, _ = json.Marshal(ae.Problems)
+		}
+		_ = r.Error(fmt.Sprint(ae.Code), oneLine(ae.Description), data)
+		return
+	}
+	_ = r.RespondJSON(out)
+}
+
+// oneLine keeps a description header-safe.
+func oneLine(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "\r", " "), "\n", "; ")
+}
+
+func decodeReq(data []byte, v any) error {
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return &api.Error{Code: api.CodeBadRequest, Description: "malformed request: " + err.Error()}
+	}
+	return nil
+}
+
+var commitRE = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+
+func (e *Engine) apiSubmit(ctx context.Context, data []byte) (any, error) {
+	var req api.SubmitRequest
+	if err := decodeReq(data, &req); err != nil {
+		return nil, err
+	}
+	spec, err := workflow.Parse(req.Filename, []byte(req.YAML))
+	if err != nil {
+		var ve *workflow.ValidationError
+		if errors.As(err, &ve) {
+			return nil, &api.Error{Code: api.CodeInvalid, Description: "workflow is invalid", Problems: ve.Problems}
+		}
+		return nil, &api.Error{Code: api.CodeInvalid, Description: err.Error()}
+	}
+	switch {
+	case !commitRE.MatchString(req.Repo.BaseCommit):
+		return nil, &api.Error{Code: api.CodeBadRequest, Description: fmt.Sprintf("repo.base_commit %q is not a full commit id", req.Repo.BaseCommit)}
+	case req.Repo.ID == "" || req.Repo.Bundle == "":
+		return nil, &api.Error{Code: api.CodeBadRequest, Description: "repo.id and repo.bundle are required"}
+	}
+	if _, err := e.bus.Bundles.GetInfo(ctx, req.Repo.Bundle); err != nil {
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			return nil, &api.Error{Code: api.CodeBadRequest, Description: fmt.Sprintf("repository bundle %s is not in bucket %s; upload it before submitting", req.Repo.Bundle, protocol.BucketBundles)}
+		}
+		return nil, err
+	}
+	id, err := newWorkflowID()
+	if err != nil {
+		return nil, err
+	}
+	repo := req.Repo
+	ev := &protocol.Event{Type: protocol.EvWorkflowSubmitted, WorkflowID: id, Workflow: spec, Repo: &repo,
+		RepoPath: req.RepoPath, Source: req.Filename}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.emit(ctx, ev, id+".submitted"); err != nil {
+		return nil, err
+	}
+	w := e.wfs[id]
+	e.log.Info("workflow submitted", "workflow", id, "name", spec.Name, "tasks", len(spec.Tasks), "source", req.Filename)
+	e.advance(ctx, w)
+	return api.SubmitResponse{WorkflowID: id, Branch: w.Branch}, nil
+}
+
+// newWorkflowID returns "wf-" and 12 random base-32 characters.
+func newWorkflowID() (string, error) {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return "wf-" + string(b[:]), nil
+}
+
+func (e *Engine) workflowFor(data []byte) (*Workflow, api.IDRequest, error) {
+	var req api.IDRequest
+	if err := decodeReq(data, &req); err != nil {
+		return nil, req, err
+	}
+	w, ok := e.lookup(req.WorkflowID)
+	if !ok {
+		return nil, req, &api.Error{Code: api.CodeNotFound, Description: fmt.Sprintf("workflow %q not found", req.WorkflowID)}
+	}
+	return w, req, nil
+}
+
+func (e *Engine) apiStatus(_ context.Context, data []byte) (any, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	w, _, err := e.workflowFor(data)
+	if err != nil {
+		return nil, err
+	}
+	return w.Summary(true), nil
+}
+
+func (e *Engine) apiList(_ context.Context, data []byte) (any, error) {
+	var req api.IDRequest
+	if err := decodeReq(data, &req); err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := api.ListResponse{Workflows: []api.WorkflowSummary{}}
+	for _, id := range e.order {
+		out.Workflows = append(out.Workflows, e.wfs[id].Summary(false))
+	}
+	return out, nil
+}
+
+func (e *Engine) apiCancel(ctx context.Context, data []byte) (any, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	w, _, err := e.workflowFor(data)
+	if err != nil {
+		return nil, err
+	}
+	if w.Status.Terminal() {
+		return nil, &api.Error{Code: api.CodeConflict, Description: fmt.Sprintf("workflow %s already %s", w.ID, w.Status)}
+	}
+	if !w.CancelRequested {
+		ev := &protocol.Event{Type: protocol.EvWorkflowCancelled, WorkflowID: w.ID}
+		if err := e.emit(ctx, ev, w.ID+".cancel"); err != nil {
+			return nil, err
+		}
+	}
+	e.advance(ctx, w)
+	return w.Summary(true), nil
+}
+
+func (e *Engine) apiLogs(ctx context.Context, data []byte) (any, error) {
+	e.mu.Lock()
+	w, req, err := e.workflowFor(data)
+	if err != nil {
+		e.mu.Unlock()
+		return nil, err
+	}
+	n := w.Nodes[req.NodeID]
+	if n == nil {
+		e.mu.Unlock()
+		return nil, &api.Error{Code: api.CodeNotFound, Description: fmt.Sprintf("workflow %s has no node %q", w.ID, req.NodeID)}
+	}
+	var entries []api.LogEntry
+	if n.Agent != nil && n.Agent.Log != "" {
+		entries = append(entries, api.LogEntry{Name: "agent", Object: n.Agent.Log})
+	}
+	for _, g := range n.GateOrder {
+		if gr := n.Gates[g]; gr != nil && gr.Result != nil && gr.Result.Log != "" {
+			entries = append(entries, api.LogEntry{Name: "gate " + g, Object: gr.Result.Log})
+		}
+	}
+	e.mu.Unlock()
+	for i := range entries {
+		b, err := e.bus.Logs.GetBytes(ctx, entries[i].Object)
+		if err != nil {
+			entries[i].Content = fmt.Sprintf("(log unavailable: %v)", err)
+			continue
+		}
+		if len(b) > logTailBytes {
+			b, entries[i].Truncated = b[len(b)-logTailBytes:], true
+		}
+		entries[i].Content = string(b)
+	}
+	return api.LogsResponse{Logs: entries}, nil
+}

@@ -1,0 +1,321 @@
+package workflow
+
+import (
+	"errors"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/supervisorhq/supervisor/shared/protocol"
+)
+
+// tasks builds a spec from "id:dep,dep" strings, in declaration order.
+func tasks(defs ...string) *protocol.WorkflowSpec {
+	spec := &protocol.WorkflowSpec{Name: "t"}
+	for _, d := range defs {
+		id, deps, _ := strings.Cut(d, ":")
+		t := protocol.TaskSpec{ID: id}
+		if deps != "" {
+			t.DependsOn = strings.Split(deps, ",")
+		}
+		spec.Tasks = append(spec.Tasks, t)
+	}
+	return spec
+}
+
+func mustGraph(t *testing.T, spec *protocol.WorkflowSpec) *Graph {
+	t.Helper()
+	g, err := NewGraph(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// DAG-02: every depends_on entry is an edge; Deps lists them as written.
+func TestGraphDeps_DAG02(t *testing.T) {
+	g := mustGraph(t, tasks("a", "b", "c:b,a", "d:c,c"))
+	for id, want := range map[string][]string{"a": {}, "c": {"b", "a"}, "d": {"c"}, "zz": nil} {
+		got := g.Deps(id)
+		if len(got) != len(want) || (len(want) > 0 && !reflect.DeepEqual(got, want)) {
+			t.Errorf("Deps(%s) = %v, want %v", id, got, want)
+		}
+	}
+}
+
+func TestNewGraphErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		spec *protocol.WorkflowSpec
+		want string
+	}{
+		{"nil", nil, "nil spec"},
+		{"empty id", tasks("a", ""), "task 2 has no id"},
+		{"duplicate", tasks("a", "a"), `duplicate task id "a"`},
+		{"unknown dep", tasks("a:b"), `task "a" depends on unknown task "b"`},
+		{"self dep", tasks("a:a"), `task "a" depends on itself`},
+		{"DAG-04 cycle named", tasks("x", "a:c", "b:a", "c:b", "d:c"), "task dependency cycle: a -> c -> b -> a"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := NewGraph(tc.spec)
+			if err == nil || g != nil {
+				t.Fatalf("NewGraph = %v, %v; want error", g, err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error = %q, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+	_, err := NewGraph(tasks("a:b", "b:a"))
+	var ce *CycleError
+	if !errors.As(err, &ce) || ce.Kind != "task" || !reflect.DeepEqual(ce.Cycle, []string{"a", "b"}) {
+		t.Errorf("cycle error = %#v, want *CycleError{task, [a b]}", err)
+	}
+}
+
+func TestTopoOrderDeterministic(t *testing.T) {
+	tests := []struct {
+		spec *protocol.WorkflowSpec
+		want []string
+	}{
+		// Independent tasks keep declaration order.
+		{tasks("d", "c", "b", "a"), []string{"d", "c", "b", "a"}},
+		// A dependency declared later moves ahead; ties stay in declaration order.
+		{tasks("z:y", "y", "x", "w:x"), []string{"y", "z", "x", "w"}},
+		// Diamond.
+		{tasks("top", "left:top", "right:top", "bottom:right,left"), []string{"top", "left", "right", "bottom"}},
+		// A later-declared root that becomes ready first still waits its turn.
+		{tasks("c:a", "b", "a"), []string{"b", "a", "c"}},
+	}
+	for _, tc := range tests {
+		g := mustGraph(t, tc.spec)
+		for range 20 {
+			if got := g.TopoOrder(); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("TopoOrder() = %v, want %v", got, tc.want)
+			}
+		}
+	}
+}
+
+// DAG-05: a node is ready when it is pending and all predecessors succeeded.
+func TestReady_DAG05(t *testing.T) {
+	g := mustGraph(t, tasks("a", "b", "c:a", "d:a,b", "e:c"))
+	S := func(kv ...string) map[string]protocol.NodeStatus {
+		m := map[string]protocol.NodeStatus{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = protocol.NodeStatus(kv[i+1])
+		}
+		return m
+	}
+	tests := []struct {
+		name   string
+		status map[string]protocol.NodeStatus
+		want   []string
+	}{
+		{"nothing run yet (absent = pending)", nil, []string{"a", "b"}},
+		{"explicit pending", S("a", "pending", "b", "pending"), []string{"a", "b"}},
+		{"running nodes are not ready", S("a", "running", "b", "ready"), nil},
+		{"one dep done", S("a", "succeeded", "b", "running"), []string{"c"}},
+		{"all deps done", S("a", "succeeded", "b", "succeeded"), []string{"c", "d"}},
+		{"failed dep blocks", S("a", "failed", "b", "succeeded"), nil},
+		{"escalated dep blocks", S("a", "escalated", "b", "succeeded"), nil},
+		{"gating dep blocks", S("a", "gating", "b", "succeeded", "c", "pending"), nil},
+		{"chain advances", S("a", "succeeded", "b", "succeeded", "c", "succeeded", "d", "running"), []string{"e"}},
+		{"skipped node never ready", S("a", "failed", "c", "skipped", "e", "skipped", "b", "succeeded"), nil},
+	}
+	for _, tc := range tests {
+		if got := g.Ready(tc.status); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: Ready = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestDependentsTransitive(t *testing.T) {
+	g := mustGraph(t, tasks("a", "b", "c:a", "d:b,c", "e:d", "f:a", "g"))
+	tests := map[string][]string{
+		"a": {"c", "d", "e", "f"},
+		"b": {"d", "e"},
+		"c": {"d", "e"},
+		"e": nil,
+		"g": nil,
+		"?": nil,
+	}
+	for id, want := range tests {
+		if got := g.Dependents(id); !reflect.DeepEqual(got, want) {
+			t.Errorf("Dependents(%s) = %v, want %v", id, got, want)
+		}
+	}
+}
+
+// The demo workflow builds a graph; its docs task runs last.
+func TestGraphFromParsedDemo(t *testing.T) {
+	data, err := os.ReadFile("testdata/valid/demo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := Parse("demo.yaml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := mustGraph(t, spec)
+	if got, want := g.TopoOrder(), []string{"add-greeting", "add-farewell", "docs"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("TopoOrder = %v, want %v", got, want)
+	}
+	if got, want := g.Dependents("add-greeting"), []string{"add-farewell", "docs"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Dependents = %v, want %v", got, want)
+	}
+	layers, err := GateLayers(spec.Gates, spec.Tasks[0].Gates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := [][]string{{"lint", "vet"}, {"test"}}; !reflect.DeepEqual(layers, want) {
+		t.Errorf("GateLayers(add-greeting) = %v, want %v", layers, want)
+	}
+}
+
+// DAG-04: FindCycle names the cycle in order, deterministically.
+func TestFindCycle_DAG04(t *testing.T) {
+	deps := func(m map[string][]string) func(string) []string {
+		return func(n string) []string { return m[n] }
+	}
+	tests := []struct {
+		name  string
+		nodes []string
+		edges map[string][]string
+		want  []string
+	}{
+		{"acyclic", []string{"a", "b", "c"}, map[string][]string{"b": {"a"}, "c": {"a", "b"}}, nil},
+		{"self loop", []string{"a"}, map[string][]string{"a": {"a"}}, []string{"a"}},
+		{"three", []string{"a", "b", "c"}, map[string][]string{"a": {"b"}, "b": {"c"}, "c": {"a"}}, []string{"a", "b", "c"}},
+		{"starts where the search enters", []string{"x", "c", "a", "b"},
+			map[string][]string{"x": {"b"}, "a": {"c"}, "b": {"a"}, "c": {"b"}}, []string{"b", "a", "c"}},
+		{"unknown names ignored", []string{"a", "b"}, map[string][]string{"a": {"zz", "b"}, "b": {"zz"}}, nil},
+		{"downstream of a cycle is not in it", []string{"d", "a", "b"},
+			map[string][]string{"d": {"a"}, "a": {"b"}, "b": {"a"}}, []string{"a", "b"}},
+	}
+	for _, tc := range tests {
+		if got := FindCycle(tc.nodes, deps(tc.edges)); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: FindCycle = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if got := FormatCycle([]string{"a", "b", "c"}); got != "a -> b -> c -> a" {
+		t.Errorf("FormatCycle = %q", got)
+	}
+	if got := FormatCycle(nil); got != "" {
+		t.Errorf("FormatCycle(nil) = %q", got)
+	}
+}
+
+// gates builds gate specs from "name:dep,dep" strings.
+func gates(defs ...string) []protocol.GateSpec {
+	var out []protocol.GateSpec
+	for _, d := range defs {
+		name, deps, _ := strings.Cut(d, ":")
+		g := protocol.GateSpec{Name: name, Command: []string{"true"}}
+		if deps != "" {
+			g.DependsOn = strings.Split(deps, ",")
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+func TestGateLayers(t *testing.T) {
+	all := gates("vet", "build", "test:build,vet", "lint", "race:test", "e2e:build", "docs")
+	tests := []struct {
+		name  string
+		names []string
+		want  [][]string
+	}{
+		{"Q-3 step 2: no gates", nil, nil},
+		{"DP-04 independent gates: one layer, alphabetical", []string{"vet", "lint", "docs"}, [][]string{{"docs", "lint", "vet"}}},
+		{"DP-01 closure adds dependencies", []string{"test"}, [][]string{{"build", "vet"}, {"test"}}},
+		{"DP-01 transitive closure", []string{"race"}, [][]string{{"build", "vet"}, {"test"}, {"race"}}},
+		{"DP-04 layers by depth, ties alphabetical", []string{"race", "e2e", "lint"},
+			[][]string{{"build", "lint", "vet"}, {"e2e", "test"}, {"race"}}},
+		{"listing a dependency too changes nothing", []string{"test", "vet", "build", "test"}, [][]string{{"build", "vet"}, {"test"}}},
+	}
+	for _, tc := range tests {
+		got, err := GateLayers(all, tc.names)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: GateLayers = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestGateLayersErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		gates []protocol.GateSpec
+		names []string
+		want  string
+	}{
+		{"DP-06 unknown gate", gates("vet"), []string{"lint"}, `unknown gate "lint"`},
+		{"DP-06 unknown dependency", gates("test:build"), []string{"test"}, `gate "test" depends on unknown gate "build"`},
+		{"duplicate definition", gates("vet", "vet"), []string{"vet"}, `duplicate gate "vet"`},
+		{"DP-05 cycle named", gates("a:c", "b:a", "c:b", "d:a"), []string{"d"}, "gate dependency cycle: a -> c -> b -> a"},
+		{"DP-05 self cycle", gates("a:a"), []string{"a"}, "gate dependency cycle: a -> a"},
+	}
+	for _, tc := range tests {
+		layers, err := GateLayers(tc.gates, tc.names)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: GateLayers = %v, %v; want error containing %q", tc.name, layers, err, tc.want)
+		}
+		if _, _, err := ReadyGates(tc.gates, tc.names, nil); err == nil {
+			t.Errorf("%s: ReadyGates accepted what GateLayers rejects", tc.name)
+		}
+	}
+	// A cycle outside the requested closure does not matter.
+	if _, err := GateLayers(gates("a:b", "b:a", "ok"), []string{"ok"}); err != nil {
+		t.Errorf("unrelated cycle: %v", err)
+	}
+}
+
+// DP-07/DP-08: a dependency that did not pass skips its dependents,
+// transitively; independent gates still run.
+func TestReadyGates(t *testing.T) {
+	all := gates("vet", "build", "test:build,vet", "race:test", "lint", "e2e:build")
+	names := []string{"race", "lint", "e2e"}
+	G := func(kv ...string) map[string]protocol.GateStatus {
+		m := map[string]protocol.GateStatus{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = protocol.GateStatus(kv[i+1])
+		}
+		return m
+	}
+	tests := []struct {
+		name        string
+		status      map[string]protocol.GateStatus
+		ready, skip []string
+	}{
+		{"first layer", nil, []string{"build", "lint", "vet"}, nil},
+		{"in flight gates are not re-dispatched", G("build", "pending", "lint", "pending", "vet", "pending"), nil, nil},
+		{"partial: e2e ready, test waits for vet", G("build", "passed", "lint", "passed", "vet", "pending"), []string{"e2e"}, nil},
+		{"second layer", G("build", "passed", "lint", "failed", "vet", "passed"), []string{"e2e", "test"}, nil},
+		{"third layer", G("build", "passed", "vet", "passed", "test", "passed", "e2e", "passed", "lint", "passed"), []string{"race"}, nil},
+		{"failure skips transitively", G("build", "failed", "vet", "pending", "lint", "pending"), nil, []string{"e2e", "test", "race"}},
+		{"timeout skips", G("build", "passed", "vet", "timeout"), []string{"e2e", "lint"}, []string{"test", "race"}},
+		{"error skips", G("build", "passed", "vet", "passed", "test", "error", "lint", "passed"), []string{"e2e"}, []string{"race"}},
+		{"failure wins over waiting", G("build", "failed"), []string{"lint", "vet"}, []string{"e2e", "test", "race"}},
+		{"skipped dependency skips", G("build", "passed", "vet", "passed", "test", "skipped"), []string{"e2e", "lint"}, []string{"race"}},
+		{"all done", G("build", "passed", "vet", "passed", "test", "passed", "race", "passed", "lint", "passed", "e2e", "passed"), nil, nil},
+	}
+	for _, tc := range tests {
+		ready, skip, err := ReadyGates(all, names, tc.status)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if !reflect.DeepEqual(ready, tc.ready) || !reflect.DeepEqual(skip, tc.skip) {
+			t.Errorf("%s: ReadyGates = ready %v skip %v; want ready %v skip %v", tc.name, ready, skip, tc.ready, tc.skip)
+		}
+	}
+	if ready, skip, err := ReadyGates(all, nil, nil); ready != nil || skip != nil || err != nil {
+		t.Errorf("no gates: ReadyGates = %v, %v, %v", ready, skip, err)
+	}
+}

@@ -1,0 +1,608 @@
+package workflow
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/supervisorhq/supervisor/shared/protocol"
+)
+
+// want is an expected problem: "line:col: message substring", or
+// ":: message substring" for a problem about the whole file.
+type want = string
+
+// checkProblems asserts that err is a *ValidationError whose problems match
+// wants exactly: same count, each at the given position with a message
+// containing the given text.
+func checkProblems(t *testing.T, file, src string, err error, wants []want) {
+	t.Helper()
+	if len(wants) == 0 {
+		if err != nil {
+			t.Fatalf("unexpected error:\n%v", err)
+		}
+		return
+	}
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("error = %v (%T), want *ValidationError", err, err)
+	}
+	got := ve.Problems
+	used := make([]bool, len(got))
+	for _, w := range wants {
+		loc, text, _ := strings.Cut(w, " ")
+		line, col := 0, 0
+		if loc != "::" {
+			l, c, _ := strings.Cut(strings.TrimSuffix(loc, ":"), ":")
+			line, _ = strconv.Atoi(l)
+			col, _ = strconv.Atoi(c)
+		}
+		found := false
+		for i, p := range got {
+			if !used[i] && p.Line == line && p.Column == col && strings.Contains(p.Message, text) {
+				used[i], found = true, true
+				if p.File != file {
+					t.Errorf("problem file = %q, want %q", p.File, file)
+				}
+				break
+			}
+		}
+		if !found {
+			t.Errorf("missing problem %q in:\n%v", w, err)
+		}
+	}
+	for i, p := range got {
+		if !used[i] {
+			t.Errorf("unexpected problem: %s%s", p, caret(src, p))
+		}
+	}
+}
+
+// caret shows the source line of a problem with a caret under its column.
+func caret(src string, p Problem) string {
+	lines := strings.Split(src, "\n")
+	if p.Line < 1 || p.Line > len(lines) || len(lines[p.Line-1]) > 200 {
+		return ""
+	}
+	return "\n\t" + lines[p.Line-1] + "\n\t" + strings.Repeat(" ", max(p.Column-1, 0)) + "^"
+}
+
+// head is a valid preamble used by cases that focus on later lines; it
+// occupies lines 1-2.
+const head = "name: demo\ndefaults: {agent: {adapter: codex}}\n"
+
+func TestParseProblems(t *testing.T) {
+	bigPrompt := strings.Repeat("x", MaxPromptSize+1)
+	var manyTasks, manyGates strings.Builder
+	manyTasks.WriteString(head + "tasks:\n")
+	for i := range MaxTasks + 1 {
+		fmt.Fprintf(&manyTasks, "  - {id: t%d, prompt: p}\n", i)
+	}
+	manyGates.WriteString(head + "gates:\n")
+	for i := range MaxGates + 1 {
+		fmt.Fprintf(&manyGates, "  - {name: g%d, command: [true]}\n", i)
+	}
+	manyGates.WriteString("tasks: [{id: a, prompt: p}]\n")
+
+	tests := []struct {
+		name  string
+		src   string
+		wants []want
+	}{
+		{"malformed YAML reports yaml's line", "name: demo\ntasks:\n  - id: a\n   prompt: [unclosed\n",
+			[]want{"3: invalid YAML: did not find expected '-' indicator"}},
+		{"bad indentation", "name: demo\ntasks:\n  - id: a\n    prompt: p\n  bad: x\n",
+			[]want{"3: invalid YAML: did not find expected '-' indicator"}},
+		{"scanner error", "name: demo\ntasks:\n  - id: a\n    prompt: \"unterminated\n", []want{"4: invalid YAML: found unexpected end of stream"}},
+		{"structural error on a later line", "name: demo\ntasks: []\n\n- x\n", []want{"4: invalid YAML: did not find expected key"}},
+		{"empty file", "", []want{":: file is empty"}},
+		{"comments only", "# nothing\n", []want{":: file is empty"}},
+		{"two documents", head + "tasks: [{id: a, prompt: p}]\n---\nname: x\n",
+			[]want{"4:1: more than one YAML document"}},
+		{"top level not a mapping", "- a\n- b\n", []want{"1:1: workflow must be a mapping, got a list"}},
+		{"alias rejected", head + "x: &p hi\ntasks: [{id: a, prompt: *p}]\n",
+			[]want{"4:25: YAML aliases (*p) are not supported"}},
+
+		// Unknown fields at every level, with suggestions.
+		{"unknown task field", head + `tasks:
+  - id: a
+    prompt: p
+    dependson: [b]
+`, []want{`6:5: unknown field "dependson" in task; did you mean "depends_on"?`}},
+		{"unknown fields everywhere", `name: demo
+defualts: {}
+defaults: {pool: default, agnet: {adapter: codex}}
+gates:
+  - {name: vet, command: [go, vet], timout: 5}
+tasks:
+  - id: a
+    agent: {adapter: codex, model: x}
+    prompt: p
+colour: blue
+`, []want{
+			`2:1: unknown field "defualts" in workflow; did you mean "defaults"?`,
+			`3:27: unknown field "agnet" in defaults; did you mean "agent"?`,
+			`5:37: unknown field "timout" in gate; did you mean "timeout"?`,
+			`8:29: unknown field "model" in task "a" agent`,
+			`10:1: unknown field "colour" in workflow`,
+		}},
+		{"repeated field", head + "tasks:\n  - id: a\n    prompt: p\n    prompt: q\n",
+			[]want{`6:5: field "prompt" appears twice in task (first at line 5)`}},
+
+		// Wrong types and missing required fields.
+		{"wrong types", `name: [demo]
+defaults: {agent: {adapter: codex}}
+gates: {vet: [go, vet]}
+tasks:
+  - id: a
+    prompt: {text: p}
+    depends_on: b
+    env: [A, B]
+`, []want{
+			"1:7: workflow name must be a string, got a list",
+			"3:8: gates must be a list, got a mapping",
+			`6:13: task "a" prompt must be a string, got a mapping`,
+			`7:17: task "a" depends_on must be a list of names, e.g. [b], got a string`,
+			`8:10: task "a" env must be a mapping of variable names to values, got a list`,
+		}},
+		{"task not a mapping", head + "tasks:\n  - a\n", []want{"4:5: task must be a mapping, got a string"}},
+		{"missing required fields", `defaults: {agent: {adapter: codex}}
+gates:
+  - timeout: 5
+tasks:
+  - depends_on: []
+`, []want{
+			`1:1: workflow is missing required field "name"`,
+			`3:5: gate is missing required field "name"`,
+			`3:5: gate is missing required field "command"`,
+			`5:5: task is missing required field "id"`,
+			`5:5: task is missing required field "prompt"`,
+		}},
+		{"missing tasks", "name: demo\n", []want{`1:1: workflow is missing required field "tasks"`}},
+		{"no tasks", "name: demo\ntasks: []\n", []want{"2:8: workflow has no tasks"}},
+		{"no agent anywhere", "name: demo\ntasks:\n  - id: a\n    prompt: p\n",
+			[]want{`3:5: task "a" has no agent`}},
+		{"bad default agent is reported once", "name: demo\ndefaults: {agent: {adapter: aider}}\ntasks:\n  - {id: a, prompt: p}\n  - {id: b, prompt: p}\n",
+			[]want{`2:29: unknown defaults agent adapter "aider" (known: claude-code, codex, gemini)`}},
+		{"agent with both or neither", head + "tasks:\n  - {id: a, prompt: p, agent: {adapter: codex, command: [x]}}\n  - {id: b, prompt: p, agent: {}}\n",
+			[]want{`4:31: task "a" agent sets both command and adapter`, `5:31: task "b" agent needs a command or an adapter`}},
+
+		// Names.
+		{"invalid names", `name: Demo
+defaults: {pool: GPU, agent: {adapter: codex}}
+gates:
+  - {name: go vet, command: [go, vet]}
+tasks:
+  - {id: Add_Greeting, prompt: p, pool: "-x", gates: []}
+`, []want{
+			`1:7: invalid workflow name "Demo": use lowercase letters`,
+			`2:18: invalid defaults pool "GPU"`,
+			`4:12: invalid gate name "go vet"`,
+			`6:10: invalid task id "Add_Greeting"`,
+			`6:41: invalid task pool "-x"`,
+		}},
+
+		// Duplicates cite the first definition.
+		{"duplicate task ids and gate names", head + `gates:
+  - {name: vet, command: [go, vet]}
+  - {name: vet, command: [go, vet, ./x]}
+tasks:
+  - {id: a, prompt: p}
+  - {id: b, prompt: p}
+  - {id: a, prompt: q}
+`, []want{
+			`5:12: duplicate gate name "vet" (first defined at line 4)`,
+			`9:10: duplicate task id "a" (first defined at line 7)`,
+		}},
+		{"repeated list entries", head + "gates:\n  - {name: vet, command: [go, vet]}\ntasks:\n  - {id: a, prompt: p}\n  - {id: b, prompt: p, depends_on: [a, a], gates: [vet, vet]}\n",
+			[]want{`7:40: task "b" depends_on lists "a" twice (first at line 7)`, `7:57: task "b" gates lists "vet" twice`}},
+
+		// References.
+		{"unknown references and self-dependency", head + `gates:
+  - {name: vet, command: [go, vet], depends_on: [build, vet]}
+tasks:
+  - {id: a, prompt: p, depends_on: [z], gates: [vet, lint]}
+  - {id: b, prompt: p, depends_on: [b]}
+`, []want{
+			`4:50: gate "vet" depends on unknown gate "build"`,
+			`4:57: gate "vet" depends on itself`,
+			`6:37: task "a" depends on unknown task "z"`,
+			`6:54: task "a" uses unknown gate "lint"`,
+			`7:37: task "b" depends on itself`,
+		}},
+		{"gate reference without gates section", head + "tasks: [{id: a, prompt: p, gates: [vet]}]\n",
+			[]want{`3:36: task "a" uses unknown gate "vet" (the workflow defines no gates)`}},
+
+		// Cycles are named, in order (DAG-04).
+		{"DAG-04 task cycle named in order", head + `tasks:
+  - {id: a, prompt: p, depends_on: [c]}
+  - {id: b, prompt: p, depends_on: [a]}
+  - {id: c, prompt: p, depends_on: [b]}
+  - {id: d, prompt: p, depends_on: [c]}
+`, []want{"4:10: task dependency cycle: a -> c -> b -> a"}},
+		{"DAG-04 every disjoint cycle reported", head + `tasks:
+  - {id: a, prompt: p, depends_on: [b]}
+  - {id: b, prompt: p, depends_on: [a]}
+  - {id: c, prompt: p, depends_on: [d]}
+  - {id: d, prompt: p, depends_on: [c]}
+`, []want{"4:10: cycle: a -> b -> a", "6:10: cycle: c -> d -> c"}},
+		{"DP-05 gate cycle named in order", head + `gates:
+  - {name: lint, command: [x], depends_on: [vet]}
+  - {name: test, command: [x], depends_on: [lint]}
+  - {name: vet, command: [x], depends_on: [test]}
+tasks: [{id: a, prompt: p}]
+`, []want{"4:12: gate dependency cycle: lint -> vet -> test -> lint"}},
+
+		// Commands.
+		{"string command", head + `gates:
+  - {name: vet, command: "go test ./..."}
+  - {name: pipe, command: "go test ./... | tee log"}
+tasks: [{id: a, prompt: p, agent: {command: my-agent}}]
+`, []want{
+			`4:26: gate "vet" command must be an argv list, e.g. [go, test, ./...], not a string: commands are not run by a shell`,
+			`5:27: gate "pipe" command must be an argv list, e.g. [go, test, ./...], not a string`,
+			`6:45: task "a" agent command must be an argv list, e.g. [my-agent], not a string`,
+		}},
+		{"empty and malformed commands", head + `gates:
+  - {name: a, command: []}
+  - {name: b, command: ["", x]}
+  - {name: c, command: [go, [vet]]}
+  - {name: d, command: {go: vet}}
+tasks: [{id: a, prompt: p, gates: []}]
+`, []want{
+			`4:24: gate "a" command is empty`,
+			`5:25: gate "b" command: the program name is empty`,
+			`6:29: gate "c" command[1] must be a string, got a list`,
+			`7:24: gate "d" command must be an argv list, e.g. [go, test, ./...], got a mapping`,
+		}},
+		{"shell commands rejected", head + `gates:
+  - {name: a, command: [sh, -c, go test ./...]}
+  - {name: b, command: [/bin/bash, -ec, make]}
+  - {name: c, command: [env, -i, FOO=1, zsh, -c, x]}
+  - {name: d, command: [nice, -n, "10", timeout, -s, KILL, 5m, dash, -c, x]}
+  - {name: e, command: [xargs, -0, -I, "{}", ksh, -c, x]}
+  - {name: f, command: [nohup, stdbuf, -o, L, bash, -o, pipefail, -c, x]}
+  - {name: g, command: [env, -S, "sh -c x"]}
+  - {name: ok1, command: [bash, scripts/check.sh, -c]}
+  - {name: ok2, command: [env, GOOS=linux, go, test, -c]}
+tasks: [{id: a, prompt: p, agent: {command: [sh, -c, my-agent]}, gates: []}]
+`, []want{
+			`4:24: gate "a" command runs a shell (sh -c); commands are argv lists run without a shell`,
+			`5:24: gate "b" command runs a shell (bash -c)`,
+			`6:24: gate "c" command runs a shell (zsh -c)`,
+			`7:24: gate "d" command runs a shell (dash -c)`,
+			`8:24: gate "e" command runs a shell (ksh -c)`,
+			`9:24: gate "f" command runs a shell (bash -c)`,
+			`10:24: gate "g" command runs a shell (sh -c)`,
+			`13:45: task "a" agent command runs a shell (sh -c)`,
+		}},
+
+		// Timeouts.
+		{"timeouts", `name: demo
+defaults: {timeout: 48h, agent: {adapter: codex}}
+gates:
+  - {name: a, command: [x], timeout: 2h}
+  - {name: b, command: [x], timeout: 0}
+  - {name: c, command: [x], timeout: soon}
+  - {name: d, command: [x], timeout: 1.5}
+  - {name: e, command: [x], timeout: -5s}
+  - {name: ok, command: [x], timeout: 3600}
+tasks: [{id: t, prompt: p, timeout: 25h}]
+`, []want{
+			"2:21: defaults timeout 48h is out of range: must be between 1s and 24h",
+			`4:38: gate "a" timeout 2h is out of range: must be between 1s and 1h`,
+			`5:38: gate "b" timeout 0 is out of range`,
+			`6:38: invalid gate "c" timeout "soon": use a Go duration such as 90s or 10m, or an integer number of seconds`,
+			`7:38: gate "d" timeout must be a duration such as 10m or an integer number of seconds, got a number`,
+			`8:38: gate "e" timeout -5s is out of range`,
+			`10:37: task "t" timeout 25h is out of range`,
+		}},
+
+		// Prompts.
+		{"empty prompt", head + "tasks:\n  - {id: a, prompt: \"  \"}\n  - {id: b, prompt: }\n",
+			[]want{`4:21: task "a" prompt is empty`, `5:21: task "b" prompt must be a string, got nothing`}},
+		{"prompt too large", head + "tasks:\n  - id: a\n    prompt: " + bigPrompt + "\n",
+			[]want{fmt.Sprintf(`5:13: task "a" prompt is %d bytes; at most %d (256 KiB)`, MaxPromptSize+1, MaxPromptSize)}},
+
+		// Size limits.
+		{"too many tasks", manyTasks.String(), []want{fmt.Sprintf("4:3: too many tasks: %d (at most %d)", MaxTasks+1, MaxTasks)}},
+		{"too many gates", manyGates.String(), []want{fmt.Sprintf("4:3: too many gates: %d (at most %d)", MaxGates+1, MaxGates)}},
+
+		// Environment.
+		{"env names", head + `gates:
+  - name: vet
+    command: [go, vet]
+    env: {PATH: /x, LD_PRELOAD: x.so, SUPERVISOR_TOKEN: t, 1BAD: x, OK: fine}
+tasks:
+  - id: a
+    prompt: p
+    env:
+      HOME: /tmp
+      user: me
+      PYTHONPATH: .
+      GOOD_1: "yes"
+      GOOD_1: again
+      NESTED: {a: b}
+      ld_library_path: /x
+`, []want{
+			`6:11: gate "vet" env may not set PATH: it is controlled by the runner`,
+			`6:21: gate "vet" env may not set LD_PRELOAD: LD_* variables change how programs are loaded`,
+			`6:39: gate "vet" env may not set SUPERVISOR_TOKEN: SUPERVISOR_* variables are reserved`,
+			`6:60: invalid gate "vet" env name "1BAD"`,
+			`11:7: task "a" env may not set HOME`,
+			`12:7: task "a" env may not set user`,
+			`13:7: task "a" env may not set PYTHONPATH`,
+			`15:7: task "a" env sets GOOD_1 twice (first at line 14)`,
+			`16:15: task "a" env value of NESTED must be a string, got a mapping`,
+			`17:7: task "a" env may not set ld_library_path: LD_*`,
+		}},
+
+		// Working directories.
+		{"working_dir", head + `gates:
+  - {name: a, command: [x], working_dir: /abs}
+  - {name: b, command: [x], working_dir: sub/../../up}
+  - {name: c, command: [x], working_dir: ""}
+  - {name: d, command: [x], working_dir: 'sub\dir'}
+  - {name: e, command: [x], working_dir: "C:/x"}
+tasks: [{id: a, prompt: p}]
+`, []want{
+			`4:42: gate "a" working_dir "/abs" must be relative to the repository root, not absolute`,
+			`5:42: gate "b" working_dir "sub/../../up" must stay inside the repository`,
+			`6:42: gate "c" working_dir is empty`,
+			`7:42: gate "d" working_dir "sub\\dir" must use '/'`,
+			`8:42: gate "e" working_dir "C:/x" must be relative`,
+		}},
+		{"non-string key and NUL byte", head + "tasks:\n  - id: a\n    prompt: \"a\\0b\"\n    [x]: 1\n    env:\n",
+			[]want{`5:13: task "a" prompt must not contain NUL bytes`, "6:5: task keys must be strings, got a list"}},
+		{"null gates list is ambiguous", head + "tasks:\n  - id: a\n    prompt: p\n    gates:\n",
+			[]want{`6:11: task "a" gates has no value: write [] for no gates`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			spec, err := Parse("wf.yaml", []byte(tc.src))
+			if err != nil && spec != nil {
+				t.Errorf("Parse returned both a spec and an error")
+			}
+			checkProblems(t, "wf.yaml", tc.src, err, tc.wants)
+		})
+	}
+}
+
+func TestParseFileTooLarge(t *testing.T) {
+	data := []byte(head + "tasks: [{id: a, prompt: p}]\n# " + strings.Repeat("x", MaxFileSize) + "\n")
+	_, err := Parse("big.yaml", data)
+	checkProblems(t, "big.yaml", "", err, []want{":: file is " + strconv.Itoa(len(data)) + " bytes; a workflow may be at most 1048576 bytes (1 MiB)"})
+}
+
+func TestValidationErrorFormat(t *testing.T) {
+	_, err := Parse("wf.yaml", []byte("name: Bad\ntasks:\n  - {id: a, prompt: p, colour: x}\n"))
+	if err == nil {
+		t.Fatal("want error")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	wantPrefixes := []string{
+		`wf.yaml:1:7: invalid workflow name "Bad"`,
+		`wf.yaml:3:5: task "a" has no agent`,
+		`wf.yaml:3:24: unknown field "colour" in task`,
+	}
+	if len(lines) != len(wantPrefixes) {
+		t.Fatalf("Error() has %d lines, want %d:\n%s", len(lines), len(wantPrefixes), err)
+	}
+	for i, p := range wantPrefixes {
+		if !strings.HasPrefix(lines[i], p) {
+			t.Errorf("line %d = %q, want prefix %q", i+1, lines[i], p)
+		}
+	}
+	if got := (Problem{File: "f", Message: "m"}).String(); got != "f: m" {
+		t.Errorf("file-level problem = %q", got)
+	}
+}
+
+func TestParseValid(t *testing.T) {
+	data, err := os.ReadFile("testdata/valid/demo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := Parse("demo.yaml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &protocol.WorkflowSpec{
+		Name: "demo",
+		Gates: []protocol.GateSpec{
+			{Name: "vet", Command: []string{"go", "vet", "./..."}, TimeoutSeconds: 120, Pool: "default"},
+			{Name: "test", Command: []string{"go", "test", "-race", "./..."}, TimeoutSeconds: 600, DependsOn: []string{"vet"},
+				Pool: "default", Env: map[string]string{"GOFLAGS": "-mod=mod", "CGO_ENABLED": "1"}},
+			{Name: "lint", Command: []string{"golangci-lint", "run"}, TimeoutSeconds: DefaultGateTimeout, Pool: "lint", WorkingDir: "cmd/tool"},
+		},
+		Tasks: []protocol.TaskSpec{
+			{ID: "add-greeting", Command: []string{"claude", "-p", "--output-format", "json"}, Adapter: "claude-code",
+				Prompt: "Add a Greeting function to greet.go that returns \"hello, <name>\".\n",
+				Gates:  []string{"vet", "test", "lint"}, Pool: "default", TimeoutSeconds: 600},
+			{ID: "add-farewell", Command: []string{"my-agent", "--model", "fast"}, Prompt: "Add a Farewell function next to Greeting.",
+				DependsOn: []string{"add-greeting"}, Gates: []string{"test"}, Pool: "gpu", TimeoutSeconds: 1200,
+				Env: map[string]string{"MODEL_TIER": "fast"}},
+			{ID: "docs", Command: []string{"codex", "exec", "--json", "-"}, Adapter: "codex", Prompt: "Document both functions in README.md.",
+				DependsOn: []string{"add-greeting", "add-farewell"}, Gates: []string{}, Pool: "default", TimeoutSeconds: 600},
+		},
+	}
+	if !reflect.DeepEqual(spec, want) {
+		t.Errorf("Parse(demo.yaml) =\n%+v\nwant\n%+v", spec, want)
+	}
+}
+
+func TestParseDefaults(t *testing.T) {
+	data, err := os.ReadFile("testdata/valid/minimal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := Parse("minimal.yaml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := spec.Tasks[0]
+	if task.Pool != protocol.DefaultPool || task.TimeoutSeconds != DefaultAgentTimeout || task.Adapter != "gemini" ||
+		!reflect.DeepEqual(task.Command, []string{"gemini", "--output-format", "json"}) || len(task.Gates) != 0 {
+		t.Errorf("defaults not applied: %+v", task)
+	}
+	if len(spec.Gates) != 0 {
+		t.Errorf("gates = %v, want none", spec.Gates)
+	}
+}
+
+func TestParseTimeoutForms(t *testing.T) {
+	tests := []struct {
+		val  string
+		want int
+	}{
+		{"90", 90}, {"90s", 90}, {"2m", 120}, {"1h", 3600}, {"1500ms", 2}, {"0x10", 16},
+	}
+	for _, tc := range tests {
+		src := head + "gates: [{name: g, command: [x], timeout: " + tc.val + "}]\ntasks: [{id: a, prompt: p}]\n"
+		spec, err := Parse("wf.yaml", []byte(src))
+		if err != nil {
+			t.Errorf("timeout %s: %v", tc.val, err)
+			continue
+		}
+		if got := spec.Gates[0].TimeoutSeconds; got != tc.want {
+			t.Errorf("timeout %s = %ds, want %ds", tc.val, got, tc.want)
+		}
+	}
+}
+
+// TestParseTestdata runs the example files: every file under valid/ parses,
+// and every file under invalid/ fails with exactly the listed problems.
+func TestParseTestdata(t *testing.T) {
+	valid, _ := filepath.Glob("testdata/valid/*.yaml")
+	if len(valid) == 0 {
+		t.Fatal("no valid examples")
+	}
+	for _, f := range valid {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Parse(f, data); err != nil {
+			t.Errorf("%s:\n%v", f, err)
+		}
+	}
+	invalid := map[string][]want{
+		"typos.yaml": {
+			`5:5: unknown field "comand" in gate; did you mean "command"?`,
+			`4:5: gate "vet" is missing required field "command"`,
+			`9:5: unknown field "dependson" in task; did you mean "depends_on"?`,
+			`10:5: unknown field "gate" in task; did you mean "gates"?`,
+		},
+		"cycle.yaml": {
+			`8:9: task dependency cycle: build -> deploy -> verify -> build`,
+			`19:18: task "orphan" depends on unknown task "ghost"`,
+		},
+		"shell.yaml": {
+			`4:14: gate "test" command must be an argv list, e.g. [go, test, ./...], not a string`,
+			`7:14: gate "race" command runs a shell (bash -c)`,
+			`9:5: task "a" has no agent`,
+		},
+	}
+	files, _ := filepath.Glob("testdata/invalid/*.yaml")
+	if len(files) != len(invalid) {
+		t.Errorf("testdata/invalid has %d files, the test lists %d", len(files), len(invalid))
+	}
+	for name, wants := range invalid {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join("testdata/invalid", name)
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Parse(path, data)
+			checkProblems(t, path, string(data), err, wants)
+		})
+	}
+}
+
+func TestAdapters(t *testing.T) {
+	if got := AdapterNames(); !reflect.DeepEqual(got, []string{"claude-code", "codex", "gemini"}) {
+		t.Errorf("AdapterNames() = %v", got)
+	}
+	argv, ok := AdapterCommand("codex")
+	if !ok || !reflect.DeepEqual(argv, []string{"codex", "exec", "--json", "-"}) {
+		t.Errorf("AdapterCommand(codex) = %v, %v", argv, ok)
+	}
+	argv[0] = "changed"
+	if again, _ := AdapterCommand("codex"); again[0] != "codex" {
+		t.Error("AdapterCommand returned the table's own slice")
+	}
+	if _, ok := AdapterCommand("aider"); ok {
+		t.Error("unknown adapter reported as known")
+	}
+}
+
+func TestShellCommand(t *testing.T) {
+	tests := []struct {
+		argv  []string
+		shell string
+	}{
+		{[]string{"sh", "-c", "x"}, "sh"},
+		{[]string{"/usr/bin/bash", "-lc", "x"}, "bash"},
+		{[]string{"bash", "--norc", "-o", "pipefail", "-c", "x"}, "bash"},
+		{[]string{"fish", "--command=x"}, "fish"},
+		{[]string{"env", "-u", "X", "--chdir", "/", "A=1", "sh", "-c", "x"}, "sh"},
+		{[]string{"env", "-S", "bash -c x"}, "bash"},
+		{[]string{"env", "--split-string=dash -c x"}, "dash"},
+		{[]string{"nice", "-10", "sh", "-c", "x"}, "sh"},
+		{[]string{"nice", "--adjustment", "5", "sh", "-c", "x"}, "sh"},
+		{[]string{"timeout", "--kill-after=5s", "-s", "TERM", "10m", "sh", "-c", "x"}, "sh"},
+		{[]string{"xargs", "-n1", "-P", "4", "sh", "-c", "x"}, "sh"},
+		{[]string{"stdbuf", "-oL", "-e", "0", "sh", "-c", "x"}, "sh"},
+		{[]string{"nohup", "--", "zsh", "-c", "x"}, "zsh"},
+		{[]string{"sh", "script.sh"}, ""},
+		{[]string{"sh", "script.sh", "-c"}, ""},
+		{[]string{"bash", "--", "-c"}, ""},
+		{[]string{"go", "test", "-c"}, ""},
+		{[]string{"timeout", "10m", "go", "test"}, ""},
+		{[]string{"env"}, ""},
+		{nil, ""},
+	}
+	for _, tc := range tests {
+		shell, ok := ShellCommand(tc.argv)
+		if ok != (tc.shell != "") || (ok && shell != tc.shell) {
+			t.Errorf("ShellCommand(%q) = %q, %v; want %q", tc.argv, shell, ok, tc.shell)
+		}
+	}
+}
+
+// FuzzParse checks that Parse never panics, that failures are always a
+// *ValidationError with problems, and that whatever it accepts the DAG and
+// gate helpers accept too.
+func FuzzParse(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*/*.yaml")
+	for _, file := range files {
+		if data, err := os.ReadFile(file); err == nil {
+			f.Add(data)
+		}
+	}
+	f.Add([]byte(head + "gates: [{name: g, command: [x], depends_on: [h]}, {name: h, command: [y]}]\ntasks: [{id: a, prompt: p}, {id: b, prompt: p, depends_on: [a]}]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		spec, err := Parse("fuzz.yaml", data)
+		if err != nil {
+			var ve *ValidationError
+			if !errors.As(err, &ve) || len(ve.Problems) == 0 || spec != nil {
+				t.Fatalf("Parse = %v, %v", spec, err)
+			}
+			return
+		}
+		if _, err := NewGraph(spec); err != nil {
+			t.Fatalf("NewGraph rejects a parsed spec: %v", err)
+		}
+		for _, task := range spec.Tasks {
+			if _, err := GateLayers(spec.Gates, task.Gates); err != nil {
+				t.Fatalf("GateLayers rejects a parsed spec: %v", err)
+			}
+		}
+	})
+}

@@ -1,0 +1,484 @@
+// Package redisstate is the Redis backend of state.Store.
+//
+// Keys (all under the configured prefix, "sup:" by default):
+//
+//	lock:{key}     the lease, "<token>:<owner>", with the lease's TTL
+//	lockseq:{key}  the key's fencing-token counter (never expires)
+//	cache:<key>    a cache entry, with its TTL
+//	breaker:<key>  a circuit breaker as JSON (absent while idle)
+//
+// The braces are Redis Cluster hash tags, so a lease and its counter live in
+// the same slot and the acquire script may touch both. The counters must
+// survive for tokens to keep increasing: run Redis with a noeviction policy
+// (or one that evicts only keys with a TTL) and with persistence if tokens
+// must also survive a restart.
+package redisstate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/supervisorhq/supervisor/shared/state"
+)
+
+// DefaultPrefix is the key prefix used unless WithPrefix overrides it.
+const DefaultPrefix = "sup:"
+
+// DefaultOpenTimeout bounds how long Open keeps trying to reach the server.
+const DefaultOpenTimeout = 5 * time.Second
+
+// maxTxAttempts bounds the optimistic-transaction retries of a breaker change.
+const maxTxAttempts = 100
+
+// Option configures a Store.
+type Option func(*config)
+
+type config struct {
+	prefix      string
+	openTimeout time.Duration
+}
+
+// WithPrefix sets the prefix of every key the store uses (default "sup:").
+// Stores with different prefixes sharing one server do not see each other.
+func WithPrefix(prefix string) Option {
+	return func(c *config) { c.prefix = prefix }
+}
+
+// WithOpenTimeout bounds how long Open retries pinging the server before it
+// gives up (default DefaultOpenTimeout). Non-positive values are ignored.
+func WithOpenTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.openTimeout = d
+		}
+	}
+}
+
+func newConfig(opts []Option) config {
+	c := config{prefix: DefaultPrefix, openTimeout: DefaultOpenTimeout}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	return c
+}
+
+// Store is a state.Store on Redis. It is safe for concurrent use.
+type Store struct {
+	client redis.UniversalClient
+	prefix string
+	owned  bool
+}
+
+var _ state.Store = (*Store)(nil)
+
+// New returns a Store using client, which must not be nil. The caller keeps
+// ownership of client: Close does not close it.
+func New(client redis.UniversalClient, opts ...Option) *Store {
+	c := newConfig(opts)
+	return &Store{client: client, prefix: c.prefix}
+}
+
+// Open connects to the Redis server at url (redis://, rediss:// or unix://,
+// as accepted by redis.ParseURL) and pings it, retrying with backoff for up
+// to the open timeout. If the server cannot be reached the error wraps
+// state.ErrUnavailable and names url with any password redacted. The
+// returned Store owns its client; Close closes it.
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
+	c := newConfig(opts)
+	shown := RedactURL(url)
+	ropts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redisstate: invalid Redis URL %s: %w", shown, stripURL(err))
+	}
+	if err := ping(ctx, *ropts, c.openTimeout); err != nil {
+		return nil, fmt.Errorf("redisstate: Redis at %s unreachable: %w: %w", shown, state.ErrUnavailable, err)
+	}
+	return &Store{client: redis.NewClient(ropts), prefix: c.prefix, owned: true}, nil
+}
+
+// ping pings the server opts names until it answers, ctx ends or timeout
+// passes. It uses its own client without the library's internal retries so
+// that it controls the backoff and reports the real cause of a failure.
+func ping(ctx context.Context, opts redis.Options, timeout time.Duration) error {
+	opts.MaxRetries = -1
+	opts.DialerRetries = 1
+	opts.PoolSize = 1
+	client := redis.NewClient(&opts)
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	backoff := 50 * time.Millisecond
+	var last error
+	for attempt := 1; ; attempt++ {
+		err := client.Ping(ctx).Err()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() == nil || last == nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("gave up after %d attempts in %s: %w", attempt, time.Since(start).Round(time.Millisecond), last)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// RedactURL returns raw with any password (in the user info or a "password"
+// query parameter) replaced by "xxxxx", for use in logs and errors.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// Unparseable: drop everything that could be user info.
+		if i := strings.Index(raw, "://"); i >= 0 {
+			if j := strings.LastIndex(raw[i+3:], "@"); j >= 0 {
+				return raw[:i+3] + "xxxxx@" + raw[i+3+j+1:]
+			}
+			return raw
+		}
+		if strings.Contains(raw, "@") {
+			return "<unparseable URL>"
+		}
+		return raw
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.Redacted()
+}
+
+// stripURL drops the URL a *url.Error quotes, which may hold a password.
+func stripURL(err error) error {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		return fmt.Errorf("%s: %w", uerr.Op, uerr.Err)
+	}
+	return err
+}
+
+// Backend returns "redis".
+func (s *Store) Backend() string { return "redis" }
+
+// Close closes the client if the Store opened it (see Open and New).
+func (s *Store) Close() error {
+	if !s.owned {
+		return nil
+	}
+	if err := s.client.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
+		return fmt.Errorf("redisstate: close: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) lockKey(key string) string    { return s.prefix + "lock:{" + key + "}" }
+func (s *Store) lockSeqKey(key string) string { return s.prefix + "lockseq:{" + key + "}" }
+func (s *Store) cacheKey(key string) string   { return s.prefix + "cache:" + key }
+func (s *Store) breakerKey(key string) string { return s.prefix + "breaker:" + key }
+
+// acquireScript takes the lease if it is free: KEYS = lease, counter;
+// ARGV = owner, ttl in ms. It returns the new token, or 0 if held.
+var acquireScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return 0
+end
+local token = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], string.format('%d', token) .. ':' .. ARGV[1], 'PX', ARGV[2])
+return token
+`)
+
+// renewScript extends the lease if it still holds the expected value:
+// KEYS = lease; ARGV = value, ttl in ms. It returns 1 on success, else 0.
+var renewScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+`)
+
+// releaseScript deletes the lease if it still holds the expected value:
+// KEYS = lease; ARGV = value. It returns 1 on success, else 0.
+var releaseScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+`)
+
+func leaseValue(token uint64, owner string) string {
+	return strconv.FormatUint(token, 10) + ":" + owner
+}
+
+// Acquire takes the lock on key for owner for ttl; see state.Locks.
+func (s *Store) Acquire(ctx context.Context, key, owner string, ttl time.Duration) (state.Lease, error) {
+	if err := checkLease(key, owner, ttl); err != nil {
+		return state.Lease{}, fmt.Errorf("redisstate: acquire %q: %w", key, err)
+	}
+	start := time.Now()
+	token, err := acquireScript.Run(ctx, s.client,
+		[]string{s.lockKey(key), s.lockSeqKey(key)}, owner, millis(ttl)).Uint64()
+	if err != nil {
+		return state.Lease{}, s.fail(ctx, "acquire "+strconv.Quote(key), err)
+	}
+	if token == 0 {
+		return state.Lease{}, fmt.Errorf("redisstate: acquire %q: %w", key, state.ErrLocked)
+	}
+	return state.Lease{Key: key, Owner: owner, Token: token, ExpiresAt: start.Add(ttl)}, nil
+}
+
+// Renew extends lease by ttl from now, keeping its token; see state.Locks.
+func (s *Store) Renew(ctx context.Context, lease state.Lease, ttl time.Duration) (state.Lease, error) {
+	if err := checkLease(lease.Key, lease.Owner, ttl); err != nil {
+		return state.Lease{}, fmt.Errorf("redisstate: renew %q: %w", lease.Key, err)
+	}
+	start := time.Now()
+	ok, err := renewScript.Run(ctx, s.client, []string{s.lockKey(lease.Key)},
+		leaseValue(lease.Token, lease.Owner), millis(ttl)).Int()
+	if err != nil {
+		return state.Lease{}, s.fail(ctx, "renew "+strconv.Quote(lease.Key), err)
+	}
+	if ok != 1 {
+		return state.Lease{}, fmt.Errorf("redisstate: renew %q (token %d): %w", lease.Key, lease.Token, state.ErrLockLost)
+	}
+	lease.ExpiresAt = start.Add(ttl)
+	return lease, nil
+}
+
+// Release gives lease up; see state.Locks.
+func (s *Store) Release(ctx context.Context, lease state.Lease) error {
+	if lease.Key == "" {
+		return errors.New("redisstate: release: empty key")
+	}
+	ok, err := releaseScript.Run(ctx, s.client, []string{s.lockKey(lease.Key)},
+		leaseValue(lease.Token, lease.Owner)).Int()
+	if err != nil {
+		return s.fail(ctx, "release "+strconv.Quote(lease.Key), err)
+	}
+	if ok != 1 {
+		return fmt.Errorf("redisstate: release %q (token %d): %w", lease.Key, lease.Token, state.ErrLockLost)
+	}
+	return nil
+}
+
+// CacheGet returns the live value for key, or state.ErrNotFound.
+func (s *Store) CacheGet(ctx context.Context, key string) ([]byte, error) {
+	if key == "" {
+		return nil, errors.New("redisstate: cache get: empty key")
+	}
+	v, err := s.client.Get(ctx, s.cacheKey(key)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("redisstate: cache get %q: %w", key, state.ErrNotFound)
+	}
+	if err != nil {
+		return nil, s.fail(ctx, "cache get "+strconv.Quote(key), err)
+	}
+	return v, nil
+}
+
+// CachePut stores value under key for ttl (which must be positive).
+func (s *Store) CachePut(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	if key == "" {
+		return errors.New("redisstate: cache put: empty key")
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("redisstate: cache put %q: ttl must be positive, got %s", key, ttl)
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	if err := s.client.Set(ctx, s.cacheKey(key), value, max(ttl, time.Millisecond)).Err(); err != nil {
+		return s.fail(ctx, "cache put "+strconv.Quote(key), err)
+	}
+	return nil
+}
+
+// CacheDelete removes key; deleting a missing key is not an error.
+func (s *Store) CacheDelete(ctx context.Context, key string) error {
+	if key == "" {
+		return errors.New("redisstate: cache delete: empty key")
+	}
+	if err := s.client.Del(ctx, s.cacheKey(key)).Err(); err != nil {
+		return s.fail(ctx, "cache delete "+strconv.Quote(key), err)
+	}
+	return nil
+}
+
+// BreakerAllow reports whether work in scope may start now; see
+// state.Breakers.
+func (s *Store) BreakerAllow(ctx context.Context, scope string, p state.BreakerPolicy) (state.Decision, error) {
+	var d state.Decision
+	_, err := s.updateBreaker(ctx, "breaker allow", scope, func(b state.Breaker) state.Breaker {
+		var next state.Breaker
+		next, d = b.Allow(p.CurrentTime(), p)
+		return next
+	})
+	if err != nil {
+		return state.Decision{}, err
+	}
+	return d, nil
+}
+
+// BreakerReport records the outcome of work in scope and returns the
+// breaker's state afterwards.
+func (s *Store) BreakerReport(ctx context.Context, scope string, p state.BreakerPolicy, success bool) (state.Breaker, error) {
+	return s.updateBreaker(ctx, "breaker report", scope, func(b state.Breaker) state.Breaker {
+		return b.Report(p.CurrentTime(), p, success)
+	})
+}
+
+// BreakerGet returns the breaker's current state (closed if unknown).
+func (s *Store) BreakerGet(ctx context.Context, scope string) (state.Breaker, error) {
+	if scope == "" {
+		return state.Breaker{}, errors.New("redisstate: breaker get: empty scope")
+	}
+	b, err := getBreaker(ctx, s.client, s.breakerKey(scope))
+	if err != nil {
+		return state.Breaker{}, s.fail(ctx, "breaker get "+strconv.Quote(scope), err)
+	}
+	return b, nil
+}
+
+// getBreaker reads and decodes a breaker record; a missing one is closed.
+func getBreaker(ctx context.Context, c redis.Cmdable, key string) (state.Breaker, error) {
+	raw, err := c.Get(ctx, key).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return state.Breaker{State: state.BreakerClosed}, nil
+	}
+	if err != nil {
+		return state.Breaker{}, err
+	}
+	var b state.Breaker
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return state.Breaker{}, fmt.Errorf("decode breaker record: %w", err)
+	}
+	return b.Normalized(), nil
+}
+
+// updateBreaker applies fn to the breaker for scope atomically, with
+// WATCH/MULTI and a retry when another client changed it meanwhile, and
+// returns the breaker as stored afterwards. Idle breakers are deleted.
+func (s *Store) updateBreaker(ctx context.Context, op, scope string, fn func(state.Breaker) state.Breaker) (state.Breaker, error) {
+	if scope == "" {
+		return state.Breaker{}, fmt.Errorf("redisstate: %s: empty scope", op)
+	}
+	key := s.breakerKey(scope)
+	var next state.Breaker
+	txf := func(tx *redis.Tx) error {
+		cur, err := getBreaker(ctx, tx, key)
+		if err != nil {
+			return err
+		}
+		next = fn(cur)
+		if next.Equal(cur) {
+			return nil
+		}
+		var data []byte
+		if !next.Idle() {
+			if data, err = json.Marshal(next); err != nil {
+				return fmt.Errorf("encode breaker record: %w", err)
+			}
+		}
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			if data == nil {
+				p.Del(ctx, key)
+			} else {
+				p.Set(ctx, key, data, 0)
+			}
+			return nil
+		})
+		return err
+	}
+	for attempt := 1; attempt <= maxTxAttempts; attempt++ {
+		err := s.client.Watch(ctx, txf, key)
+		if err == nil {
+			return next, nil
+		}
+		if !errors.Is(err, redis.TxFailedErr) {
+			return state.Breaker{}, s.fail(ctx, op+" "+strconv.Quote(scope), err)
+		}
+		if err := sleepJitter(ctx, attempt); err != nil {
+			return state.Breaker{}, fmt.Errorf("redisstate: %s %q: %w", op, scope, err)
+		}
+	}
+	return state.Breaker{}, fmt.Errorf("redisstate: %s %q: still conflicting after %d attempts", op, scope, maxTxAttempts)
+}
+
+// sleepJitter waits a short random time growing with attempt, so
+// conflicting writers spread out.
+func sleepJitter(ctx context.Context, attempt int) error {
+	d := time.Duration(rand.Int64N(int64(min(attempt, 20))*int64(time.Millisecond)) + 1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// fail wraps a client error, marking connection failures with
+// state.ErrUnavailable.
+func (s *Store) fail(ctx context.Context, op string, err error) error {
+	if ctx.Err() == nil && unavailable(err) {
+		return fmt.Errorf("redisstate: %s: %w: %w", op, state.ErrUnavailable, err)
+	}
+	return fmt.Errorf("redisstate: %s: %w", op, err)
+}
+
+// unavailable reports whether err means the server could not be reached or
+// cannot serve right now, as opposed to rejecting the request.
+func unavailable(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	var netErr net.Error
+	switch {
+	case errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolTimeout),
+		errors.Is(err, redis.ErrPoolExhausted),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.EPIPE), errors.Is(err, context.DeadlineExceeded),
+		errors.As(err, &netErr):
+		return true
+	}
+	return redis.IsLoadingError(err) || redis.IsClusterDownError(err) ||
+		redis.IsTryAgainError(err) || redis.IsMasterDownError(err) ||
+		redis.IsMaxClientsError(err)
+}
+
+func checkLease(key, owner string, ttl time.Duration) error {
+	switch {
+	case key == "":
+		return errors.New("empty key")
+	case owner == "":
+		return errors.New("empty owner")
+	case ttl <= 0:
+		return fmt.Errorf("ttl must be positive, got %s", ttl)
+	}
+	return nil
+}
+
+// millis converts ttl to whole milliseconds, at least 1.
+func millis(ttl time.Duration) int64 {
+	return max(ttl.Milliseconds(), 1)
+}

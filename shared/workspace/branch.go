@@ -1,0 +1,21 @@
+package workspace
+
+import (
+	"context"
+	"fmt"
+)
+
+// SetBranch points refs/heads/<branch> of the repository at gitDir at
+// commit, creating the branch if needed. The coordinator uses it to reset a
+// workflow branch to the tip its event log records before integrating, so
+// an integration interrupted by a crash is never applied twice.
+func SetBranch(ctx context.Context, gitDir, branch, commit string) error {
+	ref, err := checkBranch(ctx, branch)
+	if err != nil {
+		return err
+	}
+	if _, err := (gitCmd{gitDir: gitDir}).run(ctx, "update-ref", ref, commit); err != nil {
+		return fmt.Errorf("workspace: set branch %s of %s to %s: %w", branch, gitDir, commit, err)
+	}
+	return nil
+}

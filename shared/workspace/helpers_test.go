@@ -1,0 +1,274 @@
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/testserver"
+)
+
+// stores are real JetStream object stores on an embedded NATS server.
+type stores struct {
+	bundles, patches jetstream.ObjectStore
+}
+
+func newStores(t *testing.T) stores {
+	t.Helper()
+	nc, err := nats.Connect(testserver.NATS(t))
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	ctx := testCtx(t)
+	var s stores
+	if s.bundles, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: protocol.BucketBundles}); err != nil {
+		t.Fatalf("create bundles bucket: %v", err)
+	}
+	if s.patches, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: protocol.BucketPatches}); err != nil {
+		t.Fatalf("create patches bucket: %v", err)
+	}
+	return s
+}
+
+// counting counts downloads through an Objects.
+type counting struct {
+	Objects
+	n atomic.Int64
+}
+
+func (c *counting) GetFile(ctx context.Context, name, file string, opts ...jetstream.GetObjectOpt) error {
+	c.n.Add(1)
+	return c.Objects.GetFile(ctx, name, file, opts...)
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// git runs git (hardened) in dir and fails the test on error.
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := gitCmd{dir: dir}.run(context.Background(), args...)
+	if err != nil {
+		t.Fatalf("git %v in %s: %v", args, dir, err)
+	}
+	return out
+}
+
+// gitBare runs git against a bare repository.
+func gitBare(t *testing.T, gitDir string, args ...string) string {
+	t.Helper()
+	out, err := gitCmd{gitDir: gitDir}.run(context.Background(), args...)
+	if err != nil {
+		t.Fatalf("git %v in %s: %v", args, gitDir, err)
+	}
+	return out
+}
+
+func writeFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// binaryData is content git treats as binary.
+func binaryData(seed byte) []byte {
+	b := make([]byte, 600)
+	for i := range b {
+		b[i] = byte(i)*7 + seed
+	}
+	b[10] = 0
+	return b
+}
+
+// userRepo is a user's repository with a base commit on main and, on
+// branch deps, two commits whose diffs serve as dependency patches.
+type userRepo struct {
+	dir, base  string
+	p1, p2     []byte // base→c1, c1→c2
+	c1, c2     string
+	baseFiles  map[string][]byte
+	afterFiles map[string][]byte // tree of c2
+}
+
+func newUserRepo(t *testing.T) *userRepo {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "user")
+	git(t, "", "init", "--quiet", "--initial-branch=main", dir)
+	files := map[string][]byte{
+		"README.md":  []byte("hello\n"),
+		"src/a.txt":  []byte("a1\na2\na3\n"),
+		"data.bin":   binaryData(1),
+		".gitignore": []byte("*.log\n"),
+	}
+	for name, data := range files {
+		writeFile(t, filepath.Join(dir, name), data)
+	}
+	git(t, dir, "add", "--all")
+	git(t, dir, "commit", "--quiet", "-m", "init")
+	r := &userRepo{dir: dir, base: git(t, dir, "rev-parse", "HEAD"), baseFiles: files}
+
+	git(t, dir, "checkout", "--quiet", "-b", "deps")
+	writeFile(t, filepath.Join(dir, "src/a.txt"), []byte("a1\na2 from p1\na3\n"))
+	git(t, dir, "commit", "--quiet", "-am", "p1")
+	r.c1 = git(t, dir, "rev-parse", "HEAD")
+	writeFile(t, filepath.Join(dir, "src/p2.txt"), []byte("added by p2\n"))
+	writeFile(t, filepath.Join(dir, "data.bin"), binaryData(2))
+	git(t, dir, "add", "--all")
+	git(t, dir, "commit", "--quiet", "-m", "p2")
+	r.c2 = git(t, dir, "rev-parse", "HEAD")
+	git(t, dir, "checkout", "--quiet", "main")
+
+	r.p1 = diffBytes(t, dir, r.base, r.c1)
+	r.p2 = diffBytes(t, dir, r.c1, r.c2)
+	r.afterFiles = map[string][]byte{
+		"README.md":  files["README.md"],
+		"src/a.txt":  []byte("a1\na2 from p1\na3\n"),
+		"src/p2.txt": []byte("added by p2\n"),
+		"data.bin":   binaryData(2),
+		".gitignore": files[".gitignore"],
+	}
+	return r
+}
+
+func diffBytes(t *testing.T, dir, from, to string) []byte {
+	t.Helper()
+	out, err := gitCmd{dir: dir}.output(context.Background(), nil, "diff", "--no-ext-diff", "--no-textconv", "--binary", "--full-index", from, to)
+	if err != nil {
+		t.Fatalf("diff: %v", err)
+	}
+	return out
+}
+
+// upload puts the repository's bundle at rev into the bundles store.
+func (r *userRepo) upload(t *testing.T, s stores, rev string) protocol.RepoRef {
+	t.Helper()
+	ctx := testCtx(t)
+	commit, err := ResolveCommit(ctx, r.dir, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := RepoID(ctx, r.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "repo.bundle")
+	if err := CreateBundle(ctx, r.dir, commit, file); err != nil {
+		t.Fatal(err)
+	}
+	name := id + "/" + commit + ".bundle"
+	if _, err := s.bundles.PutBytes(ctx, name, readFile(t, file)); err != nil {
+		t.Fatalf("put bundle: %v", err)
+	}
+	return protocol.RepoRef{ID: id, BaseCommit: commit, Bundle: name}
+}
+
+// putPatch stores a patch and returns its reference.
+func putPatch(t *testing.T, s stores, node string, data []byte) protocol.PatchRef {
+	t.Helper()
+	name := "wf1/" + node + ".patch"
+	if _, err := s.patches.PutBytes(testCtx(t), name, data); err != nil {
+		t.Fatalf("put patch: %v", err)
+	}
+	sum := sha256.Sum256(data)
+	return protocol.PatchRef{NodeID: node, Object: name, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data))}
+}
+
+// checkTree fails unless dir holds exactly files (ignoring .git).
+func checkTree(t *testing.T, dir string, files map[string][]byte) {
+	t.Helper()
+	seen := map[string]bool{}
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		if rel == ".git" {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel = filepath.ToSlash(rel)
+		seen[rel] = true
+		want, ok := files[rel]
+		if !ok {
+			t.Errorf("unexpected file %s", rel)
+			return nil
+		}
+		if got := readFile(t, path); !bytes.Equal(got, want) {
+			t.Errorf("%s = %q, want %q", rel, trunc(got), trunc(want))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range files {
+		if !seen[name] {
+			t.Errorf("missing file %s", name)
+		}
+	}
+}
+
+func trunc(b []byte) string {
+	if len(b) > 40 {
+		return string(b[:40]) + "…"
+	}
+	return string(b)
+}
+
+// worktrees lists the worktree paths registered in a bare mirror.
+func worktrees(t *testing.T, gitDir string) []string {
+	t.Helper()
+	var paths []string
+	for _, line := range strings.Split(gitBare(t, gitDir, "worktree", "list", "--porcelain"), "\n") {
+		if p, ok := strings.CutPrefix(line, "worktree "); ok && p != gitDir {
+			paths = append(paths, p)
+		}
+	}
+	return paths
+}
+
+func newManager(t *testing.T, root string, bundles, patches Objects) *Manager {
+	t.Helper()
+	m, err := NewManager(root, bundles, patches, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}

@@ -1,0 +1,194 @@
+package workspace
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// checkBranch validates a branch name and returns its full ref.
+func checkBranch(ctx context.Context, branch string) (string, error) {
+	ref := "refs/heads/" + branch
+	if branch == "" || strings.HasPrefix(branch, "-") || branch == "HEAD" {
+		return "", fmt.Errorf("workspace: invalid branch name %q", branch)
+	}
+	if _, err := (gitCmd{}).run(ctx, "check-ref-format", ref); err != nil {
+		return "", fmt.Errorf("workspace: invalid branch name %q", branch)
+	}
+	return ref, nil
+}
+
+// ApplyToBranch applies patch, a binary patch as Workspace.Diff makes, to
+// the tip of refs/heads/<branch> in the repository at gitDir (bare or not),
+// or to baseCommit if the branch does not exist yet, and moves the branch
+// to a new commit with message. No working tree is used or touched: the
+// patch is applied to a temporary index. It returns the branch's new tip.
+//
+// A patch that does not apply returns an error wrapping ErrConflict; if the
+// branch moved while the commit was built, the error wraps ErrBranchMoved.
+// An empty patch (or one that changes nothing) makes no commit: the branch
+// is created at baseCommit if missing and its tip is returned.
+func ApplyToBranch(ctx context.Context, gitDir, branch, baseCommit string, patch []byte, message string) (string, error) {
+	ref, err := checkBranch(ctx, branch)
+	if err != nil {
+		return "", err
+	}
+	g := gitCmd{gitDir: gitDir}
+	fail := func(err error) (string, error) {
+		return "", fmt.Errorf("workspace: apply to branch %s of %s: %w", branch, gitDir, err)
+	}
+
+	old, err := g.run(ctx, "rev-parse", "--verify", "--quiet", ref+"^{commit}")
+	exists := err == nil
+	if err != nil && gitExitCode(err) != 1 {
+		return fail(err)
+	}
+	parent := old
+	if !exists {
+		if parent, err = resolveCommit(ctx, g, baseCommit); err != nil {
+			return fail(fmt.Errorf("base %s: %w", baseCommit, err))
+		}
+	}
+	if len(bytes.TrimSpace(patch)) == 0 {
+		if !exists {
+			if err := createOrUpdateRef(ctx, g, ref, parent, "", false); err != nil {
+				return fail(err)
+			}
+		}
+		return parent, nil
+	}
+
+	tmp, err := os.MkdirTemp("", "supervisor-index-")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.RemoveAll(tmp)
+	gi := g
+	gi.env = []string{"GIT_INDEX_FILE=" + filepath.Join(tmp, "index")}
+	if _, err := gi.run(ctx, "read-tree", parent); err != nil {
+		return fail(fmt.Errorf("read tree of %s: %w", parent, err))
+	}
+	if _, err := gi.output(ctx, bytes.NewReader(patch), "apply", "--cached", "--binary", "--whitespace=nowarn"); err != nil {
+		if gitExitCode(err) == 1 {
+			return fail(fmt.Errorf("%w on %s: %w", ErrConflict, parent, err))
+		}
+		return fail(fmt.Errorf("apply patch on %s: %w", parent, err))
+	}
+	tree, err := gi.run(ctx, "write-tree")
+	if err != nil {
+		return fail(err)
+	}
+	parentTree, err := g.run(ctx, "rev-parse", "--verify", parent+"^{tree}")
+	if err != nil {
+		return fail(err)
+	}
+	if tree == parentTree {
+		if !exists {
+			if err := createOrUpdateRef(ctx, g, ref, parent, "", false); err != nil {
+				return fail(err)
+			}
+		}
+		return parent, nil
+	}
+	if message == "" {
+		message = "supervisor: apply patch"
+	}
+	out, err := g.output(ctx, strings.NewReader(message), "commit-tree", tree, "-p", parent)
+	if err != nil {
+		return fail(err)
+	}
+	commit := strings.TrimSpace(string(out))
+	if err := createOrUpdateRef(ctx, g, ref, commit, old, exists); err != nil {
+		return fail(err)
+	}
+	return commit, nil
+}
+
+// createOrUpdateRef sets ref to commit if it still has the value old
+// (exists) or still does not exist (!exists), atomically.
+func createOrUpdateRef(ctx context.Context, g gitCmd, ref, commit, old string, exists bool) error {
+	line := fmt.Sprintf("create %s %s\n", ref, commit)
+	if exists {
+		line = fmt.Sprintf("update %s %s %s\n", ref, commit, old)
+	}
+	if _, err := g.output(ctx, strings.NewReader(line), "update-ref", "--stdin"); err != nil {
+		if exists {
+			return fmt.Errorf("%w: move %s from %s to %s: %w", ErrBranchMoved, ref, old, commit, err)
+		}
+		return fmt.Errorf("%w: create %s at %s: %w", ErrBranchMoved, ref, commit, err)
+	}
+	return nil
+}
+
+// ExportBranch writes to outFile a git bundle of refs/heads/<branch> of the
+// repository at gitDir, with its whole history, and verifies it.
+func ExportBranch(ctx context.Context, gitDir, branch, outFile string) error {
+	ref, err := checkBranch(ctx, branch)
+	if err != nil {
+		return err
+	}
+	g := gitCmd{gitDir: gitDir}
+	tip, err := g.run(ctx, "rev-parse", "--verify", "--quiet", ref+"^{commit}")
+	if err != nil {
+		return fmt.Errorf("workspace: export branch %s of %s: no such branch: %w", branch, gitDir, err)
+	}
+	out, err := filepath.Abs(outFile)
+	if err != nil {
+		return fmt.Errorf("workspace: export branch %s of %s: %w", branch, gitDir, err)
+	}
+	if _, err := g.run(ctx, "bundle", "create", "--quiet", out, ref); err != nil {
+		return fmt.Errorf("workspace: export branch %s (%s) of %s: %w", branch, tip, gitDir, err)
+	}
+	if _, err := g.run(ctx, "bundle", "verify", "--quiet", out); err != nil {
+		return fmt.Errorf("workspace: export branch %s (%s) of %s: %w", branch, tip, gitDir, err)
+	}
+	return nil
+}
+
+// ImportBranch fetches refs/heads/<branch> from bundleFile (as ExportBranch
+// makes) into the repository at repoPath as refs/heads/<branch>, creating
+// it or overwriting it (the previous value stays in the branch's reflog if
+// the repository keeps one). The working tree, the index and HEAD are never
+// touched; a branch checked out in any worktree of the repository is
+// refused.
+func ImportBranch(ctx context.Context, repoPath, bundleFile, branch string) error {
+	ref, err := checkBranch(ctx, branch)
+	if err != nil {
+		return err
+	}
+	g, err := openRepo(ctx, repoPath)
+	if err != nil {
+		return err
+	}
+	list, err := g.run(ctx, "worktree", "list", "--porcelain")
+	if err != nil {
+		return fmt.Errorf("workspace: import branch %s into %s: %w", branch, repoPath, err)
+	}
+	sc := bufio.NewScanner(strings.NewReader(list))
+	worktree := ""
+	for sc.Scan() {
+		line := sc.Text()
+		if p, ok := strings.CutPrefix(line, "worktree "); ok {
+			worktree = p
+		}
+		if line == "branch "+ref {
+			return fmt.Errorf("workspace: import branch %s into %s: the branch is checked out in %s", branch, repoPath, worktree)
+		}
+	}
+	bundle, err := filepath.Abs(bundleFile)
+	if err == nil {
+		_, err = os.Stat(bundle)
+	}
+	if err != nil {
+		return fmt.Errorf("workspace: import branch %s into %s: bundle: %w", branch, repoPath, err)
+	}
+	if _, err := g.run(ctx, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules",
+		bundle, "+"+ref+":"+ref); err != nil {
+		return fmt.Errorf("workspace: import branch %s from %s into %s: %w", branch, bundleFile, repoPath, err)
+	}
+	return nil
+}

@@ -1,0 +1,536 @@
+// Package workspace materializes the git workspace of a job on any host.
+//
+// On submission, the client resolves the base commit (ResolveCommit), names
+// the repository (RepoID) and uploads a bundle of its history
+// (CreateBundle). On workers, gate runners and the coordinator, a Manager
+// keeps one bare mirror per repository, filled from the bundle the first
+// time a commit is needed, and prepares each job a fresh worktree at the
+// base commit with the job's dependency patches applied (Prepare); the
+// job's own change is Workspace.Diff. The coordinator integrates accepted
+// patches into a branch without a working tree (ApplyToBranch) and hands
+// the branch back to the user (ExportBranch, ImportBranch).
+//
+// Every git operation runs the git binary with a hardened environment (see
+// gitCmd): no hooks, no fsmonitor, no external diff or filters, no user or
+// system configuration, no inherited GIT_* variables.
+package workspace
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/supervisorhq/supervisor/shared/protocol"
+)
+
+// Errors; check with errors.Is.
+var (
+	// ErrIntegrity means a downloaded object does not match the size or
+	// SHA-256 its reference promised.
+	ErrIntegrity = errors.New("object does not match its reference")
+	// ErrConflict means a patch does not apply to the tree it was meant for.
+	ErrConflict = errors.New("patch does not apply")
+	// ErrBranchMoved means the branch changed while ApplyToBranch built its
+	// commit; reading the new tip and retrying is safe.
+	ErrBranchMoved = errors.New("branch moved concurrently")
+)
+
+// Objects is what the Manager needs from an object store;
+// jetstream.ObjectStore satisfies it.
+type Objects interface {
+	// GetFile writes the object name to file, creating or truncating it.
+	GetFile(ctx context.Context, name, file string, opts ...jetstream.GetObjectOpt) error
+}
+
+// Manager materializes workspaces under one root directory, which may be
+// shared by several processes on the host:
+//
+//	<root>/mirrors/<repo-id>.git   bare mirror of a repository
+//	<root>/mirrors/<repo-id>.lock  flock serializing changes to the mirror
+//	<root>/jobs/<job>-<n>/         a job's worktree (Workspace.Dir)
+//	<root>/jobs/<job>-<n>.lock     flock held while the workspace is in use
+//	<root>/tmp/                    downloads in progress
+//
+// A Manager is safe for concurrent use.
+type Manager struct {
+	root, mirrors, jobs, tmp string
+	bundles, patches         Objects
+	log                      *slog.Logger
+
+	mu    sync.Mutex
+	locks map[string]chan struct{} // per repository id, in-process
+}
+
+// NewManager returns a Manager rooted at root (created if missing) that
+// downloads bundles and patches from the given object stores (BucketBundles
+// and BucketPatches). patches may be nil if no workspace will need any.
+// log may be nil.
+func NewManager(root string, bundles, patches Objects, log *slog.Logger) (*Manager, error) {
+	if bundles == nil {
+		return nil, errors.New("workspace: NewManager: bundles store is required")
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		return nil, fmt.Errorf("workspace: git binary: %w", err)
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("workspace: root %s: %w", root, err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m := &Manager{
+		root:    abs,
+		mirrors: filepath.Join(abs, "mirrors"),
+		jobs:    filepath.Join(abs, "jobs"),
+		tmp:     filepath.Join(abs, "tmp"),
+		bundles: bundles,
+		patches: patches,
+		log:     log,
+		locks:   make(map[string]chan struct{}),
+	}
+	for _, dir := range []string{m.mirrors, m.jobs, m.tmp} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("workspace: root %s: %w", abs, err)
+		}
+	}
+	return m, nil
+}
+
+// Root returns the Manager's absolute root directory.
+func (m *Manager) Root() string { return m.root }
+
+var repoIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+func validateRepo(repo protocol.RepoRef) error {
+	if !repoIDRE.MatchString(repo.ID) || strings.Contains(repo.ID, "..") {
+		return fmt.Errorf("workspace: invalid repository id %q", repo.ID)
+	}
+	if !isObjectID(repo.BaseCommit) {
+		return fmt.Errorf("workspace: repository %s: base commit %q is not a full lowercase hex object id", repo.ID, repo.BaseCommit)
+	}
+	return nil
+}
+
+func (m *Manager) mirrorPath(id string) string { return filepath.Join(m.mirrors, id+".git") }
+
+// lockMirror serializes changes to one mirror: goroutines of this process
+// queue on a channel, processes on the host on a flock. The returned
+// function releases both.
+func (m *Manager) lockMirror(ctx context.Context, id string) (func(), error) {
+	m.mu.Lock()
+	ch, ok := m.locks[id]
+	if !ok {
+		ch = make(chan struct{}, 1)
+		m.locks[id] = ch
+	}
+	m.mu.Unlock()
+
+	select {
+	case ch <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("lock mirror %s: %w", id, ctx.Err())
+	}
+	f, err := lockFile(ctx, filepath.Join(m.mirrors, id+".lock"))
+	if err != nil {
+		<-ch
+		return nil, fmt.Errorf("lock mirror %s: %w", id, err)
+	}
+	return func() {
+		f.Close()
+		<-ch
+	}, nil
+}
+
+// Mirror makes sure the host's mirror of repo contains repo.BaseCommit,
+// downloading the repository's bundle only if it does not, and returns the
+// mirror's git directory. It is safe to call concurrently, from any number
+// of goroutines and processes sharing the root.
+func (m *Manager) Mirror(ctx context.Context, repo protocol.RepoRef) (string, error) {
+	if err := validateRepo(repo); err != nil {
+		return "", err
+	}
+	unlock, err := m.lockMirror(ctx, repo.ID)
+	if err != nil {
+		return "", fmt.Errorf("workspace: %w", err)
+	}
+	defer unlock()
+	dir, err := m.ensureMirror(ctx, repo)
+	if err != nil {
+		return "", fmt.Errorf("workspace: %w", err)
+	}
+	return dir, nil
+}
+
+// ensureMirror is Mirror for a caller holding the mirror lock.
+func (m *Manager) ensureMirror(ctx context.Context, repo protocol.RepoRef) (string, error) {
+	dir := m.mirrorPath(repo.ID)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		if err := m.initMirror(ctx, repo, dir); err != nil {
+			return "", err
+		}
+	} else if err != nil {
+		return "", fmt.Errorf("mirror %s: %w", repo.ID, err)
+	}
+	g := gitCmd{gitDir: dir}
+	if hasCommit(ctx, g, repo.BaseCommit) {
+		return dir, nil
+	}
+	if repo.Bundle == "" {
+		return "", fmt.Errorf("mirror %s lacks commit %s and the job names no bundle", repo.ID, repo.BaseCommit)
+	}
+
+	file, err := m.tempFile("bundle-")
+	if err != nil {
+		return "", fmt.Errorf("mirror %s: %w", repo.ID, err)
+	}
+	defer os.Remove(file)
+	start := time.Now()
+	if err := m.bundles.GetFile(ctx, repo.Bundle, file); err != nil {
+		return "", fmt.Errorf("mirror %s: download bundle %q for commit %s: %w", repo.ID, repo.Bundle, repo.BaseCommit, err)
+	}
+	// Keep the bundle's refs (and so its objects) under a namespace of their
+	// own; a ref on the base commit itself survives whatever the bundle named.
+	refspec := "+refs/*:refs/supervisor/bundles/" + repo.BaseCommit + "/*"
+	if _, err := g.run(ctx, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", file, refspec); err != nil {
+		return "", fmt.Errorf("mirror %s: fetch bundle %q for commit %s: %w", repo.ID, repo.Bundle, repo.BaseCommit, err)
+	}
+	if !hasCommit(ctx, g, repo.BaseCommit) {
+		return "", fmt.Errorf("mirror %s: bundle %q does not contain commit %s", repo.ID, repo.Bundle, repo.BaseCommit)
+	}
+	if _, err := g.run(ctx, "update-ref", "refs/supervisor/base/"+repo.BaseCommit, repo.BaseCommit); err != nil {
+		return "", fmt.Errorf("mirror %s: pin commit %s: %w", repo.ID, repo.BaseCommit, err)
+	}
+	info, _ := os.Stat(file)
+	var size int64
+	if info != nil {
+		size = info.Size()
+	}
+	m.log.Info("workspace: mirror updated from bundle", "repo", repo.ID, "commit", repo.BaseCommit,
+		"bundle", repo.Bundle, "bytes", size, "took", time.Since(start))
+	return dir, nil
+}
+
+// initMirror creates an empty bare mirror at dir, atomically: it is built
+// beside dir and renamed into place, so a crash leaves no half mirror.
+func (m *Manager) initMirror(ctx context.Context, repo protocol.RepoRef, dir string) error {
+	tmp, err := os.MkdirTemp(m.mirrors, ".init-"+repo.ID+"-")
+	if err != nil {
+		return fmt.Errorf("create mirror %s: %w", repo.ID, err)
+	}
+	defer os.RemoveAll(tmp)
+	format := "sha1"
+	if len(repo.BaseCommit) == 64 {
+		format = "sha256"
+	}
+	if _, err := (gitCmd{}).run(ctx, "init", "--quiet", "--bare", "--template=", "--object-format="+format, tmp); err != nil {
+		return fmt.Errorf("create mirror %s: %w", repo.ID, err)
+	}
+	// Agents may run git in their worktrees without our flags: make sure
+	// that never garbage-collects the shared mirror behind our back.
+	g := gitCmd{gitDir: tmp}
+	for _, kv := range [][2]string{{"gc.auto", "0"}, {"maintenance.auto", "false"}, {"core.logAllRefUpdates", "false"}} {
+		if _, err := g.run(ctx, "config", kv[0], kv[1]); err != nil {
+			return fmt.Errorf("create mirror %s: %w", repo.ID, err)
+		}
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return fmt.Errorf("create mirror %s: %w", repo.ID, err)
+	}
+	return nil
+}
+
+func hasCommit(ctx context.Context, g gitCmd, sha string) bool {
+	_, err := g.run(ctx, "cat-file", "-e", sha+"^{commit}")
+	return err == nil
+}
+
+// tempFile returns the name of a new empty file under the root's tmp/.
+func (m *Manager) tempFile(prefix string) (string, error) {
+	f, err := os.CreateTemp(m.tmp, prefix)
+	if err != nil {
+		return "", err
+	}
+	name := f.Name()
+	if err := f.Close(); err != nil {
+		os.Remove(name)
+		return "", err
+	}
+	return name, nil
+}
+
+// fetchPatch downloads a patch to a temporary file and checks its size and
+// digest against ref. The caller removes the file.
+func (m *Manager) fetchPatch(ctx context.Context, ref protocol.PatchRef) (string, error) {
+	if m.patches == nil {
+		return "", fmt.Errorf("patch %q: the Manager has no patches store", ref.Object)
+	}
+	file, err := m.tempFile("patch-")
+	if err != nil {
+		return "", fmt.Errorf("patch %q: %w", ref.Object, err)
+	}
+	if err := m.patches.GetFile(ctx, ref.Object, file); err != nil {
+		os.Remove(file)
+		return "", fmt.Errorf("download patch %q of node %s: %w", ref.Object, ref.NodeID, err)
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		os.Remove(file)
+		return "", fmt.Errorf("patch %q: %w", ref.Object, err)
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	f.Close()
+	if err != nil {
+		os.Remove(file)
+		return "", fmt.Errorf("patch %q: %w", ref.Object, err)
+	}
+	if n != ref.Size {
+		os.Remove(file)
+		return "", fmt.Errorf("%w: patch %q of node %s is %d bytes, want %d", ErrIntegrity, ref.Object, ref.NodeID, n, ref.Size)
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); !strings.EqualFold(sum, ref.SHA256) {
+		os.Remove(file)
+		return "", fmt.Errorf("%w: patch %q of node %s has SHA-256 %s, want %s", ErrIntegrity, ref.Object, ref.NodeID, sum, ref.SHA256)
+	}
+	return file, nil
+}
+
+var unsafeNameChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// jobDirPrefix turns a job id into a safe directory name prefix.
+func jobDirPrefix(jobID string) string {
+	s := unsafeNameChars.ReplaceAllString(jobID, "_")
+	s = strings.TrimLeft(s, ".-")
+	if len(s) > 80 {
+		s = s[:80]
+	}
+	if s == "" {
+		s = "job"
+	}
+	return s + "-"
+}
+
+// Prepare materializes a fresh workspace for a job: a worktree of the
+// repository's mirror, detached at repo.BaseCommit, with patches applied in
+// order (each verified against its size and SHA-256, ErrIntegrity
+// otherwise; one that does not apply yields ErrConflict) and, if there were
+// any, committed as a single "supervisor: dependencies" commit, which
+// becomes Workspace.Base. The directory is unique even when the same job is
+// delivered to the host twice. The caller must Close the workspace.
+func (m *Manager) Prepare(ctx context.Context, repo protocol.RepoRef, patches []protocol.PatchRef, jobID string) (_ *Workspace, err error) {
+	if err := validateRepo(repo); err != nil {
+		return nil, err
+	}
+	// Download and verify the patches first: a bad one costs no worktree.
+	files := make([]string, 0, len(patches))
+	defer func() {
+		for _, f := range files {
+			os.Remove(f)
+		}
+	}()
+	for _, p := range patches {
+		f, err := m.fetchPatch(ctx, p)
+		if err != nil {
+			return nil, fmt.Errorf("workspace: prepare job %s: %w", jobID, err)
+		}
+		files = append(files, f)
+	}
+
+	dir, err := os.MkdirTemp(m.jobs, jobDirPrefix(jobID))
+	if err != nil {
+		return nil, fmt.Errorf("workspace: prepare job %s: %w", jobID, err)
+	}
+	lockPath := dir + ".lock"
+	lock, ok, err := tryLockFile(lockPath)
+	if err != nil || !ok {
+		os.Remove(dir)
+		if err == nil {
+			err = errors.New("lock held by another process")
+		}
+		return nil, fmt.Errorf("workspace: prepare job %s: lock %s: %w", jobID, lockPath, err)
+	}
+	ws := &Workspace{Dir: dir, m: m, repoID: repo.ID, lock: lock, lockPath: lockPath}
+	defer func() {
+		if err != nil {
+			if cerr := ws.Close(); cerr != nil {
+				m.log.Warn("workspace: cleanup after failed prepare", "job", jobID, "dir", dir, "err", cerr)
+			}
+		}
+	}()
+
+	if err := m.addWorktree(ctx, repo, ws); err != nil {
+		return nil, fmt.Errorf("workspace: prepare job %s: %w", jobID, err)
+	}
+	admin, err := gitCmd{dir: dir}.run(ctx, "rev-parse", "--absolute-git-dir")
+	if err != nil {
+		return nil, fmt.Errorf("workspace: prepare job %s: worktree %s: %w", jobID, dir, err)
+	}
+	ws.gitDir = admin
+	g := ws.git()
+	if _, err := g.run(ctx, "reset", "--quiet", "--hard"); err != nil {
+		return nil, fmt.Errorf("workspace: prepare job %s: check out %s of %s: %w", jobID, repo.BaseCommit, repo.ID, err)
+	}
+	ws.Base = repo.BaseCommit
+
+	applied := 0
+	var body strings.Builder
+	for i, p := range patches {
+		if p.Size == 0 {
+			continue
+		}
+		if _, err := g.run(ctx, "apply", "--binary", "--index", "--whitespace=nowarn", files[i]); err != nil {
+			if gitExitCode(err) == 1 {
+				err = fmt.Errorf("%w: %w", ErrConflict, err)
+			}
+			return nil, fmt.Errorf("workspace: prepare job %s: apply patch %q of node %s on %s: %w", jobID, p.Object, p.NodeID, repo.BaseCommit, err)
+		}
+		applied++
+		fmt.Fprintf(&body, "%s: %s\n", p.NodeID, p.Object)
+	}
+	if applied > 0 {
+		base, err := ws.commitIndex(ctx, "supervisor: dependencies\n\n"+body.String())
+		if err != nil {
+			return nil, fmt.Errorf("workspace: prepare job %s: commit dependency patches: %w", jobID, err)
+		}
+		ws.Base = base
+	}
+	m.log.Debug("workspace: prepared", "job", jobID, "dir", dir, "repo", repo.ID, "base", ws.Base, "patches", applied)
+	return ws, nil
+}
+
+// addWorktree registers ws.Dir as a detached worktree of the mirror at
+// repo.BaseCommit, without checking it out. Registration changes the
+// mirror's worktrees/ and so runs under the mirror lock; the checkout,
+// which may be large, is left to the caller outside it.
+func (m *Manager) addWorktree(ctx context.Context, repo protocol.RepoRef, ws *Workspace) error {
+	unlock, err := m.lockMirror(ctx, repo.ID)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	mirror, err := m.ensureMirror(ctx, repo)
+	if err != nil {
+		return err
+	}
+	ws.mirror = mirror
+	if _, err := (gitCmd{gitDir: mirror}).run(ctx, "worktree", "add", "--detach", "--no-checkout", ws.Dir, repo.BaseCommit); err != nil {
+		return fmt.Errorf("add worktree of %s at %s: %w", repo.ID, repo.BaseCommit, err)
+	}
+	return nil
+}
+
+// pruneWorktrees drops the mirror's registrations of worktrees whose
+// directory is gone.
+func (m *Manager) pruneWorktrees(ctx context.Context, id string) error {
+	unlock, err := m.lockMirror(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := (gitCmd{gitDir: m.mirrorPath(id)}).run(ctx, "worktree", "prune"); err != nil {
+		return fmt.Errorf("prune worktrees of mirror %s: %w", id, err)
+	}
+	return nil
+}
+
+// Sweep removes what crashed processes left behind: job directories older
+// than olderThan whose workspace is not in use (no process holds its lock),
+// stale downloads and half-created mirrors; then it prunes the mirrors'
+// worktree registrations. Workspaces open in any live process are never
+// touched.
+func (m *Manager) Sweep(ctx context.Context, olderThan time.Duration) error {
+	cutoff := time.Now().Add(-olderThan)
+	old := func(e os.DirEntry) bool {
+		info, err := e.Info()
+		return err == nil && info.ModTime().Before(cutoff)
+	}
+	var errs []error
+	removed := 0
+
+	entries, err := os.ReadDir(m.jobs)
+	if err != nil {
+		return fmt.Errorf("workspace: sweep %s: %w", m.jobs, err)
+	}
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("workspace: sweep: %w", err)
+		}
+		path := filepath.Join(m.jobs, e.Name())
+		var dir, lockPath string
+		switch {
+		case e.IsDir():
+			dir, lockPath = path, path+".lock"
+		case strings.HasSuffix(e.Name(), ".lock"):
+			dir, lockPath = strings.TrimSuffix(path, ".lock"), path
+			if _, err := os.Lstat(dir); err == nil {
+				continue // handled with its directory
+			}
+		default:
+			continue
+		}
+		if !old(e) {
+			continue
+		}
+		lock, ok, err := tryLockFile(lockPath)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("workspace: sweep: %w", err))
+			continue
+		}
+		if !ok {
+			continue // in use
+		}
+		if err := removeAll(dir); err != nil {
+			errs = append(errs, fmt.Errorf("workspace: sweep %s: %w", dir, err))
+		} else {
+			os.Remove(lockPath)
+			removed++
+		}
+		lock.Close()
+	}
+
+	if entries, err := os.ReadDir(m.tmp); err == nil {
+		for _, e := range entries {
+			if old(e) {
+				if err := removeAll(filepath.Join(m.tmp, e.Name())); err != nil {
+					errs = append(errs, fmt.Errorf("workspace: sweep: %w", err))
+				}
+			}
+		}
+	}
+
+	entries, err = os.ReadDir(m.mirrors)
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("workspace: sweep %s: %w", m.mirrors, err))...)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		switch {
+		case e.IsDir() && strings.HasPrefix(name, ".init-") && old(e):
+			if err := removeAll(filepath.Join(m.mirrors, name)); err != nil {
+				errs = append(errs, fmt.Errorf("workspace: sweep: %w", err))
+			}
+		case e.IsDir() && strings.HasSuffix(name, ".git"):
+			if err := m.pruneWorktrees(ctx, strings.TrimSuffix(name, ".git")); err != nil {
+				errs = append(errs, fmt.Errorf("workspace: sweep: %w", err))
+			}
+		}
+	}
+	if removed > 0 {
+		m.log.Info("workspace: swept abandoned workspaces", "removed", removed, "root", m.root)
+	}
+	return errors.Join(errs...)
+}

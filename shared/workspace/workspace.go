@@ -1,0 +1,115 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// closeTimeout bounds the git work Close does.
+const closeTimeout = time.Minute
+
+// Workspace is one job's checkout, made by Manager.Prepare. Its methods are
+// safe for concurrent use.
+type Workspace struct {
+	// Dir is the absolute path of the worktree the job runs in.
+	Dir string
+	// Base is the commit the job's change is measured against: the base
+	// commit, or the commit of the dependency patches applied on it.
+	Base string
+
+	m        *Manager
+	repoID   string
+	mirror   string   // the mirror's git directory
+	gitDir   string   // the worktree's git directory inside the mirror
+	lock     *os.File // flock held while the workspace exists
+	lockPath string
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// git runs in the worktree with the repository named explicitly, so
+// nothing the job writes in Dir (a rewritten .git file, a nested
+// repository) changes which repository or configuration git uses.
+func (w *Workspace) git() gitCmd {
+	return gitCmd{dir: w.Dir, gitDir: w.gitDir, workTree: w.Dir}
+}
+
+// commitIndex commits the index on top of HEAD and moves the detached HEAD
+// to the new commit, with plumbing only (no hooks, no signing).
+func (w *Workspace) commitIndex(ctx context.Context, message string) (string, error) {
+	g := w.git()
+	head, err := g.run(ctx, "rev-parse", "--verify", "HEAD")
+	if err != nil {
+		return "", err
+	}
+	tree, err := g.run(ctx, "write-tree")
+	if err != nil {
+		return "", err
+	}
+	commit, err := g.output(ctx, strings.NewReader(message), "commit-tree", tree, "-p", head)
+	if err != nil {
+		return "", err
+	}
+	sha := strings.TrimSpace(string(commit))
+	if _, err := g.run(ctx, "update-ref", "--no-deref", "-m", "supervisor: dependencies", "HEAD", sha, head); err != nil {
+		return "", err
+	}
+	return sha, nil
+}
+
+// Diff returns everything the job changed relative to Base as a binary
+// patch that git apply accepts: modified, deleted and new files (untracked
+// files included, ignored ones excluded per .gitignore), binary content
+// included, commits the job made included. A workspace without changes
+// yields an empty patch. Diff stages the whole worktree in the workspace's
+// index as a side effect.
+func (w *Workspace) Diff(ctx context.Context) ([]byte, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil, fmt.Errorf("workspace: diff %s: workspace is closed", w.Dir)
+	}
+	g := w.git()
+	if _, err := g.run(ctx, "add", "--all"); err != nil {
+		return nil, fmt.Errorf("workspace: diff %s: %w", w.Dir, err)
+	}
+	patch, err := g.output(ctx, nil, "diff-index", "--cached", "--patch", "--binary", "--full-index",
+		"--no-ext-diff", "--no-textconv", "--no-color", w.Base, "--")
+	if err != nil {
+		return nil, fmt.Errorf("workspace: diff %s against %s: %w", w.Dir, w.Base, err)
+	}
+	return patch, nil
+}
+
+// Close removes the workspace's directory and its registration in the
+// mirror. It is idempotent; only the first call does the work.
+func (w *Workspace) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	var errs []error
+	if err := removeAll(w.Dir); err != nil {
+		errs = append(errs, fmt.Errorf("workspace: remove %s: %w", w.Dir, err))
+	}
+	if w.mirror != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		if err := w.m.pruneWorktrees(ctx, w.repoID); err != nil {
+			errs = append(errs, fmt.Errorf("workspace: close %s: %w", w.Dir, err))
+		}
+		cancel()
+	}
+	if len(errs) == 0 {
+		os.Remove(w.lockPath)
+	}
+	w.lock.Close()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,180 @@
+// Command supervisor-test-agent is a scripted stand-in for an AI coding
+// CLI. It takes Claude Code's flags (-p/--print, --output-format
+// text|json|stream-json, --model, --dangerously-skip-permissions, …), reads
+// the prompt from standard input (or the last argument), carries out the
+// directives the prompt contains, and prints its answer in the requested
+// format, the way `claude -p --output-format json` does.
+//
+// Directives, one per line, anywhere in the prompt:
+//
+//	@write PATH      the following lines, up to a line "@end", become PATH
+//	@append PATH     the following lines, up to "@end", are appended to PATH
+//	@delete PATH     remove PATH
+//	@sleep DURATION  sleep (a Go duration, e.g. 2s)
+//	@print TEXT      print TEXT on stdout before the result
+//	@env NAME        print NAME=value of an environment variable on stdout
+//	@exit CODE       stop here and exit with CODE (is_error in the JSON)
+//
+// Paths must be relative and stay inside the working directory.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	fs := flag.NewFlagSet("claude", flag.ContinueOnError)
+	printMode := fs.Bool("p", false, "print mode (non-interactive)")
+	fs.BoolVar(printMode, "print", false, "print mode (non-interactive)")
+	format := fs.String("output-format", "text", "text, json or stream-json")
+	model := fs.String("model", "test-agent", "model name (reported only)")
+	fs.Bool("dangerously-skip-permissions", false, "accepted and ignored")
+	fs.Bool("verbose", false, "accepted and ignored")
+	fs.String("permission-mode", "", "accepted and ignored")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		os.Exit(2)
+	}
+	var prompt string
+	if fs.NArg() > 0 {
+		prompt = strings.Join(fs.Args(), " ")
+	} else {
+		b, err := io.ReadAll(os.Stdin)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "read prompt:", err)
+			os.Exit(2)
+		}
+		prompt = string(b)
+	}
+	start := time.Now()
+	summary, code := execute(prompt)
+	emit(*format, *model, summary, code, time.Since(start))
+	os.Exit(code)
+}
+
+// execute runs the prompt's directives and returns a summary and exit code.
+func execute(prompt string) (string, int) {
+	var done []string
+	sc := bufio.NewScanner(strings.NewReader(prompt))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		directive, arg, _ := strings.Cut(strings.TrimSpace(line), " ")
+		arg = strings.TrimSpace(arg)
+		switch directive {
+		case "@write", "@append":
+			var body strings.Builder
+			for sc.Scan() {
+				l := strings.TrimRight(sc.Text(), "\r")
+				if strings.TrimSpace(l) == "@end" {
+					break
+				}
+				body.WriteString(l + "\n")
+			}
+			if err := writeFile(arg, body.String(), directive == "@append"); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return err.Error(), 1
+			}
+			done = append(done, strings.TrimPrefix(directive, "@")+" "+arg)
+		case "@delete":
+			p, err := safePath(arg)
+			if err == nil {
+				err = os.Remove(p)
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return err.Error(), 1
+			}
+			done = append(done, "delete "+arg)
+		case "@sleep":
+			d, err := time.ParseDuration(arg)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "bad @sleep:", err)
+				return err.Error(), 2
+			}
+			time.Sleep(d)
+		case "@print":
+			fmt.Println(arg)
+		case "@env":
+			fmt.Printf("%s=%s\n", arg, os.Getenv(arg))
+		case "@exit":
+			code, err := strconv.Atoi(arg)
+			if err != nil {
+				code = 1
+			}
+			return fmt.Sprintf("exited with %d after: %s", code, strings.Join(done, ", ")), code
+		}
+	}
+	if len(done) == 0 {
+		return "nothing to do", 0
+	}
+	return "done: " + strings.Join(done, ", "), 0
+}
+
+func safePath(p string) (string, error) {
+	if p == "" || filepath.IsAbs(p) {
+		return "", fmt.Errorf("path %q must be relative", p)
+	}
+	clean := filepath.Clean(p)
+	if clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", fmt.Errorf("path %q leaves the working directory", p)
+	}
+	return clean, nil
+}
+
+func writeFile(p, body string, appendTo bool) error {
+	path, err := safePath(p)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+	if appendTo {
+		flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	}
+	f, err := os.OpenFile(path, flags, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// emit prints the answer the way Claude Code does for each output format.
+func emit(format, model, summary string, code int, took time.Duration) {
+	result := map[string]any{
+		"type": "result", "subtype": "success", "is_error": code != 0,
+		"duration_ms": took.Milliseconds(), "duration_api_ms": 0, "num_turns": 1,
+		"result": summary, "session_id": fmt.Sprintf("test-%d", os.Getpid()),
+		"total_cost_usd": 0.0, "model": model,
+		"usage": map[string]int{"input_tokens": 0, "output_tokens": 0},
+	}
+	if code != 0 {
+		result["subtype"] = "error_during_execution"
+	}
+	switch format {
+	case "json":
+		b, _ := json.Marshal(result)
+		fmt.Println(string(b))
+	case "stream-json":
+		b, _ := json.Marshal(map[string]any{"type": "system", "subtype": "init", "model": model})
+		fmt.Println(string(b))
+		b, _ = json.Marshal(result)
+		fmt.Println(string(b))
+	default:
+		fmt.Println(summary)
+	}
+}
