@@ -16,6 +16,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/redact"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
 )
 
@@ -88,7 +89,7 @@ func (r *Runner) report(job *protocol.GateJob, token uint64, st protocol.GateSta
 	return &protocol.Report{Type: protocol.ReportGateResult, Gate: &protocol.GateResult{
 		JobID: job.JobID, WorkflowID: job.WorkflowID, NodeID: job.NodeID, Gate: job.Gate, Attempt: job.Attempt,
 		LeaseToken: token, Host: r.deps.Host, Status: st, ExitCode: exit,
-		Stdout: string(res.Stdout), Stderr: string(res.Stderr), Log: logName, Error: errText,
+		Stdout: redact.String(string(res.Stdout)), Stderr: redact.String(string(res.Stderr)), Log: logName, Error: errText,
 		StartedAt: res.StartedAt.UTC(), FinishedAt: time.Now().UTC(),
 	}}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/redact"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
 )
 
@@ -153,7 +154,7 @@ func (w *Worker) finish(ctx context.Context, job *protocol.AgentJob, token uint6
 	return jobrun.Outcome{Report: &protocol.Report{Type: protocol.ReportAgentResult, Agent: &protocol.AgentResult{
 		JobID: job.JobID, WorkflowID: job.WorkflowID, NodeID: job.NodeID, Attempt: job.Attempt,
 		LeaseToken: token, Host: w.deps.Host, Status: status, ExitCode: exit,
-		Stdout: string(res.Stdout), Stderr: string(res.Stderr), Patch: patch, Log: logName, Error: errText,
+		Stdout: redact.String(string(res.Stdout)), Stderr: redact.String(string(res.Stderr)), Patch: patch, Log: logName, Error: errText,
 		StartedAt: res.StartedAt.UTC(), FinishedAt: time.Now().UTC(),
 	}}}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/lease"
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/redact"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
 	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/workspace"
@@ -225,9 +226,9 @@ func (l *LogWriter) Bytes() []byte {
 	return out
 }
 
-// UploadLog stores a log in the logs bucket under name.
+// UploadLog stores a log in the logs bucket under name, secrets redacted.
 func UploadLog(ctx context.Context, b *bus.Bus, name string, data []byte) error {
-	if _, err := b.Logs.PutBytes(ctx, name, data); err != nil {
+	if _, err := b.Logs.PutBytes(ctx, name, redact.Bytes(data)); err != nil {
 		return fmt.Errorf("upload log %s: %w", name, err)
 	}
 	return nil

@@ -127,6 +127,31 @@ func (e *env) connect(ctx context.Context) (*nats.Conn, *api.Client, error) {
 	return nc, &api.Client{NC: nc}, nil
 }
 
+// apiCall is a client command's body: one or more API calls made within
+// --timeout, with the command's settings at hand.
+type apiCall func(ctx context.Context, e *env, client *api.Client, args []string) error
+
+// clientRunE loads a client command's settings, connects to NATS and runs
+// call with a context bounded by --timeout and cancelled on SIGINT/SIGTERM.
+func clientRunE(component string, call apiCall) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		e, err := load(cmd, component)
+		if err != nil {
+			return err
+		}
+		ctx, stop := signalContext()
+		defer stop()
+		nc, client, err := e.connect(ctx)
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		rctx, cancel := context.WithTimeout(ctx, e.v.GetDuration("timeout"))
+		defer cancel()
+		return call(rctx, e, client, args)
+	}
+}
+
 // apiErr maps API errors to exit codes.
 func apiErr(err error) error {
 	if err == nil {

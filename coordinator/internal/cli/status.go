@@ -23,26 +23,13 @@ func newStatus() *cobra.Command {
 nodes and gates and exits 0 if the workflow succeeded, 2 if it failed, 3 if it
 was cancelled and 4 if it is still running. -o json prints the API's JSON.`,
 		Args: cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := load(cmd, "status")
-			if err != nil {
-				return err
-			}
+		RunE: clientRunE("status", func(ctx context.Context, e *env, client *api.Client, args []string) error {
 			format := e.v.GetString("output")
 			if format != "table" && format != "json" {
 				return exitf(ExitUsage, "-o %q: want table or json", format)
 			}
-			ctx, stop := signalContext()
-			defer stop()
-			nc, client, err := e.connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer nc.Close()
-			rctx, cancel := context.WithTimeout(ctx, e.v.GetDuration("timeout"))
-			defer cancel()
 			if len(args) == 0 {
-				list, err := client.List(rctx)
+				list, err := client.List(ctx)
 				if err != nil {
 					return apiErr(err)
 				}
@@ -52,7 +39,7 @@ was cancelled and 4 if it is still running. -o json prints the API's JSON.`,
 				printList(e.out, list)
 				return nil
 			}
-			s, err := client.Status(rctx, args[0])
+			s, err := client.Status(ctx, args[0])
 			if err != nil {
 				return apiErr(err)
 			}
@@ -64,7 +51,7 @@ was cancelled and 4 if it is still running. -o json prints the API's JSON.`,
 				printWorkflow(e.out, s)
 			}
 			return statusExit(s.Status)
-		},
+		}),
 	}
 	cmd.Flags().StringP("output", "o", "table", "output format: table or json")
 	return cmd
