@@ -175,6 +175,11 @@ func transientJSErr(err error) bool {
 func (b *Bus) ensure(ctx context.Context) error {
 	c := b.Cfg
 	storage := jetstream.FileStorage
+	// JetStream refuses a duplicate window longer than a stream's MaxAge.
+	eventDupes := c.DuplicateWindow
+	if c.EventsMaxAge > 0 && eventDupes > c.EventsMaxAge {
+		eventDupes = c.EventsMaxAge
+	}
 	streams := []jetstream.StreamConfig{
 		{
 			Name:        protocol.StreamJobs,
@@ -203,7 +208,7 @@ func (b *Bus) ensure(ctx context.Context) error {
 			Retention:   jetstream.LimitsPolicy,
 			Storage:     storage,
 			Replicas:    c.Replicas,
-			Duplicates:  c.DuplicateWindow,
+			Duplicates:  eventDupes,
 			MaxAge:      c.EventsMaxAge,
 		},
 		{

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -90,9 +91,39 @@ func Connect(ctx context.Context, serverURL, name string, log *slog.Logger) (*na
 }
 
 // RedactURL hides any password or token in a server URL for logs and errors.
+// raw may be a comma-separated list of URLs, as nats.Connect accepts; each
+// is redacted. A URL that does not parse has its user information cut out by
+// hand rather than being shown as is.
 func RedactURL(raw string) string {
+	if !strings.Contains(raw, ",") {
+		return redactOne(raw)
+	}
+	parts := strings.Split(raw, ",")
+	for i, p := range parts {
+		parts[i] = redactOne(strings.TrimSpace(p))
+	}
+	return strings.Join(parts, ",")
+}
+
+func redactOne(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
+	if err != nil {
+		// e.g. a password with '#', '/' or '%' in it: cut the userinfo
+		// (everything before the last '@' of the authority) by hand.
+		prefix, rest := "", raw
+		if i := strings.Index(raw, "://"); i >= 0 {
+			prefix, rest = raw[:i+3], raw[i+3:]
+		}
+		at := strings.LastIndex(rest, "@")
+		if at < 0 {
+			return raw
+		}
+		if user, _, has := strings.Cut(rest[:at], ":"); has {
+			return prefix + user + ":xxxxx" + rest[at:]
+		}
+		return prefix + "xxxxx" + rest[at:]
+	}
+	if u.User == nil {
 		return raw
 	}
 	if _, has := u.User.Password(); has {

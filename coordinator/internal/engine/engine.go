@@ -111,6 +111,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	for _, id := range e.order {
 		e.advance(leaderCtx, e.wfs[id])
 	}
+	known := len(e.wfs)
 	e.mu.Unlock()
 
 	svc, err := e.serveAPI()
@@ -123,7 +124,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	go func() { errs <- e.consumeReports(leaderCtx) }()
 	go func() { errs <- e.consumeDeadLetters(leaderCtx) }()
 	close(e.ready)
-	e.log.Info("coordinator ready", "id", e.opts.ID, "workflows", len(e.wfs))
+	e.log.Info("coordinator ready", "id", e.opts.ID, "workflows", known)
 
 	t := time.NewTicker(e.opts.Tick)
 	defer t.Stop()
@@ -208,6 +209,9 @@ func (e *Engine) replay(ctx context.Context) error {
 		return fmt.Errorf("engine: replay events: %w", err)
 	}
 	last := info.CachedInfo().State.LastSeq
+	if info.CachedInfo().State.Msgs == 0 {
+		last = 0 // purged or aged out: LastSeq names a message that is gone
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	count := 0
@@ -231,6 +235,9 @@ func (e *Engine) replay(ctx context.Context) error {
 			continue
 		}
 		count++
+		if md.NumPending == 0 {
+			break // the log's last message may have been deleted
+		}
 	}
 	if count > 0 {
 		e.log.Info("state rebuilt from the event log", "events", count, "workflows", len(e.wfs))

@@ -27,7 +27,9 @@ func (e *Engine) consumeReports(ctx context.Context) error {
 		Description:   "the leading coordinator folds runner reports",
 		FilterSubject: protocol.SubjectResults,
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       30 * time.Second,
+		// Short, so reports a stopped coordinator had fetched but not folded
+		// reach its successor quickly.
+		AckWait:       10 * time.Second,
 		MaxAckPending: 1024,
 	})
 	if err != nil {
@@ -37,7 +39,7 @@ func (e *Engine) consumeReports(ctx context.Context) error {
 }
 
 func (e *Engine) consumeLoop(ctx context.Context, cons jetstream.Consumer, what string, h func(context.Context, jetstream.Msg) error) error {
-	it, err := cons.Messages(jetstream.PullMaxMessages(256))
+	it, err := cons.Messages(jetstream.PullMaxMessages(64))
 	if err != nil {
 		return fmt.Errorf("engine: consume %s: %w", what, err)
 	}

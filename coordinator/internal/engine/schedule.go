@@ -202,14 +202,16 @@ func (e *Engine) publishGateJob(ctx context.Context, w *Workflow, n *Node, g *Ga
 	return nil
 }
 
-// foldNode decides a gating node once all its gates are final: every gate
-// passed (or there are none) → integrate and succeed; otherwise fail.
+// foldNode decides a gating node once every gate has reported: every gate
+// passed (or there are none) → integrate and succeed; any failure → fail,
+// even while another gate is pending (seed 004 Q-3 step 5: failed >
+// pending > passed); otherwise (some gate pending) keep gating.
 func (e *Engine) foldNode(ctx context.Context, w *Workflow, n *Node) error {
 	statuses := make([]protocol.GateStatus, 0, len(n.GateOrder))
 	for _, name := range n.GateOrder {
 		g := n.gate(name)
-		if !g.terminal() {
-			return nil // still running or pending
+		if g.Status == "" {
+			return nil // not dispatched yet, or still running
 		}
 		statuses = append(statuses, g.Status)
 	}
