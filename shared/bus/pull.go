@@ -200,14 +200,19 @@ func (b *Bus) fetchLoop(stop, jobCtx context.Context, opts PullOptions, pool str
 
 // fetchOne pulls at most one message, returning nil when none arrived.
 func fetchOne(stop context.Context, c jetstream.Consumer, wait time.Duration) (jetstream.Msg, error) {
-	batch, err := c.Fetch(1, jetstream.FetchMaxWait(wait))
+	// The pull request expires with ctx, and stop ends it early, so a
+	// stopping runner does not wait out an idle fetch.
+	ctx, cancel := context.WithTimeout(stop, wait)
+	defer cancel()
+	batch, err := c.Fetch(1, jetstream.FetchContext(ctx))
 	if err != nil {
 		return nil, err
 	}
 	for m := range batch.Messages() {
 		return m, nil
 	}
-	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) &&
+		!errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 		return nil, err
 	}
 	return nil, nil

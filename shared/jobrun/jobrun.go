@@ -75,6 +75,13 @@ type Work func(ctx context.Context, token uint64) Outcome
 // reasons on its last delivery.
 type ErrorReport func(token uint64, err error) *protocol.Report
 
+// ErrWorkflowCancelled is the cause of a job's context cancelled because
+// the coordinator announced that the job's workflow was cancelled.
+var ErrWorkflowCancelled = errors.New("workflow cancelled")
+
+// LeaseTTL is the lease lifetime for a job with the given AckWait.
+func LeaseTTL(ackWait time.Duration) time.Duration { return ackWait * 2 / 3 }
+
 // Cancels tracks in-flight jobs per workflow so a cancellation announcement
 // can stop them.
 type Cancels struct {
@@ -119,10 +126,17 @@ func (c *Cancels) add(wf string, f *context.CancelFunc) func() {
 func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Meta, work Work, errReport ErrorReport) bus.Disposition {
 	log := deps.Log.With("job", m.JobID, "delivery", d.Number)
 	ackWait := deps.Bus.Cfg.AckWait
-	held, jctx, err := lease.Hold(ctx, deps.Store, "lease/"+m.JobID, deps.Host, ackWait, log)
+	if v, err := deps.Store.CacheGet(ctx, protocol.WorkflowFinishedKey(m.WorkflowID)); err == nil {
+		log.Info("workflow already finished; dropping its queued job", "workflow", m.WorkflowID, "status", string(v))
+		return bus.Term("workflow " + m.WorkflowID + " already " + string(v))
+	}
+	// The lease lives two thirds of AckWait and is renewed every third of
+	// that, so a dead runner's lease has lapsed by the time JetStream
+	// redelivers its job (AckWait after the last heartbeat).
+	held, jctx, err := lease.Hold(ctx, deps.Store, "lease/"+m.JobID, deps.Host, LeaseTTL(ackWait), log)
 	if errors.Is(err, state.ErrLocked) {
 		log.Info("job is leased by another runner; handing it back")
-		return bus.Nak(ackWait)
+		return bus.Nak(ackWait / 3)
 	}
 	if err != nil {
 		log.Warn("cannot take the job's lease", "err", err)
@@ -135,10 +149,11 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 	}()
 	token := held.Token()
 
-	jctx, cancelJob := context.WithCancel(jctx)
-	defer cancelJob()
+	jctx, cancelJob := context.WithCancelCause(jctx)
+	defer cancelJob(nil)
 	if cancels != nil {
-		defer cancels.add(m.WorkflowID, &cancelJob)()
+		stop := context.CancelFunc(func() { cancelJob(ErrWorkflowCancelled) })
+		defer cancels.add(m.WorkflowID, &stop)()
 	}
 
 	started := &protocol.Report{Type: protocol.ReportStarted, Started: &protocol.Started{
@@ -162,8 +177,15 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 		log.Info("job interrupted by shutdown; handing it back")
 		return bus.Nak(0)
 	}
+	// A job stopped by its workflow's cancellation is never handed back:
+	// that would only run it again for a workflow that is over.
+	cancelled := errors.Is(context.Cause(jctx), ErrWorkflowCancelled)
 	report := out.Report
 	if out.Err != nil {
+		if cancelled {
+			log.Info("workflow cancelled; dropping the job", "err", out.Err)
+			return bus.Term("workflow " + m.WorkflowID + " cancelled")
+		}
 		if !d.Last() {
 			log.Warn("job failed for infrastructure reasons; handing it back", "err", out.Err)
 			return bus.Nak(backoff(d.Number))
@@ -177,15 +199,16 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 		log.Warn("cannot report the result; handing the job back", "err", err)
 		return bus.Nak(backoff(d.Number))
 	}
-	if out.Retry > 0 {
+	if out.Retry > 0 && !cancelled {
 		return bus.Nak(out.Retry)
 	}
 	return bus.Ack()
 }
 
+// backoff is the redelivery delay after a failed delivery (numbered from
+// 1): 1 s, 2 s, 4 s … capped at 32 s (docs/protocol.md, Dispositions).
 func backoff(delivery uint64) time.Duration {
-	d := time.Second << min(delivery, 5)
-	return d
+	return time.Second << (min(max(delivery, 1), 6) - 1)
 }
 
 // LogWriter collects a job's full log for upload, capped at MaxLogBytes.

@@ -42,7 +42,11 @@ func Hold(ctx context.Context, store state.Locks, key, owner string, ttl time.Du
 }
 
 // Token is the lease's fencing token.
-func (h *Held) Token() uint64 { return h.lease.Token }
+func (h *Held) Token() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lease.Token
+}
 
 func (h *Held) renew(ctx context.Context, ttl time.Duration, log *slog.Logger) {
 	t := time.NewTicker(ttl / 3)

@@ -109,3 +109,7 @@ func CancelSubject(wf string) string { return "sup.ctl.cancel." + wf }
 
 // SubjectCancelAll matches every cancellation announcement.
 const SubjectCancelAll = "sup.ctl.cancel.*"
+
+// WorkflowFinishedKey is the state-store key the coordinator sets when a
+// workflow ends, so runners drop that workflow's jobs still in the queue.
+func WorkflowFinishedKey(wf string) string { return "workflow-finished/" + wf }

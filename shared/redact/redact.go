@@ -18,7 +18,8 @@ type rule struct {
 
 var rules = []rule{
 	// CTX-07: name = value assignments of keys, secrets, passwords, tokens.
-	{regexp.MustCompile(`(?i)((?:api[_-]?key|secret|password|passwd|token|access[_-]?key)[\w-]*\s*[=:]\s*['"]?)[^\s'"]+`), true},
+	// Blanks only ([ \t], not \s): an empty value must not reach into the next line.
+	{regexp.MustCompile(`(?i)((?:api[_-]?key|secret|password|passwd|token|access[_-]?key)[\w-]*[ \t]*[=:][ \t]*['"]?)[^\s'"]+`), true},
 	// CTX-07: private key blocks, whole.
 	{regexp.MustCompile(`-----BEGIN ([A-Z]+ )?PRIVATE KEY-----[\s\S]*?(-----END ([A-Z]+ )?PRIVATE KEY-----|$)`), false},
 	// CTX-07: GitHub tokens (classic ghp_, and gho_/ghu_/ghs_/ghr_, fine-grained github_pat_).

@@ -21,6 +21,7 @@ func TestString(t *testing.T) {
 		{"bearer", "Authorization: Bearer abc.def.ghi", "Authorization: Bearer " + Mask},
 		{"url password", "redis://user:s3cret@host:6379/0", "redis://user:" + Mask + "@host:6379/0"},
 		{"private key", "a\n-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----\nb", "a\n" + Mask + "\nb"},
+		{"empty value does not reach into the next line", "SECRET_KEY=\nnext line\npassword=hunter2", "SECRET_KEY=\nnext line\npassword=" + Mask},
 		{"plain text untouched", "ok 42 tests passed in 1.2s", "ok 42 tests passed in 1.2s"},
 		{"go test output untouched", "--- FAIL: TestTokenize (0.00s)", "--- FAIL: TestTokenize (0.00s)"},
 	}

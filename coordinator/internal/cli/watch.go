@@ -88,14 +88,16 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 		if ev.Type != protocol.EvWorkflowFinished {
 			continue
 		}
+		// Accepted work is delivered whatever the outcome: on failure the
+		// branch holds the nodes that passed their gates.
+		if repoPath != "" && ev.Commit != "" && ev.Commit != sum.BaseCommit {
+			if err := fetchResult(ctx, b, repoPath, wf, sum.Branch, ev.Commit); err != nil {
+				return &ExitError{Code: ExitFault, Err: err}
+			}
+			fmt.Fprintf(e.out, "branch %s in %s is at %s\n", sum.Branch, repoPath, short(ev.Commit))
+		}
 		switch ev.WorkflowStatus {
 		case protocol.WorkflowSucceeded:
-			if repoPath != "" {
-				if err := fetchResult(ctx, b, repoPath, wf, sum.Branch, ev.Commit); err != nil {
-					return &ExitError{Code: ExitFault, Err: err}
-				}
-				fmt.Fprintf(e.out, "branch %s in %s is at %s\n", sum.Branch, repoPath, short(ev.Commit))
-			}
 			return nil
 		case protocol.WorkflowCancelled:
 			return &ExitError{Code: ExitCancelled}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
 	"github.com/supervisorhq/supervisor/shared/protocol"
@@ -268,13 +269,35 @@ func (e *Engine) maybeFinish(ctx context.Context, w *Workflow) error {
 	st, reason := protocol.WorkflowSucceeded, ""
 	if len(failed) > 0 {
 		st, reason = protocol.WorkflowFailed, "nodes did not succeed: "+strings.Join(failed, ", ")
-	} else if err := e.integ.deliver(ctx, w); err != nil {
-		return err
 	}
+	// A failed workflow's accepted work is delivered too: every commit on
+	// the branch passed its gates, and whoever decides what happens next
+	// needs to see it.
+	if st == protocol.WorkflowSucceeded || w.Head != "" {
+		if err := e.integ.deliver(ctx, w); err != nil {
+			return err
+		}
+	}
+	return e.finishWorkflow(ctx, w, st, reason)
+}
+
+// finishWorkflow records the workflow's end and tells the runners, through
+// the state store, to drop any of its jobs still queued.
+func (e *Engine) finishWorkflow(ctx context.Context, w *Workflow, st protocol.WorkflowStatus, reason string) error {
 	ev := &protocol.Event{Type: protocol.EvWorkflowFinished, WorkflowID: w.ID, WorkflowStatus: st,
 		Branch: w.Branch, Commit: w.Head, Reason: reason}
-	return e.emit(ctx, ev, w.ID+".finished")
+	if err := e.emit(ctx, ev, w.ID+".finished"); err != nil {
+		return err
+	}
+	if err := e.store.CachePut(ctx, protocol.WorkflowFinishedKey(w.ID), []byte(st), finishedMarkerTTL); err != nil {
+		e.log.Warn("cannot mark the workflow finished for runners; its queued jobs will run and be ignored",
+			"workflow", w.ID, "err", err)
+	}
+	return nil
 }
+
+// finishedMarkerTTL outlives any job that could still be queued.
+const finishedMarkerTTL = 7 * 24 * time.Hour
 
 func (e *Engine) cancelAll(ctx context.Context, w *Workflow) error {
 	for _, id := range w.Order {
@@ -284,8 +307,16 @@ func (e *Engine) cancelAll(ctx context.Context, w *Workflow) error {
 			}
 		}
 	}
-	e.bus.NC.Publish(protocol.CancelSubject(w.ID), nil) //nolint:errcheck // best effort: runners also notice via stale results
-	ev := &protocol.Event{Type: protocol.EvWorkflowFinished, WorkflowID: w.ID, WorkflowStatus: protocol.WorkflowCancelled,
-		Branch: w.Branch, Commit: w.Head, Reason: "cancelled by request"}
-	return e.emit(ctx, ev, w.ID+".finished")
+	if w.Head != "" {
+		if err := e.integ.deliver(ctx, w); err != nil {
+			return err
+		}
+	}
+	if err := e.finishWorkflow(ctx, w, protocol.WorkflowCancelled, "cancelled by request"); err != nil {
+		return err
+	}
+	// Running jobs stop when they hear this; queued ones are dropped when a
+	// runner takes them and finds the finished marker.
+	_ = e.bus.NC.Publish(protocol.CancelSubject(w.ID), nil)
+	return nil
 }

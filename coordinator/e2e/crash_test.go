@@ -1,0 +1,457 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// crashAckWait is the runners' ack wait in the crash tests: a job whose
+// runner died is redelivered (and its lease expires) this long after the
+// last heartbeat.
+const crashAckWait = 3 * time.Second
+
+// startedRE matches watch's line for a node starting on a host.
+var startedRE = regexp.MustCompile(`node (\S+)\s+running on (\S+) \(lease (\d+)\)`)
+
+type startLine struct {
+	node, host string
+	lease      uint64
+}
+
+// starts returns the node-started lines of `watch` output, in order.
+func starts(out string) []startLine {
+	var s []startLine
+	for _, m := range startedRE.FindAllStringSubmatch(out, -1) {
+		l, _ := strconv.ParseUint(m[3], 10, 64)
+		s = append(s, startLine{node: m[1], host: m[2], lease: l})
+	}
+	return s
+}
+
+const crashWorkflow = `name: crash
+defaults:
+  agent:
+    command: ` + agentCommand + `
+  timeout: 2m
+gates:
+  - name: present
+    command: [test, -f, slow.txt]
+tasks:
+  - id: slow
+    prompt: |
+      Take a while, then write one file.
+      @sleep 8s
+      @write slow.txt
+      written once
+      @end
+`
+
+// TestWorkerKilledMidJob kills -9 the worker running a job. Its agent is
+// left running as an orphan (agents run in process groups of their own);
+// the job must be redelivered to the other worker under a newer lease and
+// its change must reach the branch exactly once.
+func TestWorkerKilledMidJob(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, crashAckWait)
+	f.coordinator("coordinator", "coordinator")
+	workers := map[string]*proc{"worker-1": f.worker("worker-1"), "worker-2": f.worker("worker-2")}
+	f.gaterunner("gate-1")
+	repo, base := sampleRepo(t, map[string]string{"README.md": "base\n"})
+	wfFile := writeFile(t, t.TempDir(), "crash.yaml", crashWorkflow)
+
+	r := f.cli(time.Minute, "submit", wfFile, "--repo", repo)
+	if r.code != 0 {
+		t.Fatalf("submit: %s", r)
+	}
+	wf := wfID(t, r)
+
+	s := f.waitNode(wf, "slow", "running", time.Minute)
+	victim := s.node(t, "slow").Host
+	var survivor string
+	for name := range workers {
+		if name != victim {
+			survivor = name
+		}
+	}
+	if workers[victim] == nil {
+		t.Fatalf("node slow runs on %q, not one of the workers", victim)
+	}
+	// "running" is reported before the workspace is ready: wait until the
+	// agent process itself runs, so that killing the worker orphans it.
+	var orphans []int
+	waitFor(t, 30*time.Second, "the agent to run on "+victim, func() bool {
+		orphans = agentsUnder(filepath.Join(f.dir, "data", victim))
+		return len(orphans) > 0
+	})
+	t.Logf("node slow runs on %s (agent pid %v); killing the worker with SIGKILL", victim, orphans)
+	workers[victim].signal(t, syscall.SIGKILL)
+	_ = workers[victim].wait(t, 10*time.Second)
+	if len(agentsUnder(filepath.Join(f.dir, "data", victim))) == 0 {
+		t.Fatalf("the agent died with its worker; the test means to leave it orphaned")
+	}
+
+	r = f.cli(2*time.Minute, "watch", wf, "--repo", repo)
+	if r.code != 0 {
+		t.Fatalf("watch did not end in success:\n%s", r)
+	}
+
+	// The history shows the job starting on the victim, then on the
+	// survivor under a newer lease, and nowhere else.
+	st := starts(r.stdout)
+	if len(st) != 2 || st[0].host != victim || st[1].host != survivor || st[1].lease <= st[0].lease {
+		t.Errorf("starts of node slow = %+v; want one on %s, then one on %s under a newer lease\n%s", st, victim, survivor, r.stdout)
+	}
+
+	s, code := f.status(wf)
+	n := s.node(t, "slow")
+	if code != 0 || s.Status != "succeeded" || n.Status != "succeeded" {
+		t.Fatalf("status: exit %d, workflow %s (%s), node %s (%s)", code, s.Status, s.Reason, n.Status, n.Reason)
+	}
+	if n.Host != survivor || n.Attempt != 1 {
+		t.Errorf("node slow: host %s attempt %d, want %s at attempt 1 (a redelivery, not a new attempt)", n.Host, n.Attempt, survivor)
+	}
+	if !strings.Contains(f.procNamed(survivor).logText(), "job started") {
+		t.Errorf("%s never logged starting the job", survivor)
+	}
+
+	// Exactly one change, once.
+	branch := "supervisor/" + wf
+	if got, want := branchChanges(t, repo, base, branch), []string{"A\tslow.txt"}; !equalStrings(got, want) {
+		t.Errorf("changes on %s = %q, want %q", branch, got, want)
+	}
+	if got := fileAt(t, repo, branch, "slow.txt"); got != "written once\n" {
+		t.Errorf("slow.txt = %q, want it written exactly once", got)
+	}
+	commits := branchCommits(t, repo, base, branch)
+	if len(commits) != 1 || commits[0].node != "slow" || commits[0].sha != n.Commit {
+		t.Errorf("commits on %s = %+v, want one for node slow (%s)", branch, commits, n.Commit)
+	}
+
+	// The orphaned agent carried on in the dead worker's workspace (it
+	// started 8 s before the survivor's copy finished, so it is done by
+	// now) and wrote its file there; that late work reached nothing above.
+	waitFor(t, 30*time.Second, "the orphaned agent to finish", func() bool {
+		return len(agentsUnder(filepath.Join(f.dir, "data", victim))) == 0
+	})
+	var orphanFiles []string
+	_ = filepath.WalkDir(filepath.Join(f.dir, "data", victim, "workspaces"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() == "slow.txt" {
+			orphanFiles = append(orphanFiles, p)
+		}
+		return nil
+	})
+	if len(orphanFiles) != 1 {
+		t.Errorf("the orphaned agent left slow.txt in %d places under %s, want its abandoned workspace", len(orphanFiles), victim)
+	}
+	if again := branchChanges(t, repo, base, branch); !equalStrings(again, []string{"A\tslow.txt"}) {
+		t.Errorf("after the orphan finished, changes on %s = %q", branch, again)
+	}
+	if s2, _ := f.status(wf); s2.Head != s.Head || s2.Status != "succeeded" {
+		t.Errorf("after the orphan finished, status moved: head %s → %s, %s", s.Head, s2.Head, s2.Status)
+	}
+}
+
+// agentsUnder returns the test agents running with a working directory
+// under dir.
+func agentsUnder(dir string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if err != nil || filepath.Base(exe) != "supervisor-test-agent" {
+			continue
+		}
+		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
+		if err == nil && strings.HasPrefix(cwd, dir+string(filepath.Separator)) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func (f *fleet) procNamed(name string) *proc {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range f.procs {
+		if p.name == name {
+			return p
+		}
+	}
+	f.t.Fatalf("no process %s", name)
+	return nil
+}
+
+const restartWorkflow = `name: restart
+defaults:
+  agent:
+    command: ` + agentCommand + `
+  timeout: 2m
+gates:
+  - name: present
+    command: [test, -f, first.txt]
+tasks:
+  - id: first
+    prompt: |
+      @sleep 3s
+      @write first.txt
+      first
+      @end
+  - id: second
+    depends_on: [first]
+    prompt: |
+      @append first.txt
+      amended by second
+      @end
+      @write second.txt
+      second
+      @end
+`
+
+// TestCoordinatorRestartMidWorkflow stops `coordinator serve` while the
+// first of two sequential tasks runs and starts a new one on the same data
+// dir, NATS and Redis. The workflow (followed throughout by a `submit
+// --wait` started before the stop) must finish as if nothing happened.
+// With SIGTERM the old coordinator releases its leader lease on the way
+// out; with SIGKILL the new one waits for the lease to expire (15 s).
+func TestCoordinatorRestartMidWorkflow(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		sig  syscall.Signal
+	}{{"sigterm", syscall.SIGTERM}, {"sigkill", syscall.SIGKILL}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFleet(t, crashAckWait)
+			coord := f.coordinator("coordinator-1", "coordinator")
+			f.worker("worker-1")
+			f.gaterunner("gate-1")
+			repo, base := sampleRepo(t, map[string]string{"README.md": "base\n"})
+			wfFile := writeFile(t, t.TempDir(), "restart.yaml", restartWorkflow)
+
+			wait := f.background(3*time.Minute, "submit", wfFile, "--repo", repo, "--wait")
+			var wf string
+			waitFor(t, time.Minute, "the workflow to be submitted", func() bool {
+				if l := f.list(); len(l) == 1 {
+					wf = l[0].ID
+				}
+				return wf != ""
+			})
+			f.waitNode(wf, "first", "running", time.Minute)
+			t.Logf("node first is running; stopping %s with %s", coord.name, tc.sig)
+			coord.signal(t, tc.sig)
+			err := coord.wait(t, 30*time.Second)
+			if tc.sig == syscall.SIGTERM && err != nil {
+				t.Errorf("coordinator-1 did not shut down cleanly on SIGTERM: %v", err)
+			}
+
+			restarted := time.Now()
+			coord2 := f.startCoordinator("coordinator-2", "coordinator")
+			f.waitCoordinator(coord2, time.Minute)
+			t.Logf("coordinator-2 ready after %s", time.Since(restarted).Round(time.Millisecond))
+
+			var r result
+			select {
+			case r = <-wait:
+			case <-time.After(3 * time.Minute):
+				t.Fatal("submit --wait did not finish")
+			}
+			if r.code != 0 || wfID(t, r) != wf {
+				t.Fatalf("submit --wait across the restart did not succeed:\n%s", r)
+			}
+			if w := f.cli(time.Minute, "watch", wf); w.code != 0 {
+				t.Errorf("watch after the restart: %s", w)
+			} else if st := starts(w.stdout); len(st) != 2 || st[0].node != "first" || st[1].node != "second" {
+				// Each job ran once: the restart neither lost nor repeated one.
+				t.Errorf("node starts = %+v, want first then second, once each\n%s", st, w.stdout)
+			}
+
+			s, code := f.status(wf)
+			if code != 0 || s.Status != "succeeded" {
+				t.Fatalf("status: exit %d, %s (%s)", code, s.Status, s.Reason)
+			}
+			branch := "supervisor/" + wf
+			if got, want := branchChanges(t, repo, base, branch), []string{"A\tfirst.txt", "A\tsecond.txt"}; !equalStrings(got, want) {
+				t.Errorf("changes on %s = %q, want %q", branch, got, want)
+			}
+			if got := fileAt(t, repo, branch, "first.txt"); got != "first\namended by second\n" {
+				t.Errorf("first.txt = %q", got)
+			}
+			if got := fileAt(t, repo, branch, "second.txt"); got != "second\n" {
+				t.Errorf("second.txt = %q", got)
+			}
+			commits := branchCommits(t, repo, base, branch)
+			if len(commits) != 2 || commits[0].node != "first" || commits[1].node != "second" ||
+				commits[0].sha != s.node(t, "first").Commit || commits[1].sha != s.node(t, "second").Commit {
+				t.Errorf("commits on %s = %+v, want first then second, matching the status", branch, commits)
+			}
+			if !strings.Contains(coord2.logText(), "state rebuilt from the event log") {
+				t.Errorf("coordinator-2 did not log rebuilding its state")
+			}
+		})
+	}
+}
+
+// TestWorkerStalledMidJob freezes (SIGSTOP) the worker running a job until
+// the job has been redelivered to the other worker under a newer lease and
+// the frozen worker's agent has finished, then thaws it (SIGCONT). The
+// thawed worker holds a result made under a lease it no longer has: it
+// must notice the lost lease and abandon the job, or, should its report
+// get out first, the coordinator must drop it as stale. Either way the
+// change lands once, from the current lease holder.
+func TestWorkerStalledMidJob(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, crashAckWait)
+	coord := f.coordinator("coordinator", "coordinator")
+	workers := map[string]*proc{"worker-1": f.worker("worker-1"), "worker-2": f.worker("worker-2")}
+	f.gaterunner("gate-1")
+	repo, base := sampleRepo(t, map[string]string{"README.md": "base\n"})
+	wfFile := writeFile(t, t.TempDir(), "stall.yaml", strings.Replace(crashWorkflow, "@sleep 8s", "@sleep 5s", 1))
+
+	r := f.cli(time.Minute, "submit", wfFile, "--repo", repo)
+	if r.code != 0 {
+		t.Fatalf("submit: %s", r)
+	}
+	wf := wfID(t, r)
+	running := f.waitNode(wf, "slow", "running", time.Minute)
+	victim := running.node(t, "slow").Host
+	var survivor string
+	for name := range workers {
+		if name != victim {
+			survivor = name
+		}
+	}
+	if workers[victim] == nil {
+		t.Fatalf("node slow runs on %q, not one of the workers", victim)
+	}
+	victimDir := filepath.Join(f.dir, "data", victim)
+	waitFor(t, 30*time.Second, "the agent to run on "+victim, func() bool { return len(agentsUnder(victimDir)) > 0 })
+	t.Logf("node slow runs on %s; freezing it with SIGSTOP", victim)
+	workers[victim].signal(t, syscall.SIGSTOP)
+	t.Cleanup(func() { _ = workers[victim].cmd.Process.Signal(syscall.SIGCONT) })
+
+	// The job moves to the survivor; the frozen worker's agent finishes.
+	waitFor(t, time.Minute, "the job to move to "+survivor, func() bool {
+		s, _ := f.status(wf)
+		n := s.node(t, "slow")
+		if n.Status != "running" && n.Host != survivor {
+			t.Fatalf("node slow is %s on %s before the job moved", n.Status, n.Host)
+		}
+		return n.Host == survivor
+	})
+	waitFor(t, 30*time.Second, "the frozen worker's agent to finish", func() bool { return len(agentsUnder(victimDir)) == 0 })
+	t.Logf("the job runs on %s; thawing %s", survivor, victim)
+	workers[victim].signal(t, syscall.SIGCONT)
+
+	r = f.cli(2*time.Minute, "watch", wf, "--repo", repo)
+	if r.code != 0 {
+		t.Fatalf("watch did not end in success:\n%s", r)
+	}
+	st := starts(r.stdout)
+	if len(st) != 2 || st[0].host != victim || st[1].host != survivor || st[1].lease <= st[0].lease {
+		t.Errorf("starts of node slow = %+v; want one on %s, then one on %s under a newer lease\n%s", st, victim, survivor, r.stdout)
+	}
+	s, code := f.status(wf)
+	n := s.node(t, "slow")
+	if code != 0 || s.Status != "succeeded" || n.Status != "succeeded" || n.Host != survivor || n.Attempt != 1 {
+		t.Fatalf("status: exit %d, workflow %s (%s), node %+v; want succeeded on %s at attempt 1", code, s.Status, s.Reason, n, survivor)
+	}
+	branch := "supervisor/" + wf
+	if got, want := branchChanges(t, repo, base, branch), []string{"A\tslow.txt"}; !equalStrings(got, want) {
+		t.Errorf("changes on %s = %q, want %q", branch, got, want)
+	}
+	if got := fileAt(t, repo, branch, "slow.txt"); got != "written once\n" {
+		t.Errorf("slow.txt = %q, want it written exactly once", got)
+	}
+	if commits := branchCommits(t, repo, base, branch); len(commits) != 1 || commits[0].sha != n.Commit {
+		t.Errorf("commits on %s = %+v, want one for node slow (%s)", branch, commits, n.Commit)
+	}
+
+	// The thawed worker lived on and was fenced off.
+	var abandoned, stale bool
+	waitFor(t, 15*time.Second, "the thawed worker to be fenced off", func() bool {
+		abandoned = strings.Contains(workers[victim].logText(), "lease lost during the job")
+		stale = strings.Contains(coord.logText(), "stale report ignored")
+		return abandoned || stale
+	})
+	t.Logf("thawed %s abandoned the job: %v; coordinator dropped a stale report: %v", victim, abandoned, stale)
+	if workers[victim].exited() {
+		t.Errorf("%s exited after it was thawed: %v", victim, workers[victim].err)
+	}
+	if s2, _ := f.status(wf); s2.Head != s.Head || s2.node(t, "slow").Host != survivor {
+		t.Errorf("after the thaw the status moved: head %s → %s", s.Head, s2.Head)
+	}
+}
+
+// TestCancelMidJob cancels a workflow while its agent runs: the agent must
+// be stopped, the workflow must end cancelled (watch exits 3) with its
+// nodes cancelled, and the stopped job must not run again anywhere.
+func TestCancelMidJob(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, crashAckWait)
+	f.coordinator("coordinator", "coordinator")
+	workers := []*proc{f.worker("worker-1"), f.worker("worker-2")}
+	f.gaterunner("gate-1")
+	repo, _ := sampleRepo(t, map[string]string{"README.md": "base\n"})
+	wfFile := writeFile(t, t.TempDir(), "cancel.yaml", crashWorkflow+`  - id: after
+    depends_on: [slow]
+    prompt: |
+      @write after.txt
+      after
+      @end
+`)
+	r := f.cli(time.Minute, "submit", wfFile, "--repo", repo)
+	if r.code != 0 {
+		t.Fatalf("submit: %s", r)
+	}
+	wf := wfID(t, r)
+	f.waitNode(wf, "slow", "running", time.Minute)
+	data := filepath.Join(f.dir, "data")
+	waitFor(t, 30*time.Second, "the agent to run", func() bool { return len(agentsUnder(data)) > 0 })
+
+	if c := f.cli(30*time.Second, "cancel", wf); c.code != 0 || !strings.Contains(c.stdout, wf+" cancelled") {
+		t.Fatalf("cancel: %s", c)
+	}
+	if w := f.cli(time.Minute, "watch", wf); w.code != 3 {
+		t.Errorf("watch of a cancelled workflow: exit %d, want 3\n%s", w.code, w)
+	}
+	s, code := f.status(wf)
+	if code != 3 || s.Status != "cancelled" {
+		t.Errorf("status: exit %d, %s; want 3, cancelled", code, s.Status)
+	}
+	for _, n := range s.Nodes {
+		if n.Status != "cancelled" {
+			t.Errorf("node %s is %s, want cancelled", n.ID, n.Status)
+		}
+	}
+	waitFor(t, 15*time.Second, "the running agent to be stopped", func() bool { return len(agentsUnder(data)) == 0 })
+
+	// The stopped job is not handed to another runner to run again: watch
+	// for a while (past the redelivery back-off and the ack wait).
+	deadline := time.Now().Add(2*crashAckWait + time.Second)
+	for time.Now().Before(deadline) {
+		if pids := agentsUnder(data); len(pids) > 0 {
+			t.Fatalf("an agent runs again after the workflow was cancelled (pids %v)", pids)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	startsLogged := 0
+	for _, w := range workers {
+		startsLogged += strings.Count(w.logText(), `msg="job started"`)
+	}
+	if startsLogged != 1 {
+		t.Errorf("workers started the job %d times, want once", startsLogged)
+	}
+	if out, err := gitCmd(repo, "rev-parse", "--verify", "--quiet", "refs/heads/supervisor/"+wf); err == nil {
+		t.Errorf("cancelled workflow's branch was written into the repository at %s", out)
+	}
+}

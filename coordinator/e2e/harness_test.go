@@ -1,0 +1,706 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/supervisorhq/supervisor/shared/testserver"
+)
+
+// binDir holds the binaries TestMain builds; sandboxPath is the PATH the
+// runners give their sandboxed commands (the test agent, go, the base).
+var (
+	binDir      string
+	sandboxPath string
+)
+
+// TestMain builds every binary once for the whole package.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("e2e: skipped under -short")
+		os.Exit(0)
+	}
+	code, err := buildAndRun(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func buildAndRun(m *testing.M) (int, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return 0, err
+	}
+	dir, err := os.MkdirTemp("", "supervisor-e2e-bin-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	builds := []struct{ dir, out, pkg string }{
+		{filepath.Join(root, "coordinator"), "coordinator", "./cmd/coordinator"},
+		{filepath.Join(root, "worker"), "worker", "./cmd/worker"},
+		{filepath.Join(root, "gaterunner"), "gaterunner", "./cmd/gaterunner"},
+		{filepath.Join(root, "worker"), "supervisor-test-agent", "./testdata/testagent"},
+		{filepath.Join(root, "shared"), "nats-server", "github.com/nats-io/nats-server/v2"},
+	}
+	start := time.Now()
+	for _, b := range builds {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg)
+		cmd.Dir = b.dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return 0, fmt.Errorf("go build %s: %v\n%s", b.pkg, err, out)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "e2e: built the binaries in %s\n", time.Since(start).Round(time.Millisecond))
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return 0, err
+	}
+	if resolved, err := filepath.EvalSymlinks(goBin); err == nil {
+		goBin = resolved
+	}
+	binDir = dir
+	sandboxPath = strings.Join([]string{dir, filepath.Dir(goBin), "/usr/local/bin", "/usr/bin", "/bin"}, ":")
+	return m.Run(), nil
+}
+
+// repoRoot is the directory of go.work (the monorepo's root).
+func repoRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOWORK").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOWORK: %w", err)
+	}
+	if gw := strings.TrimSpace(string(out)); gw != "" && gw != "off" {
+		return filepath.Dir(gw), nil
+	}
+	return filepath.Abs(filepath.Join("..", ".."))
+}
+
+// proc is one running binary.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	err  error // set when done is closed
+}
+
+// signal sends sig to the process (not its children).
+func (p *proc) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		t.Fatalf("signal %s to %s: %v", sig, p.name, err)
+	}
+}
+
+// wait waits for the process to exit.
+func (p *proc) wait(t testing.TB, timeout time.Duration) error {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(timeout):
+		t.Fatalf("%s did not exit within %s", p.name, timeout)
+		return nil
+	}
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// logText returns what the process has logged so far.
+func (p *proc) logText() string {
+	b, _ := os.ReadFile(p.log)
+	return string(b)
+}
+
+// fleet is one test's set of servers and binaries.
+type fleet struct {
+	t        *testing.T
+	dir      string
+	natsURL  string
+	redisURL string
+	ackWait  string
+
+	mu    sync.Mutex
+	procs []*proc
+}
+
+// newFleet starts a nats-server process and a Redis for the test. ackWait
+// is passed to every service as --ack-wait.
+func newFleet(t *testing.T, ackWait time.Duration) *fleet {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatalf("git is required: %v", err)
+	}
+	f := &fleet{t: t, dir: t.TempDir(), ackWait: ackWait.String()}
+	for _, d := range []string{"logs", "data"} {
+		if err := os.MkdirAll(filepath.Join(f.dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Registered before any process starts, so it runs after they are all
+	// killed (cleanups run last-in first-out).
+	t.Cleanup(func() {
+		killStrays(f.dir)
+		if t.Failed() {
+			f.dumpLogs()
+		}
+	})
+	f.redisURL = fleetRedis(t)
+	f.natsURL = f.startNATS()
+	return f
+}
+
+// dumpLogs prints every process's log (its tail, when long).
+func (f *fleet) dumpLogs() {
+	f.mu.Lock()
+	procs := append([]*proc(nil), f.procs...)
+	f.mu.Unlock()
+	const max = 48 << 10
+	for _, p := range procs {
+		text := p.logText()
+		if len(text) > max {
+			text = "[... " + strconv.Itoa(len(text)-max) + " bytes cut ...]\n" + text[len(text)-max:]
+		}
+		f.t.Logf("==== log of %s (%s) ====\n%s", p.name, p.log, text)
+	}
+}
+
+// start runs a binary from binDir as a separate process logging to its own
+// file; it is killed when the test ends.
+func (f *fleet) start(name, bin string, args ...string) *proc {
+	f.t.Helper()
+	logPath := filepath.Join(f.dir, "logs", name+".log")
+	lf, err := os.Create(logPath)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(binDir, bin), args...)
+	cmd.Dir = f.dir
+	cmd.Env = childEnv()
+	cmd.Stdout, cmd.Stderr = lf, lf
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		f.t.Fatalf("start %s: %v", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		lf.Close()
+		close(p.done)
+	}()
+	f.mu.Lock()
+	f.procs = append(f.procs, p)
+	f.mu.Unlock()
+	f.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+// childEnv is the environment of every process the tests start: the
+// test's own, without SUPERVISOR_* settings that could redirect a binary.
+func childEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SUPERVISOR_") && !strings.HasPrefix(kv, "GIT_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// startNATS runs a nats-server process with JetStream on a free port.
+func (f *fleet) startNATS() string {
+	f.t.Helper()
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		port, err := testserver.FreePort()
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		name := "nats-server"
+		if attempt > 0 {
+			name += "-" + strconv.Itoa(attempt+1)
+		}
+		p := f.start(name, "nats-server", "-js", "-sd", filepath.Join(f.dir, "data", name),
+			"-p", strconv.Itoa(port), "-a", "127.0.0.1")
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			select {
+			case <-p.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		lastErr = testserver.WaitTCP(ctx, addr, 15*time.Second)
+		cancel()
+		if lastErr == nil && !p.exited() {
+			return "nats://" + addr
+		}
+		_ = p.cmd.Process.Kill() // the port was taken in the meantime; try another
+	}
+	f.t.Fatalf("nats-server did not start: %v", lastErr)
+	return ""
+}
+
+var redisDB atomic.Int32
+
+// fleetRedis returns a Redis URL of the test's own. With a shared server
+// (SUPERVISOR_TEST_REDIS_URL, which `make test` sets) each fleet gets a
+// database of its own, emptied first, since every binary uses the same key
+// prefix and the coordinator leader lock would otherwise be shared.
+func fleetRedis(t *testing.T) string {
+	t.Helper()
+	raw := testserver.Redis(t)
+	if os.Getenv("SUPERVISOR_TEST_REDIS_URL") == "" {
+		return raw // a redis-server of the test's own
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatalf("SUPERVISOR_TEST_REDIS_URL %q: %v", raw, err)
+	}
+	u.Path = "/" + strconv.Itoa(1+int(redisDB.Add(1)-1)%15)
+	opts, err := redis.ParseURL(u.String())
+	if err != nil {
+		t.Fatalf("redis URL %q: %v", u, err)
+	}
+	c := redis.NewClient(opts)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.FlushDB(ctx).Err(); err != nil {
+		t.Fatalf("flush redis database %s: %v", u.Path, err)
+	}
+	return u.String()
+}
+
+// killStrays kills processes still working under dir: agents orphaned when
+// a test killed their worker (they run in process groups of their own).
+func killStrays(dir string) {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
+		if err == nil && (cwd == dir || strings.HasPrefix(cwd, dir+string(filepath.Separator))) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// coordinator starts `coordinator serve` with the given data dir (under
+// the fleet's) and waits until it answers the API.
+func (f *fleet) coordinator(name, dataDir string) *proc {
+	f.t.Helper()
+	p := f.startCoordinator(name, dataDir)
+	f.waitCoordinator(p, 60*time.Second)
+	return p
+}
+
+func (f *fleet) startCoordinator(name, dataDir string) *proc {
+	f.t.Helper()
+	return f.start(name, "coordinator", "serve",
+		"--nats", f.natsURL, "--redis-url", f.redisURL,
+		"--data-dir", filepath.Join(f.dir, "data", dataDir), "--id", name,
+		"--ack-wait", f.ackWait)
+}
+
+// waitCoordinator waits until `coordinator status` lists workflows.
+func (f *fleet) waitCoordinator(p *proc, timeout time.Duration) {
+	f.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		r := f.cli(10*time.Second, "status", "--timeout", "2s")
+		if r.code == 0 {
+			return
+		}
+		if p.exited() {
+			f.t.Fatalf("%s exited before it was ready: %v", p.name, p.err)
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("%s not ready after %s: last status: exit %d: %s", p.name, timeout, r.code, r.stderr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// runner starts a worker or gaterunner process named name (also its
+// --host-id) and waits until it pulls jobs.
+func (f *fleet) runner(bin, name string, extra ...string) *proc {
+	f.t.Helper()
+	args := append([]string{
+		"--nats", f.natsURL, "--redis-url", f.redisURL,
+		"--data-dir", filepath.Join(f.dir, "data", name), "--host-id", name,
+		"--sandbox-path", sandboxPath, "--ack-wait", f.ackWait, "--drain-timeout", "5s",
+	}, extra...)
+	p := f.start(name, bin, args...)
+	waitFor(f.t, 30*time.Second, name+" to pull jobs", func() bool {
+		if p.exited() {
+			f.t.Fatalf("%s exited: %v\n%s", name, p.err, p.logText())
+		}
+		return strings.Contains(p.logText(), "pulling")
+	})
+	return p
+}
+
+func (f *fleet) worker(name string, extra ...string) *proc {
+	return f.runner("worker", name, extra...)
+}
+
+func (f *fleet) gaterunner(name string, extra ...string) *proc {
+	return f.runner("gaterunner", name, extra...)
+}
+
+// result is a finished CLI invocation.
+type result struct {
+	args   []string
+	stdout string
+	stderr string
+	code   int
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("coordinator %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(r.args, " "), r.code, r.stdout, r.stderr)
+}
+
+// cli runs the coordinator binary as a client of the fleet's NATS (unless
+// args name another with --nats) and returns its output and exit code.
+func (f *fleet) cli(timeout time.Duration, args ...string) result {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if !hasFlag(args, "--nats") {
+		args = append(append([]string(nil), args...), "--nats", f.natsURL)
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "coordinator"), args...)
+	cmd.Dir = f.dir
+	cmd.Env = childEnv()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := result{args: args, stdout: stdout.String(), stderr: stderr.String()}
+	var ee *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		f.t.Fatalf("coordinator %s did not finish within %s\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), timeout, r.stdout, r.stderr)
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		f.t.Fatalf("run coordinator %s: %v", strings.Join(args, " "), err)
+	}
+	return r
+}
+
+// background runs a CLI command without waiting for it; the returned
+// channel yields its result.
+func (f *fleet) background(timeout time.Duration, args ...string) <-chan result {
+	ch := make(chan result, 1)
+	if !hasFlag(args, "--nats") {
+		args = append(append([]string(nil), args...), "--nats", f.natsURL)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "coordinator"), args...)
+	cmd.Dir = f.dir
+	cmd.Env = childEnv()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		cancel()
+		f.t.Fatalf("start coordinator %s: %v", strings.Join(args, " "), err)
+	}
+	f.t.Cleanup(func() { cancel() })
+	go func() {
+		defer cancel()
+		err := cmd.Wait()
+		r := result{args: args, stdout: stdout.String(), stderr: stderr.String()}
+		var ee *exec.ExitError
+		switch {
+		case ctx.Err() != nil:
+			r.code = -1
+			r.stderr += fmt.Sprintf("\n[e2e: killed after %s]", timeout)
+		case errors.As(err, &ee):
+			r.code = ee.ExitCode()
+		case err != nil:
+			r.code = -1
+			r.stderr += "\n[e2e: " + err.Error() + "]"
+		}
+		ch <- r
+	}()
+	return ch
+}
+
+func hasFlag(args []string, flag string) bool {
+	for _, a := range args {
+		if a == flag || strings.HasPrefix(a, flag+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// The JSON `coordinator status -o json` prints, as this test reads it.
+type wfStatus struct {
+	ID         string         `json:"id"`
+	Name       string         `json:"name"`
+	Status     string         `json:"status"`
+	Reason     string         `json:"reason"`
+	BaseCommit string         `json:"base_commit"`
+	Branch     string         `json:"branch"`
+	Head       string         `json:"head"`
+	Counts     map[string]int `json:"counts"`
+	Nodes      []nodeStatus   `json:"nodes"`
+}
+
+type nodeStatus struct {
+	ID        string       `json:"id"`
+	Status    string       `json:"status"`
+	Attempt   int          `json:"attempt"`
+	Host      string       `json:"host"`
+	DependsOn []string     `json:"depends_on"`
+	Gates     []gateStatus `json:"gates"`
+	Commit    string       `json:"commit"`
+	Reason    string       `json:"reason"`
+}
+
+type gateStatus struct {
+	Name     string `json:"name"`
+	Status   string `json:"status"`
+	ExitCode *int   `json:"exit_code"`
+	Host     string `json:"host"`
+	Log      string `json:"log"`
+}
+
+func (s *wfStatus) node(t testing.TB, id string) nodeStatus {
+	t.Helper()
+	for _, n := range s.Nodes {
+		if n.ID == id {
+			return n
+		}
+	}
+	t.Fatalf("workflow %s has no node %q in its status", s.ID, id)
+	return nodeStatus{}
+}
+
+// status runs `coordinator status WF -o json` and decodes it; code is the
+// command's exit code (0 succeeded, 2 failed, 4 running, ...).
+func (f *fleet) status(wf string) (wfStatus, int) {
+	f.t.Helper()
+	r := f.cli(30*time.Second, "status", wf, "-o", "json")
+	var s wfStatus
+	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
+		f.t.Fatalf("status JSON: %v\n%s", err, r)
+	}
+	return s, r.code
+}
+
+// list runs `coordinator status -o json` and decodes the list.
+func (f *fleet) list() []wfStatus {
+	f.t.Helper()
+	r := f.cli(30*time.Second, "status", "-o", "json")
+	if r.code != 0 {
+		f.t.Fatalf("list workflows: %s", r)
+	}
+	var l []wfStatus
+	if err := json.Unmarshal([]byte(r.stdout), &l); err != nil {
+		f.t.Fatalf("status list JSON: %v\n%s", err, r)
+	}
+	return l
+}
+
+// waitNode polls the workflow's status until node has status want, and
+// returns that status.
+func (f *fleet) waitNode(wf, node, want string, timeout time.Duration) wfStatus {
+	f.t.Helper()
+	var last wfStatus
+	waitFor(f.t, timeout, fmt.Sprintf("node %s of %s to be %s", node, wf, want), func() bool {
+		last, _ = f.status(wf)
+		for _, n := range last.Nodes {
+			if n.ID == node && n.Status == want && (want != "running" || n.Host != "") {
+				return true
+			}
+		}
+		if last.Status != "running" {
+			f.t.Fatalf("workflow %s ended (%s: %s) while waiting for node %s to be %s", wf, last.Status, last.Reason, node, want)
+		}
+		return false
+	})
+	return last
+}
+
+// waitFor polls cond every 100 ms until it holds or timeout passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// wfID returns the workflow id submit printed (its first stdout line).
+func wfID(t testing.TB, r result) string {
+	t.Helper()
+	line, _, _ := strings.Cut(r.stdout, "\n")
+	if !strings.HasPrefix(line, "wf-") {
+		t.Fatalf("submit printed no workflow id first:\n%s", r)
+	}
+	return strings.TrimSpace(line)
+}
+
+// git runs git in dir with a clean configuration and returns its output.
+func git(t testing.TB, dir string, args ...string) string {
+	t.Helper()
+	out, err := gitCmd(dir, args...)
+	if err != nil {
+		t.Fatalf("git %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
+	}
+	return out
+}
+
+func gitCmd(dir string, args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(childEnv(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_AUTHOR_NAME=E2E", "GIT_AUTHOR_EMAIL=e2e@example.com",
+		"GIT_COMMITTER_NAME=E2E", "GIT_COMMITTER_EMAIL=e2e@example.com")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		return stdout.String() + stderr.String(), err
+	}
+	return stdout.String(), nil
+}
+
+// sampleRepo creates a git repository with files committed on main and
+// returns its path and base commit.
+func sampleRepo(t testing.TB, files map[string]string) (string, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "sample")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git(t, dir, "init", "-q", "-b", "main")
+	git(t, dir, "add", "-A")
+	git(t, dir, "commit", "-q", "-m", "base")
+	return dir, strings.TrimSpace(git(t, dir, "rev-parse", "HEAD"))
+}
+
+// writeFile writes a file under dir and returns its path.
+func writeFile(t testing.TB, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// branchChanges returns `git diff --name-status base..branch` as sorted
+// "X\tpath" lines.
+func branchChanges(t testing.TB, repo, base, branch string) []string {
+	t.Helper()
+	out := strings.TrimSpace(git(t, repo, "diff", "--name-status", "--no-renames", base+".."+branch))
+	if out == "" {
+		return nil
+	}
+	lines := strings.Split(out, "\n")
+	sort.Strings(lines)
+	return lines
+}
+
+// branchCommit is one commit of a workflow branch.
+type branchCommit struct {
+	sha, subject, node string
+	files              []string
+}
+
+// branchCommits returns the commits base..branch, oldest first, with the
+// files each changed and the node its Supervisor-Node trailer names. It
+// fails the test if the history is not linear.
+func branchCommits(t testing.TB, repo, base, branch string) []branchCommit {
+	t.Helper()
+	if merges := strings.TrimSpace(git(t, repo, "rev-list", "--merges", base+".."+branch)); merges != "" {
+		t.Fatalf("branch %s has merge commits: %s", branch, merges)
+	}
+	out := strings.TrimSpace(git(t, repo, "rev-list", "--reverse", "--first-parent", base+".."+branch))
+	if out == "" {
+		return nil
+	}
+	var commits []branchCommit
+	for _, sha := range strings.Split(out, "\n") {
+		c := branchCommit{sha: sha}
+		c.subject = strings.TrimSpace(git(t, repo, "log", "-1", "--format=%s", sha))
+		c.node = strings.TrimSpace(git(t, repo, "log", "-1", "--format=%(trailers:key=Supervisor-Node,valueonly)", sha))
+		files := strings.TrimSpace(git(t, repo, "show", "--name-only", "--format=", sha))
+		if files != "" {
+			c.files = strings.Split(files, "\n")
+			sort.Strings(c.files)
+		}
+		commits = append(commits, c)
+	}
+	git(t, repo, "merge-base", "--is-ancestor", base, branch) // fails unless the branch grows from base
+	return commits
+}
+
+// fileAt returns a file's content at a revision.
+func fileAt(t testing.TB, repo, rev, path string) string {
+	t.Helper()
+	return git(t, repo, "show", rev+":"+path)
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,356 @@
+package jobrun
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/state"
+	"github.com/supervisorhq/supervisor/shared/state/kvstate"
+	"github.com/supervisorhq/supervisor/shared/testserver"
+)
+
+func TestLogWriterCap(t *testing.T) {
+	var l LogWriter
+	l.Printf("job %s", "j1")
+	if got := string(l.Bytes()); got != "[supervisor] job j1\n" {
+		t.Fatalf("uncapped log = %q", got)
+	}
+
+	l = LogWriter{}
+	if n, err := l.Write(bytes.Repeat([]byte("a"), MaxLogBytes-10)); n != MaxLogBytes-10 || err != nil {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+	// A write straddling the cap keeps what fits and still reports
+	// success, so the writer (the sandbox's output tee) keeps going.
+	if n, err := l.Write(bytes.Repeat([]byte("b"), 30)); n != 30 || err != nil {
+		t.Fatalf("straddling Write = %d, %v", n, err)
+	}
+	if n, err := l.Write([]byte("ccccc")); n != 5 || err != nil {
+		t.Fatalf("Write past the cap = %d, %v", n, err)
+	}
+	l.Printf("dropped too")
+	out := l.Bytes()
+	if !bytes.Equal(out[:MaxLogBytes], append(bytes.Repeat([]byte("a"), MaxLogBytes-10), bytes.Repeat([]byte("b"), 10)...)) {
+		t.Fatal("the first MaxLogBytes bytes are not what was written before the cap")
+	}
+	dropped := 20 + 5 + len("[supervisor] dropped too\n")
+	marker := fmt.Sprintf("\n[supervisor] log capped at %d bytes; %d bytes dropped\n", MaxLogBytes, dropped)
+	if got := string(out[MaxLogBytes:]); got != marker {
+		t.Fatalf("after the cap: %q, want marker %q", got, marker)
+	}
+	if MaxLogBytes != 10<<20 {
+		t.Fatalf("MaxLogBytes = %d, want 10 MB", MaxLogBytes)
+	}
+}
+
+// docs/protocol.md: infrastructure errors are handed back with
+// NakWithDelay 1 s, 2 s, 4 s … 32 s.
+func TestBackoff(t *testing.T) {
+	want := []time.Duration{1, 2, 4, 8, 16, 32, 32, 32}
+	for i, w := range want {
+		delivery := uint64(i + 1)
+		if got := backoff(delivery); got != w*time.Second {
+			t.Errorf("backoff(%d) = %s, want %s", delivery, got, w*time.Second)
+		}
+	}
+	if got := backoff(0); got != time.Second {
+		t.Errorf("backoff(0) = %s, want 1s", got)
+	}
+	if got := backoff(1 << 40); got != 32*time.Second {
+		t.Errorf("backoff(huge) = %s, want 32s", got)
+	}
+}
+
+// runEnv is a real bus and state store for jobrun.Run.
+type runEnv struct {
+	t       *testing.T
+	deps    Deps
+	store   state.Store
+	reports chan *protocol.Report
+	seq     atomic.Int64
+}
+
+const ackWait = 900 * time.Millisecond
+
+func newRunEnv(t *testing.T) *runEnv {
+	t.Helper()
+	ctx := testCtx(t)
+	log := slog.New(slog.DiscardHandler)
+	b, err := bus.Open(ctx, testserver.NATS(t), "jobrun-test", bus.Config{AckWait: ackWait}, log)
+	if err != nil {
+		t.Fatalf("bus: %v", err)
+	}
+	t.Cleanup(b.Close)
+	store, err := kvstate.New(ctx, b.JS)
+	if err != nil {
+		t.Fatalf("kvstate: %v", err)
+	}
+	e := &runEnv{t: t, store: store, reports: make(chan *protocol.Report, 100),
+		deps: Deps{Bus: b, Store: store, Host: "test-host", Log: log}}
+	cons, err := b.JS.CreateOrUpdateConsumer(ctx, protocol.StreamResults, jetstream.ConsumerConfig{
+		Durable: "test-results", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: protocol.SubjectResults,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		var r protocol.Report
+		if err := protocol.Decode(m.Data(), &r); err == nil {
+			e.reports <- &r
+		}
+		_ = m.Ack()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cc.Stop)
+	return e
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func (e *runEnv) meta() Meta {
+	n := e.seq.Add(1)
+	return Meta{Kind: protocol.KindGate, JobID: fmt.Sprintf("wf-%d.node.a1.g.vet.r1", n), WorkflowID: fmt.Sprintf("wf-%d", n),
+		NodeID: "node", Gate: "vet", Attempt: 1, PublishedAt: time.Now().UTC()}
+}
+
+func result(m Meta, token uint64, st protocol.GateStatus, errText string) *protocol.Report {
+	return &protocol.Report{Type: protocol.ReportGateResult, Gate: &protocol.GateResult{
+		JobID: m.JobID, WorkflowID: m.WorkflowID, NodeID: m.NodeID, Gate: m.Gate, Attempt: m.Attempt,
+		LeaseToken: token, Host: "test-host", Status: st, Error: errText, FinishedAt: time.Now().UTC(),
+	}}
+}
+
+func (e *runEnv) errReport(m Meta) ErrorReport {
+	return func(token uint64, err error) *protocol.Report {
+		return result(m, token, protocol.GateError, err.Error())
+	}
+}
+
+func (e *runEnv) next() *protocol.Report {
+	e.t.Helper()
+	select {
+	case r := <-e.reports:
+		return r
+	case <-time.After(10 * time.Second):
+		e.t.Fatal("no report")
+		return nil
+	}
+}
+
+func (e *runEnv) expectStarted(m Meta, delivery uint64) *protocol.Started {
+	e.t.Helper()
+	r := e.next()
+	if r.Type != protocol.ReportStarted || r.Started.JobID != m.JobID || r.Started.Delivery != delivery ||
+		r.Started.LeaseToken == 0 || r.Started.Host != "test-host" || r.Started.Gate != m.Gate || !r.Started.PublishedAt.Equal(m.PublishedAt) {
+		e.t.Fatalf("got %s %+v, want started for %s delivery %d", r.Type, r.Started, m.JobID, delivery)
+	}
+	return r.Started
+}
+
+func (e *runEnv) expectResult(m Meta, token uint64, st protocol.GateStatus) *protocol.GateResult {
+	e.t.Helper()
+	r := e.next()
+	if r.Type != protocol.ReportGateResult || r.Gate.JobID != m.JobID || r.Gate.LeaseToken != token || r.Gate.Status != st {
+		e.t.Fatalf("got %s %+v, want %s result for %s token %d", r.Type, r.Gate, st, m.JobID, token)
+	}
+	return r.Gate
+}
+
+func (e *runEnv) noReports(d time.Duration) {
+	e.t.Helper()
+	select {
+	case r := <-e.reports:
+		e.t.Fatalf("unexpected %s report: %+v %+v", r.Type, r.Started, r.Gate)
+	case <-time.After(d):
+	}
+}
+
+// leaseFree checks that the job's lease was released.
+func (e *runEnv) leaseFree(m Meta) {
+	e.t.Helper()
+	l, err := e.store.Acquire(testCtx(e.t), "lease/"+m.JobID, "checker", time.Second)
+	if err != nil {
+		e.t.Fatalf("lease of %s not released: %v", m.JobID, err)
+	}
+	_ = e.store.Release(testCtx(e.t), l)
+}
+
+func TestRunDispositions(t *testing.T) {
+	t.Parallel()
+	e := newRunEnv(t)
+	deliv := func(n uint64) *bus.Delivery { return &bus.Delivery{Number: n, MaxDeliver: 3} }
+
+	t.Run("success acks after the result", func(t *testing.T) {
+		m := e.meta()
+		var workToken uint64
+		disp := Run(context.Background(), e.deps, nil, deliv(1), m, func(ctx context.Context, token uint64) Outcome {
+			workToken = token
+			return Outcome{Report: result(m, token, protocol.GatePassed, "")}
+		}, e.errReport(m))
+		if disp.String() != "ack" {
+			t.Fatalf("disposition %s, want ack", disp)
+		}
+		s := e.expectStarted(m, 1)
+		if s.LeaseToken != workToken {
+			t.Errorf("started token %d, work got %d", s.LeaseToken, workToken)
+		}
+		e.expectResult(m, s.LeaseToken, protocol.GatePassed)
+		e.leaseFree(m)
+	})
+
+	t.Run("retry hands back after the report", func(t *testing.T) {
+		m := e.meta()
+		disp := Run(context.Background(), e.deps, nil, deliv(1), m, func(ctx context.Context, token uint64) Outcome {
+			return Outcome{Report: result(m, token, protocol.GatePending, ""), Retry: 700 * time.Millisecond}
+		}, e.errReport(m))
+		if disp.String() != "nak(700ms)" {
+			t.Fatalf("disposition %s, want nak(700ms)", disp)
+		}
+		s := e.expectStarted(m, 1)
+		e.expectResult(m, s.LeaseToken, protocol.GatePending)
+		e.leaseFree(m)
+	})
+
+	t.Run("infrastructure error is handed back with backoff", func(t *testing.T) {
+		m := e.meta()
+		for n := uint64(1); n <= 2; n++ {
+			disp := Run(context.Background(), e.deps, nil, deliv(n), m, func(ctx context.Context, token uint64) Outcome {
+				return Outcome{Err: errors.New("mirror unavailable")}
+			}, e.errReport(m))
+			if want := fmt.Sprintf("nak(%s)", backoff(n)); disp.String() != want {
+				t.Fatalf("delivery %d: disposition %s, want %s", n, disp, want)
+			}
+			e.expectStarted(m, n)
+		}
+		e.noReports(200 * time.Millisecond)
+		e.leaseFree(m)
+	})
+
+	t.Run("infrastructure error on the last delivery is reported", func(t *testing.T) {
+		m := e.meta()
+		disp := Run(context.Background(), e.deps, nil, deliv(3), m, func(ctx context.Context, token uint64) Outcome {
+			return Outcome{Err: errors.New("mirror unavailable")}
+		}, e.errReport(m))
+		if disp.String() != "ack" {
+			t.Fatalf("disposition %s, want ack", disp)
+		}
+		s := e.expectStarted(m, 3)
+		if g := e.expectResult(m, s.LeaseToken, protocol.GateError); !strings.Contains(g.Error, "mirror unavailable") {
+			t.Errorf("error report %q", g.Error)
+		}
+	})
+
+	t.Run("lease held elsewhere is handed back for a third of AckWait", func(t *testing.T) {
+		m := e.meta()
+		l, err := e.store.Acquire(testCtx(t), "lease/"+m.JobID, "other-runner", 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		called := false
+		disp := Run(context.Background(), e.deps, nil, deliv(2), m, func(ctx context.Context, token uint64) Outcome {
+			called = true
+			return Outcome{}
+		}, e.errReport(m))
+		if want := fmt.Sprintf("nak(%s)", ackWait/3); disp.String() != want {
+			t.Fatalf("disposition %s, want %s", disp, want)
+		}
+		if called {
+			t.Error("work ran without the lease")
+		}
+		e.noReports(200 * time.Millisecond)
+		if _, err := e.store.Renew(testCtx(t), l, time.Second); err != nil {
+			t.Errorf("the other runner's lease was disturbed: %v", err)
+		}
+	})
+
+	t.Run("shutdown hands the job straight back", func(t *testing.T) {
+		m := e.meta()
+		ctx, cancel := context.WithCancel(context.Background())
+		disp := Run(ctx, e.deps, nil, deliv(1), m, func(jctx context.Context, token uint64) Outcome {
+			cancel()
+			<-jctx.Done()
+			return Outcome{Report: result(m, token, protocol.GateFailed, "killed")}
+		}, e.errReport(m))
+		if disp.String() != "nak(0s)" {
+			t.Fatalf("disposition %s, want nak(0s)", disp)
+		}
+		e.expectStarted(m, 1)
+		e.noReports(200 * time.Millisecond)
+		e.leaseFree(m)
+	})
+
+	t.Run("lost lease abandons the job", func(t *testing.T) {
+		m := e.meta()
+		disp := Run(context.Background(), e.deps, nil, deliv(1), m, func(jctx context.Context, token uint64) Outcome {
+			// Another runner takes over: the lease vanishes underneath.
+			if err := e.store.Release(context.Background(), state.Lease{Key: "lease/" + m.JobID, Owner: "test-host", Token: token}); err != nil {
+				t.Errorf("release underneath: %v", err)
+			}
+			select {
+			case <-jctx.Done():
+			case <-time.After(5 * time.Second):
+				t.Error("job context not cancelled after the lease was lost")
+			}
+			return Outcome{Report: result(m, token, protocol.GatePassed, "")}
+		}, e.errReport(m))
+		if disp.String() != "abandon" {
+			t.Fatalf("disposition %s, want abandon", disp)
+		}
+		e.expectStarted(m, 1)
+		e.noReports(200 * time.Millisecond)
+	})
+
+	t.Run("cancellation announcement stops the workflow's job", func(t *testing.T) {
+		var cancels Cancels
+		sub, err := cancels.Watch(e.deps.Bus.NC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe() //nolint:errcheck
+		m := e.meta()
+		disp := Run(context.Background(), e.deps, &cancels, deliv(1), m, func(jctx context.Context, token uint64) Outcome {
+			// Another workflow's cancellation does not touch this job.
+			if err := e.deps.Bus.NC.Publish(protocol.CancelSubject("wf-other"), nil); err != nil {
+				t.Error(err)
+			}
+			_ = e.deps.Bus.NC.Flush()
+			select {
+			case <-jctx.Done():
+				t.Error("job cancelled by another workflow's announcement")
+			case <-time.After(200 * time.Millisecond):
+			}
+			if err := e.deps.Bus.NC.Publish(protocol.CancelSubject(m.WorkflowID), nil); err != nil {
+				t.Error(err)
+			}
+			select {
+			case <-jctx.Done():
+			case <-time.After(5 * time.Second):
+				t.Error("job not cancelled by its workflow's announcement")
+			}
+			return Outcome{Report: result(m, token, protocol.GateFailed, "cancelled")}
+		}, e.errReport(m))
+		if disp.String() != "ack" {
+			t.Fatalf("disposition %s, want ack", disp)
+		}
+		s := e.expectStarted(m, 1)
+		e.expectResult(m, s.LeaseToken, protocol.GateFailed)
+		e.leaseFree(m)
+	})
+}

@@ -1,0 +1,834 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/jobrun"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/sandbox"
+	"github.com/supervisorhq/supervisor/shared/state/kvstate"
+	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/workspace"
+)
+
+const (
+	agentName = "supervisor-test-agent"
+	// hostSecret and hostVar are set in the test process's environment;
+	// the sandbox must never pass them to an agent.
+	hostSecret = "host-aws-secret-value"
+	hostVar    = "leaked-from-the-host"
+)
+
+// agentDir holds the scripted test agent, built once by TestMain.
+var agentDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "supervisor-worker-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, agentName), "./testdata/testagent")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build the test agent:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	agentDir = dir
+	// Host variables an agent must not see (process-wide so tests may run
+	// in parallel; t.Setenv forbids that).
+	os.Setenv("AWS_SECRET_ACCESS_KEY", hostSecret)
+	os.Setenv("SUPERVISOR_TEST_HOST_VAR", hostVar)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// testLog sends log lines to t.Log until the test's cleanup ends it.
+type testLog struct {
+	mu   sync.Mutex
+	t    *testing.T
+	done bool
+}
+
+func (w *testLog) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func newLogger(t *testing.T) *slog.Logger {
+	w := &testLog{t: t}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		w.done = true
+		w.mu.Unlock()
+	})
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// gitRun runs git in dir with a fixed identity and no user configuration.
+func gitRun(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "commit.gpgsign=false"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(),
+		"GIT_AUTHOR_NAME=Test", "GIT_AUTHOR_EMAIL=test@example.com",
+		"GIT_COMMITTER_NAME=Test", "GIT_COMMITTER_EMAIL=test@example.com",
+		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v in %s: %v\n%s", args, dir, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// harness is one embedded NATS server with the fleet's resources, a state
+// store, a repository uploaded as a bundle, and the reports runners send.
+type harness struct {
+	t       *testing.T
+	url     string
+	cfg     bus.Config
+	b       *bus.Bus
+	store   *kvstate.Store
+	log     *slog.Logger
+	repo    protocol.RepoRef
+	repoDir string
+	reports chan *protocol.Report
+	hosts   atomic.Int64
+}
+
+func newHarness(t *testing.T, cfg bus.Config) *harness {
+	t.Helper()
+	h := &harness{t: t, log: newLogger(t), reports: make(chan *protocol.Report, 100)}
+	ctx := testCtx(t)
+	url := testserver.NATS(t)
+	if cfg.AckWait == 0 {
+		cfg.AckWait = 6 * time.Second
+	}
+	h.url, h.cfg = url, cfg
+	b, err := bus.Open(ctx, url, "worker-test", cfg, h.log)
+	if err != nil {
+		t.Fatalf("bus: %v", err)
+	}
+	t.Cleanup(b.Close)
+	h.b = b
+	if h.store, err = kvstate.New(ctx, b.JS); err != nil {
+		t.Fatalf("kvstate: %v", err)
+	}
+
+	// The user's repository, uploaded the way the CLI does.
+	h.repoDir = filepath.Join(t.TempDir(), "repo")
+	gitRun(t, "", "init", "--quiet", "--initial-branch=main", h.repoDir)
+	writeFile(t, filepath.Join(h.repoDir, "README.md"), "hello\n")
+	writeFile(t, filepath.Join(h.repoDir, "src/a.txt"), "a1\na2\n")
+	gitRun(t, h.repoDir, "add", "--all")
+	gitRun(t, h.repoDir, "commit", "--quiet", "-m", "init")
+	commit, err := workspace.ResolveCommit(ctx, h.repoDir, "HEAD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := workspace.RepoID(ctx, h.repoDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := filepath.Join(t.TempDir(), "repo.bundle")
+	if err := workspace.CreateBundle(ctx, h.repoDir, commit, bundle); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := id + "/" + commit + ".bundle"
+	if _, err := b.Bundles.PutBytes(ctx, name, data); err != nil {
+		t.Fatalf("upload bundle: %v", err)
+	}
+	h.repo = protocol.RepoRef{ID: id, BaseCommit: commit, Bundle: name}
+
+	// The coordinator's side of the results stream.
+	cons, err := b.JS.CreateOrUpdateConsumer(ctx, protocol.StreamResults, jetstream.ConsumerConfig{
+		Durable: "test-results", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: protocol.SubjectResults,
+	})
+	if err != nil {
+		t.Fatalf("results consumer: %v", err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		var r protocol.Report
+		if err := protocol.Decode(m.Data(), &r); err != nil {
+			h.log.Error("undecodable report", "err", err)
+		} else if err := r.Validate(); err != nil {
+			h.log.Error("invalid report", "err", err)
+		} else {
+			h.reports <- &r
+		}
+		_ = m.Ack()
+	})
+	if err != nil {
+		t.Fatalf("consume results: %v", err)
+	}
+	t.Cleanup(cc.Stop)
+	return h
+}
+
+// startWorker runs a worker with its own NATS connection, state store and
+// data directory, as a separate process would have. stop cancels Run's
+// context and waits for it to return (draining as in production); the
+// test's cleanup does the same, then closes the connection.
+func (h *harness) startWorker(cfg Config) (host string, stop func()) {
+	t := h.t
+	host = fmt.Sprintf("test-worker-%d", h.hosts.Add(1))
+	ctx := testCtx(t)
+	wb, err := bus.Open(ctx, h.url, host, h.cfg, h.log)
+	if err != nil {
+		t.Fatalf("worker bus: %v", err)
+	}
+	store, err := kvstate.New(ctx, wb.JS)
+	if err != nil {
+		t.Fatalf("worker kvstate: %v", err)
+	}
+	deps, err := jobrun.LocalDeps(jobrun.Settings{
+		DataDir:     t.TempDir(),
+		SandboxPath: agentDir + ":" + sandbox.BasePath,
+		Host:        host,
+	}, wb, store, h.log)
+	if err != nil {
+		t.Fatalf("LocalDeps: %v", err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- New(deps, cfg).Run(runCtx) }()
+	var once sync.Once
+	wait := func() {
+		once.Do(func() {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("worker %s: Run: %v", host, err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Errorf("worker %s did not stop within 30s", host)
+			}
+		})
+	}
+	t.Cleanup(func() {
+		cancel()
+		wait()
+		wb.Close()
+	})
+	return host, func() { cancel(); wait() }
+}
+
+func (h *harness) agentJob(node string, attempt int, prompt string) *protocol.AgentJob {
+	wf := "wf-" + strings.ToLower(strings.ReplaceAll(h.t.Name(), "/", "-"))
+	if len(wf) > 40 {
+		wf = wf[:40]
+	}
+	return &protocol.AgentJob{
+		JobID: protocol.AgentJobID(wf, node, attempt), WorkflowID: wf, NodeID: node, Attempt: attempt,
+		Pool: protocol.DefaultPool, Repo: h.repo, Command: []string{agentName, "-p"}, Prompt: prompt,
+		TimeoutSeconds: 60, PublishedAt: time.Now().UTC(),
+	}
+}
+
+func (h *harness) publish(j *protocol.AgentJob) {
+	h.t.Helper()
+	data, err := protocol.Encode(j)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.b.PublishJob(testCtx(h.t), protocol.KindAgent, j.Pool, j.JobID, data); err != nil {
+		h.t.Fatalf("publish: %v", err)
+	}
+}
+
+// next returns the next report, failing the test after within.
+func (h *harness) next(within time.Duration) *protocol.Report {
+	h.t.Helper()
+	select {
+	case r := <-h.reports:
+		return r
+	case <-time.After(within):
+		h.t.Fatalf("no report within %s", within)
+		return nil
+	}
+}
+
+func (h *harness) expectStarted(j *protocol.AgentJob, within time.Duration) *protocol.Started {
+	h.t.Helper()
+	r := h.next(within)
+	if r.Type != protocol.ReportStarted || r.Started.JobID != j.JobID {
+		h.t.Fatalf("got %s report %+v, want started for %s", r.Type, r, j.JobID)
+	}
+	s := r.Started
+	if s.Kind != protocol.KindAgent || s.WorkflowID != j.WorkflowID || s.NodeID != j.NodeID ||
+		s.Attempt != j.Attempt || s.LeaseToken == 0 || s.Host == "" || s.Delivery == 0 {
+		h.t.Fatalf("started report %+v does not match job %s", s, j.JobID)
+	}
+	if !s.PublishedAt.Equal(j.PublishedAt) {
+		h.t.Errorf("started.published_at = %v, want the job's %v", s.PublishedAt, j.PublishedAt)
+	}
+	if s.StartedAt.Before(j.PublishedAt) {
+		h.t.Errorf("started_at %v is before published_at %v", s.StartedAt, j.PublishedAt)
+	}
+	return s
+}
+
+func (h *harness) expectResult(j *protocol.AgentJob, within time.Duration) *protocol.AgentResult {
+	h.t.Helper()
+	r := h.next(within)
+	if r.Type != protocol.ReportAgentResult || r.Agent.JobID != j.JobID {
+		h.t.Fatalf("got %s report %+v, want agent_result for %s", r.Type, r, j.JobID)
+	}
+	a := r.Agent
+	if a.WorkflowID != j.WorkflowID || a.NodeID != j.NodeID || a.Attempt != j.Attempt {
+		h.t.Fatalf("agent result %+v does not match job %s", a, j.JobID)
+	}
+	if a.FinishedAt.IsZero() {
+		h.t.Errorf("agent result without finished_at")
+	}
+	return a
+}
+
+// noReports fails if a report arrives within d.
+func (h *harness) noReports(d time.Duration) {
+	h.t.Helper()
+	select {
+	case r := <-h.reports:
+		h.t.Fatalf("unexpected %s report: started=%+v agent=%+v", r.Type, r.Started, r.Agent)
+	case <-time.After(d):
+	}
+}
+
+// settled waits until the agent consumer has nothing pending or unacked
+// and returns its info.
+func (h *harness) settled() *jetstream.ConsumerInfo {
+	h.t.Helper()
+	ctx := testCtx(h.t)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		// The worker creates the consumer when it starts pulling.
+		cons, err := h.b.JS.Consumer(ctx, protocol.StreamJobs, protocol.ConsumerName(protocol.KindAgent, protocol.DefaultPool))
+		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			h.t.Fatalf("jobs consumer: %v", err)
+		}
+		if err == nil {
+			info, err := cons.Info(ctx)
+			if err != nil {
+				h.t.Fatalf("jobs consumer info: %v", err)
+			}
+			if info.NumAckPending == 0 && info.NumPending == 0 {
+				return info
+			}
+			if time.Now().After(deadline) {
+				h.t.Fatalf("jobs not settled: %d pending, %d unacked, %d redelivered",
+					info.NumPending, info.NumAckPending, info.NumRedelivered)
+			}
+		} else if time.Now().After(deadline) {
+			h.t.Fatalf("jobs consumer never created")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (h *harness) jobsInStream() uint64 {
+	h.t.Helper()
+	ctx := testCtx(h.t)
+	s, err := h.b.JS.Stream(ctx, protocol.StreamJobs)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+// patchBytes downloads a patch and checks it against its ref.
+func (h *harness) patchBytes(ref *protocol.PatchRef) []byte {
+	h.t.Helper()
+	data, err := h.b.Patches.GetBytes(testCtx(h.t), ref.Object)
+	if err != nil {
+		h.t.Fatalf("patch %s: %v", ref.Object, err)
+	}
+	sum := sha256.Sum256(data)
+	if int64(len(data)) != ref.Size || hex.EncodeToString(sum[:]) != ref.SHA256 {
+		h.t.Fatalf("patch %s: %d bytes sha256 %x, ref says %d bytes %s", ref.Object, len(data), sum, ref.Size, ref.SHA256)
+	}
+	return data
+}
+
+func (h *harness) logBytes(name string) []byte {
+	h.t.Helper()
+	if name == "" {
+		h.t.Fatal("result names no log")
+	}
+	data, err := h.b.Logs.GetBytes(testCtx(h.t), name)
+	if err != nil {
+		h.t.Fatalf("log %s: %v", name, err)
+	}
+	return data
+}
+
+// patchedFiles lists the paths a patch touches, with "new", "deleted" or
+// "modified".
+func patchedFiles(patch []byte) map[string]string {
+	files := map[string]string{}
+	var cur string
+	for _, line := range strings.Split(string(patch), "\n") {
+		if rest, ok := strings.CutPrefix(line, "diff --git a/"); ok {
+			cur, _, _ = strings.Cut(rest, " b/")
+			files[cur] = "modified"
+			continue
+		}
+		switch {
+		case strings.HasPrefix(line, "new file mode"):
+			files[cur] = "new"
+		case strings.HasPrefix(line, "deleted file mode"):
+			files[cur] = "deleted"
+		}
+	}
+	return files
+}
+
+// applied checks out the base commit in a fresh clone, applies patches in
+// order with git apply, and returns the clone's directory.
+func (h *harness) applied(patches ...[]byte) string {
+	h.t.Helper()
+	dir := filepath.Join(h.t.TempDir(), "clone")
+	gitRun(h.t, "", "clone", "--quiet", h.repoDir, dir)
+	gitRun(h.t, dir, "checkout", "--quiet", "--detach", h.repo.BaseCommit)
+	for i, p := range patches {
+		file := filepath.Join(h.t.TempDir(), fmt.Sprintf("p%d.patch", i))
+		writeFile(h.t, file, string(p))
+		gitRun(h.t, dir, "apply", "--binary", "--index", file)
+	}
+	return dir
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func lines(s string) []string { return strings.Split(strings.ReplaceAll(s, "\r\n", "\n"), "\n") }
+
+func TestAgentSucceeds(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, bus.Config{})
+	host, _ := h.startWorker(Config{})
+
+	job := h.agentJob("add-hello", 2, strings.Join([]string{
+		"Please add a greeting.",
+		"@env SUPERVISOR_WORKFLOW_ID",
+		"@env SUPERVISOR_NODE_ID",
+		"@env SUPERVISOR_ATTEMPT",
+		"@env SUPERVISOR_JOB_ID",
+		"@env TASK_SETTING",
+		"@env SUPERVISOR_TEST_HOST_VAR",
+		"@env AWS_SECRET_ACCESS_KEY",
+		"@print password=hunter2",
+		"@print done printing",
+		"@write hello.txt",
+		"hello from the agent",
+		"@end",
+	}, "\n"))
+	job.Env = map[string]string{"TASK_SETTING": "from-the-job"}
+	h.publish(job)
+
+	started := h.expectStarted(job, 20*time.Second)
+	if started.Host != host || started.Delivery != 1 {
+		t.Errorf("started host %q delivery %d, want %q and 1", started.Host, started.Delivery, host)
+	}
+	res := h.expectResult(job, 30*time.Second)
+	if res.Status != protocol.AgentSucceeded || res.ExitCode != 0 || res.Error != "" {
+		t.Fatalf("result status %s exit %d error %q, want succeeded 0; stdout:\n%s\nstderr:\n%s",
+			res.Status, res.ExitCode, res.Error, res.Stdout, res.Stderr)
+	}
+	if res.LeaseToken != started.LeaseToken || res.Host != host {
+		t.Errorf("result token %d host %q, want the started report's %d %q", res.LeaseToken, res.Host, started.LeaseToken, host)
+	}
+	if res.StartedAt.IsZero() || res.FinishedAt.Before(res.StartedAt) {
+		t.Errorf("result timestamps started %v finished %v", res.StartedAt, res.FinishedAt)
+	}
+
+	// The agent's environment: the job's variables and SUPERVISOR_*, never
+	// the host's.
+	out := lines(res.Stdout)
+	for _, want := range []string{
+		"SUPERVISOR_WORKFLOW_ID=" + job.WorkflowID,
+		"SUPERVISOR_NODE_ID=add-hello",
+		"SUPERVISOR_ATTEMPT=2",
+		"SUPERVISOR_JOB_ID=" + job.JobID,
+		"TASK_SETTING=from-the-job",
+		"SUPERVISOR_TEST_HOST_VAR=",
+		"AWS_SECRET_ACCESS_KEY=",
+		"password=[REDACTED]",
+		"done printing",
+	} {
+		if !slices.Contains(out, want) {
+			t.Errorf("stdout tail lacks the line %q:\n%s", want, res.Stdout)
+		}
+	}
+	for _, leak := range []string{hostVar, hostSecret, "hunter2"} {
+		if strings.Contains(res.Stdout, leak) || strings.Contains(res.Stderr, leak) {
+			t.Errorf("output tails contain %q:\n%s\n%s", leak, res.Stdout, res.Stderr)
+		}
+	}
+
+	// The patch adds exactly the file the prompt wrote.
+	if res.Patch == nil {
+		t.Fatal("no patch")
+	}
+	wantObj := fmt.Sprintf("%s/add-hello/a2/%d.patch", job.WorkflowID, res.LeaseToken)
+	if res.Patch.Object != wantObj || res.Patch.NodeID != "add-hello" {
+		t.Errorf("patch ref %+v, want object %s of node add-hello", res.Patch, wantObj)
+	}
+	patch := h.patchBytes(res.Patch)
+	if got := patchedFiles(patch); len(got) != 1 || got["hello.txt"] != "new" {
+		t.Fatalf("patch touches %v, want only a new hello.txt:\n%s", got, patch)
+	}
+	clone := h.applied(patch)
+	if got := readFile(t, filepath.Join(clone, "hello.txt")); got != "hello from the agent\n" {
+		t.Errorf("hello.txt after applying the patch = %q", got)
+	}
+	if st := gitRun(t, clone, "status", "--porcelain", "--untracked-files=all"); st != "A  hello.txt" {
+		t.Errorf("clone status after applying the patch = %q, want only hello.txt added", st)
+	}
+
+	// The full log is uploaded, redacted.
+	wantLog := fmt.Sprintf("%s/add-hello/a2/agent-%d.log", job.WorkflowID, res.LeaseToken)
+	if res.Log != wantLog {
+		t.Errorf("log = %q, want %q", res.Log, wantLog)
+	}
+	logText := string(h.logBytes(res.Log))
+	for _, want := range []string{"[supervisor] agent job " + job.JobID, "SUPERVISOR_NODE_ID=add-hello", "password=[REDACTED]", "patch " + wantObj} {
+		if !strings.Contains(logText, want) {
+			t.Errorf("log lacks %q:\n%s", want, logText)
+		}
+	}
+	if !slices.Contains(lines(logText), "AWS_SECRET_ACCESS_KEY=") {
+		t.Errorf("log lacks an empty AWS_SECRET_ACCESS_KEY line:\n%s", logText)
+	}
+	for _, leak := range []string{hostVar, hostSecret, "hunter2"} {
+		if strings.Contains(logText, leak) {
+			t.Errorf("log contains %q:\n%s", leak, logText)
+		}
+	}
+
+	info := h.settled()
+	if info.NumRedelivered != 0 || info.Delivered.Consumer != 1 {
+		t.Errorf("job delivered %d times (%d redelivered), want once", info.Delivered.Consumer, info.NumRedelivered)
+	}
+	if n := h.jobsInStream(); n != 0 {
+		t.Errorf("%d jobs left in %s after the ack", n, protocol.StreamJobs)
+	}
+	h.noReports(300 * time.Millisecond)
+}
+
+// Agents that fail, time out or cannot start are reported once, with
+// their status, and acked: a task's own failure is never retried here.
+func TestAgentFailures(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, bus.Config{})
+	h.startWorker(Config{})
+	jobs := 0
+
+	t.Run("exit 3", func(t *testing.T) {
+		job := h.agentJob("fails", 1, "@write partial.txt\nhalf done\n@end\n@print giving up\n@exit 3\n@write never.txt\nx\n@end\n")
+		h.publish(job)
+		jobs++
+		h.expectStarted(job, 20*time.Second)
+		res := h.expectResult(job, 30*time.Second)
+		if res.Status != protocol.AgentFailed || res.ExitCode != 3 {
+			t.Fatalf("status %s exit %d, want failed 3", res.Status, res.ExitCode)
+		}
+		if res.Patch != nil {
+			t.Errorf("a failed agent reported a patch: %+v", res.Patch)
+		}
+		if !strings.Contains(res.Stdout, "giving up") {
+			t.Errorf("stdout tail = %q", res.Stdout)
+		}
+		if logText := string(h.logBytes(res.Log)); !strings.Contains(logText, "agent exited 3") {
+			t.Errorf("log lacks the exit:\n%s", logText)
+		}
+	})
+
+	t.Run("timeout", func(t *testing.T) {
+		job := h.agentJob("slow", 1, "@print sleeping\n@sleep 30s\n@write late.txt\nx\n@end\n")
+		job.TimeoutSeconds = 1
+		h.publish(job)
+		jobs++
+		h.expectStarted(job, 20*time.Second)
+		begin := time.Now()
+		res := h.expectResult(job, 20*time.Second)
+		if res.Status != protocol.AgentTimeout {
+			t.Fatalf("status %s exit %d, want timeout", res.Status, res.ExitCode)
+		}
+		if took := time.Since(begin); took > 15*time.Second {
+			t.Errorf("timeout result took %s", took)
+		}
+		if res.Patch != nil {
+			t.Errorf("a timed-out agent reported a patch: %+v", res.Patch)
+		}
+		if logText := string(h.logBytes(res.Log)); !strings.Contains(logText, "timed out: true") {
+			t.Errorf("log lacks the timeout:\n%s", logText)
+		}
+	})
+
+	// A command that does not exist is the task's failure, reported once and
+	// acked, not an infrastructure error retried until it dead-letters.
+	t.Run("missing command", func(t *testing.T) {
+		job := h.agentJob("missing", 1, "@write x.txt\nx\n@end\n")
+		job.Command = []string{"no-such-agent-cli", "-p"}
+		h.publish(job)
+		jobs++
+		h.expectStarted(job, 20*time.Second)
+		res := h.expectResult(job, 30*time.Second)
+		if res.Status != protocol.AgentFailed {
+			t.Fatalf("status %s, want failed (error %q)", res.Status, res.Error)
+		}
+		if !strings.Contains(res.Error, "no-such-agent-cli") {
+			t.Errorf("error %q does not name the command", res.Error)
+		}
+		if res.Patch != nil {
+			t.Errorf("patch %+v", res.Patch)
+		}
+		if logText := string(h.logBytes(res.Log)); !strings.Contains(logText, "no-such-agent-cli") {
+			t.Errorf("log does not name the command:\n%s", logText)
+		}
+	})
+
+	info := h.settled()
+	if info.NumRedelivered != 0 || info.Delivered.Consumer != uint64(jobs) {
+		t.Errorf("%d jobs delivered %d times (%d redelivered), want once each and acked", jobs, info.Delivered.Consumer, info.NumRedelivered)
+	}
+	if n := h.jobsInStream(); n != 0 {
+		t.Errorf("%d jobs left in the stream", n)
+	}
+	h.noReports(time.Second)
+}
+
+// Malformed and too-new jobs are terminated: no report, no redelivery.
+func TestMalformedJobTerminated(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, bus.Config{AckWait: 2 * time.Second})
+	h.startWorker(Config{})
+	ctx := testCtx(t)
+	for id, payload := range map[string]string{
+		"bad-json":  `{"v":1,"job_id":`,
+		"too-new":   `{"v":99,"job_id":"wf.n.a1","workflow_id":"wf","node_id":"n","attempt":1}`,
+		"no-object": `[1,2,3]`,
+	} {
+		if err := h.b.PublishJob(ctx, protocol.KindAgent, protocol.DefaultPool, id, []byte(payload)); err != nil {
+			t.Fatalf("publish %s: %v", id, err)
+		}
+	}
+	info := h.settled()
+	if info.Delivered.Consumer != 3 || info.AckFloor.Stream != 3 {
+		t.Fatalf("consumer delivered %d, ack floor %d; want all 3 jobs delivered once and settled",
+			info.Delivered.Consumer, info.AckFloor.Stream)
+	}
+	// Longer than AckWait: a job merely left unacked would come back.
+	time.Sleep(3 * time.Second)
+	info = h.settled()
+	if info.Delivered.Consumer != 3 || info.NumRedelivered != 0 {
+		t.Errorf("after AckWait: delivered %d, redelivered %d; want 3 and 0", info.Delivered.Consumer, info.NumRedelivered)
+	}
+	if n := h.jobsInStream(); n != 0 {
+		t.Errorf("%d terminated jobs left in the stream", n)
+	}
+	h.noReports(100 * time.Millisecond)
+
+	// The worker is still healthy afterwards.
+	job := h.agentJob("after", 1, "@write ok.txt\nok\n@end\n")
+	h.publish(job)
+	h.expectStarted(job, 20*time.Second)
+	if res := h.expectResult(job, 30*time.Second); res.Status != protocol.AgentSucceeded {
+		t.Fatalf("status %s after malformed jobs", res.Status)
+	}
+}
+
+// On shutdown past the drain timeout the running agent is stopped and its
+// job handed back; the next worker completes it, and only it reports a
+// result.
+func TestDrainHandsJobBack(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, bus.Config{})
+	host1, stop1 := h.startWorker(Config{DrainTimeout: 300 * time.Millisecond})
+	job := h.agentJob("long", 1, "@sleep 2s\n@write drained.txt\nfinished\n@end\n")
+	h.publish(job)
+	first := h.expectStarted(job, 20*time.Second)
+	if first.Host != host1 || first.Delivery != 1 {
+		t.Fatalf("first start on %q delivery %d", first.Host, first.Delivery)
+	}
+	time.Sleep(300 * time.Millisecond) // the agent is asleep
+	begin := time.Now()
+	stop1()
+	if took := time.Since(begin); took > 10*time.Second {
+		t.Errorf("Run took %s to return after the drain timeout", took)
+	}
+	h.noReports(500 * time.Millisecond) // the interrupted run reports nothing
+
+	host2, _ := h.startWorker(Config{})
+	second := h.expectStarted(job, 20*time.Second)
+	if second.Host != host2 || second.Delivery != 2 {
+		t.Errorf("second start on %q delivery %d, want %q and 2", second.Host, second.Delivery, host2)
+	}
+	if second.LeaseToken <= first.LeaseToken {
+		t.Errorf("second lease token %d not greater than the first's %d", second.LeaseToken, first.LeaseToken)
+	}
+	res := h.expectResult(job, 30*time.Second)
+	if res.Status != protocol.AgentSucceeded || res.Host != host2 || res.LeaseToken != second.LeaseToken {
+		t.Fatalf("result %s from %q token %d", res.Status, res.Host, res.LeaseToken)
+	}
+	if res.Patch == nil {
+		t.Fatal("no patch")
+	}
+	if got := patchedFiles(h.patchBytes(res.Patch)); len(got) != 1 || got["drained.txt"] != "new" {
+		t.Errorf("patch touches %v", got)
+	}
+	h.settled()
+	h.noReports(time.Second) // exactly one agent_result across both workers
+}
+
+// A job's dependency patches are in its workspace, and its own patch holds
+// only its own change.
+func TestDependencyPatches(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, bus.Config{})
+	h.startWorker(Config{})
+
+	dep := h.agentJob("dep", 1, "@write dep.txt\nfrom the dependency\n@end\n@write src/a.txt\na1\na2 changed by dep\n@end\n")
+	h.publish(dep)
+	h.expectStarted(dep, 20*time.Second)
+	depRes := h.expectResult(dep, 30*time.Second)
+	if depRes.Status != protocol.AgentSucceeded || depRes.Patch == nil {
+		t.Fatalf("dependency: %s, patch %v", depRes.Status, depRes.Patch)
+	}
+	depPatch := h.patchBytes(depRes.Patch)
+	if got := patchedFiles(depPatch); len(got) != 2 || got["dep.txt"] != "new" || got["src/a.txt"] != "modified" {
+		t.Fatalf("dependency patch touches %v", got)
+	}
+
+	// The dependent writes its own file on top of the dependency's work.
+	own := h.agentJob("own", 1, "@write own.txt\nmine\n@end\n@append src/a.txt\na3 by own\n@end\n")
+	own.Patches = []protocol.PatchRef{*depRes.Patch}
+	h.publish(own)
+	h.expectStarted(own, 20*time.Second)
+	ownRes := h.expectResult(own, 30*time.Second)
+	if ownRes.Status != protocol.AgentSucceeded || ownRes.Patch == nil {
+		t.Fatalf("dependent: %s, patch %v, stderr %q", ownRes.Status, ownRes.Patch, ownRes.Stderr)
+	}
+	ownPatch := h.patchBytes(ownRes.Patch)
+	if got := patchedFiles(ownPatch); len(got) != 2 || got["own.txt"] != "new" || got["src/a.txt"] != "modified" {
+		t.Fatalf("dependent's patch touches %v, want own.txt and its append to src/a.txt only:\n%s", got, ownPatch)
+	}
+	if bytes.Contains(ownPatch, []byte("dep.txt")) || bytes.Contains(ownPatch, []byte("+a2 changed by dep")) {
+		t.Errorf("dependent's patch repeats the dependency's change:\n%s", ownPatch)
+	}
+	clone := h.applied(depPatch, ownPatch)
+	if got := readFile(t, filepath.Join(clone, "src/a.txt")); got != "a1\na2 changed by dep\na3 by own\n" {
+		t.Errorf("src/a.txt with both patches = %q", got)
+	}
+	for name, want := range map[string]string{"dep.txt": "from the dependency\n", "own.txt": "mine\n"} {
+		if got := readFile(t, filepath.Join(clone, name)); got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
+
+	// The dependency's new file is there to delete (the agent fails if not).
+	del := h.agentJob("del", 1, "@delete dep.txt\n")
+	del.Patches = []protocol.PatchRef{*depRes.Patch}
+	h.publish(del)
+	h.expectStarted(del, 20*time.Second)
+	delRes := h.expectResult(del, 30*time.Second)
+	if delRes.Status != protocol.AgentSucceeded || delRes.Patch == nil {
+		t.Fatalf("delete dep.txt: %s exit %d, stderr %q", delRes.Status, delRes.ExitCode, delRes.Stderr)
+	}
+	if got := patchedFiles(h.patchBytes(delRes.Patch)); len(got) != 1 || got["dep.txt"] != "deleted" {
+		t.Errorf("deleting patch touches %v", got)
+	}
+	h.settled()
+}
+
+// An infrastructure failure (a dependency patch that fails its integrity
+// check) is handed back while deliveries remain and reported as an error on
+// the last one, then acked.
+func TestInfrastructureErrorOnLastDelivery(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, bus.Config{MaxDeliver: 2})
+	h.startWorker(Config{})
+	ctx := testCtx(t)
+	bad := []byte("not really a patch\n")
+	if _, err := h.b.Patches.PutBytes(ctx, "wf/bad.patch", bad); err != nil {
+		t.Fatal(err)
+	}
+	job := h.agentJob("unlucky", 1, "@write x.txt\nx\n@end\n")
+	job.Patches = []protocol.PatchRef{{NodeID: "dep", Object: "wf/bad.patch", SHA256: strings.Repeat("0", 64), Size: int64(len(bad))}}
+	h.publish(job)
+
+	first := h.expectStarted(job, 20*time.Second)
+	if first.Delivery != 1 {
+		t.Fatalf("first delivery %d", first.Delivery)
+	}
+	second := h.expectStarted(job, 20*time.Second)
+	if second.Delivery != 2 || second.LeaseToken <= first.LeaseToken {
+		t.Fatalf("second start: delivery %d token %d (first %d)", second.Delivery, second.LeaseToken, first.LeaseToken)
+	}
+	res := h.expectResult(job, 20*time.Second)
+	if res.Status != protocol.AgentError || !strings.Contains(res.Error, "wf/bad.patch") {
+		t.Fatalf("status %s error %q, want error naming the patch", res.Status, res.Error)
+	}
+	if res.LeaseToken != second.LeaseToken {
+		t.Errorf("error report token %d, want %d", res.LeaseToken, second.LeaseToken)
+	}
+	h.settled()
+	if n := h.jobsInStream(); n != 0 {
+		t.Errorf("%d jobs left in the stream", n)
+	}
+	h.noReports(500 * time.Millisecond)
+}
