@@ -54,19 +54,9 @@ func New(deps jobrun.Deps, cfg Config) *Runner {
 
 // Run pulls gate jobs until ctx ends, then drains like the worker does.
 func (r *Runner) Run(ctx context.Context) error {
-	sub, err := r.cancels.Watch(r.deps.Bus.NC)
-	if err != nil {
-		return fmt.Errorf("gaterunner: watch cancellations: %w", err)
-	}
-	defer sub.Unsubscribe() //nolint:errcheck
-	r.deps.Log.Info("gate runner pulling gate jobs", "pools", strings.Join(r.cfg.Pools, ","),
-		"concurrency", r.cfg.Concurrency, "host", r.deps.Host, "sandbox", r.deps.Sandbox.Name())
-	err = r.deps.Bus.Pull(ctx, bus.PullOptions{
-		Kind: protocol.KindGate, Pools: r.cfg.Pools, Concurrency: r.cfg.Concurrency,
-		DrainTimeout: r.cfg.DrainTimeout, Log: r.deps.Log,
+	return jobrun.Serve(ctx, r.deps, &r.cancels, bus.PullOptions{
+		Kind: protocol.KindGate, Pools: r.cfg.Pools, Concurrency: r.cfg.Concurrency, DrainTimeout: r.cfg.DrainTimeout,
 	}, r.handle)
-	r.deps.Log.Info("gate runner stopped")
-	return err
 }
 
 func (r *Runner) handle(ctx context.Context, d *bus.Delivery) bus.Disposition {

@@ -49,19 +49,9 @@ func New(deps jobrun.Deps, cfg Config) *Worker {
 // DrainTimeout to finish, after which they are stopped and their jobs
 // handed back to the queue. It returns once nothing is in flight.
 func (w *Worker) Run(ctx context.Context) error {
-	sub, err := w.cancels.Watch(w.deps.Bus.NC)
-	if err != nil {
-		return fmt.Errorf("worker: watch cancellations: %w", err)
-	}
-	defer sub.Unsubscribe() //nolint:errcheck
-	w.deps.Log.Info("worker pulling agent jobs", "pools", strings.Join(w.cfg.Pools, ","),
-		"concurrency", w.cfg.Concurrency, "host", w.deps.Host, "sandbox", w.deps.Sandbox.Name())
-	err = w.deps.Bus.Pull(ctx, bus.PullOptions{
-		Kind: protocol.KindAgent, Pools: w.cfg.Pools, Concurrency: w.cfg.Concurrency,
-		DrainTimeout: w.cfg.DrainTimeout, Log: w.deps.Log,
+	return jobrun.Serve(ctx, w.deps, &w.cancels, bus.PullOptions{
+		Kind: protocol.KindAgent, Pools: w.cfg.Pools, Concurrency: w.cfg.Concurrency, DrainTimeout: w.cfg.DrainTimeout,
 	}, w.handle)
-	w.deps.Log.Info("worker stopped")
-	return err
 }
 
 func (w *Worker) handle(ctx context.Context, d *bus.Delivery) bus.Disposition {

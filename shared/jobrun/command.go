@@ -1,0 +1,70 @@
+package jobrun
+
+import (
+	"context"
+	"fmt"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+
+	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/config"
+)
+
+// Serve listens for cancellation announcements and pulls jobs with h until
+// ctx ends, then drains (see bus.Pull). Workers and gate runners both run
+// through it.
+func Serve(ctx context.Context, deps Deps, cancels *Cancels, opts bus.PullOptions, h bus.Handler) error {
+	sub, err := cancels.Watch(deps.Bus.NC)
+	if err != nil {
+		return fmt.Errorf("watch cancellations: %w", err)
+	}
+	defer sub.Unsubscribe() //nolint:errcheck // the connection closes next
+	opts.Log = deps.Log
+	deps.Log.Info("pulling jobs", "kind", opts.Kind, "pools", strings.Join(opts.Pools, ","),
+		"concurrency", opts.Concurrency, "host", deps.Host, "sandbox", deps.Sandbox.Name())
+	err = deps.Bus.Pull(ctx, opts, h)
+	deps.Log.Info("stopped pulling jobs", "kind", opts.Kind)
+	return err
+}
+
+// RunFunc runs a runner binary's work with its dependencies and settings.
+type RunFunc func(ctx context.Context, deps Deps, v *viper.Viper) error
+
+// Command builds a runner binary's root command: the shared flags, the
+// settings loaded flags > SUPERVISOR_* env > --config file > defaults, a
+// logger, NATS and the state store, and a context that SIGINT or SIGTERM
+// cancels so the runner drains.
+func Command(name, short, long string, run RunFunc) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:          name,
+		Short:        short,
+		Long:         long,
+		SilenceUsage: true,
+		Args:         cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			v, err := config.Load(cmd)
+			if err != nil {
+				return err
+			}
+			log, err := config.Logger(v, name)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			deps, closeDeps, err := Setup(ctx, SettingsFrom(v, log), "supervisor-"+name)
+			if err != nil {
+				return err
+			}
+			defer closeDeps()
+			return run(ctx, deps, v)
+		},
+	}
+	config.AddConfigFlag(cmd.Flags())
+	AddRunnerFlags(cmd.Flags())
+	return cmd
+}
