@@ -119,6 +119,11 @@ func (e *Engine) Run(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = svc.Stop() }()
+	// Make sure the server has the API's subscriptions before announcing
+	// readiness, so a request sent right after Ready finds a responder.
+	if err := e.bus.NC.FlushTimeout(10 * time.Second); err != nil {
+		return fmt.Errorf("engine: flush API subscriptions: %w", err)
+	}
 
 	errs := make(chan error, 2)
 	go func() { errs <- e.consumeReports(leaderCtx) }()

@@ -1,0 +1,339 @@
+// Package bench measures Supervisor against raw JetStream in one process
+// and one run, like `river bench` does for River: first the bus alone (an
+// embedded NATS with a file-store work-queue stream, consumed the fastest
+// reasonable way, the way the runners consume jobs, and one message at a
+// time), then the full path of no-op nodes through an in-process fleet
+// (coordinator, worker and gate runner on an embedded NATS), and reports
+// each scenario's throughput and latency with its ratio to the raw figures,
+// plus the memory the whole process allocated per message or node.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Scenario names, in the order they run.
+const (
+	// ScenarioRaw is the baseline: a burst of messages published
+	// asynchronously and consumed with a batched pull consumer (Consume),
+	// acked without waiting for the server's confirmation.
+	ScenarioRaw = "raw"
+	// ScenarioRawFetch1 is the same burst consumed the way workers and gate
+	// runners consume jobs: bus.Pull, one Fetch(1) per free slot, a
+	// heartbeat goroutine per job and a double (confirmed) ack.
+	ScenarioRawFetch1 = "raw-fetch1"
+	// ScenarioRawSerial sends one message at a time, published like the
+	// coordinator publishes a job (synchronously, with a de-duplication id)
+	// to an idle consumer waiting in Fetch(1): the unloaded latency of the
+	// bus, which the chain scenario is compared against.
+	ScenarioRawSerial = "raw-serial"
+	// ScenarioNodes runs workflows of independent no-op tasks, no gates.
+	ScenarioNodes = "nodes"
+	// ScenarioGated runs the same with one no-op gate per task.
+	ScenarioGated = "gated"
+	// ScenarioChain runs a chain of no-op tasks, each depending on the
+	// previous one, so only one node is ever in flight: the unloaded
+	// ready→started latency of the full path.
+	ScenarioChain = "chain"
+)
+
+// Scenarios lists every scenario in the order they run.
+var Scenarios = []string{ScenarioRaw, ScenarioRawFetch1, ScenarioRawSerial, ScenarioNodes, ScenarioGated, ScenarioChain}
+
+// latencyReference is the scenario each scenario's p50 is compared with:
+// bursts with the raw burst, one-at-a-time runs with the raw serial run.
+var latencyReference = map[string]string{
+	ScenarioRaw:       ScenarioRaw,
+	ScenarioRawFetch1: ScenarioRaw,
+	ScenarioRawSerial: ScenarioRawSerial,
+	ScenarioNodes:     ScenarioRaw,
+	ScenarioGated:     ScenarioRaw,
+	ScenarioChain:     ScenarioRawSerial,
+}
+
+// MaxSerialMessages caps the raw serial scenario's messages.
+const MaxSerialMessages = 1000
+
+// MaxTasksPerWorkflow is the most tasks one submitted workflow holds (the
+// workflow schema's limit); more nodes are split over several workflows.
+const MaxTasksPerWorkflow = 500
+
+// Fleet is a running in-process fleet: NATS, coordinator, worker and gate
+// runner.
+type Fleet interface {
+	// URL is the client URL of the fleet's NATS.
+	URL() string
+	// Close stops the fleet.
+	Close() error
+}
+
+// FleetOptions configures the fleet of the full-path scenarios.
+type FleetOptions struct {
+	// DataDir is a fresh directory for the fleet's JetStream files,
+	// mirrors and workspaces.
+	DataDir string
+	// Concurrency is both the worker's and the gate runner's.
+	Concurrency int
+}
+
+// FleetStarter starts a fleet (the CLI passes its embedded default).
+type FleetStarter func(ctx context.Context, o FleetOptions) (Fleet, error)
+
+// Config is what to measure.
+type Config struct {
+	// Nodes is the number of tasks of the nodes and gated scenarios.
+	Nodes int
+	// ChainNodes is the length of the chain scenario (at most 500).
+	ChainNodes int
+	// RawMessages is the number of messages of the raw burst scenarios;
+	// the serial one sends at most MaxSerialMessages of them.
+	RawMessages int
+	// PayloadBytes is the raw messages' size (at least 8: the timestamp).
+	PayloadBytes int
+	// Concurrency is the runners' concurrency, and the slots of raw-fetch1.
+	Concurrency int
+	// Scenarios to run (nil: all), by name.
+	Scenarios []string
+	// WorkDir holds every file of the run; "" means a temporary directory
+	// removed afterwards.
+	WorkDir string
+	// StartFleet starts the fleet of the full-path scenarios.
+	StartFleet FleetStarter
+	// MaxWait bounds each scenario (default 10 minutes).
+	MaxWait time.Duration
+	// Progress receives one line per step (nil: discarded).
+	Progress io.Writer
+	// Log is the bench's own NATS clients' logger (nil: discarded).
+	Log *slog.Logger
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	var errs []error
+	want := c.selected()
+	for _, s := range c.Scenarios {
+		if !slices.Contains(Scenarios, s) {
+			errs = append(errs, fmt.Errorf("unknown scenario %q (known: %s)", s, strings.Join(Scenarios, ", ")))
+		}
+	}
+	if len(c.Scenarios) > 0 && len(want) == 0 {
+		errs = append(errs, errors.New("no scenario selected"))
+	}
+	raw := want[ScenarioRaw] || want[ScenarioRawFetch1] || want[ScenarioRawSerial]
+	if raw && c.RawMessages < 1 {
+		errs = append(errs, fmt.Errorf("raw messages must be at least 1, got %d", c.RawMessages))
+	}
+	if raw && c.PayloadBytes < 8 {
+		errs = append(errs, fmt.Errorf("payload must be at least 8 bytes (the timestamp), got %d", c.PayloadBytes))
+	}
+	if (want[ScenarioNodes] || want[ScenarioGated]) && c.Nodes < 1 {
+		errs = append(errs, fmt.Errorf("nodes must be at least 1, got %d", c.Nodes))
+	}
+	if want[ScenarioChain] && (c.ChainNodes < 1 || c.ChainNodes > MaxTasksPerWorkflow) {
+		errs = append(errs, fmt.Errorf("chain nodes must be between 1 and %d, got %d", MaxTasksPerWorkflow, c.ChainNodes))
+	}
+	if c.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("concurrency must be at least 1, got %d", c.Concurrency))
+	}
+	if (want[ScenarioNodes] || want[ScenarioGated] || want[ScenarioChain]) && c.StartFleet == nil {
+		errs = append(errs, errors.New("full-path scenarios need a fleet starter"))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) selected() map[string]bool {
+	want := map[string]bool{}
+	if len(c.Scenarios) == 0 {
+		for _, s := range Scenarios {
+			want[s] = true
+		}
+		return want
+	}
+	for _, s := range c.Scenarios {
+		if slices.Contains(Scenarios, s) {
+			want[s] = true
+		}
+	}
+	return want
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	GoVersion    string    `json:"go_version"`
+	OS           string    `json:"os"`
+	Arch         string    `json:"arch"`
+	NumCPU       int       `json:"num_cpu"`
+	GOMAXPROCS   int       `json:"gomaxprocs"`
+	StartedAt    time.Time `json:"started_at"`
+	TotalSeconds float64   `json:"total_seconds"`
+	Nodes        int       `json:"nodes"`
+	ChainNodes   int       `json:"chain_nodes"`
+	RawMessages  int       `json:"raw_messages"`
+	PayloadBytes int       `json:"payload_bytes"`
+	Concurrency  int       `json:"concurrency"`
+	// Baseline is the scenario throughput ratios are relative to.
+	Baseline string   `json:"baseline"`
+	Results  []Result `json:"results"`
+}
+
+// Result is one scenario's figures.
+type Result struct {
+	Scenario    string `json:"scenario"`
+	Description string `json:"description"`
+	// Unit is what Count counts: "msg" or "node".
+	Unit  string `json:"unit"`
+	Count int    `json:"count"`
+	// Workflows is how many workflows the nodes were submitted in.
+	Workflows   int     `json:"workflows,omitempty"`
+	WallSeconds float64 `json:"wall_seconds"`
+	// Throughput is Count per second of WallSeconds.
+	Throughput float64 `json:"throughput_per_s"`
+	// Latency names what P50 and P99 measure.
+	Latency          string  `json:"latency"`
+	LatencyP50Micros float64 `json:"latency_p50_us"`
+	LatencyP99Micros float64 `json:"latency_p99_us"`
+	// ThroughputRatio is Throughput over the baseline's (0: baseline not run).
+	ThroughputRatio float64 `json:"throughput_ratio,omitempty"`
+	// LatencyRatio is LatencyP50 over LatencyReference's (0: not run).
+	LatencyRatio     float64 `json:"latency_ratio,omitempty"`
+	LatencyReference string  `json:"latency_reference,omitempty"`
+	// Full-path scenarios, from the event log's timestamps (the
+	// coordinator's clock, taken as it folds each report): node ready →
+	// node finished (turnaround); gate dispatched → gate started; node
+	// started → agent done (run: workspace, agent, diff, log upload, the
+	// result report); agent done → node finished (settle: gates and
+	// integration).
+	TurnaroundP50Micros  float64 `json:"turnaround_p50_us,omitempty"`
+	TurnaroundP99Micros  float64 `json:"turnaround_p99_us,omitempty"`
+	GateLatencyP50Micros float64 `json:"gate_latency_p50_us,omitempty"`
+	GateLatencyP99Micros float64 `json:"gate_latency_p99_us,omitempty"`
+	RunP50Micros         float64 `json:"run_p50_us,omitempty"`
+	RunP99Micros         float64 `json:"run_p99_us,omitempty"`
+	SettleP50Micros      float64 `json:"settle_p50_us,omitempty"`
+	SettleP99Micros      float64 `json:"settle_p99_us,omitempty"`
+	Memory               Memory  `json:"memory"`
+}
+
+// Memory is what the whole process (NATS server, coordinator, runners and
+// the bench's own clients alike) allocated, and the CPU time it and its
+// child processes (git, agents, gates) used, during a scenario's measured
+// part.
+type Memory struct {
+	TotalAllocBytes uint64  `json:"total_alloc_bytes"`
+	Mallocs         uint64  `json:"mallocs"`
+	AllocBytesPerOp float64 `json:"alloc_bytes_per_op"`
+	AllocsPerOp     float64 `json:"allocs_per_op"`
+	// HeapDeltaBytes is the live heap after a GC at the end minus that at
+	// the start: what the scenario left behind (the fleet's state).
+	HeapDeltaBytes int64 `json:"heap_delta_bytes"`
+	// CPUSeconds is user plus system time of the process and of the child
+	// processes it waited for (0 where not measured). Unlike throughput it
+	// barely moves when other work shares the machine.
+	CPUSeconds float64 `json:"cpu_seconds"`
+	// ChildCPUSeconds is the child processes' part of CPUSeconds.
+	ChildCPUSeconds float64 `json:"child_cpu_seconds"`
+	CPUPerOpMicros  float64 `json:"cpu_per_op_us"`
+}
+
+// Run runs the selected scenarios and returns their figures.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = 10 * time.Minute
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	dir := cfg.WorkDir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "supervisor-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	} else {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(abs, 0o755); err != nil {
+			return nil, err
+		}
+		dir = abs
+	}
+	r := &runner{cfg: cfg, dir: dir, epoch: time.Now()}
+	rep := &Report{
+		GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
+		NumCPU: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), StartedAt: time.Now().UTC(),
+		Nodes: cfg.Nodes, ChainNodes: cfg.ChainNodes, RawMessages: cfg.RawMessages,
+		PayloadBytes: cfg.PayloadBytes, Concurrency: cfg.Concurrency, Baseline: ScenarioRaw,
+	}
+	want := cfg.selected()
+	started := time.Now()
+
+	if want[ScenarioRaw] || want[ScenarioRawFetch1] || want[ScenarioRawSerial] {
+		res, err := r.runRaw(ctx, want)
+		if err != nil {
+			return nil, err
+		}
+		rep.Results = append(rep.Results, res...)
+	}
+	if want[ScenarioNodes] || want[ScenarioGated] || want[ScenarioChain] {
+		res, err := r.runFull(ctx, want)
+		if err != nil {
+			return nil, err
+		}
+		rep.Results = append(rep.Results, res...)
+	}
+	rep.TotalSeconds = time.Since(started).Seconds()
+	computeRatios(rep)
+	return rep, nil
+}
+
+// computeRatios fills in each result's ratios to its references.
+func computeRatios(rep *Report) {
+	byName := map[string]*Result{}
+	for i := range rep.Results {
+		byName[rep.Results[i].Scenario] = &rep.Results[i]
+	}
+	base := byName[rep.Baseline]
+	for i := range rep.Results {
+		res := &rep.Results[i]
+		if base != nil && base.Throughput > 0 {
+			res.ThroughputRatio = res.Throughput / base.Throughput
+		}
+		res.LatencyReference = latencyReference[res.Scenario]
+		if ref := byName[res.LatencyReference]; ref != nil && ref.LatencyP50Micros > 0 {
+			res.LatencyRatio = res.LatencyP50Micros / ref.LatencyP50Micros
+		}
+	}
+}
+
+// runner carries the state of one run.
+type runner struct {
+	cfg Config
+	dir string
+	// epoch is the monotonic origin of the timestamps in raw payloads.
+	epoch time.Time
+	repo  *benchRepo
+}
+
+func (r *runner) progress(format string, args ...any) {
+	fmt.Fprintf(r.cfg.Progress, "bench: "+format+"\n", args...)
+}

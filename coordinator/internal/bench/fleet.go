@@ -1,0 +1,492 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/api"
+	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
+	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/workspace"
+)
+
+// NoopCommand is the agent and gate command of the full-path scenarios:
+// coreutils' true, on the sandbox's base PATH.
+var NoopCommand = []string{"true"}
+
+// submitTimeout bounds one submit request (the coordinator publishes the
+// workflow's ready nodes before it answers).
+const submitTimeout = 2 * time.Minute
+
+// benchRepo is the tiny git repository the workflows work on.
+type benchRepo struct {
+	path string
+	ref  protocol.RepoRef
+	// bundle is the base commit's bundle, uploaded to each fleet.
+	bundle string
+}
+
+// prepareRepo creates the repository and its bundle once per run.
+func (r *runner) prepareRepo(ctx context.Context) (*benchRepo, error) {
+	if r.repo != nil {
+		return r.repo, nil
+	}
+	path := filepath.Join(r.dir, "repo")
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(path, "README.md"), []byte("# bench\n\nThe repository `coordinator bench` works on.\n"), 0o644); err != nil {
+		return nil, err
+	}
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main"},
+		{"add", "-A"},
+		{"-c", "user.name=Bench", "-c", "user.email=bench@example.com", "-c", "commit.gpgsign=false", "commit", "-q", "-m", "bench: base"},
+	} {
+		cmd := exec.CommandContext(ctx, "git", args...)
+		cmd.Dir = path
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	commit, err := workspace.ResolveCommit(ctx, path, "HEAD")
+	if err != nil {
+		return nil, err
+	}
+	id, err := workspace.RepoID(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	bundle := filepath.Join(r.dir, "base.bundle")
+	if err := workspace.CreateBundle(ctx, path, commit, bundle); err != nil {
+		return nil, err
+	}
+	r.repo = &benchRepo{path: path, bundle: bundle,
+		ref: protocol.RepoRef{ID: id, BaseCommit: commit, Bundle: fmt.Sprintf("%s/%s.bundle", id, commit)}}
+	return r.repo, nil
+}
+
+// uploadBundle puts the base bundle in the fleet's object store, as
+// `coordinator submit` does, unless it is there already.
+func uploadBundle(ctx context.Context, b *bus.Bus, repo *benchRepo) error {
+	if _, err := b.Bundles.GetInfo(ctx, repo.ref.Bundle); err == nil {
+		return nil
+	} else if !errors.Is(err, jetstream.ErrObjectNotFound) {
+		return fmt.Errorf("look up bundle %s: %w", repo.ref.Bundle, err)
+	}
+	f, err := os.Open(repo.bundle)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := b.Bundles.Put(ctx, jetstream.ObjectMeta{Name: repo.ref.Bundle}, f); err != nil {
+		return fmt.Errorf("upload bundle %s: %w", repo.ref.Bundle, err)
+	}
+	return nil
+}
+
+// workflowYAML writes a workflow of no-op tasks: independent, or each
+// depending on the previous one (chain), with one no-op gate each (gated).
+func workflowYAML(name string, tasks int, chain, gated bool) []byte {
+	var b strings.Builder
+	cmd := `["` + strings.Join(NoopCommand, `", "`) + `"]`
+	fmt.Fprintf(&b, "name: %s\ndefaults:\n  agent:\n    command: %s\n  timeout: 1m\n", name, cmd)
+	if gated {
+		fmt.Fprintf(&b, "gates:\n  - name: ok\n    command: %s\n    timeout: 1m\n", cmd)
+	}
+	b.WriteString("tasks:\n")
+	for i := 0; i < tasks; i++ {
+		fmt.Fprintf(&b, "  - id: t%04d\n    prompt: no-op\n", i)
+		if chain && i > 0 {
+			fmt.Fprintf(&b, "    depends_on: [t%04d]\n", i-1)
+		}
+	}
+	return []byte(b.String())
+}
+
+// split divides n tasks into the fewest workflows the schema allows, of
+// near-equal sizes.
+func split(n int) []int {
+	parts := (n + MaxTasksPerWorkflow - 1) / MaxTasksPerWorkflow
+	sizes := make([]int, parts)
+	for i := range sizes {
+		sizes[i] = n / parts
+		if i < n%parts {
+			sizes[i]++
+		}
+	}
+	return sizes
+}
+
+type workflowFile struct {
+	name string
+	yaml []byte
+}
+
+// fleetSession is a running fleet with the bench's client attached.
+type fleetSession struct {
+	client  *api.Client
+	repo    *benchRepo
+	watcher *watcher
+}
+
+// runFull runs the selected full-path scenarios on one fleet, as a
+// long-running `coordinator dev` would serve them: first a warm-up
+// workflow of one gated task (so the mirrors exist on every host), then
+// each scenario's workflows, submitted through the API like `coordinator
+// submit` does and followed on the event log until each finishes.
+func (r *runner) runFull(ctx context.Context, want map[string]bool) ([]Result, error) {
+	repo, err := r.prepareRepo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.progress("fleet: starting (worker and gate runner concurrency %d)", r.cfg.Concurrency)
+	fleet, err := r.cfg.StartFleet(ctx, FleetOptions{DataDir: filepath.Join(r.dir, "fleet"), Concurrency: r.cfg.Concurrency})
+	if err != nil {
+		return nil, fmt.Errorf("start fleet: %w", err)
+	}
+	defer func() {
+		r.progress("fleet: stopping")
+		if cerr := fleet.Close(); cerr != nil {
+			r.progress("fleet: shut down with errors: %v", cerr)
+		}
+	}()
+	nc, err := bus.Connect(ctx, fleet.URL(), "supervisor-bench", r.cfg.Log)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	b, err := bus.Attach(ctx, nc, r.cfg.Log)
+	if err != nil {
+		return nil, err
+	}
+	if err := uploadBundle(ctx, b, repo); err != nil {
+		return nil, err
+	}
+	w, err := watchEvents(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	defer w.close()
+	fs := &fleetSession{client: &api.Client{NC: nc}, repo: repo, watcher: w}
+
+	wctx, cancel := context.WithTimeout(ctx, r.cfg.MaxWait)
+	defer cancel()
+	if err := waitAPI(wctx, fs.client); err != nil {
+		return nil, err
+	}
+	warm, err := submit(wctx, fs.client, repo, "bench-warmup.yaml", workflowYAML("bench-warmup", 1, false, true))
+	if err == nil {
+		_, err = w.wait(wctx, []string{warm})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("warm-up: %w", err)
+	}
+
+	var out []Result
+	for _, s := range []string{ScenarioNodes, ScenarioGated, ScenarioChain} {
+		if !want[s] {
+			continue
+		}
+		res, err := r.runScenario(ctx, fs, s)
+		if err != nil {
+			return nil, fmt.Errorf("scenario %s: %w", s, err)
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+// runScenario submits one full-path scenario's workflows and measures
+// them from the first submit to the last workflow.finished.
+func (r *runner) runScenario(ctx context.Context, fs *fleetSession, scenario string) (Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.MaxWait)
+	defer cancel()
+	gated, chain := scenario == ScenarioGated, scenario == ScenarioChain
+	var files []workflowFile
+	count := 0
+	if chain {
+		count = r.cfg.ChainNodes
+		files = append(files, workflowFile{"bench-chain.yaml", workflowYAML("bench-chain", count, true, false)})
+	} else {
+		count = r.cfg.Nodes
+		for i, size := range split(count) {
+			name := fmt.Sprintf("bench-%s-%d", scenario, i+1)
+			files = append(files, workflowFile{name + ".yaml", workflowYAML(name, size, false, gated)})
+		}
+	}
+	// Validate locally first, as the CLI does, outside the measurement.
+	for _, f := range files {
+		if _, err := workflow.Parse(f.name, f.yaml); err != nil {
+			return Result{}, fmt.Errorf("generated workflow %s: %w", f.name, err)
+		}
+	}
+
+	r.progress("%s: %d nodes in %d workflow(s)", scenario, count, len(files))
+	mem := startMem()
+	start := time.Now()
+	ids := make([]string, 0, len(files))
+	for _, f := range files {
+		id, err := submit(ctx, fs.client, fs.repo, f.name, f.yaml)
+		if err != nil {
+			return Result{}, err
+		}
+		ids = append(ids, id)
+	}
+	end, err := fs.watcher.wait(ctx, ids)
+	if err != nil {
+		return Result{}, err
+	}
+	wall := end.Sub(start)
+	memory := mem.stop(count)
+	st := fs.watcher.collect(ids)
+	if st.succeeded != count {
+		return Result{}, fmt.Errorf("%d of %d nodes succeeded", st.succeeded, count)
+	}
+	r.progress("%s: %d nodes in %.2fs", scenario, count, wall.Seconds())
+
+	res := Result{
+		Scenario: scenario, Unit: "node", Count: count, Workflows: len(ids),
+		WallSeconds: wall.Seconds(), Throughput: float64(count) / wall.Seconds(),
+		Latency: "ready→started", Memory: memory,
+	}
+	res.LatencyP50Micros, res.LatencyP99Micros = quantiles(st.nodeLatency)
+	res.TurnaroundP50Micros, res.TurnaroundP99Micros = quantiles(st.turnaround)
+	res.GateLatencyP50Micros, res.GateLatencyP99Micros = quantiles(st.gateLatency)
+	res.RunP50Micros, res.RunP99Micros = quantiles(st.run)
+	res.SettleP50Micros, res.SettleP99Micros = quantiles(st.settle)
+	noop := strings.Join(NoopCommand, " ")
+	switch scenario {
+	case ScenarioNodes:
+		res.Description = fmt.Sprintf("independent no-op tasks (agent `%s`), no gates; %d agent slots", noop, r.cfg.Concurrency)
+	case ScenarioGated:
+		res.Description = fmt.Sprintf("independent no-op tasks, one no-op gate (`%s`) each; %d agent and %d gate slots", noop, r.cfg.Concurrency, r.cfg.Concurrency)
+	case ScenarioChain:
+		res.Description = "no-op tasks in a chain, each depending on the previous: one node in flight at a time"
+		res.Latency = "ready→started, unloaded"
+	}
+	return res, nil
+}
+
+// waitAPI waits until the coordinator's API answers. The fleet reports
+// ready once the engine has subscribed its endpoints, but the subscriptions
+// may not have reached the server yet: a request sent then finds no
+// responders.
+func waitAPI(ctx context.Context, client *api.Client) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := client.List(rctx)
+		cancel()
+		if err == nil || !errors.Is(err, nats.ErrNoResponders) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// submit submits one workflow through the coordinator's API.
+func submit(ctx context.Context, client *api.Client, repo *benchRepo, file string, yaml []byte) (string, error) {
+	rctx, cancel := context.WithTimeout(ctx, submitTimeout)
+	defer cancel()
+	resp, err := client.Submit(rctx, api.SubmitRequest{Filename: file, YAML: string(yaml), Repo: repo.ref, RepoPath: repo.path})
+	if err != nil {
+		return "", fmt.Errorf("submit %s: %w", file, err)
+	}
+	return resp.WorkflowID, nil
+}
+
+// watcher follows the event log and keeps what the figures need.
+type watcher struct {
+	it      jetstream.MessagesContext
+	done    chan struct{}
+	changed chan struct{}
+
+	mu  sync.Mutex
+	wfs map[string]*wfEvents
+}
+
+// wfEvents is what the event log said about one workflow.
+type wfEvents struct {
+	ready       map[string]time.Time
+	started     map[string]time.Time
+	agentDone   map[string]time.Time
+	nodeLatency []time.Duration
+	gateLatency []time.Duration
+	turnaround  []time.Duration
+	run         []time.Duration
+	settle      []time.Duration
+	succeeded   int
+	failure     string
+	finished    bool
+	status      protocol.WorkflowStatus
+	reason      string
+	finishedAt  time.Time
+}
+
+// watchEvents follows every workflow's events from the start of the log.
+func watchEvents(ctx context.Context, b *bus.Bus) (*watcher, error) {
+	cons, err := b.JS.OrderedConsumer(ctx, protocol.StreamEvents, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{protocol.SubjectEvents},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("follow events: %w", err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, fmt.Errorf("follow events: %w", err)
+	}
+	w := &watcher{it: it, done: make(chan struct{}), changed: make(chan struct{}, 1), wfs: map[string]*wfEvents{}}
+	go func() {
+		defer close(w.done)
+		for {
+			msg, err := it.Next()
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return
+			}
+			if err != nil {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			var ev protocol.Event
+			if err := protocol.Decode(msg.Data(), &ev); err == nil {
+				w.apply(&ev)
+			}
+		}
+	}()
+	return w, nil
+}
+
+func (w *watcher) close() {
+	w.it.Stop()
+	<-w.done
+}
+
+func (w *watcher) apply(ev *protocol.Event) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wf := w.wfs[ev.WorkflowID]
+	if wf == nil {
+		wf = &wfEvents{ready: map[string]time.Time{}, started: map[string]time.Time{}, agentDone: map[string]time.Time{}}
+		w.wfs[ev.WorkflowID] = wf
+	}
+	switch ev.Type {
+	case protocol.EvNodeReady:
+		wf.ready[ev.NodeID] = ev.Time
+	case protocol.EvNodeStarted:
+		wf.nodeLatency = append(wf.nodeLatency, time.Duration(ev.LatencyMicros)*time.Microsecond)
+		wf.started[ev.NodeID] = ev.Time
+	case protocol.EvNodeAgentDone:
+		wf.agentDone[ev.NodeID] = ev.Time
+	case protocol.EvGateStarted:
+		wf.gateLatency = append(wf.gateLatency, time.Duration(ev.LatencyMicros)*time.Microsecond)
+	case protocol.EvNodeFinished:
+		if ev.NodeStatus == protocol.NodeSucceeded {
+			wf.succeeded++
+		} else if wf.failure == "" {
+			wf.failure = fmt.Sprintf("node %s %s: %s", ev.NodeID, ev.NodeStatus, ev.Reason)
+		}
+		if t, ok := wf.ready[ev.NodeID]; ok {
+			wf.turnaround = append(wf.turnaround, ev.Time.Sub(t))
+		}
+		done, ok := wf.agentDone[ev.NodeID]
+		if t, started := wf.started[ev.NodeID]; ok && started {
+			wf.run = append(wf.run, done.Sub(t))
+		}
+		if ok {
+			wf.settle = append(wf.settle, ev.Time.Sub(done))
+		}
+	case protocol.EvWorkflowFinished:
+		wf.finished, wf.status, wf.reason, wf.finishedAt = true, ev.WorkflowStatus, ev.Reason, ev.Time
+		select {
+		case w.changed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// wait blocks until every workflow of ids has finished and returns when
+// the last one did (the coordinator's timestamp of workflow.finished). A
+// workflow that did not succeed is an error.
+func (w *watcher) wait(ctx context.Context, ids []string) (time.Time, error) {
+	for {
+		var last time.Time
+		finished, nodes := 0, 0
+		var failed error
+		w.mu.Lock()
+		for _, id := range ids {
+			wf := w.wfs[id]
+			if wf == nil {
+				continue
+			}
+			nodes += wf.succeeded
+			if !wf.finished {
+				continue
+			}
+			finished++
+			if wf.status != protocol.WorkflowSucceeded && failed == nil {
+				failed = fmt.Errorf("workflow %s %s: %s (first failure: %s)", id, wf.status, wf.reason, wf.failure)
+			}
+			if wf.finishedAt.After(last) {
+				last = wf.finishedAt
+			}
+		}
+		w.mu.Unlock()
+		if failed != nil {
+			return time.Time{}, failed
+		}
+		if finished == len(ids) {
+			return last, nil
+		}
+		select {
+		case <-w.changed:
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("%d of %d workflows finished (%d nodes succeeded) before %w", finished, len(ids), nodes, ctx.Err())
+		}
+	}
+}
+
+// stats is what a set of workflows' events add up to.
+type stats struct {
+	succeeded   int
+	nodeLatency []time.Duration
+	gateLatency []time.Duration
+	turnaround  []time.Duration
+	run         []time.Duration
+	settle      []time.Duration
+}
+
+func (w *watcher) collect(ids []string) stats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var st stats
+	for _, id := range ids {
+		wf := w.wfs[id]
+		if wf == nil {
+			continue
+		}
+		st.succeeded += wf.succeeded
+		st.nodeLatency = append(st.nodeLatency, wf.nodeLatency...)
+		st.gateLatency = append(st.gateLatency, wf.gateLatency...)
+		st.turnaround = append(st.turnaround, wf.turnaround...)
+		st.run = append(st.run, wf.run...)
+		st.settle = append(st.settle, wf.settle...)
+	}
+	return st
+}

@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/bench"
+)
+
+func newBench() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure no-op nodes' throughput and latency against raw JetStream, in one run",
+		Long: `bench measures, in this one process and one run, what Supervisor costs on top of
+its message bus. First the bus alone, on an embedded NATS with a file-store
+work-queue stream: a burst of small messages published asynchronously and
+consumed with a batched pull consumer (raw, the baseline); the same burst
+consumed the way workers and gate runners consume jobs, one Fetch(1) per free
+slot with confirmed acks (raw-fetch1); and one message at a time to an idle
+consumer (raw-serial). Then the full path, each on a fresh in-process fleet
+(embedded NATS, coordinator, worker, gate runner): workflows of independent
+no-op tasks whose agent is 'true' (nodes), the same with one 'true' gate per
+task (gated), and a chain of no-op tasks (chain). Workflows are submitted
+through the API with a bundle of a tiny git repository, as 'submit' does.
+
+It prints each scenario's count, throughput, p50/p99 latency (publish→consume
+for raw messages, ready→started for nodes) and their ratios to the raw
+figures, and what the process allocated per message or node. -o json prints
+the same as JSON. Never compare figures from different machines.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			e, err := load(cmd, "bench")
+			if err != nil {
+				return err
+			}
+			format := e.v.GetString("output")
+			if format != "table" && format != "json" {
+				return exitf(ExitUsage, "-o %q: want table or json", format)
+			}
+			var scenarios []string
+			for _, s := range e.v.GetStringSlice("scenarios") {
+				for _, part := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
+					scenarios = append(scenarios, part)
+				}
+			}
+			fleetLog := e.log
+			if !e.v.GetBool("verbose") {
+				fleetLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+			}
+			cfg := bench.Config{
+				Nodes: e.v.GetInt("nodes"), ChainNodes: e.v.GetInt("chain"), RawMessages: e.v.GetInt("raw-messages"),
+				PayloadBytes: e.v.GetInt("payload"), Concurrency: e.v.GetInt("concurrency"), Scenarios: scenarios,
+				WorkDir: e.v.GetString("dir"), MaxWait: e.v.GetDuration("max-wait"),
+				StartFleet: BenchFleet(fleetLog), Progress: cmd.ErrOrStderr(),
+			}
+			if err := cfg.Validate(); err != nil {
+				return &ExitError{Code: ExitUsage, Err: err}
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			rep, err := bench.Run(ctx, cfg)
+			if err != nil {
+				return &ExitError{Code: ExitFault, Err: err}
+			}
+			if format == "json" {
+				return writeJSON(e.out, rep)
+			}
+			bench.PrintTable(e.out, rep)
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.Int("nodes", 200, "no-op tasks in the nodes and gated scenarios (split into workflows of at most 500)")
+	fs.Int("chain", 20, "tasks in the chain scenario (at most 500)")
+	fs.Int("raw-messages", 20000, "messages in the raw burst scenarios (raw-serial sends at most 1000)")
+	fs.Int("payload", 64, "size of a raw message in bytes (at least 8)")
+	fs.Int("concurrency", 4, "worker and gate runner concurrency, and raw-fetch1's slots")
+	fs.StringSlice("scenarios", nil, "scenarios to run (default all): "+strings.Join(bench.Scenarios, ","))
+	fs.StringP("output", "o", "table", "output format: table or json")
+	fs.String("dir", "", "work directory, kept afterwards (default: a temporary directory, removed)")
+	fs.Duration("max-wait", 0, "give up on a scenario after this long (default 10m)")
+	fs.Bool("verbose", false, "show the fleet's logs")
+	return cmd
+}
+
+// BenchFleet starts the embedded default as the bench's fleet: NATS on a
+// free port, coordinator, worker and gate runner, with the sandbox's
+// default PATH (where `true` lives).
+func BenchFleet(log *slog.Logger) bench.FleetStarter {
+	return func(ctx context.Context, o bench.FleetOptions) (bench.Fleet, error) {
+		st, err := startStack(ctx, stackOptions{
+			DataDir: o.DataDir, Listen: "127.0.0.1:0",
+			WorkerConcurrency: o.Concurrency, GateConcurrency: o.Concurrency, Log: log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
+	}
+}
