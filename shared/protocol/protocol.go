@@ -193,7 +193,32 @@ type GateResult struct {
 	Error      string    `json:"error,omitempty"`
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at"`
+
+	// Output is the combined output (stdout, then stderr), secrets
+	// redacted, keeping its last OutputMaxChars characters (spec OT-01).
+	Output string `json:"output,omitempty"`
+	// DurationMillis is how long the gate ran (0 for cache hits and skips).
+	DurationMillis int64 `json:"duration_ms,omitempty"`
+	// TimedOut is true when the gate was killed by its timeout.
+	TimedOut bool `json:"timed_out,omitempty"`
+	// Cached is true when the result came from the gate cache.
+	Cached bool `json:"cached,omitempty"`
+	// CacheKey is the content-addressed key the result is cached under.
+	CacheKey string `json:"cache_key,omitempty"`
+	// CacheDisabled says why caching was off for this run, if it was.
+	CacheDisabled string `json:"cache_disabled,omitempty"`
+	// IntegrityViolation is true when the gate changed the workspace
+	// outside its allowed_writes; it blocks whatever the gate's severity.
+	IntegrityViolation bool `json:"integrity_violation,omitempty"`
+	// Violations lists the offending paths of an integrity violation.
+	Violations []string `json:"violations,omitempty"`
+	// Round numbers the executions of this gate for this attempt: polls
+	// of a pending gate and reruns count up from 1.
+	Round int `json:"round,omitempty"`
 }
+
+// OutputMaxChars caps GateResult.Output (spec OT-01).
+const OutputMaxChars = 10000
 
 // DeadLetter reports a job that exhausted its deliveries without a result.
 type DeadLetter struct {

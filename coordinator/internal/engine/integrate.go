@@ -43,19 +43,19 @@ func newIntegrator(b *bus.Bus, dataDir string, log *slog.Logger) (*integrator, e
 // tip. The patch is always applied on top of the tip recorded in the event
 // log (w.Head), so re-integrating after a crash cannot apply it twice.
 func (in *integrator) apply(ctx context.Context, w *Workflow, n *Node) (string, error) {
-	gitDir, err := in.ws.Mirror(ctx, w.Repo)
-	if err != nil {
-		return "", err
-	}
 	parent := w.Head
 	if parent == "" {
 		parent = w.Repo.BaseCommit
 	}
-	if err := workspace.SetBranch(ctx, gitDir, w.Branch, parent); err != nil {
+	if n.Patch == nil {
+		return parent, nil // nothing to land; deliver sets the branch
+	}
+	gitDir, err := in.ws.Mirror(ctx, w.Repo)
+	if err != nil {
 		return "", err
 	}
-	if n.Patch == nil {
-		return parent, nil
+	if err := workspace.SetBranch(ctx, gitDir, w.Branch, parent); err != nil {
+		return "", err
 	}
 	patch, err := in.bus.Patches.GetBytes(ctx, n.Patch.Object)
 	if err != nil {
