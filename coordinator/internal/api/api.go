@@ -80,7 +80,20 @@ type GateSummary struct {
 	Status   protocol.GateStatus `json:"status,omitempty"`
 	ExitCode *int                `json:"exit_code,omitempty"`
 	Host     string              `json:"host,omitempty"`
-	Log      string              `json:"log,omitempty"`
+	// Log is the full log's object name in the logs bucket.
+	Log string `json:"log,omitempty"`
+	// Attempt is the agent round under test; Round counts this gate's
+	// executions in that attempt (polls and reruns).
+	Attempt        int    `json:"attempt,omitempty"`
+	Round          int    `json:"round,omitempty"`
+	DurationMillis int64  `json:"duration_ms,omitempty"`
+	Cached         bool   `json:"cached,omitempty"`
+	CacheDisabled  string `json:"cache_disabled,omitempty"`
+	// Output is the tail of the gate's output, secrets redacted.
+	Output             string   `json:"output,omitempty"`
+	IntegrityViolation bool     `json:"integrity_violation,omitempty"`
+	Violations         []string `json:"violations,omitempty"`
+	Error              string   `json:"error,omitempty"`
 }
 
 // WorkflowSummary is a workflow as the status and list APIs report it.

@@ -92,7 +92,7 @@ Exit codes: 0 succeeded; 1 error; 2 workflow failed; 3 workflow cancelled;
 	config.AddConfigFlag(root.PersistentFlags())
 	root.PersistentFlags().String("nats", jobrun.DefaultNATSURL, "NATS server URL(s), comma-separated")
 	root.PersistentFlags().Duration("timeout", 30*time.Second, "how long to wait for NATS and the coordinator to answer")
-	root.AddCommand(newServe(), newDev(), newDemo(), newSubmit(), newStatus(), newWatch(), newLogs(), newCancel(), newBench())
+	root.AddCommand(newServe(), newDev(), newDemo(), newSubmit(), newStatus(), newWatch(), newLogs(), newCancel(), newGate(), newBench())
 	return root
 }
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strings"
 	"time"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
@@ -110,11 +111,16 @@ func (w *Workflow) Summary(withNodes bool) api.WorkflowSummary {
 		}
 		for _, g := range n.GateOrder {
 			gr := n.Gates[g]
-			gs := api.GateSummary{Name: g}
+			gs := api.GateSummary{Name: g, Attempt: n.Attempt}
 			if gr != nil {
-				gs.Status, gs.Host = gr.Status, gr.Host
-				if gr.Result != nil {
-					gs.ExitCode, gs.Log = gr.Result.ExitCode, gr.Result.Log
+				gs.Status, gs.Host, gs.Round = gr.Status, gr.Host, gr.Round
+				if r := gr.Result; r != nil {
+					gs.ExitCode, gs.Log, gs.DurationMillis = r.ExitCode, r.Log, r.DurationMillis
+					gs.Cached, gs.CacheDisabled, gs.Output = r.Cached, r.CacheDisabled, r.Output
+					gs.IntegrityViolation, gs.Violations, gs.Error = r.IntegrityViolation, r.Violations, r.Error
+					if gs.Output == "" {
+						gs.Output = strings.TrimSpace(r.Stdout + "\n" + r.Stderr)
+					}
 				}
 			}
 			ns.Gates = append(ns.Gates, gs)

@@ -1,0 +1,77 @@
+package gatecache
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+)
+
+// benchRepo is a generated repository of 10,000 files with 5 uncommitted
+// changes, shared by the benchmarks of one test binary.
+var benchRepo = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "gatecache-bench-")
+	if err != nil {
+		return "", err
+	}
+	benchDir = dir
+	if err := GenerateRepo(dir, 10_000); err != nil {
+		return "", err
+	}
+	return dir, ModifyRepo(dir, 5, "changed")
+})
+
+// benchDir is the generated repository, once made, removed by TestMain.
+var benchDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if benchDir != "" {
+		os.RemoveAll(benchDir)
+	}
+	if hooks, err := emptyHooksDir(); err == nil {
+		os.Remove(hooks)
+	}
+	os.Exit(code)
+}
+
+func benchKey(b *testing.B, fresh bool) {
+	dir, err := benchRepo()
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := baseInput(dir)
+	ctx := context.Background()
+	b.ResetTimer()
+	for b.Loop() {
+		k, err := computeKey(ctx, in, fresh)
+		if err != nil || k.Disabled != "" {
+			b.Fatalf("key: %+v, %v", k, err)
+		}
+	}
+}
+
+// BenchmarkKey computes the cache key of a 10,000-file repository with 5
+// changed files (the index copied, so unchanged files are not re-read).
+func BenchmarkKey(b *testing.B) { benchKey(b, false) }
+
+// BenchmarkKeyFreshIndex is BenchmarkKey with the index read fresh from
+// HEAD, so every file is hashed (the fallback path).
+func BenchmarkKeyFreshIndex(b *testing.B) { benchKey(b, true) }
+
+// BenchmarkGitStatus runs `git status --porcelain` on the same repository,
+// for comparison.
+func BenchmarkGitStatus(b *testing.B) {
+	dir, err := benchRepo()
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := gitCmd{dir: dir}
+	ctx := context.Background()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := g.output(ctx, "status", "--porcelain=v1", "-z"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
