@@ -1,0 +1,715 @@
+package integrity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Defaults for Options.
+const (
+	// DefaultGitTimeout bounds each git invocation, at capture and at check
+	// (WI-07's 10 s; see Options.GitTimeout for why the check does not use
+	// WI-15's 5 s).
+	DefaultGitTimeout = 10 * time.Second
+	// DefaultHashThreshold: every recorded regular file up to this size is
+	// hashed in full (WI-10, BASELINE_CONTENT_HASH_THRESHOLD).
+	DefaultHashThreshold int64 = 100 << 10
+	// DefaultMaxHashSize: tracked files up to this size are hashed too,
+	// streaming (WI-10, BASELINE_GIT_HASH_MAX_SIZE).
+	DefaultMaxHashSize int64 = 1 << 30
+	// DefaultMaxHashBytes caps the bytes one capture hashes in total.
+	DefaultMaxHashBytes int64 = 4 << 30
+)
+
+// maxProtectedEntries caps the walk of .supervisor/.
+const maxProtectedEntries = 10000
+
+// Options configure Capture.
+type Options struct {
+	// AllowedWrites are the gate's allowed_writes, pathglob patterns
+	// relative to the work tree root. A change to a matching path is not a
+	// violation, except below .git/ or .supervisor/ (at any depth), which no
+	// pattern can allow, and except a path that resolves outside the work
+	// tree (WI-22). Listing a skip candidate turns skipping off for it
+	// (WI-05).
+	AllowedWrites []string
+	// GitDir, if set, is the only git directory the work tree's .git may
+	// name besides one inside the work tree (GI-04). If empty, a .git file
+	// must name a git directory inside the work tree or a linked-worktree
+	// git directory registered (by its "gitdir" file) for this work tree.
+	GitDir string
+	// GitTimeout bounds each git invocation (default DefaultGitTimeout).
+	// The check uses it too: a check timing out is a violation (fail safe,
+	// WI-15), so it must not be tighter than the capture that succeeded.
+	GitTimeout time.Duration
+	// HashThreshold: regular files up to this size are hashed in full
+	// (default DefaultHashThreshold). Larger untracked files are compared
+	// by size and mtime only.
+	HashThreshold int64
+	// MaxHashSize: tracked files up to this size are hashed, streaming
+	// (default DefaultMaxHashSize). Larger ones are compared by size and
+	// mtime only, as are top-level files of the git directories.
+	MaxHashSize int64
+	// MaxHashBytes caps the bytes a capture hashes in total (default
+	// DefaultMaxHashBytes); once it is spent, further files are recorded
+	// by size and mtime only. The check re-hashes exactly the files the
+	// capture hashed, so it is bounded by the same amount.
+	MaxHashBytes int64
+	// Git is the git binary (default "git", looked up in PATH).
+	Git string
+}
+
+func (o Options) withDefaults() Options {
+	if o.GitTimeout <= 0 {
+		o.GitTimeout = DefaultGitTimeout
+	}
+	if o.HashThreshold <= 0 {
+		o.HashThreshold = DefaultHashThreshold
+	}
+	if o.MaxHashSize <= 0 {
+		o.MaxHashSize = DefaultMaxHashSize
+	}
+	if o.MaxHashBytes <= 0 {
+		o.MaxHashBytes = DefaultMaxHashBytes
+	}
+	o.AllowedWrites = slices.Clone(o.AllowedWrites)
+	return o
+}
+
+// Kind classifies a violation.
+type Kind string
+
+// Violation kinds.
+const (
+	// KindModified: a recorded path changed (content, size, mode, type, link
+	// target; without a content hash: size or mtime).
+	KindModified Kind = "modified"
+	// KindNew: a path that did not exist at capture, untracked and not
+	// ignored (or tracked by now).
+	KindNew Kind = "new"
+	// KindDeleted: a recorded path no longer exists (WI-19).
+	KindDeleted Kind = "deleted"
+	// KindGit: the .git state changed or is unsafe (GI-04, GI-06); Path
+	// names the entry, as if under .git/.
+	KindGit Kind = "git"
+	// KindUnknown: the work tree could not be examined; the check fails
+	// safe (WI-15).
+	KindUnknown Kind = "unknown"
+)
+
+// Placeholder paths of KindUnknown violations.
+const (
+	// UnknownGitStatusFailed: git status failed after the gate (WI-15).
+	UnknownGitStatusFailed = "<unknown - git status failed>"
+	// UnknownNotRescanned: git was not run after the gate because the
+	// configuration it would read changed (see Baseline.Check).
+	UnknownNotRescanned = "<unknown - .git changed, new files not scanned>"
+	// UnknownGitState: the .git state could not be read after the gate.
+	UnknownGitState = "<unknown - .git state unreadable>"
+	// UnknownProtectedWalk: .supervisor/ has too many entries to examine.
+	UnknownProtectedWalk = "<unknown - .supervisor/ too large to examine>"
+)
+
+// Violation is one unexpected change.
+type Violation struct {
+	// Path is relative to the work tree root, with "/" separators; for
+	// KindGit a path under .git/ (".git" for the .git entry itself), for
+	// KindUnknown one of the Unknown* placeholders.
+	Path string `json:"path"`
+	Kind Kind   `json:"kind"`
+	// Detail explains an unusual case ("resolves outside the workspace",
+	// "content changed with size and mtime unchanged", "unsafe: …"); for
+	// KindGit it is "changed", "created", "removed" or "unsafe: …".
+	Detail string `json:"detail,omitempty"`
+}
+
+// String renders the violation for people: "modified src/a.go",
+// "deleted x", ".git/config changed", "<unknown - git status failed> (…)".
+func (v Violation) String() string {
+	p := displayPath(v.Path)
+	switch v.Kind {
+	case KindGit:
+		d := v.Detail
+		if d == "" {
+			d = "changed"
+		}
+		return p + " " + d
+	case KindUnknown:
+		if v.Detail != "" {
+			return p + " (" + v.Detail + ")"
+		}
+		return p
+	}
+	s := string(v.Kind) + " " + p
+	if v.Detail != "" {
+		s += " (" + v.Detail + ")"
+	}
+	return s
+}
+
+// displayPath quotes a path that holds control characters or invalid UTF-8
+// so a summary stays one line and unambiguous.
+func displayPath(p string) string {
+	if !utf8.ValidString(p) || strings.IndexFunc(p, func(r rune) bool { return unicode.IsControl(r) }) >= 0 {
+		return strconv.Quote(p)
+	}
+	return p
+}
+
+// Report is the outcome of Baseline.Check.
+type Report struct {
+	// Violations, ordered by kind (modified, new, deleted, git, unknown),
+	// then path.
+	Violations []Violation `json:"violations,omitempty"`
+	// Ignored lists ignored paths (as git reports them: a whole ignored
+	// directory ends in "/") that appeared, changed or disappeared during
+	// the gate and match no allowed_writes pattern. They are reported, never
+	// violations: ignored files are outside what the gate's patch and the
+	// integrity check cover (DESIGN decision 7), and a whole ignored
+	// directory is never treated as new files (spec §30 C2). The
+	// comparison is by type, size and mtime; content inside a directory
+	// that was already ignored at capture is not examined.
+	Ignored []string `json:"ignored,omitempty"`
+}
+
+// Clean reports whether there is no violation.
+func (r *Report) Clean() bool { return r == nil || len(r.Violations) == 0 }
+
+// Strings renders each violation (Violation.String), e.g. for
+// protocol.GateResult.Violations.
+func (r *Report) Strings() []string {
+	if r == nil {
+		return nil
+	}
+	out := make([]string, len(r.Violations))
+	for i, v := range r.Violations {
+		out[i] = v.String()
+	}
+	return out
+}
+
+// maxSummary caps the violations a summary spells out.
+const maxSummary = 20
+
+// Summary is one line naming the offending paths, e.g.
+// "integrity violation: modified src/a.go; new x.txt; .git/config changed",
+// or "integrity: clean".
+func (r *Report) Summary() string {
+	var b strings.Builder
+	if r.Clean() {
+		b.WriteString("integrity: clean")
+	} else {
+		b.WriteString("integrity violation: ")
+		for i, v := range r.Violations {
+			if i == maxSummary {
+				fmt.Fprintf(&b, "; … and %d more", len(r.Violations)-maxSummary)
+				break
+			}
+			if i > 0 {
+				b.WriteString("; ")
+			}
+			b.WriteString(v.String())
+		}
+	}
+	if r != nil && len(r.Ignored) > 0 {
+		names := make([]string, 0, min(len(r.Ignored), maxSummary))
+		for i, p := range r.Ignored {
+			if i == maxSummary {
+				names = append(names, fmt.Sprintf("… and %d more", len(r.Ignored)-maxSummary))
+				break
+			}
+			names = append(names, displayPath(p))
+		}
+		b.WriteString(" [ignored paths written, not violations: " + strings.Join(names, ", ") + "]")
+	}
+	return b.String()
+}
+
+var kindOrder = map[Kind]int{KindModified: 0, KindNew: 1, KindDeleted: 2, KindGit: 3, KindUnknown: 4}
+
+func (r *Report) sort() {
+	sort.Slice(r.Violations, func(i, j int) bool {
+		a, b := r.Violations[i], r.Violations[j]
+		if kindOrder[a.Kind] != kindOrder[b.Kind] {
+			return kindOrder[a.Kind] < kindOrder[b.Kind]
+		}
+		return a.Path < b.Path
+	})
+	sort.Strings(r.Ignored)
+}
+
+// Stats describe a capture.
+type Stats struct {
+	// Tracked is the number of paths in the index (`git ls-files`).
+	Tracked int
+	// Files is the number of paths recorded: tracked ones, every path of a
+	// non-ignored status entry (both paths of a rename), and .supervisor/.
+	Files int
+	// Skipped is the number of untracked paths left out as in a skip
+	// candidate directory (WI-01).
+	Skipped int
+	// Ignored is the number of ignored entries recorded (one per wholly
+	// ignored directory).
+	Ignored int
+	// Hashed and HashedBytes count the files whose content hash is
+	// recorded; Unhashed the regular files recorded by size and mtime only.
+	Hashed      int
+	HashedBytes int64
+	Unhashed    int
+	// GitItems is the number of .git entries recorded.
+	GitItems int
+	// Duration is how long the capture took.
+	Duration time.Duration
+}
+
+// Baseline is the recorded state of a work tree before a gate.
+type Baseline struct {
+	root    string
+	opts    Options
+	allowed allowList
+	skips   []string
+	// unsafe is why .git could not be trusted at capture (GI-04); then
+	// nothing else is recorded and every check is a violation.
+	unsafe  string
+	layout  gitLayout
+	git     gitState
+	files   map[string]fileState
+	ignored map[string]fileState
+	stats   Stats
+}
+
+// Dir returns the work tree root the baseline was captured from
+// (absolute, symbolic links resolved).
+func (b *Baseline) Dir() string { return b.root }
+
+// Stats returns figures about the capture.
+func (b *Baseline) Stats() Stats { return b.stats }
+
+// Unsafe returns why the work tree's .git could not be trusted at capture
+// (GI-04), or "". A baseline with an unsafe .git reports a violation on
+// every check.
+func (b *Baseline) Unsafe() string { return b.unsafe }
+
+func (b *Baseline) runner() gitRunner {
+	return gitRunner{bin: b.opts.Git, gitDir: b.layout.gitDir, workTree: b.root, timeout: b.opts.GitTimeout}
+}
+
+// Capture records the work tree at dir (its root, holding .git) before a
+// gate runs:
+//
+//   - the .git state (GI-01…GI-03): the .git entry itself, the per-worktree
+//     git directory of a linked worktree in full, and the common
+//     directory's config, packed-refs, HEAD, refs/, hooks/, logs/, info/,
+//     objects/info/ and sampled packs (see collectGit);
+//   - every tracked path (`git ls-files -z`, so clean files are covered)
+//     and every path of `git status --porcelain=v1 -z --untracked-files=all
+//     --ignored=matching` that is not ignored, both paths of a rename or
+//     copy included (WI-11), untracked ones in a skip candidate directory
+//     excepted (WI-01…WI-05): type, size, mtime, mode, symlink target, and
+//     the SHA-256 of files up to Options.HashThreshold, tracked files up to
+//     Options.MaxHashSize, within Options.MaxHashBytes in total (WI-10);
+//   - ignored entries (a whole ignored directory is one "dir/" entry): type,
+//     size and mtime only, for Report.Ignored;
+//   - everything below .supervisor/, ignored or not.
+//
+// The .git state is recorded before git runs, and git runs without
+// optional locks, so capturing changes nothing. A .git that cannot be
+// trusted (GI-04) gives a baseline whose Check reports the violation;
+// errors are for a directory that is not a git work tree, git failing
+// (WI-07), or ctx ending.
+func Capture(ctx context.Context, dir string, opts Options) (*Baseline, error) {
+	start := time.Now()
+	opts = opts.withDefaults()
+	root, err := canonical(dir)
+	if err != nil {
+		return nil, fmt.Errorf("integrity: capture %s: %w", dir, err)
+	}
+	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("integrity: capture %s: not a directory", dir)
+	}
+	b := &Baseline{
+		root:    root,
+		opts:    opts,
+		allowed: compileAllowed(opts.AllowedWrites),
+		skips:   activeSkips(opts.AllowedWrites),
+		files:   make(map[string]fileState),
+		ignored: make(map[string]fileState),
+	}
+	l, unsafe, err := resolveLayout(root, opts.GitDir)
+	if err != nil {
+		return nil, fmt.Errorf("integrity: capture %s: %w", root, err)
+	}
+	if unsafe != "" {
+		b.unsafe = unsafe
+		b.stats.Duration = time.Since(start)
+		return b, nil
+	}
+	b.layout = l
+	if b.git, err = collectGit(ctx, root, l, opts.MaxHashSize); err != nil {
+		return nil, fmt.Errorf("integrity: capture %s: .git state: %w", root, err)
+	}
+	g := b.runner()
+	entries, err := g.status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("integrity: capture %s: %w", root, err)
+	}
+	tracked, err := g.lsFiles(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("integrity: capture %s: %w", root, err)
+	}
+
+	// Paths to record, each with the size up to which it is hashed.
+	limits := make(map[string]int64)
+	want := func(p string, limit int64) {
+		if old, ok := limits[p]; !ok || limit > old {
+			limits[p] = limit
+		}
+	}
+	for _, p := range tracked {
+		want(p, opts.MaxHashSize)
+	}
+	var ignored []string
+	for _, e := range entries {
+		if e.Ignored() {
+			if !isProtected(e.Path) {
+				ignored = append(ignored, e.Path)
+			}
+			continue
+		}
+		limit := opts.MaxHashSize // a tracked path with changes
+		if e.Untracked() {
+			limit = opts.HashThreshold
+		}
+		for _, p := range []string{e.Path, e.Orig} {
+			switch {
+			case p == "":
+			case e.Untracked() && skipped(p, b.skips):
+				b.stats.Skipped++
+			default:
+				want(p, limit)
+			}
+		}
+	}
+	prot, complete, err := walkProtected(ctx, root)
+	if err != nil {
+		return nil, fmt.Errorf("integrity: capture %s: %w", root, err)
+	}
+	if !complete {
+		return nil, fmt.Errorf("integrity: capture %s: .supervisor/ has more than %d entries", root, maxProtectedEntries)
+	}
+	for _, p := range prot {
+		want(p, opts.HashThreshold)
+	}
+
+	paths := make([]string, 0, len(limits))
+	for p := range limits {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	s := newScanner(root, newBudget(opts.MaxHashBytes))
+	states := make([]fileState, len(paths))
+	if err := parallel(ctx, len(paths), func(i int) {
+		states[i] = s.stat(ctx, paths[i], limits[paths[i]])
+	}); err != nil {
+		return nil, fmt.Errorf("integrity: capture %s: %w", root, err)
+	}
+	for i, p := range paths {
+		b.files[p] = states[i]
+		if states[i].kind == kindRegular && states[i].hash == "" {
+			b.stats.Unhashed++
+		}
+	}
+	istates := make([]fileState, len(ignored))
+	if err := parallel(ctx, len(ignored), func(i int) {
+		istates[i] = s.stat(ctx, ignored[i], -1)
+	}); err != nil {
+		return nil, fmt.Errorf("integrity: capture %s: %w", root, err)
+	}
+	for i, p := range ignored {
+		b.ignored[p] = istates[i]
+	}
+
+	b.stats.Tracked = len(tracked)
+	b.stats.Files = len(b.files)
+	b.stats.Ignored = len(b.ignored)
+	b.stats.Hashed = int(s.files.Load())
+	b.stats.HashedBytes = s.hashed.Load()
+	b.stats.GitItems = len(b.git)
+	b.stats.Duration = time.Since(start)
+	return b, nil
+}
+
+// Check examines the work tree again after the gate and reports every
+// change against the baseline:
+//
+//  1. The .git state is re-read first, before git runs, from the git
+//     directories recorded at capture (a rewritten .git file never
+//     redirects the check). Any difference, mtime included, is a KindGit
+//     violation that no allowed_writes pattern can lift (GI-06, PP-01), as
+//     is a .git that is unsafe now (GI-04).
+//  2. Every recorded path is compared with the file system, whatever git
+//     says: a recorded hash is re-computed (racy git, WI-20; spec §30 C7
+//     closed the strict way), a deleted path is KindDeleted (WI-19).
+//  3. git status lists the paths that are new since the capture. If the
+//     .git entry, gitdir, commondir or a config file changed, git is NOT
+//     run (it would read configuration the gate wrote, which could name a
+//     program to run); the violation already blocks, and a KindUnknown
+//     UnknownNotRescanned says new files were not looked for. If git
+//     fails, the check fails safe with UnknownGitStatusFailed (WI-15).
+//  4. .supervisor/ is walked again for new entries.
+//  5. allowed_writes filter the modified, new and deleted paths (WI-22):
+//     a deleted path by its name; any other path only if it also resolves
+//     (symbolic links followed) inside the work tree: one that escapes it
+//     or cannot be resolved is always a violation. Paths below .git/ or
+//     .supervisor/ are never allowed.
+//
+// An error is returned only for a nil baseline or when ctx ends; everything
+// else the check cannot establish is a violation.
+func (b *Baseline) Check(ctx context.Context) (*Report, error) {
+	if b == nil {
+		return nil, errors.New("integrity: check: no baseline")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("integrity: check %s: %w", b.root, err)
+	}
+	r := &Report{}
+	if b.unsafe != "" {
+		r.Violations = append(r.Violations, Violation{Path: ".git", Kind: KindGit, Detail: "unsafe: " + b.unsafe})
+		return r, nil
+	}
+
+	// 1. .git.
+	runGit := true
+	if _, unsafe, err := resolveLayout(b.root, b.opts.GitDir); err != nil || unsafe != "" {
+		detail := "unsafe: " + unsafe
+		if err != nil {
+			detail = "removed"
+		}
+		r.Violations = append(r.Violations, Violation{Path: ".git", Kind: KindGit, Detail: detail})
+		runGit = false
+	}
+	cur, err := collectGit(ctx, b.root, b.layout, b.opts.MaxHashSize)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("integrity: check %s: %w", b.root, ctx.Err())
+		}
+		r.Violations = append(r.Violations, Violation{Path: UnknownGitState, Kind: KindUnknown, Detail: err.Error()})
+		runGit = false
+	} else {
+		for _, c := range compareGit(b.git, cur, b.layout.shared) {
+			if c.key == "pointer" && slices.ContainsFunc(r.Violations, func(v Violation) bool { return v.Path == ".git" }) {
+				runGit = false
+				continue // already reported as unsafe
+			}
+			detail := c.detail
+			if rel, ok := strings.CutPrefix(c.key, "common:"); ok && b.layout.gitDir != b.layout.commonDir {
+				if _, dup := b.git["wt:"+rel]; dup {
+					detail += " (in the common git directory)"
+				} else if _, dup := cur["wt:"+rel]; dup {
+					detail += " (in the common git directory)"
+				}
+			}
+			r.Violations = append(r.Violations, Violation{Path: label(c.key), Kind: KindGit, Detail: detail})
+			if slices.Contains(trustKeys, c.key) {
+				runGit = false
+			}
+		}
+	}
+
+	// 2. Recorded paths.
+	s := newScanner(b.root, nil)
+	paths := make([]string, 0, len(b.files))
+	for p := range b.files {
+		paths = append(paths, p)
+	}
+	states := make([]fileState, len(paths))
+	if err := parallel(ctx, len(paths), func(i int) {
+		states[i] = s.restat(ctx, paths[i], b.files[paths[i]])
+	}); err != nil {
+		return nil, fmt.Errorf("integrity: check %s: %w", b.root, err)
+	}
+	var cands []candidate
+	for i, p := range paths {
+		old, now := b.files[p], states[i]
+		changed, detail := diff(old, now)
+		if !changed {
+			continue
+		}
+		kind := KindModified
+		switch {
+		case old.kind == kindMissing:
+			kind = KindNew
+		case now.kind == kindMissing:
+			kind = KindDeleted
+		}
+		cands = append(cands, candidate{Violation{Path: p, Kind: kind, Detail: detail}})
+	}
+
+	// 3. New paths, from git.
+	seen := func(p string) bool { _, ok := b.files[p]; return ok }
+	curIgnored := make(map[string]bool)
+	if !runGit {
+		r.Violations = append(r.Violations, Violation{Path: UnknownNotRescanned, Kind: KindUnknown})
+	} else if entries, err := b.runner().status(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("integrity: check %s: %w", b.root, ctx.Err())
+		}
+		r.Violations = append(r.Violations, Violation{Path: UnknownGitStatusFailed, Kind: KindUnknown, Detail: truncate(err.Error(), 300)})
+	} else {
+		for _, e := range entries {
+			if e.Ignored() {
+				if !isProtected(e.Path) {
+					curIgnored[e.Path] = true
+				}
+				continue
+			}
+			for _, p := range []string{e.Path, e.Orig} {
+				if p == "" || seen(p) || (e.Untracked() && skipped(p, b.skips)) {
+					continue
+				}
+				switch st := s.stat(ctx, p, -1); {
+				case st.kind != kindMissing:
+					cands = append(cands, candidate{Violation{Path: p, Kind: KindNew}})
+				case !e.Untracked():
+					// A tracked path the capture did not know: the index
+					// itself changed (also a KindGit violation).
+					cands = append(cands, candidate{Violation{Path: p, Kind: KindDeleted}})
+				}
+			}
+		}
+	}
+
+	// 4. .supervisor/.
+	prot, complete, err := walkProtected(ctx, b.root)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("integrity: check %s: %w", b.root, ctx.Err())
+		}
+		complete = false
+	}
+	if !complete {
+		r.Violations = append(r.Violations, Violation{Path: UnknownProtectedWalk, Kind: KindUnknown})
+	}
+	reported := make(map[string]bool, len(cands))
+	for _, c := range cands {
+		reported[c.Path] = true
+	}
+	for _, p := range prot {
+		if !seen(p) && !reported[p] {
+			cands = append(cands, candidate{Violation{Path: p, Kind: KindNew}})
+		}
+	}
+
+	// 5. allowed_writes.
+	for _, c := range cands {
+		if v, ok := b.filter(c.Violation); ok {
+			r.Violations = append(r.Violations, v)
+		}
+	}
+
+	// Ignored paths: reported only.
+	for p := range curIgnored {
+		if _, ok := b.ignored[p]; !ok && !b.allowed.match(p) {
+			r.Ignored = append(r.Ignored, p)
+		}
+	}
+	for p, old := range b.ignored {
+		now := s.stat(ctx, p, -1)
+		if (now.kind != old.kind || now.size != old.size || now.mtime != old.mtime || now.link != old.link) && !b.allowed.match(p) {
+			r.Ignored = append(r.Ignored, p)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("integrity: check %s: %w", b.root, err)
+	}
+	r.sort()
+	return r, nil
+}
+
+// candidate is a change before allowed_writes filtering.
+type candidate struct{ Violation }
+
+// filter applies allowed_writes to one change (WI-22) and returns the
+// violation to report, if any.
+func (b *Baseline) filter(v Violation) (Violation, bool) {
+	if v.Kind == KindDeleted {
+		return v, !b.allowed.match(v.Path)
+	}
+	if why := b.escapes(v.Path); why != "" {
+		v.Detail = why
+		return v, true
+	}
+	// git reports a nested repository as one "dir/" entry: its .git is a
+	// protected path, so no pattern allows it.
+	if dir, ok := strings.CutSuffix(v.Path, "/"); ok {
+		if _, err := os.Lstat(filepath.Join(b.root, filepath.FromSlash(dir), ".git")); err == nil {
+			v.Detail = "nested git repository"
+			return v, true
+		}
+	}
+	return v, !b.allowed.match(v.Path)
+}
+
+// escapes returns why a work tree path does not resolve inside the work
+// tree (symbolic links followed), or "" if it does.
+func (b *Baseline) escapes(rel string) string {
+	real, err := filepath.EvalSymlinks(filepath.Join(b.root, filepath.FromSlash(strings.TrimSuffix(rel, "/"))))
+	if err != nil {
+		return "cannot be resolved: " + errText(err)
+	}
+	if !within(b.root, real) {
+		return "resolves outside the workspace"
+	}
+	return ""
+}
+
+// walkProtected lists everything below .supervisor/ that is not a
+// directory (and .supervisor itself if it is not a real directory), without
+// following symbolic links. complete is false past maxProtectedEntries.
+func walkProtected(ctx context.Context, root string) (paths []string, complete bool, err error) {
+	base := filepath.Join(root, ".supervisor")
+	fi, err := os.Lstat(base)
+	if err != nil {
+		if isNotExist(err) {
+			return nil, true, nil
+		}
+		return []string{".supervisor"}, true, nil
+	}
+	if !fi.IsDir() {
+		return []string{".supervisor"}, true, nil
+	}
+	complete = true
+	err = filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return ctxErr
+		}
+		if d != nil && d.IsDir() && err == nil {
+			return nil
+		}
+		if len(paths) >= maxProtectedEntries {
+			complete = false
+			return fs.SkipAll
+		}
+		rel, relErr := filepath.Rel(root, p)
+		if relErr != nil {
+			return relErr
+		}
+		paths = append(paths, filepath.ToSlash(rel))
+		if err != nil && d != nil && d.IsDir() {
+			return fs.SkipDir
+		}
+		return nil
+	})
+	return paths, complete, err
+}
