@@ -85,6 +85,16 @@ type GateJob struct {
 	WorkingDir     string            `json:"working_dir,omitempty"`
 	TimeoutSeconds int               `json:"timeout_seconds"`
 	PublishedAt    time.Time         `json:"published_at"`
+	// Round numbers this gate's executions for the attempt, from 1: each
+	// poll of a pending gate and each rerun is a new round.
+	Round int `json:"round,omitempty"`
+	// Definition is the gate's full definition (allowed_writes, cache
+	// settings, image, resources …); Command, Env, WorkingDir and
+	// TimeoutSeconds above repeat its execution fields.
+	Definition *GateSpec `json:"definition,omitempty"`
+	// NoCache makes the runner execute the gate even if a cached result
+	// exists (a rerun with --no-cache); a passing result is still stored.
+	NoCache bool `json:"no_cache,omitempty"`
 }
 
 // JobKind tells agent jobs from gate jobs.

@@ -19,24 +19,144 @@ type TaskSpec struct {
 	// Command is the agent's argv (adapters are already expanded).
 	Command []string `json:"command"`
 	// Adapter names the agent adapter the command came from, if any.
-	Adapter        string            `json:"adapter,omitempty"`
-	Prompt         string            `json:"prompt"`
-	DependsOn      []string          `json:"depends_on,omitempty"`
-	Gates          []string          `json:"gates,omitempty"`
+	Adapter   string   `json:"adapter,omitempty"`
+	Prompt    string   `json:"prompt"`
+	DependsOn []string `json:"depends_on,omitempty"`
+	// Gates lists every gate the task runs, required and optional, in the
+	// order written (dependencies are not added: the gate plan closes over
+	// depends_on).
+	Gates []string `json:"gates,omitempty"`
+	// Required and Optional split Gates (seed 000 RC-01…RC-05): a task
+	// written with a plain list requires every gate. Events written before
+	// these fields existed have neither; GateRequired handles both.
+	Required []string `json:"required,omitempty"`
+	Optional []string `json:"optional,omitempty"`
+	// OnFail overrides what a gate's failure does, by gate name: "block",
+	// "retry_with_feedback" or "warn" (lowercase; RC-04, OF-01).
+	OnFail map[string]string `json:"on_fail,omitempty"`
+	// GateDefs are gate definitions written in the task itself (the YAML
+	// front matter of its prompt). For this task they replace workflow
+	// gates of the same name (DESIGN decision 5).
+	GateDefs       []GateSpec        `json:"gate_defs,omitempty"`
 	Pool           string            `json:"pool"`
 	Env            map[string]string `json:"env,omitempty"`
 	TimeoutSeconds int               `json:"timeout_seconds"`
 }
 
-// GateSpec is one gate definition.
+// GateRequired reports whether the task requires the named gate: it is in
+// Required or, for a spec without Required and Optional, in Gates. A gate
+// the task only runs as a dependency of another is not required (OF-03).
+func (t TaskSpec) GateRequired(name string) bool {
+	if t.Required != nil || t.Optional != nil {
+		return hasString(t.Required, name)
+	}
+	return hasString(t.Gates, name)
+}
+
+// GateDefinitions returns the gate definitions in effect for task t: the
+// workflow's, with the task's own GateDefs replacing those of the same
+// name and added after them.
+func (w *WorkflowSpec) GateDefinitions(t TaskSpec) []GateSpec {
+	if len(t.GateDefs) == 0 {
+		return w.Gates
+	}
+	own := make(map[string]bool, len(t.GateDefs))
+	for _, g := range t.GateDefs {
+		own[g.Name] = true
+	}
+	out := make([]GateSpec, 0, len(w.Gates)+len(t.GateDefs))
+	for _, g := range w.Gates {
+		if !own[g.Name] {
+			out = append(out, g)
+		}
+	}
+	return append(out, t.GateDefs...)
+}
+
+func hasString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// GateSpec is one gate definition in wire form (shared/gates.Gate
+// documents each field). Fields added after the first release are
+// omitempty, and their accessors give the documented defaults when an
+// older event leaves them out.
 type GateSpec struct {
 	Name           string            `json:"name"`
+	Description    string            `json:"description,omitempty"`
 	Command        []string          `json:"command"`
 	TimeoutSeconds int               `json:"timeout_seconds"`
 	DependsOn      []string          `json:"depends_on,omitempty"`
 	Pool           string            `json:"pool"`
 	Env            map[string]string `json:"env,omitempty"`
 	WorkingDir     string            `json:"working_dir,omitempty"`
+	// Severity is "error", "warning" or "info"; "" means error.
+	Severity string `json:"severity,omitempty"`
+	// Cache enables caching of passing results; nil means true.
+	Cache                     *bool    `json:"cache,omitempty"`
+	CacheInputs               []string `json:"cache_inputs,omitempty"`
+	ForceHashLargeCacheInputs bool     `json:"force_hash_large_cache_inputs,omitempty"`
+	// SkipOnDependencyFailure skips the gate when a dependency failed in a
+	// blocking way; nil means true.
+	SkipOnDependencyFailure *bool    `json:"skip_on_dependency_failure,omitempty"`
+	AllowedWrites           []string `json:"allowed_writes,omitempty"`
+	AllowShell              bool     `json:"allow_shell,omitempty"`
+	// MaxRetries caps the rounds the gate may fail; nil means 3.
+	MaxRetries *int `json:"max_retries,omitempty"`
+	// PollIntervalSeconds and MaxPendingSeconds govern pending gates;
+	// 0 means 30 s and 24 h.
+	PollIntervalSeconds int            `json:"poll_interval_seconds,omitempty"`
+	MaxPendingSeconds   int            `json:"max_pending_seconds,omitempty"`
+	Image               string         `json:"image,omitempty"`
+	Resources           *GateResources `json:"resources,omitempty"`
+	// Source is where the gate was defined, as file:line.
+	Source string `json:"source,omitempty"`
+}
+
+// GateResources are a gate's sandbox limits; zero fields mean the runner's
+// defaults.
+type GateResources struct {
+	MemoryBytes int64   `json:"memory_bytes,omitempty"`
+	CPUs        float64 `json:"cpus,omitempty"`
+	PIDs        int64   `json:"pids,omitempty"`
+}
+
+// UsesCache reports whether passing results may be cached (default true).
+func (g GateSpec) UsesCache() bool { return g.Cache == nil || *g.Cache }
+
+// SkipsOnDependencyFailure reports whether a blocking failure of a
+// dependency skips the gate (default true).
+func (g GateSpec) SkipsOnDependencyFailure() bool {
+	return g.SkipOnDependencyFailure == nil || *g.SkipOnDependencyFailure
+}
+
+// Retries returns max_retries (default 3).
+func (g GateSpec) Retries() int {
+	if g.MaxRetries == nil {
+		return 3
+	}
+	return *g.MaxRetries
+}
+
+// PollInterval returns how often a pending gate is polled (default 30 s).
+func (g GateSpec) PollInterval() time.Duration {
+	if g.PollIntervalSeconds <= 0 {
+		return 30 * time.Second
+	}
+	return time.Duration(g.PollIntervalSeconds) * time.Second
+}
+
+// MaxPending returns how long a gate may stay pending (default 24 h).
+func (g GateSpec) MaxPending() time.Duration {
+	if g.MaxPendingSeconds <= 0 {
+		return 24 * time.Hour
+	}
+	return time.Duration(g.MaxPendingSeconds) * time.Second
 }
 
 // NodeStatus is the state of one DAG node (DESIGN decision 1).

@@ -1,162 +1,28 @@
 package workflow
 
 import (
-	"container/heap"
+	"errors"
 	"fmt"
 	"sort"
-	"strings"
 
+	"github.com/supervisorhq/supervisor/shared/gates"
+	"github.com/supervisorhq/supervisor/shared/graph"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 )
 
-// CycleError reports a dependency cycle among tasks or gates (DAG-04).
-type CycleError struct {
-	// Kind is "task" or "gate".
-	Kind string
-	// Cycle lists the nodes in order, each depending on the next and the
-	// last on the first.
-	Cycle []string
-}
-
-// Error names the cycle, e.g. "task dependency cycle: a -> b -> c -> a",
-// where "->" reads "depends on".
-func (e *CycleError) Error() string {
-	return fmt.Sprintf("%s dependency cycle: %s", e.Kind, FormatCycle(e.Cycle))
-}
+// CycleError reports a dependency cycle among tasks or gates (DAG-04,
+// DP-05): Kind is "task" or "gate", Cycle the nodes in order. It is the
+// one type of shared/graph, which the gate loader uses too.
+type CycleError = graph.CycleError
 
 // FormatCycle renders a cycle as "a -> b -> c -> a".
-func FormatCycle(cycle []string) string {
-	if len(cycle) == 0 {
-		return ""
-	}
-	return strings.Join(append(append([]string(nil), cycle...), cycle[0]), " -> ")
-}
+func FormatCycle(cycle []string) string { return graph.FormatCycle(cycle) }
 
 // FindCycle returns one dependency cycle among nodes, or nil if there is
-// none. deps(n) lists what n depends on; names not in nodes are ignored.
-// The search visits nodes and dependencies in the order given, so the
-// result is deterministic: it starts at the first node of the cycle the
-// search entered, and each element depends on the next (the last on the
-// first). A node depending on itself is a cycle of one. Task and gate
-// validation both use it.
+// none (see graph.FindCycle): deterministic, starting where the search
+// entered the cycle, each element depending on the next.
 func FindCycle(nodes []string, deps func(string) []string) []string {
-	if c := cycles(nodes, deps, true); len(c) > 0 {
-		return c[0]
-	}
-	return nil
-}
-
-// findCycles returns node-disjoint cycles among nodes, in the order the
-// search meets them: at least one for every group of mutually dependent
-// nodes, so a validator can report them all at once.
-func findCycles(nodes []string, deps func(string) []string) [][]string {
-	return cycles(nodes, deps, false)
-}
-
-func cycles(nodes []string, deps func(string) []string, firstOnly bool) [][]string {
-	const (
-		unvisited = iota
-		onPath
-		done
-	)
-	state := make(map[string]int, len(nodes))
-	for _, n := range nodes {
-		state[n] = unvisited
-	}
-	var (
-		found [][]string
-		path  []string
-		pos   = map[string]int{}
-		// foundAt holds, in increasing order, the path positions of nodes
-		// already in a reported cycle, so the disjointness of a new cycle
-		// path[pos[d]:] is one comparison and nothing is copied unless it
-		// is reported: the search stays O(nodes + edges).
-		foundAt []int
-	)
-	var visit func(n string) bool
-	visit = func(n string) bool {
-		state[n] = onPath
-		pos[n] = len(path)
-		path = append(path, n)
-		for _, d := range deps(n) {
-			st, known := state[d]
-			if !known {
-				continue
-			}
-			switch st {
-			case unvisited:
-				if visit(d) {
-					return true
-				}
-			case onPath:
-				start := pos[d]
-				if len(foundAt) > 0 && foundAt[len(foundAt)-1] >= start {
-					continue
-				}
-				found = append(found, append([]string(nil), path[start:]...))
-				if firstOnly {
-					return true
-				}
-				for i := start; i < len(path); i++ {
-					foundAt = append(foundAt, i)
-				}
-			}
-		}
-		path = path[:len(path)-1]
-		if k := len(foundAt); k > 0 && foundAt[k-1] == len(path) {
-			foundAt = foundAt[:k-1]
-		}
-		state[n] = done
-		return false
-	}
-	for _, n := range nodes {
-		if state[n] == unvisited && visit(n) {
-			break
-		}
-	}
-	return found
-}
-
-// intHeap is a min-heap of indexes, used to break ties in Kahn's algorithm.
-type intHeap []int
-
-func (h intHeap) Len() int           { return len(h) }
-func (h intHeap) Less(i, j int) bool { return h[i] < h[j] }
-func (h intHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *intHeap) Push(x any)        { *h = append(*h, x.(int)) }
-func (h *intHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
-// kahn orders nodes 0..n-1 so every node follows its dependencies, breaking
-// ties by the smallest index. It returns false if the graph has a cycle.
-func kahn(deps, down [][]int) ([]int, bool) {
-	n := len(deps)
-	indeg := make([]int, n)
-	for i := range deps {
-		indeg[i] = len(deps[i])
-	}
-	h := &intHeap{}
-	for i := range n {
-		if indeg[i] == 0 {
-			*h = append(*h, i)
-		}
-	}
-	heap.Init(h)
-	order := make([]int, 0, n)
-	for h.Len() > 0 {
-		i := heap.Pop(h).(int)
-		order = append(order, i)
-		for _, j := range down[i] {
-			if indeg[j]--; indeg[j] == 0 {
-				heap.Push(h, j)
-			}
-		}
-	}
-	return order, len(order) == n
+	return graph.FindCycle(nodes, deps)
 }
 
 // Graph is the task DAG of a workflow: an edge dep → task for every
@@ -208,7 +74,7 @@ func NewGraph(spec *protocol.WorkflowSpec) (*Graph, error) {
 			g.down[j] = append(g.down[j], i)
 		}
 	}
-	topo, ok := kahn(g.deps, g.down)
+	topo, ok := graph.Kahn(g.deps, g.down)
 	if !ok {
 		c := FindCycle(g.ids, func(id string) []string { return g.Deps(id) })
 		return nil, &CycleError{Kind: "task", Cycle: c}
@@ -295,72 +161,34 @@ func (g *Graph) Ready(status map[string]protocol.NodeStatus) []string {
 	return out
 }
 
-// gatePlan is the dependency closure of a task's gates, in topological
-// order with alphabetical ties.
-type gatePlan struct {
-	order []string
-	deps  map[string][]string
-}
-
 // planGates computes the closure of names over depends_on (DP-01) and
-// orders it (DP-04), rejecting unknown names and cycles (DP-05, DP-06).
-func planGates(gates []protocol.GateSpec, names []string) (*gatePlan, error) {
-	defs := make(map[string]*protocol.GateSpec, len(gates))
-	for i := range gates {
-		if _, dup := defs[gates[i].Name]; dup {
-			return nil, fmt.Errorf("workflow: duplicate gate %q", gates[i].Name)
+// orders it (DP-04), rejecting duplicate definitions, unknown names and
+// cycles (DP-05, DP-06), with the gate schema's one implementation.
+func planGates(specs []protocol.GateSpec, names []string) (*gates.Plan, error) {
+	defs := make(map[string]*protocol.GateSpec, len(specs))
+	known := make([]string, 0, len(specs))
+	for i := range specs {
+		if _, dup := defs[specs[i].Name]; dup {
+			return nil, fmt.Errorf("workflow: duplicate gate %q", specs[i].Name)
 		}
-		defs[gates[i].Name] = &gates[i]
+		defs[specs[i].Name] = &specs[i]
+		known = append(known, specs[i].Name)
 	}
-	plan := &gatePlan{deps: map[string][]string{}}
-	inClosure := map[string]bool{}
-	type edge struct{ from, to string }
-	seenEdge := map[edge]bool{}
-	var members []string
-	queue := append([]string(nil), names...)
-	for len(queue) > 0 {
-		n := queue[0]
-		queue = queue[1:]
-		if inClosure[n] {
-			continue
-		}
-		def, ok := defs[n]
+	sort.Strings(known)
+	lookup := func(name string) ([]string, []gates.Source, bool) {
+		def, ok := defs[name]
 		if !ok {
-			return nil, fmt.Errorf("workflow: unknown gate %q", n)
+			return nil, nil, false
 		}
-		inClosure[n] = true
-		members = append(members, n)
-		for _, d := range def.DependsOn {
-			if _, ok := defs[d]; !ok {
-				return nil, fmt.Errorf("workflow: gate %q depends on unknown gate %q", n, d)
-			}
-			if !seenEdge[edge{n, d}] {
-				seenEdge[edge{n, d}] = true
-				plan.deps[n] = append(plan.deps[n], d)
-				queue = append(queue, d)
-			}
+		return def.DependsOn, nil, true
+	}
+	plan, err := gates.PlanWith(lookup, known, names)
+	if err != nil {
+		var nf *gates.NotFoundError
+		if errors.As(err, &nf) {
+			return nil, fmt.Errorf("workflow: %w", err)
 		}
-	}
-	sort.Strings(members)
-	index := make(map[string]int, len(members))
-	for i, n := range members {
-		index[n] = i
-	}
-	deps := make([][]int, len(members))
-	down := make([][]int, len(members))
-	for i, n := range members {
-		for _, d := range plan.deps[n] {
-			deps[i] = append(deps[i], index[d])
-			down[index[d]] = append(down[index[d]], i)
-		}
-	}
-	order, ok := kahn(deps, down)
-	if !ok {
-		c := FindCycle(members, func(n string) []string { return plan.deps[n] })
-		return nil, &CycleError{Kind: "gate", Cycle: c}
-	}
-	for _, i := range order {
-		plan.order = append(plan.order, members[i])
+		return nil, err
 	}
 	return plan, nil
 }
@@ -375,29 +203,15 @@ func planGates(gates []protocol.GateSpec, names []string) (*gatePlan, error) {
 // that lists "test" where test depends_on "vet" runs vet too, even though
 // it does not list it (DP-01). Unknown gate names and cycles are errors
 // (DP-05, DP-06; a cycle is a *CycleError naming it). No names means no
-// gates: the result is nil.
-func GateLayers(gates []protocol.GateSpec, names []string) ([][]string, error) {
-	plan, err := planGates(gates, names)
+// gates: the result is nil. specs are the definitions in effect for the
+// task: spec.GateDefinitions(task) when the task defines gates of its own
+// (front matter); spec.Gates alone does not hold those.
+func GateLayers(specs []protocol.GateSpec, names []string) ([][]string, error) {
+	plan, err := planGates(specs, names)
 	if err != nil {
 		return nil, err
 	}
-	depth := make(map[string]int, len(plan.order))
-	var layers [][]string
-	for _, n := range plan.order {
-		l := 0
-		for _, d := range plan.deps[n] {
-			l = max(l, depth[d]+1)
-		}
-		depth[n] = l
-		if l == len(layers) {
-			layers = append(layers, nil)
-		}
-		layers[l] = append(layers[l], n)
-	}
-	for _, layer := range layers {
-		sort.Strings(layer)
-	}
-	return layers, nil
+	return plan.Layers(), nil
 }
 
 // ReadyGates decides, for one task's gates (names, closed over depends_on
@@ -411,20 +225,23 @@ func GateLayers(gates []protocol.GateSpec, names []string) ([][]string, error) {
 //   - ready when every dependency passed;
 //   - left waiting otherwise.
 //
-// The workflow schema has no on_fail yet, so every failure blocks its
-// dependents. Both lists are in topological order with alphabetical ties.
-func ReadyGates(gates []protocol.GateSpec, names []string, status map[string]protocol.GateStatus) (ready, skip []string, err error) {
-	plan, err := planGates(gates, names)
+// Every failure blocks its dependents here: a task's on_fail (a warn
+// failure counts as passed for dependents, DP-07) and a gate's
+// skip_on_dependency_failure: false are not applied yet. Both lists are in
+// topological order with alphabetical ties. For a task with gates of its
+// own, pass spec.GateDefinitions(task).
+func ReadyGates(specs []protocol.GateSpec, names []string, status map[string]protocol.GateStatus) (ready, skip []string, err error) {
+	plan, err := planGates(specs, names)
 	if err != nil {
 		return nil, nil, err
 	}
 	skipped := map[string]bool{}
-	for _, n := range plan.order {
+	for _, n := range plan.Order {
 		if _, known := status[n]; known {
 			continue
 		}
 		blocked, waiting := false, false
-		for _, d := range plan.deps[n] {
+		for _, d := range plan.Deps[n] {
 			st, known := status[d]
 			switch {
 			case skipped[d]:

@@ -208,8 +208,8 @@ func TestFindCycle_DAG04(t *testing.T) {
 	}
 }
 
-// gates builds gate specs from "name:dep,dep" strings.
-func gates(defs ...string) []protocol.GateSpec {
+// gateSpecs builds gate specs from "name:dep,dep" strings.
+func gateSpecs(defs ...string) []protocol.GateSpec {
 	var out []protocol.GateSpec
 	for _, d := range defs {
 		name, deps, _ := strings.Cut(d, ":")
@@ -223,7 +223,7 @@ func gates(defs ...string) []protocol.GateSpec {
 }
 
 func TestGateLayers(t *testing.T) {
-	all := gates("vet", "build", "test:build,vet", "lint", "race:test", "e2e:build", "docs")
+	all := gateSpecs("vet", "build", "test:build,vet", "lint", "race:test", "e2e:build", "docs")
 	tests := []struct {
 		name  string
 		names []string
@@ -256,11 +256,11 @@ func TestGateLayersErrors(t *testing.T) {
 		names []string
 		want  string
 	}{
-		{"DP-06 unknown gate", gates("vet"), []string{"lint"}, `unknown gate "lint"`},
-		{"DP-06 unknown dependency", gates("test:build"), []string{"test"}, `gate "test" depends on unknown gate "build"`},
-		{"duplicate definition", gates("vet", "vet"), []string{"vet"}, `duplicate gate "vet"`},
-		{"DP-05 cycle named", gates("a:c", "b:a", "c:b", "d:a"), []string{"d"}, "gate dependency cycle: a -> c -> b -> a"},
-		{"DP-05 self cycle", gates("a:a"), []string{"a"}, "gate dependency cycle: a -> a"},
+		{"DP-06 unknown gate", gateSpecs("vet"), []string{"lint"}, `unknown gate "lint"`},
+		{"DP-06 unknown dependency", gateSpecs("test:build"), []string{"test"}, `gate "test" depends on unknown gate "build"`},
+		{"duplicate definition", gateSpecs("vet", "vet"), []string{"vet"}, `duplicate gate "vet"`},
+		{"DP-05 cycle named", gateSpecs("a:c", "b:a", "c:b", "d:a"), []string{"d"}, "gate dependency cycle: a -> c -> b -> a"},
+		{"DP-05 self cycle", gateSpecs("a:a"), []string{"a"}, "gate dependency cycle: a -> a"},
 	}
 	for _, tc := range tests {
 		layers, err := GateLayers(tc.gates, tc.names)
@@ -272,7 +272,7 @@ func TestGateLayersErrors(t *testing.T) {
 		}
 	}
 	// A cycle outside the requested closure does not matter.
-	if _, err := GateLayers(gates("a:b", "b:a", "ok"), []string{"ok"}); err != nil {
+	if _, err := GateLayers(gateSpecs("a:b", "b:a", "ok"), []string{"ok"}); err != nil {
 		t.Errorf("unrelated cycle: %v", err)
 	}
 }
@@ -280,7 +280,7 @@ func TestGateLayersErrors(t *testing.T) {
 // DP-07/DP-08: a dependency that did not pass skips its dependents,
 // transitively; independent gates still run.
 func TestReadyGates(t *testing.T) {
-	all := gates("vet", "build", "test:build,vet", "race:test", "lint", "e2e:build")
+	all := gateSpecs("vet", "build", "test:build,vet", "race:test", "lint", "e2e:build")
 	names := []string{"race", "lint", "e2e"}
 	G := func(kv ...string) map[string]protocol.GateStatus {
 		m := map[string]protocol.GateStatus{}

@@ -1,17 +1,13 @@
 package workflow
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
-	"path"
-	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/supervisorhq/supervisor/shared/gates"
+	"github.com/supervisorhq/supervisor/shared/graph"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"gopkg.in/yaml.v3"
 )
@@ -33,9 +29,9 @@ const (
 	// MaxAgentTimeout is the longest agent timeout, in seconds (24 hours).
 	MaxAgentTimeout = 24 * 60 * 60
 	// DefaultGateTimeout is a gate's timeout, in seconds, when it sets none.
-	DefaultGateTimeout = 300
+	DefaultGateTimeout = int(gates.DefaultTimeout / time.Second)
 	// MaxGateTimeout is the longest gate timeout, in seconds (1 hour).
-	MaxGateTimeout = 3600
+	MaxGateTimeout = int(gates.MaxTimeout / time.Second)
 )
 
 // adapters is the one table of agent adapters: each name expands to the argv
@@ -70,522 +66,120 @@ func AdapterNames() []string {
 	return names
 }
 
-// Problem is one validation problem, positioned in the workflow file.
-// Line and Column are 1-based; Column is 0 when unknown (YAML syntax
-// errors), and both are 0 for problems about the whole file.
-type Problem struct {
-	File    string
-	Line    int
-	Column  int
-	Message string
-}
-
-// String formats the problem as file:line:col: message, leaving out what
-// is unknown.
-func (p Problem) String() string {
-	switch {
-	case p.Line == 0:
-		return fmt.Sprintf("%s: %s", p.File, p.Message)
-	case p.Column == 0:
-		return fmt.Sprintf("%s:%d: %s", p.File, p.Line, p.Message)
-	}
-	return fmt.Sprintf("%s:%d:%d: %s", p.File, p.Line, p.Column, p.Message)
-}
+// Problem is one validation problem, positioned in the workflow file. It
+// is the gate schema's problem type: workflows and gate files report alike.
+type Problem = gates.Problem
 
 // ValidationError is every problem Parse found in a workflow file, sorted
 // by position.
-type ValidationError struct {
-	Problems []Problem
+type ValidationError = gates.ValidationError
+
+// ShellCommand reports whether argv runs a shell; see gates.ShellCommand,
+// which agent and gate commands share.
+func ShellCommand(argv []string) (string, bool) { return gates.ShellCommand(argv) }
+
+// Options are the gate sources below a workflow's own (DESIGN decision 5):
+// built-in < user < project (the caller loads the project's gates only
+// when it is trusted). Each may be nil. A workflow-level gate replaces the
+// whole gate of the same name; a task's front-matter gates replace both,
+// for that task.
+type Options struct {
+	BuiltinGates, UserGates, ProjectGates *gates.Set
 }
 
-// Error prints one problem per line.
-func (e *ValidationError) Error() string {
-	lines := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
-		lines[i] = p.String()
-	}
-	return strings.Join(lines, "\n")
+// Parse parses and validates a workflow file with no gate sources besides
+// the workflow itself; see ParseWithOptions.
+func Parse(filename string, data []byte) (*protocol.WorkflowSpec, error) {
+	return ParseWithOptions(filename, data, Options{})
 }
 
-// Parse parses and validates a workflow file and returns its wire form. The
-// filename is only used in messages. On failure the error is a
-// *ValidationError listing every problem found, each with its position.
+// ParseWithOptions parses and validates a workflow file and returns its
+// wire form. The filename is only used in messages. On failure the error
+// is a *ValidationError listing every problem found, each with its
+// position.
 //
 // In the result, adapters are expanded into Command, defaults are applied
-// (defaults.pool to tasks and gates alike), timeouts are in seconds
-// (fractions rounded up), and every task lists its gates explicitly: a task
-// that omits gates gets all workflow gates in declaration order, and an
-// empty list means none, so consumers never re-expand it. Gate
-// dependencies are not added to that list: GateLayers closes over them.
+// (defaults.pool to tasks and the workflow's gates alike), timeouts are in
+// seconds (fractions rounded up), and every task lists its gates
+// explicitly: a task that omits gates gets all workflow-level gates in
+// declaration order, and an empty list means none, so consumers never
+// re-expand it. A task's gates are a list of names (all required) or
+// {required, optional, on_fail} (seed 000 RC-01). Gate dependencies are
+// not added to the task's list: GateLayers closes over them.
+//
+// Gates are defined in the workflow's gates section — a list of
+// definitions (an entry may also be the bare name of a gate from opts'
+// sources) or a mapping from name to definition — and in YAML front matter
+// at the top of a task's prompt (seed 004's task-level gates): those go to
+// the task's GateDefs, replace workflow gates of the same name for that
+// task, are run by the task (as required, unless its gates list them as
+// optional), and are cut from the prompt. Spec.Gates holds the workflow
+// gates, then the gates of opts' sources that some task needs, by name.
 //
 // An optional field written with no value (env:) counts as absent, except
 // a task's gates, where it is ambiguous and rejected. YAML aliases are
 // rejected so every position is exact and no alias can expand the input.
-func Parse(filename string, data []byte) (*protocol.WorkflowSpec, error) {
-	p := &parser{file: filename}
-	if len(data) > MaxFileSize {
-		p.addf(nil, "file is %d bytes; a workflow may be at most %d bytes (1 MiB)", len(data), MaxFileSize)
-		return nil, p.err()
+func ParseWithOptions(filename string, data []byte, opts Options) (*protocol.WorkflowSpec, error) {
+	p := &parser{
+		Checker: gates.NewChecker(filename),
+		lines:   strings.Split(string(data), "\n"),
+		lower:   gates.Merge(opts.BuiltinGates, opts.UserGates, opts.ProjectGates),
 	}
-	root := p.decode(data)
-	if root == nil || len(p.problems) > 0 {
-		return nil, p.err()
+	if len(data) > MaxFileSize {
+		p.Addf(nil, "file is %d bytes; a workflow may be at most %d bytes (1 MiB)", len(data), MaxFileSize)
+		return nil, p.Err()
+	}
+	root := p.Decode(data)
+	if len(p.Problems) > 0 {
+		return nil, p.Err()
+	}
+	if root == nil {
+		p.Addf(nil, "file is empty; a workflow needs at least name and tasks")
+		return nil, p.Err()
 	}
 	spec := p.workflow(root)
-	if err := p.err(); err != nil {
+	if err := p.Err(); err != nil {
 		return nil, err
 	}
 	return spec, nil
 }
 
 type parser struct {
-	file     string
-	problems []Problem
-}
-
-func (p *parser) addf(n *yaml.Node, format string, args ...any) {
-	pr := Problem{File: p.file, Message: fmt.Sprintf(format, args...)}
-	if n != nil {
-		pr.Line, pr.Column = n.Line, n.Column
-	}
-	p.problems = append(p.problems, pr)
-}
-
-func (p *parser) err() error {
-	if len(p.problems) == 0 {
-		return nil
-	}
-	sort.SliceStable(p.problems, func(i, j int) bool {
-		a, b := p.problems[i], p.problems[j]
-		if a.Line != b.Line {
-			return a.Line < b.Line
-		}
-		return a.Column < b.Column
-	})
-	return &ValidationError{Problems: p.problems}
-}
-
-var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
-// yamlParserProblems are yaml.v3's parser (as opposed to scanner) error
-// messages. For these yaml.v3 prints a 0-based line (go-yaml issue #205):
-// that of the block the error occurred in, or of the problem itself when
-// the block starts on the first line. Scanner errors are already 1-based.
-var yamlParserProblems = map[string]bool{
-	"did not find expected <stream-start>":   true,
-	"did not find expected <document start>": true,
-	"did not find expected node content":     true,
-	"did not find expected '-' indicator":    true,
-	"did not find expected key":              true,
-	"did not find expected ',' or ']'":       true,
-	"did not find expected ',' or '}'":       true,
-	"found undefined tag handle":             true,
-	"found duplicate %YAML directive":        true,
-	"found duplicate %TAG directive":         true,
-	"found incompatible YAML document":       true,
-}
-
-// decode reads the single YAML document and returns its root node, or nil
-// after recording why it could not.
-func (p *parser) decode(data []byte) *yaml.Node {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			p.addf(nil, "file is empty; a workflow needs at least name and tasks")
-		} else {
-			p.yamlError(err)
-		}
-		return nil
-	}
-	var extra yaml.Node
-	switch err := dec.Decode(&extra); {
-	case err == nil:
-		p.addf(&extra, "file holds more than one YAML document; a workflow is exactly one")
-	case !errors.Is(err, io.EOF):
-		p.yamlError(err)
-	}
-	if len(doc.Content) != 1 {
-		p.addf(&doc, "file is empty; a workflow needs at least name and tasks")
-		return nil
-	}
-	p.rejectAliases(doc.Content[0])
-	return doc.Content[0]
-}
-
-// yamlError records a syntax error at the line yaml.v3 reports, made
-// 1-based. yaml.v3 does not report a column.
-func (p *parser) yamlError(err error) {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	line := 0
-	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
-		if n, convErr := strconv.Atoi(m[1]); convErr == nil {
-			line, msg = n, m[2]
-		}
-	}
-	if yamlParserProblems[msg] {
-		line++
-	}
-	p.problems = append(p.problems, Problem{File: p.file, Line: line, Message: "invalid YAML: " + msg})
-}
-
-// rejectAliases reports every alias (*name): the schema walk never follows
-// them, so positions stay exact and no alias can expand the document.
-func (p *parser) rejectAliases(n *yaml.Node) {
-	if n.Kind == yaml.AliasNode {
-		p.addf(n, "YAML aliases (*%s) are not supported; write the value out", n.Value)
-		return
-	}
-	for _, c := range n.Content {
-		p.rejectAliases(c)
-	}
-}
-
-// describe names a node's YAML type for "got ..." messages.
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.AliasNode:
-		return "an alias"
-	case yaml.ScalarNode:
-		switch n.ShortTag() {
-		case "!!null":
-			return "nothing"
-		case "!!bool":
-			return "a boolean"
-		case "!!int", "!!float":
-			return "a number"
-		}
-		return "a string"
-	}
-	return "an unexpected value"
-}
-
-func isNull(n *yaml.Node) bool {
-	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
-}
-
-// field is one key/value pair of a mapping.
-type field struct {
-	key, val *yaml.Node
-}
-
-// fields checks that n is a mapping whose keys are all in known, reporting
-// unknown and repeated keys, and returns its fields by key.
-func (p *parser) fields(n *yaml.Node, what string, known ...string) (map[string]field, bool) {
-	if n.Kind != yaml.MappingNode {
-		p.addf(n, "%s must be a mapping, got %s", what, describe(n))
-		return nil, false
-	}
-	out := make(map[string]field, len(n.Content)/2)
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode || isNull(k) {
-			p.addf(k, "%s keys must be strings, got %s", what, describe(k))
-			continue
-		}
-		if !contains(known, k.Value) {
-			msg := fmt.Sprintf("unknown field %q in %s", k.Value, what)
-			if s := suggest(k.Value, known); s != "" {
-				msg += fmt.Sprintf("; did you mean %q?", s)
-			}
-			p.addf(k, "%s", msg)
-			continue
-		}
-		if prev, dup := out[k.Value]; dup {
-			p.addf(k, "field %q appears twice in %s (first at line %d)", k.Value, what, prev.key.Line)
-			continue
-		}
-		out[k.Value] = field{key: k, val: v}
-	}
-	return out, true
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// suggest returns the known word closest to s, if it is close enough to be
-// a likely typo.
-func suggest(s string, known []string) string {
-	best, bestDist := "", 3
-	for _, k := range known {
-		if d := editDistance(strings.ToLower(s), k); d < bestDist && d < len(k) {
-			best, bestDist = k, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
-// str returns the value of a scalar field. Numbers and booleans are taken
-// as written; null, lists and mappings are reported.
-func (p *parser) str(n *yaml.Node, what string) (string, bool) {
-	if n.Kind != yaml.ScalarNode || isNull(n) || n.ShortTag() == "!!binary" {
-		p.addf(n, "%s must be a string, got %s", what, describe(n))
-		return "", false
-	}
-	if strings.IndexByte(n.Value, 0) >= 0 {
-		p.addf(n, "%s must not contain NUL bytes", what)
-		return "", false
-	}
-	return n.Value, true
+	*gates.Checker
+	lines []string   // the file, for the indentation of block prompts
+	lower *gates.Set // built-in, user and project gates, merged
 }
 
 // name returns a field that must satisfy protocol.ValidName.
 func (p *parser) name(n *yaml.Node, what string) (string, bool) {
-	s, ok := p.str(n, what)
+	s, ok := p.Str(n, what)
 	if !ok {
 		return "", false
 	}
 	if !protocol.ValidName(s) {
-		p.addf(n, "invalid %s %q: use %s", what, s, protocol.NameRule)
+		p.Addf(n, "invalid %s %q: use %s", what, s, protocol.NameRule)
 		return s, false
 	}
 	return s, true
 }
 
-// nameList returns a list of names (depends_on, gates), reporting repeats.
-// The nodes are returned so later checks can point at each entry.
-func (p *parser) nameList(n *yaml.Node, what string) ([]string, []*yaml.Node, bool) {
-	if n.Kind != yaml.SequenceNode {
-		hint := ""
-		if n.Kind == yaml.ScalarNode && !isNull(n) {
-			hint = fmt.Sprintf(", e.g. [%s]", n.Value)
-		}
-		p.addf(n, "%s must be a list of names%s, got %s", what, hint, describe(n))
-		return nil, nil, false
-	}
-	names := make([]string, 0, len(n.Content))
-	nodes := make([]*yaml.Node, 0, len(n.Content))
-	first := map[string]int{}
-	ok := true
-	for _, item := range n.Content {
-		s, good := p.str(item, what+" entry")
-		if !good {
-			ok = false
-			continue
-		}
-		if line, dup := first[s]; dup {
-			p.addf(item, "%s lists %q twice (first at line %d)", what, s, line)
-			ok = false
-			continue
-		}
-		first[s] = item.Line
-		names = append(names, s)
-		nodes = append(nodes, item)
-	}
-	return names, nodes, ok
-}
-
-// command returns an argv list, rejecting strings, empty lists and shells.
+// command returns an agent's argv, rejecting strings, empty lists, shells
+// (agents have no allow_shell) and denylisted variables set through env.
 func (p *parser) command(n *yaml.Node, what string) ([]string, bool) {
-	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
-		p.addf(n, "%s must be an argv list, e.g. %s, not a string: commands are not run by a shell", what, argvExample(n.Value))
-		return nil, false
-	}
-	if n.Kind != yaml.SequenceNode {
-		p.addf(n, "%s must be an argv list, e.g. [go, test, ./...], got %s", what, describe(n))
-		return nil, false
-	}
-	if len(n.Content) == 0 {
-		p.addf(n, "%s is empty; give the program and its arguments, e.g. [go, test, ./...]", what)
-		return nil, false
-	}
-	argv := make([]string, 0, len(n.Content))
-	ok := true
-	for i, item := range n.Content {
-		s, good := p.str(item, fmt.Sprintf("%s[%d]", what, i))
-		if !good {
-			ok = false
-			continue
-		}
-		if i == 0 && strings.TrimSpace(s) == "" {
-			p.addf(item, "%s: the program name is empty", what)
-			ok = false
-			continue
-		}
-		argv = append(argv, s)
-	}
+	argv, ok := p.Command(n, what)
 	if !ok {
 		return nil, false
 	}
-	if shell, found := ShellCommand(argv); found {
-		p.addf(n, "%s runs a shell (%s -c); commands are argv lists run without a shell, so give the program and its arguments directly, e.g. [go, test, ./...] (allow_shell is not supported in workflows)", what, shell)
+	if !p.CheckCommand(n, argv, what, false, " (agent commands cannot allow a shell)") {
 		return nil, false
 	}
 	return argv, true
 }
 
-// argvExample renders a string command as the flow list it should have
-// been, or a generic example when it uses shell syntax.
-func argvExample(s string) string {
-	f := strings.Fields(s)
-	if len(f) == 0 || strings.ContainsAny(s, "|&;<>()$`\\\"'*?~{}") {
-		return "[go, test, ./...]"
-	}
-	return "[" + strings.Join(f, ", ") + "]"
-}
-
-// timeout parses a Go duration string or an integer number of seconds,
-// rounding fractions of a second up, and checks it lies in [1s, max].
+// timeout parses a duration in [1s, max seconds] and returns seconds.
 func (p *parser) timeout(n *yaml.Node, what string, max int) (int, bool) {
-	var secs int64
-	switch {
-	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!int":
-		if err := n.Decode(&secs); err != nil {
-			p.addf(n, "%s %q is not a valid number of seconds", what, n.Value)
-			return 0, false
-		}
-	case n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str":
-		d, err := time.ParseDuration(n.Value)
-		if err != nil {
-			p.addf(n, "invalid %s %q: use a Go duration such as 90s or 10m, or an integer number of seconds", what, n.Value)
-			return 0, false
-		}
-		secs = int64(d / time.Second)
-		if d%time.Second > 0 {
-			secs++
-		}
-	default:
-		p.addf(n, "%s must be a duration such as 10m or an integer number of seconds, got %s", what, describe(n))
-		return 0, false
-	}
-	if secs < 1 || secs > int64(max) {
-		p.addf(n, "%s %s is out of range: must be between 1s and %s", what, n.Value, formatSeconds(max))
-		return 0, false
-	}
-	return int(secs), true
-}
-
-func formatSeconds(s int) string {
-	switch {
-	case s%3600 == 0:
-		return fmt.Sprintf("%dh", s/3600)
-	case s%60 == 0:
-		return fmt.Sprintf("%dm", s/60)
-	}
-	return fmt.Sprintf("%ds", s)
-}
-
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// reservedEnv reports why an environment variable may not be set by a
-// workflow, or "" if it may. The check ignores case.
-func reservedEnv(key string) string {
-	k := strings.ToUpper(key)
-	switch {
-	case k == "PATH" || k == "HOME" || k == "USER" || k == "PYTHONPATH":
-		return "it is controlled by the runner"
-	case strings.HasPrefix(k, "LD_"):
-		return "LD_* variables change how programs are loaded"
-	case strings.HasPrefix(k, "SUPERVISOR_"):
-		return "SUPERVISOR_* variables are reserved for Supervisor"
-	}
-	return ""
-}
-
-// env parses an environment mapping of names to scalar values.
-func (p *parser) env(n *yaml.Node, what string) (map[string]string, bool) {
-	if isNull(n) {
-		return nil, true
-	}
-	if n.Kind != yaml.MappingNode {
-		p.addf(n, "%s must be a mapping of variable names to values, got %s", what, describe(n))
-		return nil, false
-	}
-	out := make(map[string]string, len(n.Content)/2)
-	line := map[string]int{}
-	ok := true
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		key, good := p.str(k, what+" name")
-		if !good {
-			ok = false
-			continue
-		}
-		if !envNameRE.MatchString(key) {
-			p.addf(k, "invalid %s name %q: use letters, digits and '_', not starting with a digit", what, key)
-			ok = false
-			continue
-		}
-		if why := reservedEnv(key); why != "" {
-			p.addf(k, "%s may not set %s: %s", what, key, why)
-			ok = false
-			continue
-		}
-		if first, dup := line[key]; dup {
-			p.addf(k, "%s sets %s twice (first at line %d)", what, key, first)
-			ok = false
-			continue
-		}
-		line[key] = k.Line
-		val, good := p.str(v, fmt.Sprintf("%s value of %s", what, key))
-		if !good {
-			ok = false
-			continue
-		}
-		out[key] = val
-	}
-	return out, ok
-}
-
-// workingDir checks a gate's working directory: relative, inside the
-// repository. It returns the cleaned path, "" for the repository root.
-func (p *parser) workingDir(n *yaml.Node, what string) (string, bool) {
-	s, ok := p.str(n, what)
-	if !ok {
-		return "", false
-	}
-	switch {
-	case s == "":
-		p.addf(n, "%s is empty; omit it to run in the repository root", what)
-		return "", false
-	case strings.Contains(s, `\`):
-		p.addf(n, "%s %q must use '/' as separator", what, s)
-		return "", false
-	case path.IsAbs(s) || (len(s) >= 2 && s[1] == ':'):
-		p.addf(n, "%s %q must be relative to the repository root, not absolute", what, s)
-		return "", false
-	}
-	for _, elem := range strings.Split(s, "/") {
-		if elem == ".." {
-			p.addf(n, "%s %q must stay inside the repository: '..' is not allowed", what, s)
-			return "", false
-		}
-	}
-	if c := path.Clean(s); c != "." {
-		return c, true
-	}
-	return "", true
+	d, ok := p.Seconds(n, what, time.Second, time.Duration(max)*time.Second)
+	return int(d / time.Second), ok
 }
 
 // agentDef is a parsed agent: argv plus the adapter it came from, if any.
@@ -595,7 +189,7 @@ type agentDef struct {
 }
 
 func (p *parser) agent(n *yaml.Node, what string) (agentDef, bool) {
-	f, ok := p.fields(n, what, "command", "adapter")
+	f, ok := p.Fields(n, what, "command", "adapter")
 	if !ok {
 		return agentDef{}, false
 	}
@@ -603,24 +197,24 @@ func (p *parser) agent(n *yaml.Node, what string) (agentDef, bool) {
 	ad, hasAd := f["adapter"]
 	switch {
 	case hasCmd && hasAd:
-		p.addf(n, "%s sets both command and adapter; give one", what)
+		p.Addf(n, "%s sets both command and adapter; give one", what)
 		return agentDef{}, false
 	case hasAd:
-		name, ok := p.str(ad.val, what+" adapter")
+		name, ok := p.Str(ad.Val, what+" adapter")
 		if !ok {
 			return agentDef{}, false
 		}
 		argv, known := AdapterCommand(name)
 		if !known {
-			p.addf(ad.val, "unknown %s adapter %q (known: %s)", what, name, strings.Join(AdapterNames(), ", "))
+			p.Addf(ad.Val, "unknown %s adapter %q (known: %s)", what, name, strings.Join(AdapterNames(), ", "))
 			return agentDef{}, false
 		}
 		return agentDef{command: argv, adapter: name}, true
 	case hasCmd:
-		argv, ok := p.command(cmd.val, what+" command")
+		argv, ok := p.command(cmd.Val, what+" command")
 		return agentDef{command: argv}, ok
 	}
-	p.addf(n, "%s needs a command or an adapter (%s)", what, strings.Join(AdapterNames(), ", "))
+	p.Addf(n, "%s needs a command or an adapter (%s)", what, strings.Join(AdapterNames(), ", "))
 	return agentDef{}, false
 }
 
@@ -636,25 +230,25 @@ type defaultsDef struct {
 
 func (p *parser) defaults(n *yaml.Node) defaultsDef {
 	d := defaultsDef{pool: protocol.DefaultPool, timeout: DefaultAgentTimeout}
-	if n == nil || isNull(n) {
+	if n == nil || gates.IsNull(n) {
 		return d
 	}
-	f, ok := p.fields(n, "defaults", "pool", "timeout", "agent")
+	f, ok := p.Fields(n, "defaults", "pool", "timeout", "agent")
 	if !ok {
 		return d
 	}
 	if x, ok := f["pool"]; ok {
-		if s, good := p.name(x.val, "defaults pool"); good {
+		if s, good := p.name(x.Val, "defaults pool"); good {
 			d.pool = s
 		}
 	}
 	if x, ok := f["timeout"]; ok {
-		if s, good := p.timeout(x.val, "defaults timeout", MaxAgentTimeout); good {
+		if s, good := p.timeout(x.Val, "defaults timeout", MaxAgentTimeout); good {
 			d.timeout = s
 		}
 	}
 	if x, ok := f["agent"]; ok {
-		if a, good := p.agent(x.val, "defaults agent"); good {
+		if a, good := p.agent(x.Val, "defaults agent"); good {
 			d.agent = &a
 		} else {
 			d.agentBad = true
@@ -663,12 +257,78 @@ func (p *parser) defaults(n *yaml.Node) defaultsDef {
 	return d
 }
 
-// gateDef is a parsed gate with the nodes cross-checks point at.
-type gateDef struct {
-	spec     protocol.GateSpec
-	node     *yaml.Node // the gate's mapping
-	nameNode *yaml.Node
-	depNodes []*yaml.Node
+// items checks that n is a list of at most limit entries.
+func (p *parser) items(n *yaml.Node, what string, limit int) ([]*yaml.Node, bool) {
+	if n.Kind != yaml.SequenceNode {
+		p.Addf(n, "%s must be a list, got %s", what, gates.Describe(n))
+		return nil, false
+	}
+	if len(n.Content) > limit {
+		p.Addf(n, "too many %s: %d (at most %d)", what, len(n.Content), limit)
+		return nil, false
+	}
+	return n.Content, true
+}
+
+// workflowGates parses the workflow's gates section: a list whose entries
+// are definitions or names of gates from the lower sources, or a mapping
+// from name to definition. Names must be unique. refs holds the names that
+// were bare references; those gates keep the Source of their definition.
+func (p *parser) workflowGates(n *yaml.Node, o gates.ParseOptions) (out []gates.Gate, refs map[string]bool) {
+	refs = map[string]bool{}
+	first := map[string]gates.Source{}
+	add := func(g gates.Gate) {
+		if g.Name == "" {
+			return
+		}
+		if prev, dup := first[g.Name]; dup {
+			p.AddAt(g.Source, "duplicate gate name %q (first defined at line %d)", g.Name, prev.Line)
+			return
+		}
+		first[g.Name] = g.Source
+		out = append(out, g)
+	}
+	switch n.Kind {
+	case yaml.SequenceNode:
+		items, ok := p.items(n, "gates", MaxGates)
+		if !ok {
+			return nil, refs
+		}
+		for _, item := range items {
+			if item.Kind != yaml.ScalarNode || gates.IsNull(item) {
+				g, _ := p.Gate(item, nil, o)
+				add(g)
+				continue
+			}
+			// A bare name: a gate of the built-in, user or project sources.
+			name, ok := p.Str(item, "gates entry")
+			if !ok {
+				continue
+			}
+			g, known := p.lower.Get(name)
+			if !known {
+				msg := fmt.Sprintf("gates lists %q, which no built-in, user or project gate defines; give its definition", name)
+				if p.lower.Len() == 0 {
+					msg += " (no such gate sources were loaded)"
+				}
+				p.Addf(item, "%s", msg)
+				continue
+			}
+			if _, dup := first[name]; !dup {
+				refs[name] = true
+			}
+			add(g)
+		}
+	case yaml.MappingNode:
+		if len(n.Content)/2 > MaxGates {
+			p.Addf(n, "too many gates: %d (at most %d)", len(n.Content)/2, MaxGates)
+			return nil, refs
+		}
+		out = append(out, p.GateList(n, "gates", o)...)
+	default:
+		p.Addf(n, "gates must be a list of gate definitions or a mapping from gate name to definition, got %s", gates.Describe(n))
+	}
+	return out, refs
 }
 
 // taskDef is a parsed task with the nodes cross-checks point at.
@@ -677,263 +337,325 @@ type taskDef struct {
 	node      *yaml.Node
 	idNode    *yaml.Node
 	depNodes  []*yaml.Node
-	gateNodes []*yaml.Node
-	gatesSet  bool
-}
-
-// items checks that n is a list of at most limit entries.
-func (p *parser) items(n *yaml.Node, what string, limit int) ([]*yaml.Node, bool) {
-	if n.Kind != yaml.SequenceNode {
-		p.addf(n, "%s must be a list, got %s", what, describe(n))
-		return nil, false
-	}
-	if len(n.Content) > limit {
-		p.addf(n, "too many %s: %d (at most %d)", what, len(n.Content), limit)
-		return nil, false
-	}
-	return n.Content, true
-}
-
-func (p *parser) gate(n *yaml.Node, d defaultsDef) gateDef {
-	g := gateDef{node: n, spec: protocol.GateSpec{TimeoutSeconds: DefaultGateTimeout, Pool: d.pool}}
-	f, ok := p.fields(n, "gate", "name", "command", "timeout", "depends_on", "pool", "env", "working_dir")
-	if !ok {
-		return g
-	}
-	what := "gate"
-	if x, ok := f["name"]; ok {
-		g.nameNode = x.val
-		if s, good := p.name(x.val, "gate name"); good {
-			g.spec.Name = s
-			what = fmt.Sprintf("gate %q", s)
-		}
-	} else {
-		p.addf(n, "gate is missing required field \"name\"")
-	}
-	if x, ok := f["command"]; ok {
-		g.spec.Command, _ = p.command(x.val, what+" command")
-	} else {
-		p.addf(n, "%s is missing required field \"command\"", what)
-	}
-	if x, ok := f["timeout"]; ok {
-		if s, good := p.timeout(x.val, what+" timeout", MaxGateTimeout); good {
-			g.spec.TimeoutSeconds = s
-		}
-	}
-	if x, ok := f["depends_on"]; ok && !isNull(x.val) {
-		g.spec.DependsOn, g.depNodes, _ = p.nameList(x.val, what+" depends_on")
-	}
-	if x, ok := f["pool"]; ok {
-		if s, good := p.name(x.val, what+" pool"); good {
-			g.spec.Pool = s
-		}
-	}
-	if x, ok := f["env"]; ok {
-		g.spec.Env, _ = p.env(x.val, what+" env")
-	}
-	if x, ok := f["working_dir"]; ok {
-		g.spec.WorkingDir, _ = p.workingDir(x.val, what+" working_dir")
-	}
-	return g
+	gatesNode *yaml.Node
+	// refs are the gate names the task's gates section lists, with their
+	// nodes; gatesSet says whether it has one.
+	refs     []string
+	refNodes []*yaml.Node
+	gatesSet bool
+	// own are the gates of the prompt's front matter.
+	own []gates.Gate
 }
 
 func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 	t := taskDef{node: n, spec: protocol.TaskSpec{Pool: d.pool, TimeoutSeconds: d.timeout}}
-	f, ok := p.fields(n, "task", "id", "agent", "prompt", "depends_on", "gates", "pool", "timeout", "env")
+	f, ok := p.Fields(n, "task", "id", "agent", "prompt", "depends_on", "gates", "pool", "timeout", "env")
 	if !ok {
 		return t
 	}
 	what := "task"
 	if x, ok := f["id"]; ok {
-		if s, good := p.name(x.val, "task id"); good {
-			t.idNode = x.val
+		if s, good := p.name(x.Val, "task id"); good {
+			t.idNode = x.Val
 			t.spec.ID = s
 			what = fmt.Sprintf("task %q", s)
 		}
 	} else {
-		p.addf(n, "task is missing required field \"id\"")
+		p.Addf(n, "task is missing required field \"id\"")
 	}
 	switch x, ok := f["agent"]; {
 	case ok:
-		if a, good := p.agent(x.val, what+" agent"); good {
+		if a, good := p.agent(x.Val, what+" agent"); good {
 			t.spec.Command, t.spec.Adapter = a.command, a.adapter
 		}
 	case d.agent != nil:
 		t.spec.Command = append([]string(nil), d.agent.command...)
 		t.spec.Adapter = d.agent.adapter
 	case !d.agentBad:
-		p.addf(n, "%s has no agent: set agent on the task or in defaults", what)
+		p.Addf(n, "%s has no agent: set agent on the task or in defaults", what)
 	}
 	if x, ok := f["prompt"]; ok {
-		if s, good := p.str(x.val, what+" prompt"); good {
+		if s, good := p.Str(x.Val, what+" prompt"); good {
+			s = p.frontMatter(&t, x.Val, s, d)
 			switch {
-			case strings.TrimSpace(s) == "":
-				p.addf(x.val, "%s prompt is empty", what)
 			case len(s) > MaxPromptSize:
-				p.addf(x.val, "%s prompt is %d bytes; at most %d (256 KiB)", what, len(s), MaxPromptSize)
+				p.Addf(x.Val, "%s prompt is %d bytes; at most %d (256 KiB)", what, len(s), MaxPromptSize)
+			case strings.TrimSpace(s) == "":
+				p.Addf(x.Val, "%s prompt is empty", what)
 			default:
 				t.spec.Prompt = s
 			}
 		}
 	} else {
-		p.addf(n, "%s is missing required field \"prompt\"", what)
+		p.Addf(n, "%s is missing required field \"prompt\"", what)
 	}
-	if x, ok := f["depends_on"]; ok && !isNull(x.val) {
-		t.spec.DependsOn, t.depNodes, _ = p.nameList(x.val, what+" depends_on")
+	if x, ok := f["depends_on"]; ok && !gates.IsNull(x.Val) {
+		t.spec.DependsOn, t.depNodes, _ = p.NameList(x.Val, what+" depends_on")
 	}
 	if x, ok := f["gates"]; ok {
-		if isNull(x.val) {
-			p.addf(x.val, "%s gates has no value: write [] for no gates, or omit it to run every workflow gate", what)
-		} else {
-			t.spec.Gates, t.gateNodes, _ = p.nameList(x.val, what+" gates")
-			if t.spec.Gates == nil {
-				t.spec.Gates = []string{}
-			}
-		}
 		t.gatesSet = true
+		t.gatesNode = x.Val
+		p.taskGates(&t, x.Val, what)
 	}
 	if x, ok := f["pool"]; ok {
-		if s, good := p.name(x.val, what+" pool"); good {
+		if s, good := p.name(x.Val, what+" pool"); good {
 			t.spec.Pool = s
 		}
 	}
 	if x, ok := f["timeout"]; ok {
-		if s, good := p.timeout(x.val, what+" timeout", MaxAgentTimeout); good {
+		if s, good := p.timeout(x.Val, what+" timeout", MaxAgentTimeout); good {
 			t.spec.TimeoutSeconds = s
 		}
 	}
 	if x, ok := f["env"]; ok {
-		t.spec.Env, _ = p.env(x.val, what+" env")
+		t.spec.Env, _ = p.Env(x.Val, what+" env")
 	}
 	return t
 }
 
+// frontMatter cuts the task-level gates of a prompt's YAML front matter
+// into t.own and returns the rest of the prompt. Positions map into the
+// file for a literal block prompt (prompt: |); for other styles they point
+// at the prompt.
+func (p *parser) frontMatter(t *taskDef, n *yaml.Node, text string, d defaultsDef) string {
+	if !strings.HasPrefix(text, "---\n") && !strings.HasPrefix(text, "---\r\n") {
+		return text
+	}
+	var sub *gates.Checker
+	if line := n.Line + 1; n.Style&yaml.LiteralStyle != 0 && line <= len(p.lines) {
+		src := p.lines[line-1]
+		indent := len(src) - len(strings.TrimLeft(src, " "))
+		sub = p.Sub(line, indent+1)
+	} else {
+		sub = p.Pinned(n)
+	}
+	own, rest, _ := sub.FrontMatter(text, gates.ParseOptions{Origin: gates.OriginTask, DefaultPool: d.pool})
+	p.Adopt(sub)
+	t.own = own
+	return rest
+}
+
+// taskGates parses a task's gates: a list of names, all required (RC-03),
+// or {required, optional, on_fail} (RC-04…RC-06).
+func (p *parser) taskGates(t *taskDef, n *yaml.Node, what string) {
+	what += " gates"
+	switch {
+	case gates.IsNull(n):
+		p.Addf(n, "%s has no value: write [] for no gates, or omit it to run every workflow gate", what)
+		return
+	case n.Kind == yaml.SequenceNode:
+		t.refs, t.refNodes, _ = p.NameList(n, what)
+		t.spec.Required = append([]string(nil), t.refs...)
+		return
+	case n.Kind != yaml.MappingNode:
+		p.Addf(n, "%s must be a list of gate names, e.g. [vet, test], or a mapping with required, optional and on_fail, got %s", what, gates.Describe(n))
+		return
+	}
+	f, ok := p.Fields(n, what, "required", "optional", "on_fail")
+	if !ok {
+		return
+	}
+	inRequired := map[string]bool{}
+	if x, ok := f["required"]; ok && !gates.IsNull(x.Val) {
+		names, nodes, _ := p.NameList(x.Val, what+" required")
+		for i, name := range names {
+			inRequired[name] = true
+			t.spec.Required = append(t.spec.Required, name)
+			t.refs, t.refNodes = append(t.refs, name), append(t.refNodes, nodes[i])
+		}
+	}
+	inOptional := map[string]bool{}
+	if x, ok := f["optional"]; ok && !gates.IsNull(x.Val) {
+		names, nodes, _ := p.NameList(x.Val, what+" optional")
+		for i, name := range names {
+			if inRequired[name] {
+				p.Addf(nodes[i], "%s lists %q as both required and optional; keep one", what, name)
+				continue
+			}
+			inOptional[name] = true
+			t.spec.Optional = append(t.spec.Optional, name)
+			t.refs, t.refNodes = append(t.refs, name), append(t.refNodes, nodes[i])
+		}
+	}
+	x, ok := f["on_fail"]
+	if !ok || gates.IsNull(x.Val) {
+		return
+	}
+	if x.Val.Kind != yaml.MappingNode {
+		p.Addf(x.Val, "%s on_fail must be a mapping from gate name to block, retry_with_feedback or warn, got %s", what, gates.Describe(x.Val))
+		return
+	}
+	own := map[string]bool{}
+	for _, g := range t.own {
+		own[g.Name] = true
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(x.Val.Content); i += 2 {
+		k, v := x.Val.Content[i], x.Val.Content[i+1]
+		name, good := p.Str(k, what+" on_fail gate name")
+		if !good {
+			continue
+		}
+		if line, dup := seen[name]; dup {
+			p.Addf(k, "%s on_fail sets %q twice (first at line %d)", what, name, line)
+			continue
+		}
+		seen[name] = p.Position(k).Line
+		if !inRequired[name] && !inOptional[name] && !own[name] {
+			p.Addf(k, "%s on_fail names %q, which is neither required nor optional; list it under required or optional first", what, name)
+			continue
+		}
+		s, good := p.Str(v, fmt.Sprintf("%s on_fail of %s", what, name))
+		if !good {
+			continue
+		}
+		action, valid := gates.ParseFailAction(s)
+		switch {
+		case !valid:
+			p.Addf(v, "invalid %s on_fail %q for %s: must be block, retry_with_feedback or warn", what, s, name)
+			continue
+		case action == gates.Warn && (inRequired[name] || (own[name] && !inOptional[name])):
+			p.Addf(v, "%s on_fail of %s is warn, but %s is required and a required gate never warns (seed 000 OF-02); make it optional or use block or retry_with_feedback", what, name, name)
+			continue
+		}
+		if t.spec.OnFail == nil {
+			t.spec.OnFail = map[string]string{}
+		}
+		t.spec.OnFail[name] = string(action)
+	}
+}
+
 func (p *parser) workflow(root *yaml.Node) *protocol.WorkflowSpec {
-	f, ok := p.fields(root, "workflow", "name", "defaults", "gates", "tasks")
+	f, ok := p.Fields(root, "workflow", "name", "defaults", "gates", "tasks")
 	if !ok {
 		return nil
 	}
 	spec := &protocol.WorkflowSpec{}
 	if x, ok := f["name"]; ok {
-		spec.Name, _ = p.name(x.val, "workflow name")
+		spec.Name, _ = p.name(x.Val, "workflow name")
 	} else {
-		p.addf(root, "workflow is missing required field \"name\"")
+		p.Addf(root, "workflow is missing required field \"name\"")
 	}
 	var d defaultsDef
 	if x, ok := f["defaults"]; ok {
-		d = p.defaults(x.val)
+		d = p.defaults(x.Val)
 	} else {
 		d = p.defaults(nil)
 	}
 
-	var gates []gateDef
-	if x, ok := f["gates"]; ok && !isNull(x.val) {
-		if items, ok := p.items(x.val, "gates", MaxGates); ok {
-			for _, n := range items {
-				gates = append(gates, p.gate(n, d))
-			}
-		}
+	var wfGates []gates.Gate
+	var refs map[string]bool
+	if x, ok := f["gates"]; ok && !gates.IsNull(x.Val) {
+		wfGates, refs = p.workflowGates(x.Val, gates.ParseOptions{Origin: gates.OriginWorkflow, DefaultPool: d.pool})
 	}
 	var tasks []taskDef
-	if x, ok := f["tasks"]; ok && !isNull(x.val) {
-		if items, ok := p.items(x.val, "tasks", MaxTasks); ok {
+	if x, ok := f["tasks"]; ok && !gates.IsNull(x.Val) {
+		if items, ok := p.items(x.Val, "tasks", MaxTasks); ok {
 			if len(items) == 0 {
-				p.addf(x.val, "workflow has no tasks")
+				p.Addf(x.Val, "workflow has no tasks")
 			}
 			for _, n := range items {
 				tasks = append(tasks, p.task(n, d))
 			}
 		}
 	} else {
-		p.addf(root, "workflow is missing required field \"tasks\"")
+		p.Addf(root, "workflow is missing required field \"tasks\"")
 	}
 
-	gateIdx := p.checkGates(gates)
-	p.checkTasks(tasks, gates, gateIdx)
-
-	for _, g := range gates {
-		spec.Gates = append(spec.Gates, g.spec)
+	// Workflow-level gates over the lower sources; their dependencies and
+	// cycles are reported where they are written.
+	wfSet := gates.Merge(p.lower, gates.NewSet(wfGates...))
+	var defined []gates.Gate
+	for _, g := range wfGates {
+		if !refs[g.Name] {
+			defined = append(defined, g)
+		}
 	}
+	p.CheckDeps(defined, wfSet)
+	p.checkTasks(tasks, wfGates, wfSet)
+
+	for _, g := range wfGates {
+		spec.Gates = append(spec.Gates, g.Spec())
+	}
+	wfNames := make(map[string]bool, len(wfGates))
+	for _, g := range wfGates {
+		wfNames[g.Name] = true
+	}
+	needed := map[string]bool{} // lower-source gates some task runs
 	for _, t := range tasks {
-		if !t.gatesSet {
-			t.spec.Gates = make([]string, 0, len(gates))
-			for _, g := range gates {
-				t.spec.Gates = append(t.spec.Gates, g.spec.Name)
+		taskSet := gates.Merge(wfSet, gates.NewSet(t.own...))
+		names := t.spec.Gates
+		if len(p.Problems) == 0 {
+			order, err := gates.Resolve(taskSet, names)
+			if err != nil {
+				at := t.gatesNode
+				if at == nil {
+					at = t.node
+				}
+				p.Addf(at, "task %q gates: %v", t.spec.ID, err)
+			}
+			own := map[string]bool{}
+			for _, g := range t.own {
+				own[g.Name] = true
+			}
+			for _, n := range order {
+				if !own[n] && !wfNames[n] {
+					needed[n] = true
+				}
 			}
 		}
+		for _, g := range t.own {
+			t.spec.GateDefs = append(t.spec.GateDefs, g.Spec())
+		}
 		spec.Tasks = append(spec.Tasks, t.spec)
+	}
+	extra := make([]string, 0, len(needed))
+	for n := range needed {
+		extra = append(extra, n)
+	}
+	sort.Strings(extra)
+	for _, n := range extra {
+		g, _ := p.lower.Get(n)
+		spec.Gates = append(spec.Gates, g.Spec())
 	}
 	return spec
 }
 
-// checkGates reports duplicate names, unknown and self dependencies, and
-// cycles among gates. It returns each gate's index by name (first wins).
-func (p *parser) checkGates(gates []gateDef) map[string]int {
-	idx := map[string]int{}
-	for i, g := range gates {
-		if g.spec.Name == "" {
-			continue
-		}
-		if j, dup := idx[g.spec.Name]; dup {
-			p.addf(g.nameNode, "duplicate gate name %q (first defined at line %d)", g.spec.Name, gates[j].nameNode.Line)
-			continue
-		}
-		idx[g.spec.Name] = i
-	}
-	var names []string
-	deps := map[string][]string{}
-	for i, g := range gates {
-		if g.spec.Name == "" || idx[g.spec.Name] != i {
-			continue
-		}
-		names = append(names, g.spec.Name)
-		for k, dep := range g.spec.DependsOn {
-			switch _, known := idx[dep]; {
-			case dep == g.spec.Name:
-				p.addf(g.depNodes[k], "gate %q depends on itself", dep)
-			case !known:
-				p.addf(g.depNodes[k], "gate %q depends on unknown gate %q", g.spec.Name, dep)
-			default:
-				deps[g.spec.Name] = append(deps[g.spec.Name], dep)
-			}
-		}
-	}
-	for _, c := range findCycles(names, func(n string) []string { return deps[n] }) {
-		p.addf(gates[idx[c[0]]].nameNode, "%s", (&CycleError{Kind: "gate", Cycle: c}).Error())
-	}
-	return idx
-}
-
 // checkTasks reports duplicate ids, unknown and self dependencies, cycles
-// among tasks, and references to unknown gates.
-func (p *parser) checkTasks(tasks []taskDef, gates []gateDef, gateIdx map[string]int) {
+// among tasks, references to unknown gates and problems of the tasks' own
+// gates, and fills in each task's gate lists.
+func (p *parser) checkTasks(tasks []taskDef, wfGates []gates.Gate, wfSet *gates.Set) {
 	idx := map[string]int{}
 	for i, t := range tasks {
 		if t.spec.ID == "" {
 			continue
 		}
 		if j, dup := idx[t.spec.ID]; dup {
-			p.addf(t.idNode, "duplicate task id %q (first defined at line %d)", t.spec.ID, tasks[j].idNode.Line)
+			p.Addf(t.idNode, "duplicate task id %q (first defined at line %d)", t.spec.ID, p.Position(tasks[j].idNode).Line)
 			continue
 		}
 		idx[t.spec.ID] = i
 	}
 	var ids []string
 	deps := map[string][]string{}
-	for i, t := range tasks {
-		for k, g := range t.spec.Gates {
-			if _, known := gateIdx[g]; !known {
-				label := "task"
-				if t.spec.ID != "" {
-					label = fmt.Sprintf("task %q", t.spec.ID)
-				}
+	for i := range tasks {
+		t := &tasks[i]
+		label := "task"
+		if t.spec.ID != "" {
+			label = fmt.Sprintf("task %q", t.spec.ID)
+		}
+		taskSet := gates.Merge(wfSet, gates.NewSet(t.own...))
+		p.CheckDeps(t.own, taskSet)
+		for k, g := range t.refs {
+			if _, known := taskSet.Get(g); !known {
 				msg := fmt.Sprintf("%s uses unknown gate %q", label, g)
-				if len(gates) == 0 {
+				if len(wfGates) == 0 && wfSet.Len() == 0 && len(t.own) == 0 {
 					msg += " (the workflow defines no gates)"
 				}
-				p.addf(t.gateNodes[k], "%s", msg)
+				p.Addf(t.refNodes[k], "%s", msg)
 			}
 		}
+		p.fillGates(t, wfGates)
 		if t.spec.ID == "" || idx[t.spec.ID] != i {
 			continue
 		}
@@ -941,15 +663,41 @@ func (p *parser) checkTasks(tasks []taskDef, gates []gateDef, gateIdx map[string
 		for k, dep := range t.spec.DependsOn {
 			switch _, known := idx[dep]; {
 			case dep == t.spec.ID:
-				p.addf(t.depNodes[k], "task %q depends on itself", dep)
+				p.Addf(t.depNodes[k], "task %q depends on itself", dep)
 			case !known:
-				p.addf(t.depNodes[k], "task %q depends on unknown task %q", t.spec.ID, dep)
+				p.Addf(t.depNodes[k], "task %q depends on unknown task %q", t.spec.ID, dep)
 			default:
 				deps[t.spec.ID] = append(deps[t.spec.ID], dep)
 			}
 		}
 	}
-	for _, c := range findCycles(ids, func(n string) []string { return deps[n] }) {
-		p.addf(tasks[idx[c[0]]].idNode, "%s", (&CycleError{Kind: "task", Cycle: c}).Error())
+	for _, c := range graph.FindCycles(ids, func(n string) []string { return deps[n] }) {
+		p.Addf(tasks[idx[c[0]]].idNode, "%s", (&CycleError{Kind: "task", Cycle: c}).Error())
 	}
+}
+
+// fillGates sets a task's Gates, Required and Optional: as listed, or
+// every workflow gate when the task has no gates section; the front
+// matter's gates are added as required unless listed.
+func (p *parser) fillGates(t *taskDef, wfGates []gates.Gate) {
+	if !t.gatesSet {
+		for _, g := range wfGates {
+			t.spec.Required = append(t.spec.Required, g.Name)
+		}
+	}
+	listed := map[string]bool{}
+	for _, n := range t.spec.Required {
+		listed[n] = true
+	}
+	for _, n := range t.spec.Optional {
+		listed[n] = true
+	}
+	for _, g := range t.own {
+		if !listed[g.Name] {
+			t.spec.Required = append(t.spec.Required, g.Name)
+			listed[g.Name] = true
+		}
+	}
+	t.spec.Gates = make([]string, 0, len(t.spec.Required)+len(t.spec.Optional))
+	t.spec.Gates = append(append(t.spec.Gates, t.spec.Required...), t.spec.Optional...)
 }

@@ -145,7 +145,8 @@ tasks:
     env: [A, B]
 `, []want{
 			"1:7: workflow name must be a string, got a list",
-			"3:8: gates must be a list, got a mapping",
+			// A mapping is the seed 000 form of a gates section (name → definition).
+			`3:14: gate "vet" must be a mapping, got a list`,
 			`6:13: task "a" prompt must be a string, got a mapping`,
 			`7:17: task "a" depends_on must be a list of names, e.g. [b], got a string`,
 			`8:10: task "a" env must be a mapping of variable names to values, got a list`,
@@ -354,7 +355,7 @@ tasks: [{id: a, prompt: p}]
 			`4:42: gate "a" working_dir "/abs" must be relative to the repository root, not absolute`,
 			`5:42: gate "b" working_dir "sub/../../up" must stay inside the repository`,
 			`6:42: gate "c" working_dir is empty`,
-			`7:42: gate "d" working_dir "sub\\dir" must use '/'`,
+			// 'sub\dir' is valid: backslashes are normalized to '/' (PP-01).
 			`8:42: gate "e" working_dir "C:/x" must be relative`,
 		}},
 		{"non-string key and NUL byte", head + "tasks:\n  - id: a\n    prompt: \"a\\0b\"\n    [x]: 1\n    env:\n",
@@ -412,20 +413,29 @@ func TestParseValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// full adds what the gate schema fills in: every default explicit, and
+	// where the gate was defined.
+	full := func(g protocol.GateSpec, line int) protocol.GateSpec {
+		yes, retries := true, 3
+		g.Severity, g.Cache, g.SkipOnDependencyFailure, g.MaxRetries = "error", &yes, &yes, &retries
+		g.PollIntervalSeconds, g.MaxPendingSeconds = 30, 86400
+		g.Source = fmt.Sprintf("demo.yaml:%d", line)
+		return g
+	}
 	want := &protocol.WorkflowSpec{
 		Name: "demo",
 		Gates: []protocol.GateSpec{
-			{Name: "vet", Command: []string{"go", "vet", "./..."}, TimeoutSeconds: 120, Pool: "default"},
-			{Name: "test", Command: []string{"go", "test", "-race", "./..."}, TimeoutSeconds: 600, DependsOn: []string{"vet"},
-				Pool: "default", Env: map[string]string{"GOFLAGS": "-mod=mod", "CGO_ENABLED": "1"}},
-			{Name: "lint", Command: []string{"golangci-lint", "run"}, TimeoutSeconds: DefaultGateTimeout, Pool: "lint", WorkingDir: "cmd/tool"},
+			full(protocol.GateSpec{Name: "vet", Command: []string{"go", "vet", "./..."}, TimeoutSeconds: 120, Pool: "default"}, 8),
+			full(protocol.GateSpec{Name: "test", Command: []string{"go", "test", "-race", "./..."}, TimeoutSeconds: 600, DependsOn: []string{"vet"},
+				Pool: "default", Env: map[string]string{"GOFLAGS": "-mod=mod", "CGO_ENABLED": "1"}}, 11),
+			full(protocol.GateSpec{Name: "lint", Command: []string{"golangci-lint", "run"}, TimeoutSeconds: DefaultGateTimeout, Pool: "lint", WorkingDir: "cmd/tool"}, 16),
 		},
 		Tasks: []protocol.TaskSpec{
 			{ID: "add-greeting", Command: []string{"claude", "-p", "--output-format", "json"}, Adapter: "claude-code",
 				Prompt: "Add a Greeting function to greet.go that returns \"hello, <name>\".\n",
-				Gates:  []string{"vet", "test", "lint"}, Pool: "default", TimeoutSeconds: 600},
+				Gates:  []string{"vet", "test", "lint"}, Required: []string{"vet", "test", "lint"}, Pool: "default", TimeoutSeconds: 600},
 			{ID: "add-farewell", Command: []string{"my-agent", "--model", "fast"}, Prompt: "Add a Farewell function next to Greeting.",
-				DependsOn: []string{"add-greeting"}, Gates: []string{"test"}, Pool: "gpu", TimeoutSeconds: 1200,
+				DependsOn: []string{"add-greeting"}, Gates: []string{"test"}, Required: []string{"test"}, Pool: "gpu", TimeoutSeconds: 1200,
 				Env: map[string]string{"MODEL_TIER": "fast"}},
 			{ID: "docs", Command: []string{"codex", "exec", "--json", "-"}, Adapter: "codex", Prompt: "Document both functions in README.md.",
 				DependsOn: []string{"add-greeting", "add-farewell"}, Gates: []string{}, Pool: "default", TimeoutSeconds: 600},
@@ -600,7 +610,7 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("NewGraph rejects a parsed spec: %v", err)
 		}
 		for _, task := range spec.Tasks {
-			if _, err := GateLayers(spec.Gates, task.Gates); err != nil {
+			if _, err := GateLayers(spec.GateDefinitions(task), task.Gates); err != nil {
 				t.Fatalf("GateLayers rejects a parsed spec: %v", err)
 			}
 		}

@@ -1,0 +1,107 @@
+package gates
+
+import (
+	"strings"
+)
+
+// Task-level gates (seed 004, "Task-level Gates in Context"): a
+// task's prompt (context) may start with YAML front matter,
+//
+//	---
+//	gates:
+//	  - name: integration-tests
+//	    command: [npm, run, test:integration]
+//	    timeout_secs: 900
+//	---
+//	Implement the new caching layer…
+//
+// The front matter runs from a first line of exactly "---" to the next
+// line of exactly "---" (trailing blanks and a CR ignored); its only key is
+// gates, in either shape of a gates section; the text after the closing
+// line is the prompt. Text that does not start with a "---" line has no
+// front matter. Front matter that is not closed, not valid YAML or not a
+// mapping is an error, not prompt text (D-32).
+
+// FrontMatterOptions place a text inside a file for messages.
+type FrontMatterOptions struct {
+	// File names the file; default "front matter".
+	File string
+	// Line and Column are the file position of the text's first
+	// character (default 1, 1), so problems point into the file.
+	Line, Column int
+	// Origin is recorded in the gates' Source (default OriginTask).
+	Origin Origin
+	// DefaultPool is the pool of gates that set none ("" = "default").
+	DefaultPool string
+}
+
+// SplitFrontMatter splits a task's text into the gates its front matter
+// defines and the rest, the prompt proper. Positions in problems are
+// relative to text; see SplitFrontMatterWith.
+func SplitFrontMatter(text string) ([]Gate, string, error) {
+	return SplitFrontMatterWith(text, FrontMatterOptions{})
+}
+
+// SplitFrontMatterWith is SplitFrontMatter for a text at a known place in
+// a file: problems (a *ValidationError) carry file positions.
+func SplitFrontMatterWith(text string, o FrontMatterOptions) ([]Gate, string, error) {
+	if o.File == "" {
+		o.File = "front matter"
+	}
+	if o.Origin == "" {
+		o.Origin = OriginTask
+	}
+	c := NewChecker(o.File).Sub(o.Line, o.Column)
+	gs, rest, _ := c.FrontMatter(text, ParseOptions{Origin: o.Origin, DefaultPool: o.DefaultPool})
+	return gs, rest, c.Err()
+}
+
+// isDelimiter reports whether a line (without its newline) is "---".
+func isDelimiter(line string) bool {
+	return strings.TrimRight(line, " \t\r") == "---"
+}
+
+// FrontMatter splits text (at c's position) into its front matter gates
+// and the rest. found reports whether text has front matter; problems are
+// recorded in c. Names must be unique within the front matter.
+func (c *Checker) FrontMatter(text string, o ParseOptions) (gates []Gate, rest string, found bool) {
+	first, after, hasNL := strings.Cut(text, "\n")
+	if !hasNL || strings.TrimSuffix(first, "\r") != "---" {
+		return nil, text, false
+	}
+	body, rest := "", ""
+	closed := false
+	off := 0
+	for off <= len(after) {
+		line, next, more := strings.Cut(after[off:], "\n")
+		if isDelimiter(line) {
+			body = after[:off]
+			if more {
+				rest = next
+			}
+			closed = true
+			break
+		}
+		if !more {
+			break
+		}
+		off += len(line) + 1
+	}
+	if !closed {
+		l, col := c.mapPos(1, 1)
+		c.Problems = append(c.Problems, Problem{File: c.File, Line: l, Column: col,
+			Message: "front matter opened by '---' is not closed by a '---' line"})
+		return nil, text, true
+	}
+	sub := c.Sub(2, 1)
+	root := sub.Decode([]byte(body))
+	if root != nil {
+		if f, ok := sub.Fields(root, "front matter", "gates"); ok {
+			if x, ok := f["gates"]; ok {
+				gates = sub.GateList(x.Val, "front matter gates", o)
+			}
+		}
+	}
+	c.Adopt(sub)
+	return gates, rest, true
+}
