@@ -57,6 +57,8 @@ const (
 	APIList   = "list"
 	APICancel = "cancel"
 	APILogs   = "logs"
+	// APIGateRerun re-runs a node's gates (coordinator gate rerun).
+	APIGateRerun = "gate-rerun"
 )
 
 // APISubject returns the subject of an API endpoint.

@@ -217,10 +217,16 @@ const (
 	EvNodeStarted       EventType = "node.started"
 	EvNodeAgentDone     EventType = "node.agent_done"
 	EvNodeFinished      EventType = "node.finished"
-	EvNodeIntegrated    EventType = "node.integrated"
-	EvGateDispatched    EventType = "gate.dispatched"
-	EvGateStarted       EventType = "gate.started"
-	EvGateFinished      EventType = "gate.finished"
+	// EvNodeReopened puts a failed node back to gating (a gate rerun) and
+	// the workflow, and the node's skipped dependents, back to running.
+	EvNodeReopened   EventType = "node.reopened"
+	EvNodeIntegrated EventType = "node.integrated"
+	EvGateDispatched EventType = "gate.dispatched"
+	EvGateStarted    EventType = "gate.started"
+	EvGateFinished   EventType = "gate.finished"
+	// EvGateRerun discards a gate\'s outcome so the scheduler runs it again,
+	// in its dependency layer, once its dependencies have passed.
+	EvGateRerun EventType = "gate.rerun_requested"
 )
 
 // Event is one entry of the events stream, on subject EventSubject(WorkflowID).
@@ -263,4 +269,11 @@ type Event struct {
 
 	// Reason explains failures, skips and cancellations.
 	Reason string `json:"reason,omitempty"`
+
+	// gate.dispatched, gate.rerun_requested: NoCache makes the run bypass
+	// the gate cache. gate.dispatched: Poll marks the re-run of a pending gate.
+	NoCache bool `json:"no_cache,omitempty"`
+	Poll    bool `json:"poll,omitempty"`
+	// Round is the gate's execution round the event concerns.
+	Round int `json:"round,omitempty"`
 }

@@ -40,6 +40,18 @@ type IDRequest struct {
 	NodeID     string `json:"node_id,omitempty"`
 }
 
+// GateRerunRequest asks for gates to run again: every gate of NodeID (or
+// of every gating or gate-failed node when empty), or only Gate. A node
+// that failed on its gates is reopened: it goes back to gating and its
+// skipped dependents back to pending.
+type GateRerunRequest struct {
+	WorkflowID string `json:"workflow_id"`
+	NodeID     string `json:"node_id,omitempty"`
+	Gate       string `json:"gate,omitempty"`
+	// NoCache runs the gates even if a cached result exists.
+	NoCache bool `json:"no_cache,omitempty"`
+}
+
 // ListResponse lists workflows.
 type ListResponse struct {
 	Workflows []WorkflowSummary `json:"workflows"`
@@ -212,6 +224,13 @@ func (c *Client) List(ctx context.Context) ([]WorkflowSummary, error) {
 func (c *Client) Cancel(ctx context.Context, wf string) (WorkflowSummary, error) {
 	var out WorkflowSummary
 	err := c.call(ctx, protocol.APICancel, IDRequest{WorkflowID: wf}, &out)
+	return out, err
+}
+
+// GateRerun re-runs gates and returns the workflow afterwards.
+func (c *Client) GateRerun(ctx context.Context, req GateRerunRequest) (WorkflowSummary, error) {
+	var out WorkflowSummary
+	err := c.call(ctx, protocol.APIGateRerun, req, &out)
 	return out, err
 }
 

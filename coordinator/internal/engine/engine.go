@@ -253,6 +253,11 @@ func (e *Engine) replay(ctx context.Context) error {
 // emit appends an event to the log and folds it in. Callers hold e.mu.
 func (e *Engine) emit(ctx context.Context, ev *protocol.Event, msgID string) error {
 	ev.Time = e.opts.Now().UTC()
+	if w, ok := e.wfs[ev.WorkflowID]; ok && w.Generation > 0 && msgID != "" {
+		// A reopened workflow repeats transitions (ready, finished …):
+		// keep their de-duplication ids distinct from the first time.
+		msgID = fmt.Sprintf("%s.g%d", msgID, w.Generation)
+	}
 	seq, err := e.bus.AppendEvent(ctx, ev, msgID)
 	if err != nil {
 		return err

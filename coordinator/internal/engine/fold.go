@@ -2,8 +2,10 @@ package engine
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
+	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 )
 
@@ -20,19 +22,26 @@ func newWorkflow(e *protocol.Event) (*Workflow, error) {
 		ID: e.WorkflowID, Spec: e.Workflow, Repo: *e.Repo, RepoPath: e.RepoPath, Source: e.Source,
 		Status: protocol.WorkflowRunning, SubmittedAt: e.Time, Nodes: map[string]*Node{},
 		Order: g.TopoOrder(), Branch: BranchName(e.WorkflowID),
-		gates: map[string]protocol.GateSpec{}, deps: map[string][]string{},
-	}
-	for _, gs := range e.Workflow.Gates {
-		w.gates[gs.Name] = gs
+		deps: map[string][]string{},
 	}
 	for _, t := range e.Workflow.Tasks {
-		layers, err := workflow.GateLayers(e.Workflow.Gates, t.Gates)
+		defs := e.Workflow.GateDefinitions(t)
+		layers, err := workflow.GateLayers(defs, t.Gates)
 		if err != nil {
 			return nil, fmt.Errorf("workflow %s task %s: %w", e.WorkflowID, t.ID, err)
 		}
-		n := &Node{ID: t.ID, Task: t, Status: protocol.NodePending, Gates: map[string]*GateRun{}}
+		n := &Node{ID: t.ID, Task: t, Status: protocol.NodePending, Gates: map[string]*GateRun{},
+			GateSpecs: map[string]protocol.GateSpec{}, OnFail: map[string]gates.FailAction{}}
+		byName := make(map[string]protocol.GateSpec, len(defs))
+		for _, d := range defs {
+			byName[d.Name] = d
+		}
 		for _, layer := range layers {
 			n.GateOrder = append(n.GateOrder, layer...)
+			for _, g := range layer {
+				n.GateSpecs[g] = byName[g]
+				n.OnFail[g] = gates.TaskOnFail(t, byName[g])
+			}
 		}
 		w.Nodes[t.ID] = n
 		w.deps[t.ID] = t.DependsOn
@@ -92,19 +101,33 @@ func (e *Engine) apply(ev *protocol.Event, seq uint64) error {
 		}
 	case protocol.EvGateDispatched:
 		g := n.gate(ev.Gate)
-		g.Dispatched, g.Round, g.published = true, g.Round+1, false
+		g.Dispatched, g.Round, g.published, g.NoCache = true, g.Round+1, false, ev.NoCache
+	case protocol.EvGateRerun:
+		// A human asked for the gate again: its earlier outcome and pending
+		// clock no longer count; stepGates dispatches it in its layer.
+		g := n.gate(ev.Gate)
+		g.Dispatched, g.Status, g.Result, g.NoCache = false, "", nil, ev.NoCache
+		g.PendingSince, g.NextPollAt = time.Time{}, time.Time{}
 	case protocol.EvGateStarted:
 		g := n.gate(ev.Gate)
 		g.LeaseToken, g.Host = ev.LeaseToken, ev.Host
 	case protocol.EvGateFinished:
 		g := n.gate(ev.Gate)
 		g.Status, g.Result = ev.GateResult.Status, ev.GateResult
-		if g.Host == "" {
+		if ev.GateResult.Host != "" {
 			g.Host = ev.GateResult.Host
+		}
+		if g.Status == protocol.GatePending {
+			if g.PendingSince.IsZero() {
+				g.PendingSince = ev.Time
+			}
+			g.NextPollAt = ev.Time.Add(n.GateSpecs[ev.Gate].PollInterval())
 		}
 	case protocol.EvNodeIntegrated:
 		n.Commit, w.Head = ev.Commit, ev.Commit
 		w.Integrated = append(w.Integrated, n.ID)
+	case protocol.EvNodeReopened:
+		w.reopen(n)
 	case protocol.EvNodeFinished:
 		n.Status, n.Reason, n.EndedAt = ev.NodeStatus, ev.Reason, ev.Time
 	default:
@@ -120,4 +143,31 @@ func (n *Node) gate(name string) *GateRun {
 		n.Gates[name] = g
 	}
 	return g
+}
+
+// reopen puts a failed node back to gating, its skipped dependents back to
+// pending and the workflow back to running (a gate rerun after failure).
+func (w *Workflow) reopen(n *Node) {
+	w.Generation++
+	n.Status, n.Reason, n.EndedAt = protocol.NodeGating, "", time.Time{}
+	changed := true
+	for changed { // dependents skipped because of n, transitively
+		changed = false
+		for _, id := range w.Order {
+			d := w.Nodes[id]
+			if d.Status != protocol.NodeSkipped {
+				continue
+			}
+			for _, dep := range w.deps[id] {
+				if st := w.Nodes[dep].Status; !st.Terminal() || dep == n.ID {
+					d.Status, d.Reason, d.EndedAt = protocol.NodePending, "", time.Time{}
+					changed = true
+					break
+				}
+			}
+		}
+	}
+	if w.Status.Terminal() {
+		w.Status, w.FinishedAt, w.Reason = protocol.WorkflowRunning, time.Time{}, ""
+	}
 }

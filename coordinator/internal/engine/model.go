@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
+	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 )
 
@@ -30,9 +31,10 @@ type Workflow struct {
 	CancelRequested bool
 	// LastSeq is the sequence of the last event folded in.
 	LastSeq uint64
+	// Generation counts reopenings (gate reruns of failed nodes).
+	Generation int
 
-	gates map[string]protocol.GateSpec
-	deps  map[string][]string
+	deps map[string][]string
 }
 
 // Node is one task's state.
@@ -49,6 +51,11 @@ type Node struct {
 	// ties alphabetical), including gates pulled in through depends_on.
 	GateOrder []string
 	Gates     map[string]*GateRun
+	// GateSpecs are the definitions in effect for this node (workflow
+	// gates, with the task's own front-matter gates replacing them), and
+	// OnFail what each gate's failure does to it (OF-01…OF-04).
+	GateSpecs map[string]protocol.GateSpec
+	OnFail    map[string]gates.FailAction
 	Commit    string
 	Reason    string
 	ReadyAt   time.Time
@@ -70,7 +77,31 @@ type GateRun struct {
 	LeaseToken uint64
 	Host       string
 	Result     *protocol.GateResult
-	published  bool
+	// PendingSince is when the gate first reported pending in this
+	// attempt (the pending clock, decision 3); NextPollAt when it runs again.
+	PendingSince time.Time
+	NextPollAt   time.Time
+	// NoCache is set when a rerun asked to bypass the gate cache.
+	NoCache   bool
+	published bool
+}
+
+// blocking reports whether the gate ended in a failure that counts: any
+// non-passing final status except a failure whose on_fail is warn. An
+// integrity violation always blocks, whatever the gate's severity (DESIGN
+// decision 7). Skipped gates block too, so skips propagate (DP-08).
+func (n *Node) blocking(name string) bool {
+	g := n.Gates[name]
+	if g == nil || !g.terminal() || g.Status == protocol.GatePassed {
+		return false
+	}
+	if g.Result != nil && g.Result.IntegrityViolation {
+		return true
+	}
+	if g.Status == protocol.GateSkipped {
+		return true
+	}
+	return n.OnFail[name] != gates.Warn
 }
 
 // terminal reports whether the gate has a final status.

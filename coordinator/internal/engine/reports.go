@@ -179,6 +179,10 @@ func (e *Engine) onGateResult(ctx context.Context, w *Workflow, gr *protocol.Gat
 	if g == nil || !g.Dispatched || g.terminal() {
 		return nil
 	}
+	if gr.Round != 0 && gr.Round != g.Round {
+		e.stale(w, "gate.result", n.ID, gr.Attempt, gr.LeaseToken, fmt.Sprintf("round %d, current round %d", gr.Round, g.Round))
+		return nil
+	}
 	if gr.LeaseToken < g.LeaseToken {
 		e.stale(w, "gate.result", n.ID, gr.Attempt, gr.LeaseToken, fmt.Sprintf("lease %d is current", g.LeaseToken))
 		return nil

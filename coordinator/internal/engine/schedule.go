@@ -132,47 +132,37 @@ func (e *Engine) publishAgentJob(ctx context.Context, w *Workflow, n *Node) erro
 }
 
 func (e *Engine) stepGates(ctx context.Context, w *Workflow, n *Node) error {
+	now := e.opts.Now()
 	for _, name := range n.GateOrder {
 		g := n.gate(name)
+		spec := n.GateSpecs[name]
 		if g.Dispatched {
-			if !g.published && !g.terminal() {
+			switch {
+			case g.Status == protocol.GatePending:
+				if err := e.pollPending(ctx, w, n, g, spec, now); err != nil {
+					return err
+				}
+			case !g.published && !g.terminal():
 				if err := e.publishGateJob(ctx, w, n, g); err != nil {
 					return err
 				}
 			}
 			continue
 		}
-		spec := w.gates[name]
-		blocked, waiting := "", false
-		for _, d := range spec.DependsOn {
-			dg := n.gate(d)
-			switch {
-			case dg.Status == protocol.GatePassed:
-			case dg.terminal():
-				if blocked == "" {
-					blocked = fmt.Sprintf("gate %s %s", d, dg.Status)
-				}
-			default:
-				waiting = true
-			}
-		}
+		blocked, waiting := n.gateDepState(spec)
 		switch {
 		case blocked != "":
 			res := &protocol.GateResult{
 				WorkflowID: w.ID, NodeID: n.ID, Gate: name, Attempt: n.Attempt,
-				Status: protocol.GateSkipped, Error: "skipped: " + blocked,
+				Status: protocol.GateSkipped, Error: "skipped: " + blocked, Round: g.Round,
 			}
 			ev := &protocol.Event{Type: protocol.EvGateFinished, WorkflowID: w.ID, NodeID: n.ID, Gate: name,
-				Attempt: n.Attempt, GateResult: res, Reason: blocked}
-			if err := e.emit(ctx, ev, fmt.Sprintf("%s.%s.a%d.g.%s.skipped", w.ID, n.ID, n.Attempt, name)); err != nil {
+				Attempt: n.Attempt, GateResult: res, Reason: blocked, Round: g.Round}
+			if err := e.emit(ctx, ev, fmt.Sprintf("%s.%s.a%d.g.%s.r%d.skipped", w.ID, n.ID, n.Attempt, name, g.Round)); err != nil {
 				return err
 			}
 		case !waiting:
-			ev := &protocol.Event{Type: protocol.EvGateDispatched, WorkflowID: w.ID, NodeID: n.ID, Gate: name, Attempt: n.Attempt}
-			if err := e.emit(ctx, ev, fmt.Sprintf("%s.%s.a%d.g.%s.r%d.dispatched", w.ID, n.ID, n.Attempt, name, g.Round+1)); err != nil {
-				return err
-			}
-			if err := e.publishGateJob(ctx, w, n, g); err != nil {
+			if err := e.dispatchGate(ctx, w, n, g, &protocol.Event{NoCache: g.NoCache}); err != nil {
 				return err
 			}
 		}
@@ -180,17 +170,76 @@ func (e *Engine) stepGates(ctx context.Context, w *Workflow, n *Node) error {
 	return e.foldNode(ctx, w, n)
 }
 
+// gateDepState reports whether a gate must be skipped because a dependency
+// failed in a blocking way (and the gate skips on dependency failure, the
+// default; GC-13, DP-07, DP-08), or must still wait for a dependency. A
+// dependency whose failure only warns counts as passed.
+func (n *Node) gateDepState(spec protocol.GateSpec) (blocked string, waiting bool) {
+	for _, d := range spec.DependsOn {
+		dg := n.gate(d)
+		switch {
+		case dg.Status == protocol.GatePassed:
+		case !dg.terminal():
+			waiting = true
+		case n.blocking(d) && spec.SkipsOnDependencyFailure():
+			if blocked == "" {
+				blocked = fmt.Sprintf("gate %s %s", d, dg.Status)
+			}
+		}
+	}
+	return blocked, waiting
+}
+
+// pollPending re-runs a pending gate once its poll interval has passed, or
+// times it out once it has been pending longer than max_pending (DESIGN
+// decision 3). The schedule lives in the event log (the last pending
+// result's time), so a restarted coordinator keeps it; polls are not
+// attempts.
+func (e *Engine) pollPending(ctx context.Context, w *Workflow, n *Node, g *GateRun, spec protocol.GateSpec, now time.Time) error {
+	if limit := spec.MaxPending(); now.Sub(g.PendingSince) > limit {
+		reason := fmt.Sprintf("pending since %s, longer than max_pending %s", g.PendingSince.UTC().Format(time.RFC3339), limit)
+		res := &protocol.GateResult{WorkflowID: w.ID, NodeID: n.ID, Gate: g.Name, Attempt: n.Attempt,
+			Status: protocol.GateTimeout, Error: reason, Round: g.Round}
+		if g.Result != nil {
+			res.Log, res.Output, res.Host = g.Result.Log, g.Result.Output, g.Result.Host
+		}
+		ev := &protocol.Event{Type: protocol.EvGateFinished, WorkflowID: w.ID, NodeID: n.ID, Gate: g.Name,
+			Attempt: n.Attempt, GateResult: res, Reason: reason, Round: g.Round}
+		return e.emit(ctx, ev, fmt.Sprintf("%s.%s.a%d.g.%s.r%d.pending-timeout", w.ID, n.ID, n.Attempt, g.Name, g.Round))
+	}
+	if now.Before(g.NextPollAt) {
+		return nil
+	}
+	return e.dispatchGate(ctx, w, n, g, &protocol.Event{Poll: true, NoCache: g.NoCache})
+}
+
+// dispatchGate records a new round of a gate and publishes its job. tmpl
+// carries the dispatch's flags (poll, no-cache).
+func (e *Engine) dispatchGate(ctx context.Context, w *Workflow, n *Node, g *GateRun, tmpl *protocol.Event) error {
+	ev := *tmpl
+	ev.Type, ev.WorkflowID, ev.NodeID, ev.Gate, ev.Attempt, ev.Round = protocol.EvGateDispatched, w.ID, n.ID, g.Name, n.Attempt, g.Round+1
+	if err := e.emit(ctx, &ev, fmt.Sprintf("%s.%s.a%d.g.%s.r%d.dispatched", w.ID, n.ID, n.Attempt, g.Name, ev.Round)); err != nil {
+		return err
+	}
+	return e.publishGateJob(ctx, w, n, g)
+}
+
 func (e *Engine) publishGateJob(ctx context.Context, w *Workflow, n *Node, g *GateRun) error {
-	spec := w.gates[g.Name]
+	spec := n.GateSpecs[g.Name]
 	patches := w.basePatches(n.ID)
 	if n.Patch != nil {
 		patches = append(patches, *n.Patch)
 	}
+	def := spec
 	job := &protocol.GateJob{
 		JobID:      protocol.GateJobID(w.ID, n.ID, n.Attempt, g.Name, g.Round),
 		WorkflowID: w.ID, NodeID: n.ID, Attempt: n.Attempt, Gate: g.Name, Pool: spec.Pool,
 		Repo: w.Repo, Patches: patches, Command: spec.Command, Env: spec.Env,
 		WorkingDir: spec.WorkingDir, TimeoutSeconds: spec.TimeoutSeconds, PublishedAt: e.opts.Now().UTC(),
+		Round: g.Round, Definition: &def, NoCache: g.NoCache,
+	}
+	if job.Pool == "" {
+		job.Pool = protocol.DefaultPool
 	}
 	data, err := protocol.Encode(job)
 	if err != nil {
@@ -204,9 +253,10 @@ func (e *Engine) publishGateJob(ctx context.Context, w *Workflow, n *Node, g *Ga
 }
 
 // foldNode decides a gating node once every gate has reported: every gate
-// passed (or there are none) → integrate and succeed; any failure → fail,
-// even while another gate is pending (seed 004 Q-3 step 5: failed >
-// pending > passed); otherwise (some gate pending) keep gating.
+// passed, or failed with on_fail warn (or there are none) → integrate and
+// succeed; any blocking failure → fail, even while another gate is pending
+// (seed 004 Q-3 step 5: failed > pending > passed); otherwise (some gate
+// pending) keep gating. An integrity violation always blocks.
 func (e *Engine) foldNode(ctx context.Context, w *Workflow, n *Node) error {
 	statuses := make([]protocol.GateStatus, 0, len(n.GateOrder))
 	for _, name := range n.GateOrder {
@@ -214,7 +264,11 @@ func (e *Engine) foldNode(ctx context.Context, w *Workflow, n *Node) error {
 		if g.Status == "" {
 			return nil // not dispatched yet, or still running
 		}
-		statuses = append(statuses, g.Status)
+		st := g.Status
+		if g.terminal() && st != protocol.GatePassed && !n.blocking(name) {
+			st = protocol.GatePassed // a warning: reported, not blocking (OF-01)
+		}
+		statuses = append(statuses, st)
 	}
 	switch workflow.FoldGates(statuses) {
 	case workflow.OutcomePassed:
@@ -224,8 +278,12 @@ func (e *Engine) foldNode(ctx context.Context, w *Workflow, n *Node) error {
 	default:
 		var bad []string
 		for _, name := range n.GateOrder {
-			if st := n.gate(name).Status; st != protocol.GatePassed && st != protocol.GateSkipped {
-				bad = append(bad, name+" "+string(st))
+			if n.blocking(name) && n.gate(name).Status != protocol.GateSkipped {
+				what := name + " " + string(n.gate(name).Status)
+				if r := n.gate(name).Result; r != nil && r.IntegrityViolation {
+					what += " (integrity violation: " + strings.Join(r.Violations, ", ") + ")"
+				}
+				bad = append(bad, what)
 			}
 		}
 		sort.Strings(bad)

@@ -37,11 +37,12 @@ func (e *Engine) serveAPI() (micro.Service, error) {
 	}
 	g := svc.AddGroup(protocol.APIPrefix)
 	endpoints := map[string]func(context.Context, []byte) (any, error){
-		protocol.APISubmit: e.apiSubmit,
-		protocol.APIStatus: e.apiStatus,
-		protocol.APIList:   e.apiList,
-		protocol.APICancel: e.apiCancel,
-		protocol.APILogs:   e.apiLogs,
+		protocol.APISubmit:    e.apiSubmit,
+		protocol.APIStatus:    e.apiStatus,
+		protocol.APIList:      e.apiList,
+		protocol.APICancel:    e.apiCancel,
+		protocol.APILogs:      e.apiLogs,
+		protocol.APIGateRerun: e.apiGateRerun,
 	}
 	for name, h := range endpoints {
 		h := h
@@ -235,4 +236,92 @@ func (e *Engine) apiLogs(ctx context.Context, data []byte) (any, error) {
 		entries[i].Content = string(b)
 	}
 	return api.LogsResponse{Logs: entries}, nil
+}
+
+func (e *Engine) apiGateRerun(ctx context.Context, data []byte) (any, error) {
+	var req api.GateRerunRequest
+	if err := decodeReq(data, &req); err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	w, ok := e.lookup(req.WorkflowID)
+	if !ok {
+		return nil, &api.Error{Code: api.CodeNotFound, Description: fmt.Sprintf("workflow %q not found", req.WorkflowID)}
+	}
+	if w.CancelRequested || w.Status == protocol.WorkflowCancelled {
+		return nil, &api.Error{Code: api.CodeConflict, Description: fmt.Sprintf("workflow %s was cancelled", w.ID)}
+	}
+	var targets []*Node
+	if req.NodeID != "" {
+		n := w.Nodes[req.NodeID]
+		if n == nil {
+			return nil, &api.Error{Code: api.CodeNotFound, Description: fmt.Sprintf("workflow %s has no node %q", w.ID, req.NodeID)}
+		}
+		if !gatesRerunnable(n) {
+			return nil, &api.Error{Code: api.CodeConflict, Description: fmt.Sprintf(
+				"node %s is %s: only a node whose agent succeeded and that is gating or failed on its gates can rerun gates", n.ID, n.Status)}
+		}
+		targets = []*Node{n}
+	} else {
+		for _, id := range w.Order {
+			if n := w.Nodes[id]; gatesRerunnable(n) && len(n.GateOrder) > 0 {
+				targets = append(targets, n)
+			}
+		}
+		if len(targets) == 0 {
+			return nil, &api.Error{Code: api.CodeConflict, Description: fmt.Sprintf("workflow %s has no gating or gate-failed node", w.ID)}
+		}
+	}
+	for _, n := range targets {
+		names := n.GateOrder
+		if req.Gate != "" {
+			if _, ok := n.GateSpecs[req.Gate]; !ok {
+				return nil, &api.Error{Code: api.CodeNotFound, Description: fmt.Sprintf("node %s has no gate %q", n.ID, req.Gate)}
+			}
+			names = []string{req.Gate}
+		}
+		if err := e.rerunGates(ctx, w, n, names, req.NoCache); err != nil {
+			return nil, err
+		}
+	}
+	e.advance(ctx, w)
+	return w.Summary(true), nil
+}
+
+// gatesRerunnable reports whether a node's gates may run again: its agent
+// succeeded, and it is gating or failed (on its gates).
+func gatesRerunnable(n *Node) bool {
+	if n.Agent == nil || n.Agent.Status != protocol.AgentSucceeded {
+		return false
+	}
+	return n.Status == protocol.NodeGating || n.Status == protocol.NodeFailed
+}
+
+// rerunGates reopens a failed node if needed and discards the named gates'
+// outcomes, so the scheduler dispatches them again in dependency layers.
+func (e *Engine) rerunGates(ctx context.Context, w *Workflow, n *Node, names []string, noCache bool) error {
+	if n.Status == protocol.NodeFailed {
+		ev := &protocol.Event{Type: protocol.EvNodeReopened, WorkflowID: w.ID, NodeID: n.ID, Attempt: n.Attempt,
+			Reason: "gate rerun requested"}
+		if err := e.emit(ctx, ev, ""); err != nil {
+			return err
+		}
+		// Runners drop jobs of finished workflows; this one runs again.
+		if err := e.store.CacheDelete(ctx, protocol.WorkflowFinishedKey(w.ID)); err != nil {
+			return err
+		}
+	}
+	for _, name := range names {
+		g := n.gate(name)
+		if g.Dispatched && g.Status == "" {
+			continue // running now: its result will do
+		}
+		ev := &protocol.Event{Type: protocol.EvGateRerun, WorkflowID: w.ID, NodeID: n.ID, Gate: name,
+			Attempt: n.Attempt, Round: g.Round, NoCache: noCache}
+		if err := e.emit(ctx, ev, ""); err != nil {
+			return err
+		}
+	}
+	return nil
 }
