@@ -81,6 +81,12 @@ type Result struct {
 	TimedOut bool
 	// Signal names the signal that ended the command, if one did.
 	Signal string
+	// OOMKilled is true when the kernel killed a process of the run because
+	// it exceeded the memory limit (container sandboxes only). Runners
+	// report it as a resource error, distinct from a failing gate or agent:
+	// the command did not fail on its own, it ran out of the memory the
+	// sandbox allowed.
+	OOMKilled bool
 	// Stdout and Stderr are the last OutputLimit bytes of each stream.
 	Stdout []byte
 	Stderr []byte

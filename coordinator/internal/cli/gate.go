@@ -16,9 +16,9 @@ import (
 func newGate() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "gate",
-		Short: "Inspect gate results",
+		Short: "Inspect and re-run gates",
 	}
-	cmd.AddCommand(newGateResults())
+	cmd.AddCommand(newGateResults(), newGateRerun())
 	return cmd
 }
 
@@ -132,4 +132,40 @@ func lastLines(s string, n int) string {
 		lines = append([]string{fmt.Sprintf("... (%d earlier lines; `coordinator logs` has everything)", len(lines)-n)}, lines[len(lines)-n:]...)
 	}
 	return strings.Join(lines, "\n")
+}
+
+func newGateRerun() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "rerun WF [NODE]",
+		Short: "Run a node's gates again (all gating or gate-failed nodes without NODE)",
+		Long: `rerun runs gates again: every gate of NODE, or only --gate, or the gates of every
+node that is gating or failed on its gates. A node that failed on its gates is
+reopened: it goes back to gating and the dependents it caused to be skipped go
+back to pending, so a workflow a flaky gate failed can still succeed. Gates run
+in their dependency layers, and a passing gate is served from the cache unless
+--no-cache is given.`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: clientRunE("gate", func(ctx context.Context, e *env, client *api.Client, args []string) error {
+			req := api.GateRerunRequest{WorkflowID: args[0], Gate: e.v.GetString("gate"), NoCache: e.v.GetBool("no-cache")}
+			if len(args) == 2 {
+				req.NodeID = args[1]
+			}
+			s, err := client.GateRerun(ctx, req)
+			if err != nil {
+				return apiErr(err)
+			}
+			fmt.Fprintf(e.out, "workflow %s %s; gates re-running:\n", s.ID, s.Status)
+			var rows []GateRow
+			for _, r := range gateRows(s, args[1:]) {
+				if r.Status == "" {
+					rows = append(rows, r)
+				}
+			}
+			printGateRows(e.out, rows, 0)
+			return nil
+		}),
+	}
+	cmd.Flags().String("gate", "", "only this gate")
+	cmd.Flags().Bool("no-cache", false, "run even if a cached passing result exists")
+	return cmd
 }

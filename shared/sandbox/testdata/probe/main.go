@@ -1,0 +1,177 @@
+// Command probe is the program the Docker sandbox tests run inside their
+// test image (FROM scratch, so it is the only program there). Each
+// subcommand checks one property of the sandbox and reports on stdout or,
+// for failures, on stderr with exit status 1.
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fail("usage: probe SUBCOMMAND [ARG...]")
+	}
+	args := os.Args[2:]
+	arg := func(i int) string {
+		if i >= len(args) {
+			fail("missing argument")
+		}
+		return args[i]
+	}
+	switch os.Args[1] {
+	case "tcp-connect": // HOST:PORT
+		conn, err := net.DialTimeout("tcp", arg(0), 2*time.Second)
+		if err != nil {
+			fail("tcp-connect: %v", err)
+		}
+		conn.Close()
+		fmt.Println("connected")
+	case "write": // PATH
+		if err := os.WriteFile(arg(0), []byte("written by probe\n"), 0o644); err != nil {
+			fail("write: %v", err)
+		}
+		fmt.Println("wrote", arg(0))
+	case "fork-bomb":
+		forkBomb()
+	case "alloc": // MB
+		mb, err := strconv.Atoi(arg(0))
+		if err != nil {
+			fail("alloc: %v", err)
+		}
+		var keep [][]byte
+		for i := 0; i < mb; i++ {
+			b := make([]byte, 1<<20)
+			for j := 0; j < len(b); j += 4096 {
+				b[j] = 1 // touch every page so it is really allocated
+			}
+			keep = append(keep, b)
+		}
+		fmt.Println("allocated", len(keep), "MiB")
+	case "sleep": // DURATION
+		d, err := time.ParseDuration(arg(0))
+		if err != nil {
+			fail("sleep: %v", err)
+		}
+		fmt.Println("sleeping")
+		time.Sleep(d)
+		fmt.Println("slept")
+	case "sleep-ignore-term": // DURATION
+		signal.Ignore(syscall.SIGTERM)
+		d, err := time.ParseDuration(arg(0))
+		if err != nil {
+			fail("sleep: %v", err)
+		}
+		fmt.Println("sleeping")
+		time.Sleep(d)
+		fmt.Println("slept")
+	case "env":
+		env := os.Environ()
+		sort.Strings(env)
+		for _, kv := range env {
+			fmt.Println(kv)
+		}
+	case "id":
+		fmt.Printf("uid=%d gid=%d\n", os.Getuid(), os.Getgid())
+	case "pwd":
+		wd, err := os.Getwd()
+		if err != nil {
+			fail("pwd: %v", err)
+		}
+		fmt.Println(wd)
+	case "exit": // N
+		n, err := strconv.Atoi(arg(0))
+		if err != nil {
+			fail("exit: %v", err)
+		}
+		fmt.Fprintln(os.Stderr, "exiting with", n)
+		os.Exit(n)
+	case "print-lines": // N [stdout|stderr|both]
+		n, err := strconv.Atoi(arg(0))
+		if err != nil {
+			fail("print-lines: %v", err)
+		}
+		stream := "stdout"
+		if len(args) > 1 {
+			stream = args[1]
+		}
+		out := bufio.NewWriter(os.Stdout)
+		errw := bufio.NewWriter(os.Stderr)
+		for i := 1; i <= n; i++ {
+			if stream == "stdout" || stream == "both" {
+				fmt.Fprintf(out, "out %d\n", i)
+			}
+			if stream == "stderr" || stream == "both" {
+				fmt.Fprintf(errw, "err %d\n", i)
+			}
+		}
+		out.Flush()
+		errw.Flush()
+	case "read-stdin":
+		if _, err := io.Copy(os.Stdout, os.Stdin); err != nil {
+			fail("read-stdin: %v", err)
+		}
+	default:
+		fail("unknown subcommand %q", os.Args[1])
+	}
+}
+
+// forkBomb starts copies of itself, each of which does the same, until
+// starting one fails. The first process then reports the failure and exits
+// 3, which ends the container. As a guard against bombing a machine whose
+// engine ignored the limit, it refuses to start unless its cgroup has a
+// pids limit.
+func forkBomb() {
+	if os.Getenv("PROBE_BOMB_CHILD") == "" {
+		limit := pidsLimit()
+		if limit == "" || limit == "max" {
+			fail("fork-bomb: refusing: no pids limit visible (%q)", limit)
+		}
+		fmt.Println("pids limit", limit)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fail("fork-bomb: %v", err)
+	}
+	started := 0
+	for {
+		cmd := exec.Command(self, "fork-bomb")
+		cmd.Env = append(os.Environ(), "PROBE_BOMB_CHILD=1")
+		if err := cmd.Start(); err != nil {
+			if os.Getenv("PROBE_BOMB_CHILD") != "" {
+				time.Sleep(time.Hour) // hold on to the pid
+			}
+			fmt.Printf("contained after %d children: %v\n", started, err)
+			os.Exit(3)
+		}
+		started++
+	}
+}
+
+func pidsLimit() string {
+	for _, p := range []string{"/sys/fs/cgroup/pids.max", "/sys/fs/cgroup/pids/pids.max"} {
+		if b, err := os.ReadFile(p); err == nil {
+			return strings.TrimSpace(string(b))
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return ""
+		}
+	}
+	return ""
+}
+
+func fail(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, format+"\n", a...)
+	os.Exit(1)
+}
