@@ -17,6 +17,7 @@ build:
 	cd coordinator && $(GO) build -o $(BIN)/coordinator ./cmd/coordinator
 	cd worker && $(GO) build -o $(BIN)/worker ./cmd/worker
 	cd gaterunner && $(GO) build -o $(BIN)/gaterunner ./cmd/gaterunner
+	cd gaterunner && $(GO) build -o $(BIN)/supervisor-coverage-check ./cmd/supervisor-coverage-check
 	cd worker && $(GO) build -o $(BIN)/supervisor-test-agent ./testdata/testagent
 	cd shared && $(GO) build -o $(BIN)/nats-server github.com/nats-io/nats-server/v2
 

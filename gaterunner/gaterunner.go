@@ -1,8 +1,29 @@
 // Package gaterunner runs gate jobs: it pulls them from its pools, takes
 // each job's lease, materializes the base commit plus the node's patches in
-// a fresh workspace, runs the gate command in the sandbox, and reports the
-// gate's status (exit 0 passed, 75 pending, killed by the timeout timeout,
-// anything else failed) with the tail of its output and the full log.
+// a fresh workspace, and executes the gate the way the gate engine requires
+// (seed 000 §6, adapted: every gate has a disposable workspace of its own,
+// so nothing is reset):
+//
+//  1. The gate's definition is the job's Definition (older jobs: its
+//     Command, Env, WorkingDir and TimeoutSeconds).
+//  2. Unless the gate says cache: false, the content-addressed cache key is
+//     computed over the prepared workspace (DESIGN decision 8) and the gate
+//     runs through the fleet-wide cache: a hit reports the stored passing
+//     result without running anything, and identical keys in flight at
+//     once run once across the fleet. NoCache skips the lookup but still
+//     stores a passing result.
+//  3. The workspace is captured before the gate and checked after it
+//     (DESIGN decision 7): any change outside allowed_writes fails the gate
+//     as an integrity violation, whatever its exit code, and is never
+//     cached.
+//  4. The status follows the exit (0 passed, 75 pending, killed by the
+//     timeout timeout, anything else failed; a command that cannot start
+//     fails too); a sandbox that reports an out-of-memory kill gives status
+//     error. The report carries the output, redacted then tail-truncated to
+//     protocol.OutputMaxChars, and the full log is uploaded as an artifact.
+//
+// A pending gate is reported and acknowledged like any other result: the
+// coordinator schedules the next poll as a new gate job (Round + 1).
 package gaterunner
 
 import (
@@ -12,8 +33,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/gatecache"
+	"github.com/supervisorhq/supervisor/shared/integrity"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/redact"
@@ -29,9 +53,9 @@ type Config struct {
 	// DrainTimeout bounds how long running gates may finish after a stop
 	// signal before they are interrupted and their jobs handed back.
 	DrainTimeout time.Duration
-	// PollInterval is how long a pending gate (exit 75) waits before it is
-	// run again (default 30 s, seed 004).
-	PollInterval time.Duration
+	// CacheTTL is how long a passing result stays in the gate cache
+	// (default gatecache.DefaultTTL, 24 h).
+	CacheTTL time.Duration
 }
 
 // Runner pulls and runs gate jobs.
@@ -39,17 +63,20 @@ type Runner struct {
 	deps    jobrun.Deps
 	cfg     Config
 	cancels jobrun.Cancels
+	cache   *gatecache.Cache
 }
 
-// New creates a gate runner.
+// New creates a gate runner. Its gate cache lives in deps.Store, shared by
+// every runner of the fleet.
 func New(deps jobrun.Deps, cfg Config) *Runner {
 	if len(cfg.Pools) == 0 {
 		cfg.Pools = []string{protocol.DefaultPool}
 	}
-	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = 30 * time.Second
+	if cfg.CacheTTL <= 0 {
+		cfg.CacheTTL = gatecache.DefaultTTL
 	}
-	return &Runner{deps: deps, cfg: cfg}
+	cache := gatecache.New(deps.Store, gatecache.Options{TTL: cfg.CacheTTL, Host: deps.Host, Logger: deps.Log})
+	return &Runner{deps: deps, cfg: cfg, cache: cache}
 }
 
 // Run pulls gate jobs until ctx ends, then drains like the worker does.
@@ -67,35 +94,101 @@ func (r *Runner) handle(ctx context.Context, d *bus.Delivery) bus.Disposition {
 	}
 	meta := jobrun.Meta{Kind: protocol.KindGate, JobID: job.JobID, WorkflowID: job.WorkflowID,
 		NodeID: job.NodeID, Gate: job.Gate, Attempt: job.Attempt, PublishedAt: job.PublishedAt}
+	began := time.Now()
 	return jobrun.Run(ctx, r.deps, &r.cancels, d, meta,
 		func(ctx context.Context, token uint64) jobrun.Outcome { return r.run(ctx, &job, token) },
 		func(token uint64, err error) *protocol.Report {
-			return r.report(&job, token, protocol.GateError, nil, sandbox.Result{}, "", err.Error())
+			g := r.result(&job, token, began)
+			g.Status, g.Error = protocol.GateError, err.Error()
+			g.Output = truncateOutput(redact.String(err.Error()))
+			return gateReport(g)
 		})
 }
 
-func (r *Runner) report(job *protocol.GateJob, token uint64, st protocol.GateStatus, exit *int,
-	res sandbox.Result, logName, errText string) *protocol.Report {
-	return &protocol.Report{Type: protocol.ReportGateResult, Gate: &protocol.GateResult{
+// result returns a GateResult with the job's fields filled in.
+func (r *Runner) result(job *protocol.GateJob, token uint64, began time.Time) *protocol.GateResult {
+	return &protocol.GateResult{
 		JobID: job.JobID, WorkflowID: job.WorkflowID, NodeID: job.NodeID, Gate: job.Gate, Attempt: job.Attempt,
-		LeaseToken: token, Host: r.deps.Host, Status: st, ExitCode: exit,
-		Stdout: redact.String(string(res.Stdout)), Stderr: redact.String(string(res.Stderr)), Log: logName, Error: errText,
-		StartedAt: res.StartedAt.UTC(), FinishedAt: time.Now().UTC(),
-	}}
+		LeaseToken: token, Host: r.deps.Host, Round: job.Round,
+		StartedAt: began.UTC(), FinishedAt: time.Now().UTC(),
+	}
+}
+
+func gateReport(g *protocol.GateResult) *protocol.Report {
+	return &protocol.Report{Type: protocol.ReportGateResult, Gate: g}
+}
+
+// gateDef is the definition a gate job runs with.
+type gateDef struct {
+	command        []string
+	env            map[string]string
+	workingDir     string
+	timeoutSeconds int
+	cache          bool
+	cacheInputs    []string
+	forceHashLarge bool
+	allowedWrites  []string
+	image          string
+	resources      *protocol.GateResources
+}
+
+// definition returns the job's gate definition: its Definition when the
+// coordinator sent one, each execution field falling back to the job's
+// copy; a job without a Definition (an older coordinator) runs its Command,
+// Env, WorkingDir and TimeoutSeconds with the defaults (cache on, nothing
+// allowed to be written).
+func definition(job *protocol.GateJob) gateDef {
+	d := gateDef{command: job.Command, env: job.Env, workingDir: job.WorkingDir, timeoutSeconds: job.TimeoutSeconds, cache: true}
+	s := job.Definition
+	if s == nil {
+		return d
+	}
+	if len(s.Command) > 0 {
+		d.command = s.Command
+	}
+	if s.Env != nil {
+		d.env = s.Env
+	}
+	if s.WorkingDir != "" {
+		d.workingDir = s.WorkingDir
+	}
+	if s.TimeoutSeconds > 0 {
+		d.timeoutSeconds = s.TimeoutSeconds
+	}
+	d.cache = s.UsesCache()
+	d.cacheInputs = s.CacheInputs
+	d.forceHashLarge = s.ForceHashLargeCacheInputs
+	d.allowedWrites = s.AllowedWrites
+	d.image = s.Image
+	d.resources = s.Resources
+	return d
+}
+
+// resourcesKey is the canonical form of resource limits in the cache key
+// ("" when the runner's defaults apply).
+func resourcesKey(r *protocol.GateResources) string {
+	if r == nil || *r == (protocol.GateResources{}) {
+		return ""
+	}
+	return fmt.Sprintf("memory_bytes=%d cpus=%s pids=%d", r.MemoryBytes, strconv.FormatFloat(r.CPUs, 'g', -1, 64), r.PIDs)
 }
 
 func (r *Runner) run(ctx context.Context, job *protocol.GateJob, token uint64) jobrun.Outcome {
+	began := time.Now()
+	def := definition(job)
 	logw := &jobrun.LogWriter{}
-	logw.Printf("gate %s for %s/%s attempt %d on %s (lease %d): %s", job.Gate, job.WorkflowID, job.NodeID,
-		job.Attempt, r.deps.Host, token, strings.Join(job.Command, " "))
+	logw.Printf("gate %s for %s/%s attempt %d round %d on %s (lease %d): %s", job.Gate, job.WorkflowID, job.NodeID,
+		job.Attempt, job.Round, r.deps.Host, token, strings.Join(def.command, " "))
 	ws, err := r.deps.Workspaces.Prepare(ctx, job.Repo, job.Patches, job.JobID)
 	if err != nil {
 		return jobrun.Outcome{Err: fmt.Errorf("prepare workspace: %w", err)}
 	}
 	defer ws.Close() //nolint:errcheck
 
+	// The SUPERVISOR_* metadata differs per job; it is not part of the
+	// cache key, which takes the definition's env only.
 	env := map[string]string{}
-	for k, v := range job.Env {
+	for k, v := range def.env {
 		env[k] = v
 	}
 	env["SUPERVISOR_WORKFLOW_ID"] = job.WorkflowID
@@ -106,37 +199,240 @@ func (r *Runner) run(ctx context.Context, job *protocol.GateJob, token uint64) j
 	env["SUPERVISOR_REPO_ID"] = job.Repo.ID
 	env["SUPERVISOR_REPO_PATH"] = ws.Dir
 
+	spec := sandbox.Spec{
+		Argv: def.command, Workspace: ws.Dir, WorkingDir: def.workingDir, Env: env,
+		Timeout: time.Duration(def.timeoutSeconds) * time.Second, Stdout: logw, Stderr: logw,
+		Image: def.image,
+		Labels: map[string]string{"workflow": job.WorkflowID, "node": job.NodeID, "gate": job.Gate,
+			"attempt": strconv.Itoa(job.Attempt), "round": strconv.Itoa(job.Round)},
+	}
+	if rs := def.resources; rs != nil {
+		spec.Resources = sandbox.Resources{MemoryBytes: rs.MemoryBytes, CPUs: rs.CPUs, Pids: rs.PIDs}
+	}
+
+	key, err := r.cacheKey(ctx, job, def, spec, ws.Dir)
+	if err != nil {
+		return jobrun.Outcome{Err: fmt.Errorf("gate cache key: %w", err)}
+	}
+	switch {
+	case key.ID == "":
+		logw.Printf("gate cache disabled: %s", key.Disabled)
+	case job.NoCache:
+		logw.Printf("gate cache key %s (tree %s); lookup skipped (no_cache), a passing result is still stored", key.ID, key.Tree)
+	default:
+		logw.Printf("gate cache key %s (tree %s, computed in %s)", key.ID, key.Tree, key.Took.Round(time.Millisecond))
+	}
+
 	logName := fmt.Sprintf("%s/%s/a%d/gate-%s-%d.log", job.WorkflowID, job.NodeID, job.Attempt, job.Gate, token)
-	res, err := r.deps.Sandbox.Run(ctx, sandbox.Spec{
-		Argv: job.Command, Workspace: ws.Dir, WorkingDir: job.WorkingDir, Env: env,
-		Timeout: time.Duration(job.TimeoutSeconds) * time.Second, Stdout: logw, Stderr: logw,
-		Labels: map[string]string{"workflow": job.WorkflowID, "node": job.NodeID, "gate": job.Gate, "attempt": strconv.Itoa(job.Attempt)},
+	execute := func(rctx context.Context) (gatecache.Entry, bool, error) {
+		g, err := r.execute(ctx, rctx, job, token, began, def, spec, ws.Dir, logw, logName)
+		if err != nil {
+			return gatecache.Entry{}, false, err
+		}
+		g.CacheKey, g.CacheDisabled = key.ID, key.Disabled
+		cacheable := key.ID != "" && g.Status == protocol.GatePassed && !g.IntegrityViolation && rctx.Err() == nil
+		return gatecache.Entry{Tree: key.Tree, Result: *g}, cacheable, nil
+	}
+
+	var entry gatecache.Entry
+	hit := false
+	switch {
+	case key.ID == "":
+		entry, _, err = execute(ctx)
+	case job.NoCache:
+		var cacheable bool
+		if entry, cacheable, err = execute(ctx); err == nil && cacheable {
+			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			if perr := r.cache.Put(pctx, key.ID, entry); perr != nil {
+				r.deps.Log.Warn("gate cache: cannot store the result", "job", job.JobID, "key", key.ID, "err", perr)
+			}
+			cancel()
+		}
+	default:
+		entry, hit, err = r.cache.Do(ctx, key.ID, execute)
+	}
+	if err != nil {
+		return jobrun.Outcome{Err: err}
+	}
+	if !hit {
+		g := entry.Result
+		return jobrun.Outcome{Report: gateReport(&g)}
+	}
+
+	// A hit: the stored passing result, as this job's, with this runner's
+	// host and times and the original run's log.
+	stored := entry.Result
+	g := r.result(job, token, began)
+	g.Status, g.ExitCode = stored.Status, stored.ExitCode
+	g.Stdout, g.Stderr, g.Output, g.Log = stored.Stdout, stored.Stderr, stored.Output, stored.Log
+	g.Cached, g.CacheKey = true, key.ID
+	r.deps.Log.Info("gate cache hit", "job", job.JobID, "gate", job.Gate, "key", key.ID,
+		"cached_at", entry.CachedAt, "cached_by", entry.Host, "log", stored.Log)
+	return jobrun.Outcome{Report: gateReport(g)}
+}
+
+// environmentIdentifier is a sandbox that can identify the environment a
+// spec would run in (the process sandbox: its PATH and the program's
+// identity).
+type environmentIdentifier interface {
+	EnvironmentID(ctx context.Context, spec sandbox.Spec) (string, error)
+}
+
+// imageDigester is a container sandbox that can name an image's digest.
+type imageDigester interface {
+	ImageDigest(ctx context.Context, image string) (string, error)
+}
+
+// environmentID identifies the execution environment for the cache key.
+func (r *Runner) environmentID(ctx context.Context, spec sandbox.Spec) (string, error) {
+	switch sb := r.deps.Sandbox.(type) {
+	case environmentIdentifier:
+		return sb.EnvironmentID(ctx, spec)
+	case imageDigester:
+		digest, err := sb.ImageDigest(ctx, spec.Image)
+		if err != nil {
+			return "", err
+		}
+		return r.deps.Sandbox.Name() + ":" + digest, nil
+	default:
+		return "", fmt.Errorf("the %s sandbox cannot identify its execution environment", r.deps.Sandbox.Name())
+	}
+}
+
+// cacheKey computes the gate's cache key over the prepared workspace, or a
+// Key with Disabled set saying why caching is off. The error is non-nil
+// only when ctx ended.
+func (r *Runner) cacheKey(ctx context.Context, job *protocol.GateJob, def gateDef, spec sandbox.Spec, dir string) (gatecache.Key, error) {
+	if !def.cache {
+		return gatecache.Key{Disabled: "cache: false in the gate's definition"}, nil
+	}
+	envID, err := r.environmentID(ctx, spec)
+	if err != nil {
+		if ctx.Err() != nil {
+			return gatecache.Key{}, ctx.Err()
+		}
+		return gatecache.Key{Disabled: "no execution environment id (CD-19): " + err.Error()}, nil
+	}
+	return gatecache.ComputeKey(ctx, gatecache.KeyInput{
+		Dir:            dir,
+		Gate:           job.Gate,
+		Command:        def.command,
+		Env:            def.env,
+		WorkingDir:     def.workingDir,
+		TimeoutSeconds: def.timeoutSeconds,
+		EnvironmentID:  envID,
+		Resources:      resourcesKey(def.resources),
+		AllowedWrites:  def.allowedWrites,
+		CacheInputs:    def.cacheInputs,
+		ForceHashLarge: def.forceHashLarge,
 	})
-	var st protocol.GateStatus
-	var exit *int
-	errText := ""
+}
+
+// execute runs the gate once in the workspace, between an integrity
+// capture and check, uploads its log and returns its result. jobCtx is the
+// job's context; ctx may be shorter-lived (the gate cache's single-flight
+// lock). An error is an infrastructure failure: the job is handed back.
+func (r *Runner) execute(jobCtx, ctx context.Context, job *protocol.GateJob, token uint64, began time.Time,
+	def gateDef, spec sandbox.Spec, dir string, logw *jobrun.LogWriter, logName string) (*protocol.GateResult, error) {
+	base, err := integrity.Capture(ctx, dir, integrity.Options{AllowedWrites: def.allowedWrites})
+	if err != nil {
+		return nil, fmt.Errorf("integrity: capture the workspace before the gate: %w", err)
+	}
+
+	res, err := r.deps.Sandbox.Run(ctx, spec)
+	ran := err == nil
+	g := r.result(job, token, began)
+	var notes []string
 	switch {
 	case errors.Is(err, sandbox.ErrStart) || errors.Is(err, sandbox.ErrInvalidSpec):
 		// A gate whose command cannot run fails: that is the gate's
 		// definition, not an infrastructure fault a redelivery would fix.
-		st, errText = protocol.GateFailed, err.Error()
+		g.Status, g.Error = protocol.GateFailed, err.Error()
+		notes = append(notes, err.Error())
 		logw.Printf("cannot start the gate: %v", err)
 	case err != nil:
-		return jobrun.Outcome{Err: fmt.Errorf("run gate: %w", err)}
+		return nil, fmt.Errorf("run gate: %w", err)
 	default:
-		st = protocol.GateStatusFromExit(res.ExitCode, res.TimedOut)
-		if !res.TimedOut && res.Signal == "" {
+		g.Status = protocol.GateStatusFromExit(res.ExitCode, res.TimedOut)
+		if !res.TimedOut && res.Signal == "" && !res.OOMKilled {
 			code := res.ExitCode
-			exit = &code
+			g.ExitCode = &code
 		}
-		logw.Printf("gate %s after %s: exit %d, status %s", job.Gate, res.Duration.Round(time.Millisecond), res.ExitCode, st)
+		g.TimedOut = res.TimedOut
+		g.DurationMillis = res.Duration.Milliseconds()
 	}
+	if ctx.Err() != nil && jobCtx.Err() == nil {
+		// Only the cache's single-flight lock was lost: another runner
+		// may be running the same gate; run it again later.
+		return nil, errors.New("gate cache: lost the single-flight lock while the gate ran")
+	}
+
+	// The sandbox has ended every process of the gate: the workspace is
+	// final.
+	rep, err := base.Check(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("integrity: check the workspace after the gate: %w", err)
+	}
+	for _, p := range rep.Ignored {
+		logw.Printf("ignored path written by the gate (not a violation): %s", p)
+	}
+	switch {
+	case !rep.Clean():
+		summary := (&integrity.Report{Violations: rep.Violations}).Summary()
+		g.Status, g.IntegrityViolation, g.Violations = protocol.GateFailed, true, rep.Strings()
+		g.Error = joinNonEmpty("; ", g.Error, summary)
+		notes = append(notes, summary)
+		logw.Printf("%s", summary)
+	case res.OOMKilled:
+		g.Status, g.Error = protocol.GateError, "resource limit: out of memory"
+		notes = append(notes, g.Error)
+		logw.Printf("the sandbox killed the gate: it ran out of memory")
+	}
+	if ran {
+		logw.Printf("gate %s after %s: exit %d, status %s", job.Gate, res.Duration.Round(time.Millisecond), res.ExitCode, g.Status)
+	} else {
+		logw.Printf("gate %s: status %s", job.Gate, g.Status)
+	}
+
+	g.Stdout, g.Stderr = redact.String(string(res.Stdout)), redact.String(string(res.Stderr))
+	output := strings.TrimSpace(redact.String(string(res.Stdout) + "\n" + string(res.Stderr)))
+	for _, n := range notes {
+		output = joinNonEmpty("\n\n", output, redact.String(n))
+	}
+	g.Output = truncateOutput(output)
+
 	if err := jobrun.UploadLog(ctx, r.deps.Bus, logName, logw.Bytes()); err != nil {
-		return jobrun.Outcome{Err: err}
+		return nil, err
 	}
-	out := jobrun.Outcome{Report: r.report(job, token, st, exit, res, logName, errText)}
-	if st == protocol.GatePending {
-		out.Retry = r.cfg.PollInterval
+	g.Log = logName
+	g.FinishedAt = time.Now().UTC()
+	return g, nil
+}
+
+func joinNonEmpty(sep string, parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
 	}
-	return out
+	return strings.Join(out, sep)
+}
+
+// truncateOutput keeps the last protocol.OutputMaxChars characters of s
+// behind a marker saying how many were dropped (seed 000 OT-03). Callers
+// redact first, so no secret is cut in a way that hides it from the
+// redaction.
+func truncateOutput(s string) string {
+	n := utf8.RuneCountInString(s)
+	if n <= protocol.OutputMaxChars {
+		return s
+	}
+	drop := n - protocol.OutputMaxChars
+	i := 0
+	for k := 0; k < drop; k++ {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+	}
+	return fmt.Sprintf("...[truncated %d chars]...\n", drop) + s[i:]
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/gatecache"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
@@ -108,6 +109,9 @@ type harness struct {
 	patch   protocol.PatchRef // the node's patch: adds newfile, changes src/a.txt
 	reports chan *protocol.Report
 	hosts   atomic.Int64
+
+	dir     string // the repository, with the node's patch staged
+	patches atomic.Int64
 }
 
 func newHarness(t *testing.T) *harness {
@@ -163,6 +167,7 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	h.patch = *ref
+	h.dir = dir
 
 	cons, err := b.JS.CreateOrUpdateConsumer(ctx, protocol.StreamResults, jetstream.ConsumerConfig{
 		Durable: "test-results", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: protocol.SubjectResults,
@@ -188,9 +193,31 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
+// variantPatch returns another version of the node's patch, in which
+// src/a.txt gets content instead of "a1\na2\n".
+func (h *harness) variantPatch(content string) protocol.PatchRef {
+	t := h.t
+	t.Helper()
+	writeFile(t, filepath.Join(h.dir, "src/a.txt"), content)
+	gitRun(t, h.dir, "add", "--all")
+	patch := gitRun(t, h.dir, "diff", "--cached", "--binary", "--full-index", h.repo.BaseCommit)
+	name := fmt.Sprintf("wf/node/a1/variant-%d.patch", h.patches.Add(1))
+	ref, err := jobrun.UploadPatch(testCtx(t), h.b, "node", name, []byte(patch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *ref
+}
+
 // startRunner runs a gate runner, with its own NATS connection, state
 // store and data directory, until the test ends and returns its host.
 func (h *harness) startRunner(cfg Config) string {
+	return h.startRunnerWith(cfg, nil)
+}
+
+// startRunnerWith is startRunner with the runner's sandbox replaced by
+// wrap(the process sandbox), if wrap is set.
+func (h *harness) startRunnerWith(cfg Config, wrap func(sandbox.Sandbox) sandbox.Sandbox) string {
 	t := h.t
 	host := fmt.Sprintf("test-gaterunner-%d", h.hosts.Add(1))
 	ctx := testCtx(t)
@@ -205,6 +232,9 @@ func (h *harness) startRunner(cfg Config) string {
 	deps, err := jobrun.LocalDeps(jobrun.Settings{DataDir: t.TempDir(), SandboxPath: sandbox.BasePath, Host: host}, rb, store, h.log)
 	if err != nil {
 		t.Fatalf("LocalDeps: %v", err)
+	}
+	if wrap != nil {
+		deps.Sandbox = wrap(deps.Sandbox)
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -228,8 +258,17 @@ func (h *harness) gateJob(gate string, round int, command ...string) *protocol.G
 	return &protocol.GateJob{
 		JobID:      protocol.GateJobID("wf", "node", 1, gate, round),
 		WorkflowID: "wf", NodeID: "node", Attempt: 1, Gate: gate, Pool: protocol.DefaultPool,
-		Repo: h.repo, Command: command, TimeoutSeconds: 60, PublishedAt: time.Now().UTC(),
+		Repo: h.repo, Command: command, TimeoutSeconds: 60, PublishedAt: time.Now().UTC(), Round: round,
 	}
+}
+
+// defJob is a gate job carrying def as its Definition (the execution
+// fields repeated, as the coordinator sends them), for round round.
+func (h *harness) defJob(def protocol.GateSpec, round int) *protocol.GateJob {
+	j := h.gateJob(def.Name, round, def.Command...)
+	j.Env, j.WorkingDir, j.TimeoutSeconds = def.Env, def.WorkingDir, def.TimeoutSeconds
+	j.Definition = &def
+	return j
 }
 
 func (h *harness) publish(j *protocol.GateJob) {
@@ -281,8 +320,16 @@ func (h *harness) expectResult(j *protocol.GateJob, s *protocol.Started) *protoc
 	if g.LeaseToken != s.LeaseToken || g.Host != s.Host {
 		h.t.Errorf("gate result token %d host %q, want the started report's %d %q", g.LeaseToken, g.Host, s.LeaseToken, s.Host)
 	}
+	if g.Round != j.Round {
+		h.t.Errorf("gate result round %d, want the job's %d", g.Round, j.Round)
+	}
+	// A cache hit reports the log of the run that produced the result.
 	wantLog := fmt.Sprintf("wf/node/a1/gate-%s-%d.log", j.Gate, s.LeaseToken)
-	if g.Log != wantLog {
+	if g.Cached {
+		if g.Log == "" || g.Log == wantLog {
+			h.t.Errorf("cached result log %q, want the original run's", g.Log)
+		}
+	} else if g.Log != wantLog {
 		h.t.Errorf("log %q, want %q", g.Log, wantLog)
 	}
 	return g
@@ -461,42 +508,32 @@ func TestGateWorkspaceAndEnv(t *testing.T) {
 	h.settled()
 }
 
-// Exit 75 reports pending and the job comes back after the poll interval.
-func TestGatePendingPolledAgain(t *testing.T) {
+// Exit 75 reports pending and acknowledges the job: the coordinator
+// schedules the next poll as a new gate job (round + 1).
+func TestGatePendingAcked(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	poll := 500 * time.Millisecond
-	h.startRunner(Config{PollInterval: poll})
+	h.startRunner(Config{})
 
-	// The marker lives outside the workspace, which is fresh on each run.
-	marker := filepath.Join(t.TempDir(), "polled-once")
-	job := h.gateJob("poll", 1, "sh", "-c", `if [ -e "$MARKER" ]; then echo ready; exit 0; fi; touch "$MARKER"; echo not yet; exit 75`)
-	job.Env = map[string]string{"MARKER": marker}
-	h.publish(job)
-
-	s1 := h.expectStarted(job)
-	g := h.expectResult(job, s1)
-	if g.Status != protocol.GatePending || g.ExitCode == nil || *g.ExitCode != 75 {
-		t.Fatalf("first run: status %s exit %s, want pending 75", g.Status, exitCode(g.ExitCode))
+	job := h.gateJob("poll", 1, "sh", "-c", "echo not yet; exit 75")
+	g := h.run(job)
+	if g.Status != protocol.GatePending || g.ExitCode == nil || *g.ExitCode != 75 || g.Cached {
+		t.Fatalf("status %s exit %s cached %v, want pending 75", g.Status, exitCode(g.ExitCode), g.Cached)
 	}
-	pendingAt := time.Now()
-
-	s2 := h.expectStarted(job)
-	if waited := time.Since(pendingAt); waited < poll-200*time.Millisecond {
-		t.Errorf("polled again after %s, before the %s poll interval", waited, poll)
-	}
-	if s2.Delivery != 2 || s2.LeaseToken <= s1.LeaseToken {
-		t.Errorf("second run: delivery %d token %d (first token %d)", s2.Delivery, s2.LeaseToken, s1.LeaseToken)
-	}
-	g = h.expectResult(job, s2)
-	if g.Status != protocol.GatePassed || g.ExitCode == nil || *g.ExitCode != 0 || !strings.Contains(g.Stdout, "ready") {
-		t.Fatalf("second run: status %s exit %s stdout %q", g.Status, exitCode(g.ExitCode), g.Stdout)
+	if !strings.Contains(g.Output, "not yet") {
+		t.Errorf("output %q", g.Output)
 	}
 	info := h.settled()
-	if info.Delivered.Consumer != 2 {
-		t.Errorf("delivered %d times, want 2", info.Delivered.Consumer)
+	if info.Delivered.Consumer != 1 || info.NumRedelivered != 0 {
+		t.Errorf("pending job delivered %d times (%d redelivered), want once, acked", info.Delivered.Consumer, info.NumRedelivered)
 	}
-	h.noReports(800 * time.Millisecond) // passed: not polled again
+	h.noReports(2 * time.Second) // not redelivered, not polled by the runner
+
+	// The coordinator's next poll is a new job; it is not a cache hit.
+	next := h.gateJob("poll", 2, "sh", "-c", "echo not yet; exit 75")
+	if g := h.run(next); g.Status != protocol.GatePending || g.Cached {
+		t.Fatalf("round 2: status %s cached %v", g.Status, g.Cached)
+	}
 }
 
 func TestGateTimeout(t *testing.T) {
@@ -518,5 +555,361 @@ func TestGateTimeout(t *testing.T) {
 	}
 	if info := h.settled(); info.Delivered.Consumer != 1 || info.NumRedelivered != 0 {
 		t.Errorf("delivered %d times", info.Delivered.Consumer)
+	}
+}
+
+// runs counts the lines a gate appended to its marker file, kept outside
+// the (fresh, per job) workspaces.
+func runs(t *testing.T, marker string) int {
+	t.Helper()
+	data, err := os.ReadFile(marker)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(data), "\n")
+}
+
+func withEnv(env map[string]string, k, v string) map[string]string {
+	out := map[string]string{k: v}
+	for name, val := range env {
+		if name != k {
+			out[name] = val
+		}
+	}
+	return out
+}
+
+// A passing gate is cached: an identical job in a fresh workspace is a hit
+// that does not run the command; the code, the env, no_cache and cache:
+// false each make it run again; a failing gate is never cached.
+func TestGateCache(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.startRunner(Config{})
+	marker := filepath.Join(t.TempDir(), "runs")
+	def := protocol.GateSpec{
+		Name: "cached", Pool: protocol.DefaultPool, TimeoutSeconds: 60,
+		Command: []string{"sh", "-c", `echo run >> "$MARKER"; echo checked`},
+		Env:     map[string]string{"MARKER": marker},
+	}
+	round := 0
+	job := func(d protocol.GateSpec) *protocol.GateJob {
+		round++
+		j := h.defJob(d, round)
+		j.Patches = []protocol.PatchRef{h.patch}
+		return j
+	}
+
+	first := h.run(job(def))
+	if first.Status != protocol.GatePassed || first.Cached || !gatecache.ValidKey(first.CacheKey) || first.CacheDisabled != "" {
+		t.Fatalf("first run: status %s cached %v key %q disabled %q", first.Status, first.Cached, first.CacheKey, first.CacheDisabled)
+	}
+	if n := runs(t, marker); n != 1 {
+		t.Fatalf("first run: the command ran %d times", n)
+	}
+	if !strings.Contains(first.Output, "checked") {
+		t.Errorf("first run output %q", first.Output)
+	}
+
+	hit := h.run(job(def))
+	if !hit.Cached || hit.Status != protocol.GatePassed || hit.CacheKey != first.CacheKey {
+		t.Fatalf("identical job: cached %v status %s key %q, want a hit on %q", hit.Cached, hit.Status, hit.CacheKey, first.CacheKey)
+	}
+	if n := runs(t, marker); n != 1 {
+		t.Fatalf("cache hit: the command ran again (%d runs)", n)
+	}
+	if hit.Log != first.Log || hit.Output != first.Output || hit.ExitCode == nil || *hit.ExitCode != 0 ||
+		hit.DurationMillis != 0 || hit.Round != 2 || hit.Error != "" || hit.IntegrityViolation {
+		t.Errorf("hit %+v does not carry the first run's result (log %q)", hit, first.Log)
+	}
+	if !hit.StartedAt.After(first.FinishedAt) || hit.FinishedAt.Before(hit.StartedAt) {
+		t.Errorf("hit times %s..%s, want fresh ones after the first run's %s", hit.StartedAt, hit.FinishedAt, first.FinishedAt)
+	}
+
+	// One byte of the node's patch changed: another tree, a miss.
+	variant := job(def)
+	variant.Patches = []protocol.PatchRef{h.variantPatch("a1\na3\n")}
+	g := h.run(variant)
+	if g.Cached || g.Status != protocol.GatePassed || g.CacheKey == first.CacheKey || !gatecache.ValidKey(g.CacheKey) {
+		t.Fatalf("changed patch: cached %v status %s key %q", g.Cached, g.Status, g.CacheKey)
+	}
+	if n := runs(t, marker); n != 2 {
+		t.Fatalf("changed patch: %d runs, want 2", n)
+	}
+
+	// The env changed: a miss.
+	envDef := def
+	envDef.Env = withEnv(def.Env, "EXTRA", "1")
+	if g := h.run(job(envDef)); g.Cached || g.CacheKey == first.CacheKey {
+		t.Fatalf("changed env: cached %v key %q", g.Cached, g.CacheKey)
+	}
+	if n := runs(t, marker); n != 3 {
+		t.Fatalf("changed env: %d runs, want 3", n)
+	}
+
+	// no_cache runs again, under the same key, and the entry stays.
+	noCache := job(def)
+	noCache.NoCache = true
+	if g := h.run(noCache); g.Cached || g.Status != protocol.GatePassed || g.CacheKey != first.CacheKey {
+		t.Fatalf("no_cache: cached %v status %s key %q", g.Cached, g.Status, g.CacheKey)
+	}
+	if n := runs(t, marker); n != 4 {
+		t.Fatalf("no_cache: %d runs, want 4", n)
+	}
+	if g := h.run(job(def)); !g.Cached {
+		t.Fatal("after no_cache: not a hit")
+	}
+
+	// cache: false runs every time and says why.
+	off := def
+	off.Cache = new(bool)
+	for i := range 2 {
+		g := h.run(job(off))
+		if g.Cached || g.CacheKey != "" || !strings.HasPrefix(g.CacheDisabled, "cache: false") || g.Status != protocol.GatePassed {
+			t.Fatalf("cache: false (run %d): cached %v key %q disabled %q", i+1, g.Cached, g.CacheKey, g.CacheDisabled)
+		}
+	}
+	if n := runs(t, marker); n != 6 {
+		t.Fatalf("cache: false: %d runs, want 6", n)
+	}
+
+	// A failing gate is not cached.
+	failMarker := filepath.Join(t.TempDir(), "fails")
+	fail := protocol.GateSpec{
+		Name: "failing", Pool: protocol.DefaultPool, TimeoutSeconds: 60,
+		Command: []string{"sh", "-c", `echo run >> "$MARKER"; echo broken >&2; exit 1`},
+		Env:     map[string]string{"MARKER": failMarker},
+	}
+	for i := range 2 {
+		g := h.run(job(fail))
+		if g.Status != protocol.GateFailed || g.Cached || !gatecache.ValidKey(g.CacheKey) {
+			t.Fatalf("failing gate (run %d): status %s cached %v key %q", i+1, g.Status, g.Cached, g.CacheKey)
+		}
+	}
+	if n := runs(t, failMarker); n != 2 {
+		t.Fatalf("failing gate: %d runs, want 2", n)
+	}
+
+	// A job without a definition (an older coordinator) is cached too.
+	legacyMarker := filepath.Join(t.TempDir(), "legacy")
+	for i := range 2 {
+		lj := h.gateJob("legacy", 100+i, "sh", "-c", `echo run >> "$MARKER"`)
+		lj.Env = map[string]string{"MARKER": legacyMarker}
+		if g := h.run(lj); g.Status != protocol.GatePassed || g.Cached != (i == 1) {
+			t.Fatalf("legacy job %d: status %s cached %v", i+1, g.Status, g.Cached)
+		}
+	}
+	if n := runs(t, legacyMarker); n != 1 {
+		t.Fatalf("legacy job: %d runs, want 1", n)
+	}
+	info := h.settled()
+	if info.NumRedelivered != 0 {
+		t.Errorf("%d jobs redelivered", info.NumRedelivered)
+	}
+}
+
+// A gate that changes the workspace outside allowed_writes fails with an
+// integrity violation, whatever its exit code, and is never cached.
+func TestGateIntegrity(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.startRunner(Config{})
+	round := 0
+	run := func(d protocol.GateSpec) *protocol.GateResult {
+		round++
+		j := h.defJob(d, round)
+		j.Patches = []protocol.PatchRef{h.patch}
+		return h.run(j)
+	}
+	gate := func(name, script string, allowed ...string) protocol.GateSpec {
+		return protocol.GateSpec{Name: name, Pool: protocol.DefaultPool, TimeoutSeconds: 60,
+			Command: []string{"sh", "-c", script}, AllowedWrites: allowed}
+	}
+	violation := func(g *protocol.GateResult, want string) {
+		t.Helper()
+		if g.Status != protocol.GateFailed || !g.IntegrityViolation || g.Cached {
+			t.Fatalf("%s: status %s violation %v cached %v, want failed by an integrity violation", g.Gate, g.Status, g.IntegrityViolation, g.Cached)
+		}
+		if !slices.Contains(g.Violations, want) {
+			t.Errorf("%s: violations %q lack %q", g.Gate, g.Violations, want)
+		}
+		for _, text := range []string{g.Error, g.Output, h.logText(g.Log)} {
+			if !strings.Contains(text, "integrity violation: ") || !strings.Contains(text, want) {
+				t.Errorf("%s: %q does not name the violation %q", g.Gate, text, want)
+			}
+		}
+	}
+
+	// A tracked file modified, exit 0: failed, and again on the next round
+	// (a violation is never cached).
+	modify := gate("modify", `echo more >> README.md; exit 0`)
+	for range 2 {
+		g := run(modify)
+		violation(g, "modified README.md")
+		if g.ExitCode == nil || *g.ExitCode != 0 {
+			t.Errorf("modify: exit %s, want the gate's own 0", exitCode(g.ExitCode))
+		}
+	}
+	// The node's own file, added by its patch.
+	violation(run(gate("modify-patched", `echo more >> newfile`)), "modified newfile")
+	// A new file.
+	violation(run(gate("create", `echo x > made.txt`)), "new made.txt")
+	// .supervisor/ can never be written, even if allow-listed.
+	violation(run(gate("protected", `mkdir -p .supervisor && echo x > .supervisor/evil`, ".supervisor/**", "**")), "new .supervisor/evil")
+	// Nor can the .git state.
+	g := run(gate("git-state", `touch "$(git rev-parse --git-dir)/HEAD"`))
+	violation(g, ".git/HEAD changed")
+
+	// Writes inside allowed_writes pass, and the result is cached.
+	marker := filepath.Join(t.TempDir(), "runs")
+	allowed := gate("allowed", `mkdir -p out && echo report >> out/report.txt && echo run >> "$MARKER"`, "out/**")
+	allowed.Env = map[string]string{"MARKER": marker}
+	g = run(allowed)
+	if g.Status != protocol.GatePassed || g.IntegrityViolation || len(g.Violations) != 0 || g.Cached {
+		t.Fatalf("allowed writes: status %s violations %q cached %v error %q", g.Status, g.Violations, g.Cached, g.Error)
+	}
+	if g = run(allowed); !g.Cached || g.Status != protocol.GatePassed {
+		t.Fatalf("allowed writes, second run: cached %v status %s", g.Cached, g.Status)
+	}
+	if n := runs(t, marker); n != 1 {
+		t.Errorf("allowed writes: %d runs, want 1", n)
+	}
+
+	// Ignored paths written are logged, not violations.
+	g = run(gate("ignored", `echo 'scratch/' > .gitignore && mkdir scratch && echo x > scratch/tmp`, ".gitignore"))
+	if g.Status != protocol.GatePassed || g.IntegrityViolation {
+		t.Fatalf("ignored writes: status %s violations %q", g.Status, g.Violations)
+	}
+	if logText := h.logText(g.Log); !strings.Contains(logText, "ignored path written by the gate (not a violation): scratch/") {
+		t.Errorf("log does not list the ignored path:\n%s", logText)
+	}
+	h.settled()
+}
+
+// The combined output is redacted, then its tail kept with a marker.
+func TestGateOutput(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.startRunner(Config{})
+
+	long := h.gateJob("long", 1, "sh", "-c", `head -c 12000 /dev/zero | tr '\0' x; echo; echo tail-token=tok-999 >&2`)
+	g := h.run(long)
+	if g.Status != protocol.GatePassed {
+		t.Fatalf("long: %s", g.Status)
+	}
+	want := "...[truncated 2023 chars]...\n" + strings.Repeat("x", 9977) + "\n\ntail-token=[REDACTED]"
+	if g.Output != want {
+		t.Errorf("long output: %d chars starting %.60q, ending %q; want %d chars starting %.60q",
+			len(g.Output), g.Output, g.Output[max(len(g.Output)-40, 0):], len(want), want)
+	}
+	if strings.Contains(g.Stderr, "tok-999") || strings.Contains(g.Output, "tok-999") {
+		t.Error("secret not redacted")
+	}
+
+	// A secret across the cut: redacted before truncation, no part of it
+	// survives (and the redacted output fits without truncation).
+	cut := h.gateJob("cut", 1, "sh", "-c", `printf 'token='; head -c 200 /dev/zero | tr '\0' Q; echo; head -c 9950 /dev/zero | tr '\0' y`)
+	g = h.run(cut)
+	if strings.Contains(g.Output, "Q") || !strings.HasPrefix(g.Output, "token=[REDACTED]\n") || strings.Contains(g.Output, "truncated") {
+		t.Errorf("cut output starts %.80q", g.Output)
+	}
+	if n := len(g.Output); n != len("token=[REDACTED]\n")+9950 {
+		t.Errorf("cut output is %d chars", n)
+	}
+	if g.DurationMillis < 0 || g.TimedOut {
+		t.Errorf("duration %d timed out %v", g.DurationMillis, g.TimedOut)
+	}
+	h.settled()
+}
+
+// Two runners (two processes' worth: separate connections and stores)
+// given two jobs with the same key at once run the command once.
+func TestGateCacheSingleFlight(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.startRunner(Config{})
+	h.startRunner(Config{})
+	marker := filepath.Join(t.TempDir(), "runs")
+	def := protocol.GateSpec{
+		Name: "shared", Pool: protocol.DefaultPool, TimeoutSeconds: 60,
+		Command: []string{"sh", "-c", `echo run >> "$MARKER"; sleep 2; echo done`},
+		Env:     map[string]string{"MARKER": marker},
+	}
+	jobs := map[string]*protocol.GateJob{}
+	for round := 1; round <= 2; round++ {
+		j := h.defJob(def, round)
+		j.Patches = []protocol.PatchRef{h.patch}
+		jobs[j.JobID] = j
+	}
+	for _, j := range jobs {
+		h.publish(j)
+	}
+	started := map[string]*protocol.Started{}
+	results := map[string]*protocol.GateResult{}
+	for len(results) < 2 {
+		r := h.next(40 * time.Second)
+		switch r.Type {
+		case protocol.ReportStarted:
+			started[r.Started.JobID] = r.Started
+		case protocol.ReportGateResult:
+			if _, dup := results[r.Gate.JobID]; dup {
+				t.Fatalf("two results for %s", r.Gate.JobID)
+			}
+			results[r.Gate.JobID] = r.Gate
+		}
+	}
+	cached := 0
+	for id, g := range results {
+		s := started[id]
+		if s == nil || jobs[id] == nil {
+			t.Fatalf("result for %s without its started report or job", id)
+		}
+		if g.Status != protocol.GatePassed || g.LeaseToken != s.LeaseToken || g.Host != s.Host {
+			t.Errorf("%s: status %s token %d host %s (started %d %s)", id, g.Status, g.LeaseToken, g.Host, s.LeaseToken, s.Host)
+		}
+		if g.Cached {
+			cached++
+		}
+		t.Logf("%s on %s: cached %v", id, g.Host, g.Cached)
+	}
+	if cached != 1 {
+		t.Errorf("%d results cached, want exactly 1", cached)
+	}
+	if n := runs(t, marker); n != 1 {
+		t.Errorf("the command ran %d times, want once", n)
+	}
+	h.settled()
+	h.noReports(300 * time.Millisecond)
+}
+
+// oomSandbox reports every run as killed for running out of memory, like
+// a container sandbox would. It does not identify its environment.
+type oomSandbox struct{ sandbox.Sandbox }
+
+func (s oomSandbox) Run(ctx context.Context, spec sandbox.Spec) (sandbox.Result, error) {
+	res, err := s.Sandbox.Run(ctx, spec)
+	res.OOMKilled, res.ExitCode, res.Signal = true, -1, "killed"
+	return res, err
+}
+
+func TestGateOutOfMemory(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.startRunnerWith(Config{}, func(sb sandbox.Sandbox) sandbox.Sandbox { return oomSandbox{sb} })
+	g := h.run(h.gateJob("hungry", 1, "sh", "-c", "echo allocating"))
+	if g.Status != protocol.GateError || g.Error != "resource limit: out of memory" || g.ExitCode != nil {
+		t.Fatalf("status %s error %q exit %s, want error, out of memory", g.Status, g.Error, exitCode(g.ExitCode))
+	}
+	if !strings.Contains(g.Output, "out of memory") || !strings.Contains(g.Output, "allocating") {
+		t.Errorf("output %q", g.Output)
+	}
+	if g.Cached || g.CacheKey != "" || !strings.Contains(g.CacheDisabled, "cannot identify its execution environment") {
+		t.Errorf("cached %v key %q disabled %q", g.Cached, g.CacheKey, g.CacheDisabled)
+	}
+	if info := h.settled(); info.NumRedelivered != 0 {
+		t.Errorf("redelivered %d times", info.NumRedelivered)
 	}
 }

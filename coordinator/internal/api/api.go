@@ -26,6 +26,15 @@ type SubmitRequest struct {
 	YAML     string           `json:"yaml"`
 	Repo     protocol.RepoRef `json:"repo"`
 	RepoPath string           `json:"repo_path,omitempty"`
+	// ProjectGates is the repository's .supervisor/gates.yaml (or .toml)
+	// at the base commit, sent only when the submitter trusts the project.
+	ProjectGates *GateFile `json:"project_gates,omitempty"`
+}
+
+// GateFile is a gate configuration file's name and content.
+type GateFile struct {
+	Filename string `json:"filename"`
+	Content  string `json:"content"`
 }
 
 // SubmitResponse names the new workflow.

@@ -85,7 +85,11 @@ func (e *env) demo(ctx context.Context) error {
 	if !e.v.GetBool("verbose") {
 		fleetLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
-	st, err := startStack(ctx, stackOptions{
+	lower, err := e.loadGateSources()
+	if err != nil {
+		return err
+	}
+	st, err := startStack(ctx, stackOptions{Gates: lower,
 		DataDir: filepath.Join(dir, "data"), Listen: "127.0.0.1:0", WorkerConcurrency: 2, GateConcurrency: 2,
 		SandboxPath: agentDir + ":" + jobrun.DefaultSandboxPath(), Log: fleetLog, Tick: 500 * time.Millisecond,
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/supervisorhq/supervisor/gaterunner"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/embedded"
+	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
@@ -41,7 +42,11 @@ may join it over --listen.`,
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			st, err := startStack(ctx, stackOptions{
+			lower, err := e.loadGateSources()
+			if err != nil {
+				return err
+			}
+			st, err := startStack(ctx, stackOptions{Gates: lower,
 				DataDir: e.v.GetString("data-dir"), Listen: e.v.GetString("listen"),
 				WorkerConcurrency: e.v.GetInt("worker-concurrency"), GateConcurrency: e.v.GetInt("gate-concurrency"),
 				SandboxPath: e.v.GetString("sandbox-path"), Log: e.log,
@@ -76,7 +81,9 @@ type stackOptions struct {
 	Tick time.Duration
 	// NoRunners starts only NATS and the coordinator.
 	NoRunners bool
-	Log       *slog.Logger
+	// Gates are the built-in and user gates workflows may refer to.
+	Gates *gates.Set
+	Log   *slog.Logger
 }
 
 // stack is the embedded default running in this process.
@@ -122,6 +129,7 @@ func startStack(ctx context.Context, o stackOptions) (*stack, error) {
 	}
 	s.engine, err = engine.New(s.bus, s.store, engine.Options{
 		DataDir: filepath.Join(dataDir, "coordinator"), ID: "dev", Log: o.Log, Tick: o.Tick, LeaderTTL: 6 * time.Second,
+		Gates: o.Gates,
 	})
 	if err != nil {
 		s.closeConns()

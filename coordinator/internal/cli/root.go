@@ -92,15 +92,17 @@ Exit codes: 0 succeeded; 1 error; 2 workflow failed; 3 workflow cancelled;
 	config.AddConfigFlag(root.PersistentFlags())
 	root.PersistentFlags().String("nats", jobrun.DefaultNATSURL, "NATS server URL(s), comma-separated")
 	root.PersistentFlags().Duration("timeout", 30*time.Second, "how long to wait for NATS and the coordinator to answer")
+	addGateSourceFlags(root.PersistentFlags())
 	root.AddCommand(newServe(), newDev(), newDemo(), newSubmit(), newStatus(), newWatch(), newLogs(), newCancel(), newGate(), newBench())
 	return root
 }
 
 // env is what a client command needs, loaded from its settings.
 type env struct {
-	v   *viper.Viper
-	log *slog.Logger
-	out io.Writer
+	v      *viper.Viper
+	log    *slog.Logger
+	out    io.Writer
+	errOut io.Writer
 }
 
 func load(cmd *cobra.Command, component string) (*env, error) {
@@ -112,7 +114,7 @@ func load(cmd *cobra.Command, component string) (*env, error) {
 	if err != nil {
 		return nil, &ExitError{Code: ExitUsage, Err: err}
 	}
-	return &env{v: v, log: log, out: cmd.OutOrStdout()}, nil
+	return &env{v: v, log: log, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr()}, nil
 }
 
 // connect dials NATS for a client command, giving up after --timeout.

@@ -42,7 +42,11 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 			if err != nil {
 				return err
 			}
-			eng, err := engine.New(b, store, engine.Options{DataDir: dataDir, ID: jobrun.HostName(e.v.GetString("id")), Log: e.log})
+			lower, err := e.loadGateSources()
+			if err != nil {
+				return err
+			}
+			eng, err := engine.New(b, store, engine.Options{DataDir: dataDir, ID: jobrun.HostName(e.v.GetString("id")), Log: e.log, Gates: lower})
 			if err != nil {
 				return err
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
 	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/workspace"
 )
@@ -42,6 +43,7 @@ accepted work is then on branch supervisor/<workflow-id> of --repo.`,
 	fs.String("repo", ".", "the git repository the workflow works on")
 	fs.String("rev", "HEAD", "the base commit (any git revision)")
 	fs.Bool("wait", false, "follow the workflow until it ends; exit 0 only if it succeeded")
+	fs.Bool("trust-project-gates", false, "use the repository's .supervisor/gates.yaml (its commands run in the sandbox)")
 	return cmd
 }
 
@@ -62,11 +64,6 @@ func (e *env) submitFile(ctx context.Context, file string) (string, error) {
 	if err != nil {
 		return "", &ExitError{Code: ExitUsage, Err: err}
 	}
-	// Validate here first: the user gets every problem without a round trip,
-	// and nothing is uploaded for an invalid file.
-	if _, err := workflow.Parse(file, data); err != nil {
-		return "", &ExitError{Code: ExitInvalid, Err: err}
-	}
 	repoPath, err := filepath.Abs(e.v.GetString("repo"))
 	if err != nil {
 		return "", &ExitError{Code: ExitUsage, Err: err}
@@ -74,6 +71,28 @@ func (e *env) submitFile(ctx context.Context, file string) (string, error) {
 	commit, err := workspace.ResolveCommit(ctx, repoPath, e.v.GetString("rev"))
 	if err != nil {
 		return "", &ExitError{Code: ExitUsage, Err: err}
+	}
+	// Validate here first, against the same gate sources the coordinator
+	// uses: the user gets every problem without a round trip, and nothing
+	// is uploaded for an invalid file.
+	lower, err := e.loadGateSources()
+	if err != nil {
+		return "", err
+	}
+	project, err := projectGates(ctx, repoPath, commit, e.v.GetBool("trust-project-gates"), e.errOut)
+	if err != nil {
+		return "", err
+	}
+	opts := workflow.Options{BuiltinGates: lower}
+	if project != nil {
+		gs, _, err := gates.ParseFile(project.Filename, []byte(project.Content), gates.OriginProject)
+		if err != nil {
+			return "", &ExitError{Code: ExitInvalid, Err: err}
+		}
+		opts.ProjectGates = gates.NewSet(gs...)
+	}
+	if _, err := workflow.ParseWithOptions(file, data, opts); err != nil {
+		return "", &ExitError{Code: ExitInvalid, Err: err}
 	}
 	repoID, err := workspace.RepoID(ctx, repoPath)
 	if err != nil {
@@ -94,7 +113,8 @@ func (e *env) submitFile(ctx context.Context, file string) (string, error) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, e.v.GetDuration("timeout"))
 	defer cancel()
-	resp, err := client.Submit(rctx, api.SubmitRequest{Filename: filepath.Base(file), YAML: string(data), Repo: repo, RepoPath: repoPath})
+	resp, err := client.Submit(rctx, api.SubmitRequest{Filename: filepath.Base(file), YAML: string(data), Repo: repo,
+		RepoPath: repoPath, ProjectGates: project})
 	if err != nil {
 		return "", apiErr(err)
 	}

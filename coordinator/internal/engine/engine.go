@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/state"
 )
@@ -34,6 +35,10 @@ type Options struct {
 	Log  *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Gates are the gate definitions below the project in precedence: the
+	// built-in sets and the user's file, merged (DESIGN decision 5).
+	// Workflows may refer to them by name.
+	Gates *gates.Set
 }
 
 // Engine is the coordinator.

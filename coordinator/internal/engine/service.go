@@ -15,6 +15,7 @@ import (
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
+	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 )
 
@@ -95,7 +96,19 @@ func (e *Engine) apiSubmit(ctx context.Context, data []byte) (any, error) {
 	if err := decodeReq(data, &req); err != nil {
 		return nil, err
 	}
-	spec, err := workflow.Parse(req.Filename, []byte(req.YAML))
+	opts := workflow.Options{BuiltinGates: e.opts.Gates}
+	if pg := req.ProjectGates; pg != nil {
+		gs, _, err := gates.ParseFile(pg.Filename, []byte(pg.Content), gates.OriginProject)
+		if err != nil {
+			var ve *gates.ValidationError
+			if errors.As(err, &ve) {
+				return nil, &api.Error{Code: api.CodeInvalid, Description: "project gates are invalid", Problems: ve.Problems}
+			}
+			return nil, &api.Error{Code: api.CodeInvalid, Description: err.Error()}
+		}
+		opts.ProjectGates = gates.NewSet(gs...)
+	}
+	spec, err := workflow.ParseWithOptions(req.Filename, []byte(req.YAML), opts)
 	if err != nil {
 		var ve *workflow.ValidationError
 		if errors.As(err, &ve) {

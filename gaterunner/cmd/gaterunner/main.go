@@ -7,18 +7,21 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/spf13/viper"
 
 	"github.com/supervisorhq/supervisor/gaterunner"
+	"github.com/supervisorhq/supervisor/shared/gatecache"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 )
 
 func main() {
 	cmd := jobrun.Command("gaterunner", "Run Supervisor gate jobs from NATS JetStream",
 		`gaterunner pulls gate jobs for its pools, materializes the base commit plus the
-node's patches, runs the gate command in a sandbox and reports its status.
+node's patches, runs the gate command in a sandbox (through the fleet's gate
+cache, with a workspace integrity check around it) and reports its status. A
+pending gate (exit 75) is reported and acknowledged; the coordinator schedules
+its next poll.
 
 Settings come from flags, then SUPERVISOR_* environment variables (--redis-url is
 SUPERVISOR_REDIS_URL), then the --config file, then defaults.
@@ -29,10 +32,10 @@ and hands back whatever is still running.`,
 				Pools:        v.GetStringSlice("pools"),
 				Concurrency:  v.GetInt("concurrency"),
 				DrainTimeout: v.GetDuration("drain-timeout"),
-				PollInterval: v.GetDuration("poll-interval"),
+				CacheTTL:     v.GetDuration("cache-ttl"),
 			}).Run(ctx)
 		})
-	cmd.Flags().Duration("poll-interval", 30*time.Second, "wait before re-running a pending gate (exit 75)")
+	cmd.Flags().Duration("cache-ttl", gatecache.DefaultTTL, "how long a passing gate result stays in the fleet's gate cache")
 	if err := cmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "gaterunner:", err)
 		os.Exit(1)

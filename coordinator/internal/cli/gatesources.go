@@ -1,0 +1,78 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/spf13/pflag"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/api"
+	"github.com/supervisorhq/supervisor/shared/gates"
+)
+
+// addGateSourceFlags adds the flags naming the gate sources below the
+// project: the built-in gate sets and the user's gate file.
+func addGateSourceFlags(fs *pflag.FlagSet) {
+	fs.String("builtin-gates", "", "directory of built-in gate sets (default: configs/gates next to the binary or in the working directory)")
+	fs.String("user-gates", gates.DefaultUserFile(), "the user's gate file")
+}
+
+// builtinGatesDir finds the built-in gate sets: the flag, else
+// ../configs/gates beside the executable, else ./configs/gates, else
+// /etc/supervisor/gates; "" when none exists.
+func builtinGatesDir(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	var candidates []string
+	if exe, err := os.Executable(); err == nil {
+		candidates = append(candidates, filepath.Join(filepath.Dir(exe), "..", "configs", "gates"))
+	}
+	candidates = append(candidates, filepath.Join("configs", "gates"), "/etc/supervisor/gates")
+	for _, c := range candidates {
+		if fi, err := os.Stat(c); err == nil && fi.IsDir() {
+			abs, _ := filepath.Abs(c)
+			return abs
+		}
+	}
+	return ""
+}
+
+// loadGateSources loads the built-in and user gates (DESIGN decision 5's
+// two lowest sources). Problems come back with file:line.
+func (e *env) loadGateSources() (*gates.Set, error) {
+	res, err := gates.Load(gates.Options{
+		BuiltinDir: builtinGatesDir(e.v.GetString("builtin-gates")),
+		UserFile:   e.v.GetString("user-gates"),
+	})
+	if err != nil {
+		return nil, &ExitError{Code: ExitInvalid, Err: err}
+	}
+	for _, w := range res.Warnings {
+		e.log.Warn("gate definition", "warning", w.String())
+	}
+	return res.Set, nil
+}
+
+// projectGates reads the repository's .supervisor/gates.yaml or .toml at
+// commit. It returns nil when there is none. Untrusted, it only warns that
+// the file is ignored (LD-03).
+func projectGates(ctx context.Context, repo, commit string, trusted bool, warn io.Writer) (*api.GateFile, error) {
+	for _, name := range []string{".supervisor/gates.yaml", ".supervisor/gates.yml", ".supervisor/gates.toml"} {
+		cmd := exec.CommandContext(ctx, "git", "-C", repo, "show", commit+":"+name)
+		out, err := cmd.Output()
+		if err != nil {
+			continue // not in that commit
+		}
+		if !trusted {
+			fmt.Fprintf(warn, "coordinator: ignoring %s: project gates run commands the repository chose; pass --trust-project-gates to use them\n", name)
+			return nil, nil
+		}
+		return &api.GateFile{Filename: filepath.Join(repo, name), Content: string(out)}, nil
+	}
+	return nil, nil
+}
