@@ -198,6 +198,8 @@ func (r *Runner) run(ctx context.Context, job *protocol.GateJob, token uint64) j
 	env["SUPERVISOR_ATTEMPT"] = strconv.Itoa(job.Attempt)
 	env["SUPERVISOR_REPO_ID"] = job.Repo.ID
 	env["SUPERVISOR_REPO_PATH"] = ws.Dir
+	// The seed's review is one agent round of one node under test.
+	env["SUPERVISOR_REVIEW_ID"] = fmt.Sprintf("%s.%s.a%d", job.WorkflowID, job.NodeID, job.Attempt)
 
 	spec := sandbox.Spec{
 		Argv: def.command, Workspace: ws.Dir, WorkingDir: def.workingDir, Env: env,

@@ -21,6 +21,7 @@ func AddConnectionFlags(fs *pflag.FlagSet) {
 	fs.Int("replicas", 1, "replicas of JetStream streams and buckets (3 on a cluster)")
 	fs.Duration("ack-wait", 30*time.Second, "time a job may go without a heartbeat before it is redelivered")
 	fs.Int("max-deliver", 5, "deliveries of a job before it is dead-lettered")
+	fs.Duration("artifact-ttl", 7*24*time.Hour, "how long bundles, patches and logs are kept in the object store")
 }
 
 // AddRunnerFlags adds the flags workers and gate runners share.
@@ -37,9 +38,10 @@ func AddRunnerFlags(fs *pflag.FlagSet) {
 // BusConfig reads the JetStream parameters from v.
 func BusConfig(v *viper.Viper) bus.Config {
 	return bus.Config{
-		Replicas:   v.GetInt("replicas"),
-		AckWait:    v.GetDuration("ack-wait"),
-		MaxDeliver: v.GetInt("max-deliver"),
+		Replicas:    v.GetInt("replicas"),
+		AckWait:     v.GetDuration("ack-wait"),
+		MaxDeliver:  v.GetInt("max-deliver"),
+		ArtifactTTL: v.GetDuration("artifact-ttl"),
 	}
 }
 

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -68,6 +69,7 @@ func addServiceFlags(cmd *cobra.Command) {
 	fs.Int("replicas", 1, "replicas of JetStream streams and buckets (3 on a cluster)")
 	fs.Duration("ack-wait", 30e9, "time a job may go without a heartbeat before it is redelivered")
 	fs.Int("max-deliver", 5, "deliveries of a job before it is dead-lettered")
+	fs.Duration("artifact-ttl", 7*24*time.Hour, "how long bundles, patches and logs are kept in the object store")
 	fs.String("data-dir", "./.supervisor-data", "directory for the coordinator's integration mirrors")
 	fs.String("id", "", "this coordinator's identity for the leader lock (default hostname-pid)")
 }
