@@ -44,6 +44,11 @@ import (
 	"github.com/supervisorhq/supervisor/shared/sandbox"
 )
 
+// DefaultResources are the default limits of a gate container (the gate
+// runner's --sandbox-memory, --sandbox-cpus, --sandbox-pids); a gate's
+// resources field overrides them.
+var DefaultResources = sandbox.Resources{MemoryBytes: 2 << 30, CPUs: 2, Pids: 256}
+
 // Config is a gate runner's own configuration.
 type Config struct {
 	// Pools the runner consumes gate jobs from (default ["default"]).

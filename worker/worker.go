@@ -19,10 +19,23 @@ import (
 	"github.com/supervisorhq/supervisor/shared/sandbox"
 )
 
+// DefaultResources are the default limits of an agent container (the
+// worker's --sandbox-memory, --sandbox-cpus, --sandbox-pids).
+var DefaultResources = sandbox.Resources{MemoryBytes: 4 << 30, CPUs: 2, Pids: 256}
+
+// defaultPool is the pool of a worker without GPUs and without --pools.
+const defaultPool = protocol.DefaultPool
+
 // Config is a worker's own configuration.
 type Config struct {
-	// Pools the worker consumes agent jobs from (default ["default"]).
+	// Pools the worker consumes agent jobs from, as given explicitly
+	// (--pools); nil means the default: ["default"], or the GPU pools on a
+	// worker with GPUs. See ResolvePools.
 	Pools []string
+	// GPUPools are the pools of tasks that need a GPU (default ["gpu"]): a
+	// worker with GPUs (deps.Labels gpus=N) consumes them, one without
+	// refuses to.
+	GPUPools []string
 	// Concurrency is how many agents run at once (default 1).
 	Concurrency int
 	// DrainTimeout bounds how long running agents may finish after a stop
@@ -39,18 +52,34 @@ type Worker struct {
 
 // New creates a worker.
 func New(deps jobrun.Deps, cfg Config) *Worker {
-	if len(cfg.Pools) == 0 {
-		cfg.Pools = []string{protocol.DefaultPool}
+	if cfg.GPUPools == nil {
+		cfg.GPUPools = []string{DefaultGPUPool}
 	}
 	return &Worker{deps: deps, cfg: cfg}
 }
 
 // Run pulls jobs until ctx ends, then drains: running agents get up to
 // DrainTimeout to finish, after which they are stopped and their jobs
-// handed back to the queue. It returns once nothing is in flight.
+// handed back to the queue. It returns once nothing is in flight. It
+// fails at once if the worker's pools do not suit its GPUs (ResolvePools).
 func (w *Worker) Run(ctx context.Context) error {
+	gpus, err := GPUCount(w.deps.Labels)
+	if err != nil {
+		return err
+	}
+	pools, err := ResolvePools(w.cfg.Pools, gpus, w.cfg.GPUPools)
+	if err != nil {
+		return err
+	}
+	if gpus > 0 {
+		w.deps.Log.Info("worker has GPUs: taking jobs from the GPU pools", "gpus", gpus, "gpu", w.deps.Labels[LabelGPU],
+			"pools", strings.Join(pools, ","))
+	}
+	if w.deps.Sandbox.Name() != "process" && len(w.deps.Network) == 0 {
+		w.deps.Log.Warn("agents get no network: no egress allow-list (model APIs are unreachable)")
+	}
 	return jobrun.Serve(ctx, w.deps, &w.cancels, bus.PullOptions{
-		Kind: protocol.KindAgent, Pools: w.cfg.Pools, Concurrency: w.cfg.Concurrency, DrainTimeout: w.cfg.DrainTimeout,
+		Kind: protocol.KindAgent, Pools: pools, Concurrency: w.cfg.Concurrency, DrainTimeout: w.cfg.DrainTimeout,
 	}, w.handle)
 }
 
@@ -92,10 +121,13 @@ func (w *Worker) run(ctx context.Context, job *protocol.AgentJob, token uint64) 
 	env["SUPERVISOR_ATTEMPT"] = strconv.Itoa(job.Attempt)
 	env["SUPERVISOR_JOB_ID"] = job.JobID
 
+	// Network: the egress proxy's allow-list (empty: no network at all).
 	res, err := w.deps.Sandbox.Run(ctx, sandbox.Spec{
 		Argv: job.Command, Workspace: ws.Dir, Env: env, Stdin: strings.NewReader(job.Prompt),
 		Timeout: time.Duration(job.TimeoutSeconds) * time.Second, Stdout: logw, Stderr: logw,
-		Labels: map[string]string{"workflow": job.WorkflowID, "node": job.NodeID, "attempt": strconv.Itoa(job.Attempt)},
+		Network: w.deps.Network,
+		Labels: map[string]string{"job": job.JobID, "workflow": job.WorkflowID, "node": job.NodeID,
+			"attempt": strconv.Itoa(job.Attempt)},
 	})
 	if err != nil {
 		if errors.Is(err, sandbox.ErrStart) || errors.Is(err, sandbox.ErrInvalidSpec) {

@@ -214,13 +214,21 @@ func newHarness(t *testing.T, cfg bus.Config) *harness {
 // context and waits for it to return (draining as in production); the
 // test's cleanup does the same, then closes the connection.
 func (h *harness) startWorker(cfg Config) (host string, stop func()) {
+	return h.startWorkerWith(cfg, nil)
+}
+
+// workerDeps gives a worker its own NATS connection, state store and data
+// directory, with labels (gpus=N makes it a GPU worker); the connection is
+// closed when the test ends.
+func (h *harness) workerDeps(labels map[string]string) jobrun.Deps {
 	t := h.t
-	host = fmt.Sprintf("test-worker-%d", h.hosts.Add(1))
+	host := fmt.Sprintf("test-worker-%d", h.hosts.Add(1))
 	ctx := testCtx(t)
 	wb, err := bus.Open(ctx, h.url, host, h.cfg, h.log)
 	if err != nil {
 		t.Fatalf("worker bus: %v", err)
 	}
+	t.Cleanup(wb.Close)
 	store, err := kvstate.New(ctx, wb.JS)
 	if err != nil {
 		t.Fatalf("worker kvstate: %v", err)
@@ -229,10 +237,19 @@ func (h *harness) startWorker(cfg Config) (host string, stop func()) {
 		DataDir:     t.TempDir(),
 		SandboxPath: agentDir + ":" + sandbox.BasePath,
 		Host:        host,
+		Labels:      labels,
 	}, wb, store, h.log)
 	if err != nil {
 		t.Fatalf("LocalDeps: %v", err)
 	}
+	return deps
+}
+
+// startWorkerWith is startWorker for a worker with labels.
+func (h *harness) startWorkerWith(cfg Config, labels map[string]string) (host string, stop func()) {
+	t := h.t
+	deps := h.workerDeps(labels)
+	host = deps.Host
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- New(deps, cfg).Run(runCtx) }()
@@ -252,7 +269,6 @@ func (h *harness) startWorker(cfg Config) (host string, stop func()) {
 	t.Cleanup(func() {
 		cancel()
 		wait()
-		wb.Close()
 	})
 	return host, func() { cancel(); wait() }
 }

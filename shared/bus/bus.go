@@ -67,7 +67,11 @@ type Bus struct {
 	Bundles jetstream.ObjectStore
 	Patches jetstream.ObjectStore
 	Logs    jetstream.ObjectStore
-	log     *slog.Logger
+	// Gates is the fleet's gate registry (protocol.BucketGates), a KV
+	// bucket. Attach leaves it nil when the bucket does not exist (a fleet
+	// whose coordinator predates the registry).
+	Gates jetstream.KeyValue
+	log   *slog.Logger
 }
 
 // Open connects to NATS at url (retrying until ctx ends) and creates or
@@ -124,6 +128,15 @@ func Attach(ctx context.Context, nc *nats.Conn, log *slog.Logger) (*Bus, error) 
 			return nil, fmt.Errorf("bus: object store %s: %w (is a coordinator running against this NATS?)", bk.name, err)
 		}
 		*bk.dst = os
+	}
+	kv, err := js.KeyValue(ctx, protocol.BucketGates)
+	switch {
+	case err == nil:
+		b.Gates = kv
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+		log.Debug("no gate registry bucket; the coordinator predates it", "bucket", protocol.BucketGates)
+	default:
+		return nil, fmt.Errorf("bus: key-value bucket %s: %w", protocol.BucketGates, err)
 	}
 	return b, nil
 }
@@ -262,7 +275,25 @@ func (b *Bus) ensure(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	return retryJS(ctx, "create key-value bucket "+protocol.BucketGates, func(ctx context.Context) error {
+		replicas := c.Replicas
+		// As for streams: never scale an existing bucket down.
+		if s, err := b.JS.Stream(ctx, "KV_"+protocol.BucketGates); err == nil && s.CachedInfo().Config.Replicas > replicas {
+			replicas = s.CachedInfo().Config.Replicas
+		}
+		kv, err := b.JS.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      protocol.BucketGates,
+			Description: "Supervisor's gate registry: gate name -> definition (coordinator gate add)",
+			History:     protocol.GatesHistory,
+			Storage:     storage,
+			Replicas:    replicas,
+		})
+		if err != nil {
+			return err
+		}
+		b.Gates = kv
+		return nil
+	})
 }
 
 // JobConsumer creates or updates, and returns, the durable pull consumer of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/signal"
+	"sort"
 	"strings"
 	"syscall"
 
@@ -25,7 +26,7 @@ func Serve(ctx context.Context, deps Deps, cancels *Cancels, opts bus.PullOption
 	defer sub.Unsubscribe() //nolint:errcheck // the connection closes next
 	opts.Log = deps.Log
 	deps.Log.Info("pulling jobs", "kind", opts.Kind, "pools", strings.Join(opts.Pools, ","),
-		"concurrency", opts.Concurrency, "host", deps.Host, "sandbox", deps.Sandbox.Name())
+		"concurrency", opts.Concurrency, "host", deps.Host, "sandbox", deps.Sandbox.Name(), "labels", FormatLabels(deps.Labels))
 	err = deps.Bus.Pull(ctx, opts, h)
 	deps.Log.Info("stopped pulling jobs", "kind", opts.Kind)
 	return err
@@ -34,11 +35,12 @@ func Serve(ctx context.Context, deps Deps, cancels *Cancels, opts bus.PullOption
 // RunFunc runs a runner binary's work with its dependencies and settings.
 type RunFunc func(ctx context.Context, deps Deps, v *viper.Viper) error
 
-// Command builds a runner binary's root command: the shared flags, the
-// settings loaded flags > SUPERVISOR_* env > --config file > defaults, a
-// logger, NATS and the state store, and a context that SIGINT or SIGTERM
-// cancels so the runner drains.
-func Command(name, short, long string, run RunFunc) *cobra.Command {
+// Command builds a runner binary's root command: the shared flags (the
+// sandbox's with p's defaults), the settings loaded flags > SUPERVISOR_*
+// env > --config file > defaults, a logger, NATS, the state store and the
+// sandbox, and a context that SIGINT or SIGTERM cancels so the runner
+// drains.
+func Command(name, short, long string, p Profile, run RunFunc) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:          name,
 		Short:        short,
@@ -56,7 +58,16 @@ func Command(name, short, long string, run RunFunc) *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			deps, closeDeps, err := Setup(ctx, SettingsFrom(v, log), "supervisor-"+name)
+			s, err := SettingsFrom(v, log, p)
+			if err != nil {
+				return err
+			}
+			if p.Prepare != nil {
+				if err := p.Prepare(v, &s); err != nil {
+					return err
+				}
+			}
+			deps, closeDeps, err := Setup(ctx, s, "supervisor-"+name)
 			if err != nil {
 				return err
 			}
@@ -66,5 +77,20 @@ func Command(name, short, long string, run RunFunc) *cobra.Command {
 	}
 	config.AddConfigFlag(cmd.Flags())
 	AddRunnerFlags(cmd.Flags())
+	AddSandboxFlags(cmd.Flags(), p)
 	return cmd
+}
+
+// FormatLabels writes labels as k=v,k=v sorted by key ("" for none).
+func FormatLabels(labels map[string]string) string {
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + labels[k]
+	}
+	return strings.Join(parts, ",")
 }

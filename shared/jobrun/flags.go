@@ -1,13 +1,19 @@
 package jobrun
 
 import (
+	"fmt"
 	"log/slog"
+	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
 	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/egress"
+	"github.com/supervisorhq/supervisor/shared/sandbox"
 )
 
 // DefaultNATSURL is where every binary looks for NATS unless told otherwise.
@@ -30,9 +36,49 @@ func AddRunnerFlags(fs *pflag.FlagSet) {
 	fs.StringSlice("pools", []string{"default"}, "pools to take jobs from")
 	fs.Int("concurrency", 1, "jobs run at once")
 	fs.Duration("drain-timeout", 5*time.Minute, "on SIGTERM, how long running jobs may finish before they are handed back")
-	fs.String("data-dir", "./.supervisor-data", "directory for the mirror cache, workspaces and sandbox caches")
-	fs.String("host-id", "", "this runner's identity in leases and reports (default hostname-pid)")
+	fs.String("data-dir", "./.supervisor-data", "directory for the mirror cache, workspaces and sandbox caches (two runners on one host need different ones)")
+	fs.String("host-id", "", "this runner's identity in leases, reports and its sandbox containers; stable across restarts (default hostname-<hash of --data-dir>)")
 	fs.String("sandbox-path", "", "PATH inside the process sandbox (default /usr/local/bin:/usr/bin:/bin plus the host's Go)")
+}
+
+// Profile is what differs between runner binaries' sandbox settings.
+type Profile struct {
+	// Resources are the defaults of --sandbox-memory, --sandbox-cpus and
+	// --sandbox-pids (zero fields: the sandbox package's defaults).
+	Resources sandbox.Resources
+	// Egress adds --egress-allow, --egress-proxy-port and
+	// --egress-network: the binary's commands (agents) reach the network
+	// through the egress proxy.
+	Egress bool
+	// Prepare, if set, completes the settings from the binary's own flags
+	// before Setup (the worker: labels and GPUs).
+	Prepare func(v *viper.Viper, s *Settings) error
+}
+
+// AddSandboxFlags adds the sandbox flags, with p's defaults.
+func AddSandboxFlags(fs *pflag.FlagSet, p Profile) {
+	res := p.Resources
+	if res.MemoryBytes <= 0 {
+		res.MemoryBytes = sandbox.DefaultDockerMemory
+	}
+	if res.CPUs <= 0 {
+		res.CPUs = sandbox.DefaultDockerCPUs
+	}
+	if res.Pids <= 0 {
+		res.Pids = sandbox.DefaultDockerPids
+	}
+	fs.String("sandbox", SandboxAuto, "sandbox: auto (Docker if the engine answers and has the image, else the process sandbox with a loud warning), docker (refuse to start without it), process (no isolation)")
+	fs.String("sandbox-image", DefaultSandboxImage, "default image of the Docker sandbox (built on this host by make images; never pulled)")
+	fs.String("sandbox-user", "", "uid:gid commands run as in the Docker sandbox (default: the workspace's owner, or 65534:65534 when that is root; 0:0 for a rootless engine)")
+	fs.String("sandbox-container-path", "", "PATH inside Docker sandbox containers (default /usr/local/bin:/usr/bin:/bin)")
+	fs.String("sandbox-memory", FormatBytes(res.MemoryBytes), "memory limit of a Docker sandbox container (bytes, or with a unit: 512MiB, 4GiB, 4g)")
+	fs.Float64("sandbox-cpus", res.CPUs, "CPU limit of a Docker sandbox container")
+	fs.Int64("sandbox-pids", res.Pids, "pids limit of a Docker sandbox container")
+	if p.Egress {
+		fs.StringSlice("egress-allow", egress.DefaultAllow, "host:port (or *.domain:port) agent containers may reach through the egress proxy; repeatable; --egress-allow= for no network at all")
+		fs.Int("egress-proxy-port", egress.DefaultPort, "port of the egress proxy on the egress network (0: any free port)")
+		fs.String("egress-network", "", "internal Docker network of agent containers (default supervisor-egress-<hash of --host-id>, created if missing)")
+	}
 }
 
 // BusConfig reads the JetStream parameters from v.
@@ -45,9 +91,10 @@ func BusConfig(v *viper.Viper) bus.Config {
 	}
 }
 
-// SettingsFrom reads runner settings from v.
-func SettingsFrom(v *viper.Viper, log *slog.Logger) Settings {
-	return Settings{
+// SettingsFrom reads runner settings from v (the flags of AddRunnerFlags
+// and of AddSandboxFlags with p).
+func SettingsFrom(v *viper.Viper, log *slog.Logger, p Profile) (Settings, error) {
+	s := Settings{
 		NATSURL:     v.GetString("nats"),
 		RedisURL:    v.GetString("redis-url"),
 		DataDir:     v.GetString("data-dir"),
@@ -55,5 +102,94 @@ func SettingsFrom(v *viper.Viper, log *slog.Logger) Settings {
 		Host:        v.GetString("host-id"),
 		Bus:         BusConfig(v),
 		Log:         log,
+		Sandbox:     strings.ToLower(strings.TrimSpace(v.GetString("sandbox"))),
+		Docker: DockerSettings{
+			Image: v.GetString("sandbox-image"),
+			User:  v.GetString("sandbox-user"),
+			Path:  v.GetString("sandbox-container-path"),
+		},
 	}
+	switch s.Sandbox {
+	case SandboxAuto, SandboxDocker, SandboxProcess:
+	default:
+		return Settings{}, fmt.Errorf("--sandbox %q: want %s, %s or %s", s.Sandbox, SandboxAuto, SandboxDocker, SandboxProcess)
+	}
+	mem, err := ParseBytes(v.GetString("sandbox-memory"))
+	if err != nil {
+		return Settings{}, fmt.Errorf("--sandbox-memory: %w", err)
+	}
+	s.Docker.Resources = sandbox.Resources{MemoryBytes: mem, CPUs: v.GetFloat64("sandbox-cpus"), Pids: v.GetInt64("sandbox-pids")}
+	if s.Docker.Resources.CPUs < 0 || s.Docker.Resources.Pids < 0 {
+		return Settings{}, fmt.Errorf("--sandbox-cpus and --sandbox-pids must not be negative")
+	}
+	if p.Egress {
+		allow := StringList(v, "egress-allow")
+		if _, err := egress.ParseAllowList(allow); err != nil {
+			return Settings{}, fmt.Errorf("--egress-allow: %w", err)
+		}
+		port := v.GetInt("egress-proxy-port")
+		if port < 0 || port > 65535 {
+			return Settings{}, fmt.Errorf("--egress-proxy-port %d: not a port", port)
+		}
+		s.Egress = &EgressSettings{Allow: allow, Port: port, Network: v.GetString("egress-network")}
+	}
+	return s, nil
+}
+
+// StringList reads a list setting: the flag's values, or a
+// SUPERVISOR_* variable, either split on commas, blanks dropped.
+func StringList(v *viper.Viper, key string) []string {
+	var out []string
+	for _, s := range v.GetStringSlice(key) {
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// ParseBytes parses a size: a number of bytes, or a number with a binary
+// unit k, m, g or t (optionally followed by "i" and/or "b", any case:
+// 512m, 4GiB, 1.5g).
+func ParseBytes(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	t = strings.TrimSuffix(t, "b")
+	t = strings.TrimSuffix(t, "i")
+	mult := int64(1)
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'k':
+			mult = 1 << 10
+		case 'm':
+			mult = 1 << 20
+		case 'g':
+			mult = 1 << 30
+		case 't':
+			mult = 1 << 40
+		}
+		if mult > 1 {
+			t = strings.TrimSpace(t[:n-1])
+		}
+	}
+	f, err := strconv.ParseFloat(t, 64)
+	if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) || f*float64(mult) >= math.MaxInt64 {
+		return 0, fmt.Errorf("invalid size %q (want bytes, or e.g. 512MiB, 4GiB)", s)
+	}
+	return int64(f * float64(mult)), nil
+}
+
+// FormatBytes writes n as ParseBytes reads it, in the largest binary unit
+// that divides it.
+func FormatBytes(n int64) string {
+	for _, u := range []struct {
+		suffix string
+		size   int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.size && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
 }

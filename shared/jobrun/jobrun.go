@@ -39,9 +39,16 @@ type Deps struct {
 	Store      state.Store
 	Workspaces *workspace.Manager
 	Sandbox    sandbox.Sandbox
-	// Host identifies this runner in leases and reports.
+	// Host identifies this runner in leases and reports (RunnerHost).
 	Host string
-	Log  *slog.Logger
+	// Labels describe the runner (the worker's --labels, detected GPUs);
+	// started reports carry them.
+	Labels map[string]string
+	// Network is the allow-list a runner gives commands that need the
+	// network (agents) as Spec.Network: the egress proxy's allow-list when
+	// the Docker sandbox runs one, empty otherwise (no network).
+	Network []string
+	Log     *slog.Logger
 }
 
 // Meta identifies a job.
@@ -158,7 +165,7 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 
 	started := &protocol.Report{Type: protocol.ReportStarted, Started: &protocol.Started{
 		Kind: m.Kind, JobID: m.JobID, WorkflowID: m.WorkflowID, NodeID: m.NodeID, Gate: m.Gate,
-		Attempt: m.Attempt, LeaseToken: token, Host: deps.Host, Delivery: d.Number,
+		Attempt: m.Attempt, LeaseToken: token, Host: deps.Host, Labels: deps.Labels, Delivery: d.Number,
 		PublishedAt: m.PublishedAt, StartedAt: time.Now().UTC(),
 	}}
 	if err := deps.Bus.PublishReport(jctx, started, fmt.Sprintf("%s.started.%d", m.JobID, token)); err != nil {
@@ -266,7 +273,8 @@ func UploadPatch(ctx context.Context, b *bus.Bus, node, name string, patch []byt
 	return &protocol.PatchRef{NodeID: node, Object: name, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(patch))}, nil
 }
 
-// HostName returns a runner identity: the given one, or hostname-pid.
+// HostName returns an identity: the given one, or hostname-pid (the
+// coordinator's). Runners use RunnerHost, which is stable across restarts.
 func HostName(given string) string {
 	if given != "" {
 		return given

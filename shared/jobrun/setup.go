@@ -2,19 +2,43 @@ package jobrun
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/egress"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
 	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/state/backends"
 	"github.com/supervisorhq/supervisor/shared/workspace"
 )
+
+// Sandbox modes, the --sandbox setting.
+const (
+	// SandboxAuto uses the Docker sandbox when the engine answers and has
+	// the default image, and otherwise falls back to the process sandbox
+	// with a loud warning.
+	SandboxAuto = "auto"
+	// SandboxDocker uses the Docker sandbox and refuses to start without it.
+	SandboxDocker = "docker"
+	// SandboxProcess forces the process sandbox (no container isolation).
+	SandboxProcess = "process"
+)
+
+// DefaultSandboxImage is the default image of the Docker sandbox. Images
+// are built on each runner host (make images) and never pulled.
+const DefaultSandboxImage = "supervisor/sandbox-base:latest"
+
+// engineCheckTimeout bounds asking the engine whether it is usable at start.
+const engineCheckTimeout = 10 * time.Second
 
 // Settings are the connection and host settings every runner binary takes.
 type Settings struct {
@@ -25,9 +49,50 @@ type Settings struct {
 	// SandboxPath is the PATH inside the process sandbox; empty means the
 	// minimal base plus the directory of the host's `go`, if any.
 	SandboxPath string
-	Host        string
-	Bus         bus.Config
-	Log         *slog.Logger
+	// Host is the runner's identity ("" = RunnerHost's default).
+	Host string
+	Bus  bus.Config
+	Log  *slog.Logger
+
+	// Sandbox is SandboxAuto, SandboxDocker or SandboxProcess. Empty means
+	// SandboxProcess: the zero Settings of embedded uses (coordinator dev,
+	// tests) keep the process sandbox; the binaries' --sandbox flag
+	// defaults to auto.
+	Sandbox string
+	// Docker configures the Docker sandbox.
+	Docker DockerSettings
+	// Egress, if set, gives the runner's commands (agents) a way out
+	// through the egress proxy; nil means they never get a network.
+	Egress *EgressSettings
+	// Labels describe the runner (the worker's --labels and detected GPUs);
+	// they are advertised in its started reports.
+	Labels map[string]string
+	// GPUs, when positive, are requested for every Docker container.
+	GPUs int
+}
+
+// DockerSettings configure the Docker sandbox (sandbox.DockerOptions).
+type DockerSettings struct {
+	// Image is the default image ("" = none: every spec must name one).
+	Image string
+	// User is the uid:gid commands run as ("" = automatic).
+	User string
+	// Path is PATH inside containers ("" = sandbox.BasePath).
+	Path string
+	// Resources are the default limits of a container.
+	Resources sandbox.Resources
+}
+
+// EgressSettings configure the egress proxy of a Docker sandbox.
+type EgressSettings struct {
+	// Allow is the allow-list (host:port or *.domain:port); empty means
+	// commands get no network at all, and no proxy runs.
+	Allow []string
+	// Port is the proxy's port (0 = any free port).
+	Port int
+	// Network is the internal Docker network ("" = egress.NetworkName of
+	// the runner's identity, created if missing).
+	Network string
 }
 
 // Setup connects to NATS and the state store and prepares the workspace
@@ -46,43 +111,251 @@ func Setup(ctx context.Context, s Settings, name string) (Deps, func(), error) {
 		b.Close()
 		return Deps{}, nil, err
 	}
-	deps, err := LocalDeps(s, b, store, log)
+	deps, closeDeps, err := NewDeps(ctx, s, b, store, log)
 	if err != nil {
 		store.Close()
 		b.Close()
 		return Deps{}, nil, err
 	}
-	return deps, func() { store.Close(); b.Close() }, nil
+	return deps, func() { closeDeps(); store.Close(); b.Close() }, nil
 }
 
 // LocalDeps builds Deps on an existing bus and store (used in-process by
-// the embedded default).
+// the embedded default). It is NewDeps for settings that need no clean-up:
+// with a Docker sandbox, the engine client and egress proxy it opens live
+// as long as the process.
 func LocalDeps(s Settings, b *bus.Bus, store state.Store, log *slog.Logger) (Deps, error) {
+	deps, _, err := NewDeps(context.Background(), s, b, store, log)
+	return deps, err
+}
+
+// NewDeps builds Deps on an existing bus and store: the workspace manager,
+// the runner's identity and the sandbox s.Sandbox selects (see
+// SelectSandbox). The returned function releases what the sandbox holds.
+func NewDeps(ctx context.Context, s Settings, b *bus.Bus, store state.Store, log *slog.Logger) (Deps, func(), error) {
+	if log == nil {
+		log = slog.Default()
+	}
 	if s.DataDir == "" {
-		return Deps{}, fmt.Errorf("a data directory is required")
+		return Deps{}, nil, fmt.Errorf("a data directory is required")
 	}
 	dataDir, err := filepath.Abs(s.DataDir)
 	if err != nil {
-		return Deps{}, err
+		return Deps{}, nil, err
 	}
 	ws, err := workspace.NewManager(filepath.Join(dataDir, "workspaces"), b.Bundles, b.Patches, log)
 	if err != nil {
-		return Deps{}, err
+		return Deps{}, nil, err
 	}
+	host := RunnerHost(s.Host, dataDir)
+	sel, err := SelectSandbox(ctx, s, dataDir, host, log)
+	if err != nil {
+		return Deps{}, nil, err
+	}
+	var labels map[string]string
+	if len(s.Labels) > 0 {
+		labels = make(map[string]string, len(s.Labels))
+		for k, v := range s.Labels {
+			labels[k] = v
+		}
+	}
+	return Deps{Bus: b, Store: store, Workspaces: ws, Sandbox: sel.Sandbox, Host: host, Labels: labels,
+		Network: sel.Network, Log: log}, sel.Close, nil
+}
+
+// Selected is the sandbox SelectSandbox chose.
+type Selected struct {
+	Sandbox sandbox.Sandbox
+	// Network is the allow-list commands get as Spec.Network: the egress
+	// proxy's, when one runs; empty otherwise.
+	Network []string
+	// Fallback says why auto fell back to the process sandbox ("" if it
+	// did not).
+	Fallback string
+	// Close releases the engine client and stops the egress proxy.
+	Close func()
+}
+
+// SelectSandbox builds the sandbox s.Sandbox asks for:
+//
+//   - process: the process sandbox, with a warning that nothing is
+//     isolated.
+//   - docker: the Docker sandbox; it is an error if the engine does not
+//     answer or lacks the default image (images are never pulled).
+//   - auto: the Docker sandbox if it is usable as for docker, otherwise
+//     the process sandbox with a loud warning naming why.
+//
+// With Docker it first removes the containers a previous instance of this
+// runner (host) left behind and, when s.Egress has an allow-list, starts
+// the egress proxy on its internal network (egress.StartGateway).
+func SelectSandbox(ctx context.Context, s Settings, dataDir, host string, log *slog.Logger) (Selected, error) {
+	mode := s.Sandbox
+	if mode == "" {
+		mode = SandboxProcess
+	}
+	switch mode {
+	case SandboxProcess:
+		sb, err := processSandbox(s, dataDir)
+		if err != nil {
+			return Selected{}, err
+		}
+		log.Warn("sandbox: process: commands run as plain processes of this host, with no file-system or network isolation",
+			"path", sb.path)
+		warnUnrestricted(s, log)
+		return Selected{Sandbox: sb.Process, Close: func() {}}, nil
+	case SandboxAuto, SandboxDocker:
+	default:
+		return Selected{}, fmt.Errorf("sandbox %q: want %s, %s or %s", mode, SandboxAuto, SandboxDocker, SandboxProcess)
+	}
+
+	maps, err := sandbox.PathMapsFromEnv(dataDir)
+	if err != nil {
+		return Selected{}, err
+	}
+	opts := sandbox.DockerOptions{
+		Image: s.Docker.Image, Host: host, User: s.Docker.User, Path: s.Docker.Path,
+		Resources: s.Docker.Resources, PathMaps: maps, GPUs: s.GPUs,
+	}
+	base, why := usableDocker(ctx, opts)
+	if why != nil {
+		if mode == SandboxDocker {
+			return Selected{}, fmt.Errorf("sandbox docker: %w", why)
+		}
+		sb, err := processSandbox(s, dataDir)
+		if err != nil {
+			return Selected{}, err
+		}
+		log.Warn("!!! NO SANDBOX ISOLATION: the Docker sandbox is unusable, falling back to the process sandbox: "+
+			"agents and gates run as plain processes of this host, with no file-system or network isolation "+
+			"(--sandbox=docker refuses to start instead; --sandbox=process chooses this knowingly)",
+			"reason", why.Error(), "path", sb.path)
+		warnUnrestricted(s, log)
+		return Selected{Sandbox: sb.Process, Fallback: why.Error(), Close: func() {}}, nil
+	}
+
+	if n, err := base.RemoveOrphans(ctx, host); err != nil {
+		log.Warn("sandbox: cannot remove containers left by a previous run", "host", host, "err", err)
+	} else if n > 0 {
+		log.Warn("sandbox: removed containers left by a previous run of this runner", "host", host, "count", n)
+	}
+
+	var gw *egress.Gateway
+	var network []string
+	if s.Egress != nil {
+		if len(s.Egress.Allow) == 0 {
+			log.Info("egress: empty allow-list: commands get no network")
+		} else {
+			gw, err = egress.StartGateway(ctx, egress.GatewayOptions{
+				Client: base.Client(), Network: s.Egress.Network, Host: host, Port: s.Egress.Port,
+				Proxy: egress.Options{Allow: s.Egress.Allow, Log: log},
+			})
+			if err != nil {
+				_ = base.Close()
+				return Selected{}, fmt.Errorf("egress proxy: %w", err)
+			}
+			opts.EgressNetwork, opts.EgressProxy = gw.Network.Name, gw.URL
+			network = gw.Allowed()
+			log.Info("egress: proxy listening for agent containers", "proxy", gw.URL, "network", gw.Network.Name,
+				"allow", strings.Join(network, ","))
+		}
+	}
+	d, err := sandbox.NewDocker(ctx, opts)
+	if err != nil {
+		if gw != nil {
+			_ = gw.Close()
+		}
+		_ = base.Close()
+		return Selected{}, err
+	}
+	res := d.Resources()
+	log.Info("sandbox: docker", "image", opts.Image, "host", host, "memory", res.MemoryBytes, "cpus", res.CPUs,
+		"pids", res.Pids, "gpus", s.GPUs)
+	return Selected{Sandbox: d, Network: network, Close: func() {
+		if gw != nil {
+			if err := gw.Close(); err != nil {
+				log.Warn("egress: stopping the proxy", "err", err)
+			}
+		}
+		_ = d.Close()
+		_ = base.Close()
+	}}, nil
+}
+
+// usableDocker opens the Docker sandbox and checks that the engine answers
+// and has the default image; the error says why it is unusable.
+func usableDocker(ctx context.Context, opts sandbox.DockerOptions) (*sandbox.Docker, error) {
+	d, err := sandbox.NewDocker(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, engineCheckTimeout)
+	defer cancel()
+	if err := d.Available(cctx); err != nil {
+		_ = d.Close()
+		return nil, fmt.Errorf("the Docker engine does not answer (DOCKER_HOST=%q): %w", os.Getenv("DOCKER_HOST"), err)
+	}
+	if opts.Image != "" {
+		if _, err := d.ImageDigest(cctx, opts.Image); err != nil {
+			_ = d.Close()
+			if errors.Is(err, sandbox.ErrInvalidSpec) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("the sandbox image %s is not on this host (images are never pulled: build them with `make images`): %w",
+				opts.Image, err)
+		}
+	}
+	return d, nil
+}
+
+// warnUnrestricted warns that the process sandbox does not enforce an
+// egress allow-list.
+func warnUnrestricted(s Settings, log *slog.Logger) {
+	if s.Egress != nil && len(s.Egress.Allow) > 0 {
+		log.Warn("egress: the process sandbox cannot restrict the network: commands reach everything this host reaches")
+	}
+}
+
+// processSB is the process sandbox with its PATH, for the log.
+type processSB struct {
+	*sandbox.Process
+	path string
+}
+
+func processSandbox(s Settings, dataDir string) (processSB, error) {
 	path := s.SandboxPath
 	if path == "" {
 		path = DefaultSandboxPath()
 	}
-	sb := sandbox.NewProcess(sandbox.ProcessOptions{
+	if err := os.MkdirAll(filepath.Join(dataDir, "scratch"), 0o755); err != nil {
+		return processSB{}, err
+	}
+	return processSB{Process: sandbox.NewProcess(sandbox.ProcessOptions{
 		Path:        path,
 		CacheDir:    filepath.Join(dataDir, "cache"),
 		ScratchRoot: filepath.Join(dataDir, "scratch"),
-	})
-	if err := os.MkdirAll(filepath.Join(dataDir, "scratch"), 0o755); err != nil {
-		return Deps{}, err
+	}), path: path}, nil
+}
+
+// RunnerHost returns a runner's identity: given, or the host name and a
+// hash of the runner's data directory ("build-7-3f2a9c1e"). It is stable
+// across restarts, so a restarted runner removes the containers its
+// crashed predecessor left (sandbox RemoveOrphans); the data directory
+// tells apart runners sharing a host, which must never share one anyway
+// (two runners on one host need different --data-dir, or distinct
+// --host-id).
+func RunnerHost(given, dataDir string) string {
+	if given != "" {
+		return given
 	}
-	log.Warn("running commands in the process sandbox: no container isolation", "path", path)
-	return Deps{Bus: b, Store: store, Workspaces: ws, Sandbox: sb, Host: HostName(s.Host), Log: log}, nil
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		h = "host"
+	}
+	if abs, err := filepath.Abs(dataDir); err == nil {
+		dataDir = abs
+	}
+	sum := sha256.Sum256([]byte(dataDir))
+	return h + "-" + hex.EncodeToString(sum[:])[:8]
 }
 
 // DefaultSandboxPath is the minimal base PATH plus the directory of the

@@ -156,11 +156,14 @@ type Started struct {
 	Gate       string  `json:"gate,omitempty"`
 	Attempt    int     `json:"attempt"`
 	// LeaseToken is the fencing token of the lease the runner holds.
-	LeaseToken  uint64    `json:"lease_token"`
-	Host        string    `json:"host"`
-	Delivery    uint64    `json:"delivery"`
-	PublishedAt time.Time `json:"published_at"`
-	StartedAt   time.Time `json:"started_at"`
+	LeaseToken uint64 `json:"lease_token"`
+	Host       string `json:"host"`
+	// Labels describe the runner: a worker's --labels, and gpus=N and
+	// gpu=MODEL on a worker with GPUs.
+	Labels      map[string]string `json:"labels,omitempty"`
+	Delivery    uint64            `json:"delivery"`
+	PublishedAt time.Time         `json:"published_at"`
+	StartedAt   time.Time         `json:"started_at"`
 }
 
 // AgentResult reports the end of one agent run.

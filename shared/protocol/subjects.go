@@ -40,6 +40,15 @@ const (
 	BucketLogs = "sup-logs"
 	// BucketState is the JetStream KV bucket the embedded state backend uses.
 	BucketState = "sup-state"
+	// BucketGates is the JetStream KV bucket of the fleet's gate registry
+	// (coordinator gate add|update|remove): key = gate name, value = the
+	// gate as GateSpec JSON, validated before it is stored. It is the
+	// fleet-wide "user config" gate source of DESIGN decision 5: built-in
+	// < the coordinator's user file < the registry < project < workflow <
+	// task.
+	BucketGates = "sup-gates"
+	// GatesHistory is how many revisions of each registry gate are kept.
+	GatesHistory = 5
 
 	// HeaderMsgID is JetStream's de-duplication header.
 	HeaderMsgID = "Nats-Msg-Id"
@@ -59,6 +68,15 @@ const (
 	APILogs   = "logs"
 	// APIGateRerun re-runs a node's gates (coordinator gate rerun).
 	APIGateRerun = "gate-rerun"
+	// APIGateList lists the gates available to new workflows (built-in,
+	// user, registry), or one node's effective gates.
+	APIGateList = "gate-list"
+	// APIGateAdd adds a gate to the registry, or to a running node.
+	APIGateAdd = "gate-add"
+	// APIGateUpdate changes some fields of a registry or node gate.
+	APIGateUpdate = "gate-update"
+	// APIGateRemove removes a registry gate, or a gate of a running node.
+	APIGateRemove = "gate-remove"
 )
 
 // APISubject returns the subject of an API endpoint.

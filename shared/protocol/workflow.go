@@ -227,7 +227,27 @@ const (
 	// EvGateRerun discards a gate\'s outcome so the scheduler runs it again,
 	// in its dependency layer, once its dependencies have passed.
 	EvGateRerun EventType = "gate.rerun_requested"
+	// EvNodeGatesChanged adds, replaces or removes one gate of a node that
+	// has not finished (coordinator gate add|update|remove --task). It
+	// applies from the node's next gate round: a gating node runs an added
+	// gate in its dependency layer.
+	EvNodeGatesChanged EventType = "node.gates_changed"
 )
+
+// GateChange is what a node.gates_changed event does to the node's gates:
+// exactly one of Definition and Remove is set.
+type GateChange struct {
+	// Definition is a gate added to the node, or replacing the node's gate
+	// of that name. A new gate is required unless Optional.
+	Definition *GateSpec `json:"definition,omitempty"`
+	// Remove names the gate the node no longer runs.
+	Remove string `json:"remove,omitempty"`
+	// Optional adds a new gate as optional rather than required.
+	Optional bool `json:"optional,omitempty"`
+	// OnFail, when set, is what the gate's failure does to the node:
+	// "block", "retry_with_feedback" or "warn" (OF-01).
+	OnFail string `json:"on_fail,omitempty"`
+}
 
 // Event is one entry of the events stream, on subject EventSubject(WorkflowID).
 // The coordinator's state is a fold of these events.
@@ -276,4 +296,7 @@ type Event struct {
 	Poll    bool `json:"poll,omitempty"`
 	// Round is the gate's execution round the event concerns.
 	Round int `json:"round,omitempty"`
+
+	// node.gates_changed
+	GateChange *GateChange `json:"gate_change,omitempty"`
 }

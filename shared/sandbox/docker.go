@@ -70,8 +70,8 @@ import (
 // Agents and egress. An agent job (Spec.Network non-empty) joins
 // DockerOptions.EgressNetwork, meant to be an internal network (docker
 // network create --internal) whose only member with a way out is an
-// HTTPS CONNECT proxy that enforces the allow-list (not part of this
-// package); the proxy variables point the agent at it, and the
+// HTTPS CONNECT proxy that enforces the allow-list (package egress,
+// run by the worker); the proxy variables point the agent at it, and the
 // supervisor.network label records the allow-list. Gates never get a
 // network.
 //
@@ -207,6 +207,11 @@ type DockerOptions struct {
 	// container; the longest matching Container prefix wins, and paths
 	// outside every mapping are used unchanged. See PathMapsFromEnv.
 	PathMaps []PathMap
+	// GPUs, when positive, requests that many GPUs of the NVIDIA driver
+	// for every container (a device request with capability "gpu", as
+	// docker run --gpus N); the engine's host needs the NVIDIA container
+	// toolkit. Containers running at once share the same GPUs.
+	GPUs int
 }
 
 // Docker is the Sandbox that runs each command in a fresh container of the
@@ -227,6 +232,7 @@ type Docker struct {
 	proxy     string
 	noProxy   string
 	maps      []PathMap
+	gpus      int
 
 	ncpuOnce sync.Once
 	ncpu     int // CPUs of the engine's host, 0 if unknown
@@ -250,6 +256,7 @@ func NewDocker(ctx context.Context, opts DockerOptions) (*Docker, error) {
 		network:   opts.EgressNetwork,
 		proxy:     opts.EgressProxy,
 		noProxy:   opts.NoProxy,
+		gpus:      opts.GPUs,
 	}
 	if d.host == "" {
 		h, err := os.Hostname()
@@ -312,6 +319,9 @@ func (d *Docker) Name() string { return "docker" }
 
 // Client returns the engine client (for tests and diagnostics).
 func (d *Docker) Client() *client.Client { return d.cli }
+
+// Resources returns the default limits of a container, defaults applied.
+func (d *Docker) Resources() Resources { return d.resources }
 
 // Close releases the engine client.
 func (d *Docker) Close() error { return d.cli.Close() }
@@ -588,6 +598,11 @@ func (d *Docker) containerConfig(spec Spec, dir string) (*container.Config, *con
 			NanoCPUs:   int64(res.CPUs * 1e9),
 			PidsLimit:  &pids,
 		},
+	}
+	if d.gpus > 0 {
+		hostCfg.Resources.DeviceRequests = []container.DeviceRequest{{
+			Driver: "nvidia", Count: d.gpus, Capabilities: [][]string{{"gpu"}},
+		}}
 	}
 	return cfg, hostCfg, fixPerms, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"gopkg.in/yaml.v3"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
 	"github.com/supervisorhq/supervisor/shared/protocol"
@@ -248,4 +249,185 @@ func (c *Client) Logs(ctx context.Context, wf, node string) ([]LogEntry, error) 
 	var out LogsResponse
 	err := c.call(ctx, protocol.APILogs, IDRequest{WorkflowID: wf, NodeID: node}, &out)
 	return out.Logs, err
+}
+
+// GateListRequest lists gates. Without WorkflowID: every gate available to
+// new workflows, with its source (builtin, user or registry). With
+// WorkflowID and NodeID: that node's effective gates in dispatch order.
+type GateListRequest struct {
+	WorkflowID string `json:"workflow_id,omitempty"`
+	NodeID     string `json:"node_id,omitempty"`
+}
+
+// Gate sources as the gate API reports them. Fleet level, lowest
+// precedence first: built-in sets < the coordinator's user file < the
+// registry (DESIGN decision 5; the project, workflow and task come above
+// them at submission). Node level: a gate of the workflow or of the task
+// itself (front matter, or added with gate add --task).
+const (
+	SourceBuiltin  = "builtin"
+	SourceUser     = "user"
+	SourceRegistry = "registry"
+	SourceWorkflow = "workflow"
+	SourceTask     = "task"
+)
+
+// GateInfo is one gate as the gate API reports it.
+type GateInfo struct {
+	Name string `json:"name"`
+	// Source is where the definition in effect comes from (Source*).
+	Source string `json:"source"`
+	// DefinedAt is the definition's file:line, or sup-gates/NAME for a
+	// registry gate.
+	DefinedAt string `json:"defined_at,omitempty"`
+	// Overrides lists the lower fleet sources that also define the gate;
+	// the definition shown replaces theirs.
+	Overrides []string `json:"overrides,omitempty"`
+	// Revision is a registry gate's revision in the KV bucket.
+	Revision uint64 `json:"revision,omitempty"`
+	// Definition is the gate with every default explicit.
+	Definition protocol.GateSpec `json:"definition"`
+
+	// Node level only: the dependency layer the gate is dispatched in
+	// (from 0), whether the task requires it (false: optional, or only
+	// run as a dependency), what its failure does, and its status in the
+	// current attempt ("" = not run yet).
+	Layer    *int                `json:"layer,omitempty"`
+	Required *bool               `json:"required,omitempty"`
+	OnFail   string              `json:"on_fail,omitempty"`
+	Status   protocol.GateStatus `json:"status,omitempty"`
+}
+
+// GateListResponse is the answer to GateListRequest.
+type GateListResponse struct {
+	WorkflowID string              `json:"workflow_id,omitempty"`
+	NodeID     string              `json:"node_id,omitempty"`
+	NodeStatus protocol.NodeStatus `json:"node_status,omitempty"`
+	Gates      []GateInfo          `json:"gates"`
+}
+
+// GateAddRequest adds a gate to the registry or, with WorkflowID and
+// NodeID, to one node of a running workflow.
+type GateAddRequest struct {
+	WorkflowID string `json:"workflow_id,omitempty"`
+	NodeID     string `json:"node_id,omitempty"`
+	// Definition is one gate as YAML or JSON, in the schema of an entry of
+	// a workflow's gates list (or a gate file holding exactly one gate).
+	Definition string `json:"definition,omitempty"`
+	// Filename names Definition in problems (default "gate add").
+	Filename string `json:"filename,omitempty"`
+	// Name, node level only and without Definition, adds a gate the
+	// workflow or the fleet already defines.
+	Name string `json:"name,omitempty"`
+	// Replace redefines a gate that exists already; without it adding an
+	// existing name is a conflict (409).
+	Replace bool `json:"replace,omitempty"`
+	// Optional and OnFail (node level) make a new gate optional and say
+	// what its failure does (block, retry_with_feedback, warn).
+	Optional bool   `json:"optional,omitempty"`
+	OnFail   string `json:"on_fail,omitempty"`
+}
+
+// GateUpdateRequest changes some fields of a gate: Set maps gate schema
+// fields (timeout, max_retries, poll_interval, max_pending, severity,
+// command, env …) to their new values, Unset lists fields that go back to
+// their defaults. The result is validated as a whole before it is stored.
+// A built-in or user gate updated at fleet level is copied to the
+// registry with the changes (removing it there restores the original).
+type GateUpdateRequest struct {
+	WorkflowID string                     `json:"workflow_id,omitempty"`
+	NodeID     string                     `json:"node_id,omitempty"`
+	Name       string                     `json:"name"`
+	Set        map[string]json.RawMessage `json:"set,omitempty"`
+	Unset      []string                   `json:"unset,omitempty"`
+}
+
+// GateRemoveRequest removes a registry gate or, with WorkflowID and
+// NodeID, a gate of one node of a running workflow.
+type GateRemoveRequest struct {
+	WorkflowID string `json:"workflow_id,omitempty"`
+	NodeID     string `json:"node_id,omitempty"`
+	Name       string `json:"name"`
+}
+
+// Gate change actions.
+const (
+	GateAdded    = "added"
+	GateReplaced = "replaced"
+	GateUpdated  = "updated"
+	GateRemoved  = "removed"
+)
+
+// GateChangeResponse reports a gate added, updated or removed.
+type GateChangeResponse struct {
+	// Action is added, replaced, updated or removed.
+	Action string `json:"action"`
+	// Gate is the gate as it now is (as it was, for a removal).
+	Gate GateInfo `json:"gate"`
+	// Note says what else the change means (an override, a restored
+	// built-in gate, when a node runs the gate).
+	Note string `json:"note,omitempty"`
+	// Warnings are suspicious but valid parts of the definition.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// GateField is one field of a gate definition in the gate schema, for
+// RenderGate.
+type GateField struct {
+	Key   string
+	Value any
+}
+
+// RenderGate writes a gate definition as a YAML block mapping, one field
+// per line in the order given (lists and mappings in flow style), so that
+// validation problems point at the line of the field concerned.
+func RenderGate(fields []GateField) (string, error) {
+	root := &yaml.Node{Kind: yaml.MappingNode}
+	for _, f := range fields {
+		v := &yaml.Node{}
+		if err := v.Encode(f.Value); err != nil {
+			return "", fmt.Errorf("gate field %s: %w", f.Key, err)
+		}
+		flow(v)
+		root.Content = append(root.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: f.Key}, v)
+	}
+	out, err := yaml.Marshal(root)
+	if err != nil {
+		return "", err
+	}
+	return string(out), nil
+}
+
+func flow(n *yaml.Node) {
+	if n.Kind == yaml.SequenceNode || n.Kind == yaml.MappingNode {
+		n.Style = yaml.FlowStyle
+	}
+}
+
+// GateList lists gates (see GateListRequest).
+func (c *Client) GateList(ctx context.Context, req GateListRequest) (GateListResponse, error) {
+	var out GateListResponse
+	err := c.call(ctx, protocol.APIGateList, req, &out)
+	return out, err
+}
+
+// GateAdd adds a gate (see GateAddRequest).
+func (c *Client) GateAdd(ctx context.Context, req GateAddRequest) (GateChangeResponse, error) {
+	var out GateChangeResponse
+	err := c.call(ctx, protocol.APIGateAdd, req, &out)
+	return out, err
+}
+
+// GateUpdate changes fields of a gate (see GateUpdateRequest).
+func (c *Client) GateUpdate(ctx context.Context, req GateUpdateRequest) (GateChangeResponse, error) {
+	var out GateChangeResponse
+	err := c.call(ctx, protocol.APIGateUpdate, req, &out)
+	return out, err
+}
+
+// GateRemove removes a gate (see GateRemoveRequest).
+func (c *Client) GateRemove(ctx context.Context, req GateRemoveRequest) (GateChangeResponse, error) {
+	var out GateChangeResponse
+	err := c.call(ctx, protocol.APIGateRemove, req, &out)
+	return out, err
 }

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -75,4 +77,46 @@ func projectGates(ctx context.Context, repo, commit string, trusted bool, warn i
 		return &api.GateFile{Filename: filepath.Join(repo, name), Content: string(out)}, nil
 	}
 	return nil, nil
+}
+
+// registryGates fetches the fleet's registry gates from the coordinator,
+// the gate source between the user file and the project, so a workflow
+// naming one validates here as it will there. It is only asked when the
+// local validation failed on an unknown gate (invalid), and gives nil if
+// the coordinator cannot say: the server validates every submission anyway.
+func (e *env) registryGates(ctx context.Context, invalid error) *gates.Set {
+	var ve *gates.ValidationError
+	if !errors.As(invalid, &ve) {
+		return nil
+	}
+	unknownGate := false
+	for _, p := range ve.Problems {
+		if strings.Contains(p.Message, "unknown gate") || strings.Contains(p.Message, "no built-in, user or project gate defines") {
+			unknownGate = true
+		}
+	}
+	if !unknownGate {
+		return nil
+	}
+	nc, client, err := e.connect(ctx)
+	if err != nil {
+		return nil
+	}
+	defer nc.Close()
+	rctx, cancel := context.WithTimeout(ctx, e.v.GetDuration("timeout"))
+	defer cancel()
+	list, err := client.GateList(rctx, api.GateListRequest{})
+	if err != nil {
+		e.log.Debug("cannot list the registry's gates", "err", err)
+		return nil
+	}
+	set := &gates.Set{}
+	for _, info := range list.Gates {
+		if info.Source == api.SourceRegistry {
+			g := gates.FromSpec(info.Definition)
+			g.Source = gates.Source{Origin: gates.OriginUser, File: info.DefinedAt}
+			set.Add(g)
+		}
+	}
+	return set
 }

@@ -92,7 +92,15 @@ func (e *env) submitFile(ctx context.Context, file string) (string, error) {
 		opts.ProjectGates = gates.NewSet(gs...)
 	}
 	if _, err := workflow.ParseWithOptions(file, data, opts); err != nil {
-		return "", &ExitError{Code: ExitInvalid, Err: err}
+		// The workflow may name gates of the fleet's registry, which only
+		// the coordinator knows: fetch them and validate again.
+		if reg := e.registryGates(ctx, err); reg != nil {
+			opts.UserGates = reg
+			_, err = workflow.ParseWithOptions(file, data, opts)
+		}
+		if err != nil {
+			return "", &ExitError{Code: ExitInvalid, Err: err}
+		}
 	}
 	repoID, err := workspace.RepoID(ctx, repoPath)
 	if err != nil {

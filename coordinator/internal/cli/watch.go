@@ -88,6 +88,9 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 		if ev.Type != protocol.EvWorkflowFinished {
 			continue
 		}
+		if md, err := msg.Metadata(); err == nil && md.NumPending > 0 {
+			continue // reopened since (a gate rerun): follow it to its latest end
+		}
 		// Accepted work is delivered whatever the outcome: on failure the
 		// branch holds the nodes that passed their gates.
 		if repoPath != "" && ev.Commit != "" && ev.Commit != sum.BaseCommit {
@@ -180,6 +183,15 @@ func printEvent(w io.Writer, ev *protocol.Event) {
 		what = string(ev.NodeStatus)
 		if ev.Reason != "" {
 			what += ": " + ev.Reason
+		}
+	case protocol.EvNodeGatesChanged:
+		switch c := ev.GateChange; {
+		case c != nil && c.Definition != nil:
+			what = fmt.Sprintf("gate %s added or redefined", c.Definition.Name)
+		case c != nil:
+			what = fmt.Sprintf("gate %s removed", c.Remove)
+		default:
+			what = string(ev.Type)
 		}
 	default:
 		what = string(ev.Type)

@@ -102,6 +102,9 @@ func (e *Engine) apply(ev *protocol.Event, seq uint64) error {
 	case protocol.EvGateDispatched:
 		g := n.gate(ev.Gate)
 		g.Dispatched, g.Round, g.published, g.NoCache = true, g.Round+1, false, ev.NoCache
+		// A new round is a new job, whose lease (lease/<job-id>) has
+		// fencing tokens of its own; it is out until its result arrives.
+		g.LeaseToken, g.Awaiting = 0, true
 	case protocol.EvGateRerun:
 		// A human asked for the gate again: its earlier outcome and pending
 		// clock no longer count; stepGates dispatches it in its layer.
@@ -113,7 +116,7 @@ func (e *Engine) apply(ev *protocol.Event, seq uint64) error {
 		g.LeaseToken, g.Host = ev.LeaseToken, ev.Host
 	case protocol.EvGateFinished:
 		g := n.gate(ev.Gate)
-		g.Status, g.Result = ev.GateResult.Status, ev.GateResult
+		g.Status, g.Result, g.Awaiting = ev.GateResult.Status, ev.GateResult, false
 		if ev.GateResult.Host != "" {
 			g.Host = ev.GateResult.Host
 		}
@@ -130,6 +133,8 @@ func (e *Engine) apply(ev *protocol.Event, seq uint64) error {
 		w.reopen(n)
 	case protocol.EvNodeFinished:
 		n.Status, n.Reason, n.EndedAt = ev.NodeStatus, ev.Reason, ev.Time
+	case protocol.EvNodeGatesChanged:
+		return w.applyGateChange(n, ev.GateChange) // gates_registry.go
 	default:
 		return fmt.Errorf("unknown event type %q", ev.Type)
 	}

@@ -82,7 +82,10 @@ type GateRun struct {
 	PendingSince time.Time
 	NextPollAt   time.Time
 	// NoCache is set when a rerun asked to bypass the gate cache.
-	NoCache   bool
+	NoCache bool
+	// Awaiting is true from a round's dispatch until its result, so a
+	// pending gate is not polled again while a poll is out.
+	Awaiting  bool
 	published bool
 }
 

@@ -207,6 +207,12 @@ func (e *Engine) pollPending(ctx context.Context, w *Workflow, n *Node, g *GateR
 			Attempt: n.Attempt, GateResult: res, Reason: reason, Round: g.Round}
 		return e.emit(ctx, ev, fmt.Sprintf("%s.%s.a%d.g.%s.r%d.pending-timeout", w.ID, n.ID, n.Attempt, g.Name, g.Round))
 	}
+	if g.Awaiting { // the last poll has not reported yet
+		if !g.published {
+			return e.publishGateJob(ctx, w, n, g)
+		}
+		return nil
+	}
 	if now.Before(g.NextPollAt) {
 		return nil
 	}

@@ -30,7 +30,7 @@ func (e *Engine) serveAPI() (micro.Service, error) {
 	svc, err := micro.AddService(e.bus.NC, micro.Config{
 		Name:        "supervisor",
 		Version:     ServiceVersion,
-		Description: "Supervisor coordinator: submit, status, list, cancel and logs of workflows",
+		Description: "Supervisor coordinator: submit, status, list, cancel and logs of workflows; gates",
 		Metadata:    map[string]string{"coordinator": e.opts.ID},
 	})
 	if err != nil {
@@ -44,6 +44,11 @@ func (e *Engine) serveAPI() (micro.Service, error) {
 		protocol.APICancel:    e.apiCancel,
 		protocol.APILogs:      e.apiLogs,
 		protocol.APIGateRerun: e.apiGateRerun,
+		// gates_registry.go
+		protocol.APIGateList:   e.apiGateList,
+		protocol.APIGateAdd:    e.apiGateAdd,
+		protocol.APIGateUpdate: e.apiGateUpdate,
+		protocol.APIGateRemove: e.apiGateRemove,
 	}
 	for name, h := range endpoints {
 		h := h
@@ -96,7 +101,14 @@ func (e *Engine) apiSubmit(ctx context.Context, data []byte) (any, error) {
 	if err := decodeReq(data, &req); err != nil {
 		return nil, err
 	}
-	opts := workflow.Options{BuiltinGates: e.opts.Gates}
+	// Gate sources below the project: the coordinator's built-in and user
+	// gates, then the fleet's registry, read afresh so every coordinator
+	// sees every change (gates_registry.go).
+	registry, err := e.registryGates(ctx)
+	if err != nil {
+		return nil, err
+	}
+	opts := workflow.Options{BuiltinGates: e.opts.Gates, UserGates: registry}
 	if pg := req.ProjectGates; pg != nil {
 		gs, _, err := gates.ParseFile(pg.Filename, []byte(pg.Content), gates.OriginProject)
 		if err != nil {

@@ -23,10 +23,14 @@ cache, with a workspace integrity check around it) and reports its status. A
 pending gate (exit 75) is reported and acknowledged; the coordinator schedules
 its next poll.
 
+The sandbox is Docker wherever the engine answers (--sandbox auto), else the
+process sandbox with a loud warning. Gate containers never have a network.
+
 Settings come from flags, then SUPERVISOR_* environment variables (--redis-url is
 SUPERVISOR_REDIS_URL), then the --config file, then defaults.
 On SIGTERM it stops taking jobs, lets running ones finish for --drain-timeout,
 and hands back whatever is still running.`,
+		jobrun.Profile{Resources: gaterunner.DefaultResources},
 		func(ctx context.Context, deps jobrun.Deps, v *viper.Viper) error {
 			return gaterunner.New(deps, gaterunner.Config{
 				Pools:        v.GetStringSlice("pools"),

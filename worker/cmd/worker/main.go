@@ -15,21 +15,53 @@ import (
 )
 
 func main() {
+	profile := jobrun.Profile{
+		Resources: worker.DefaultResources,
+		Egress:    true,
+		Prepare: func(v *viper.Viper, s *jobrun.Settings) error {
+			labels, err := worker.ResolveLabels(context.Background(), jobrun.StringList(v, "labels"), s.Log)
+			if err != nil {
+				return fmt.Errorf("--labels: %w", err)
+			}
+			gpus, _ := worker.GPUCount(labels)
+			s.Labels, s.GPUs = labels, gpus
+			s.Log.Info("worker labels", "labels", jobrun.FormatLabels(labels))
+			return nil
+		},
+	}
 	cmd := jobrun.Command("worker", "Run Supervisor agent jobs from NATS JetStream",
 		`worker pulls agent jobs for its pools, runs one fresh agent process per job in a
 sandbox with the prompt on stdin, and reports the patch it produced.
+
+The sandbox is Docker wherever the engine answers (--sandbox auto), else the
+process sandbox with a loud warning. In Docker, agents reach the network only
+through the worker's egress proxy, and only the --egress-allow destinations;
+every refused connection is logged as "egress denied" with its host.
+
+GPUs: a worker with GPUs (found with nvidia-smi, or declared with --labels
+gpus=N,gpu=MODEL) takes jobs from the GPU pools (--gpu-pools, default gpu)
+plus those --pools names, and gives its containers the GPUs; a worker without
+GPUs refuses a GPU pool. Tasks that need a GPU set pool: gpu in the workflow.
 
 Settings come from flags, then SUPERVISOR_* environment variables (--redis-url is
 SUPERVISOR_REDIS_URL), then the --config file, then defaults.
 On SIGTERM it stops taking jobs, lets running ones finish for --drain-timeout,
 and hands back whatever is still running.`,
+		profile,
 		func(ctx context.Context, deps jobrun.Deps, v *viper.Viper) error {
+			var pools []string
+			if v.IsSet("pools") {
+				pools = jobrun.StringList(v, "pools")
+			}
 			return worker.New(deps, worker.Config{
-				Pools:        v.GetStringSlice("pools"),
+				Pools:        pools,
+				GPUPools:     jobrun.StringList(v, "gpu-pools"),
 				Concurrency:  v.GetInt("concurrency"),
 				DrainTimeout: v.GetDuration("drain-timeout"),
 			}).Run(ctx)
 		})
+	cmd.Flags().StringSlice("labels", nil, "labels of this worker, key=value,... (gpus=N,gpu=MODEL declares GPUs; default: detected with nvidia-smi)")
+	cmd.Flags().StringSlice("gpu-pools", []string{worker.DefaultGPUPool}, "pools of tasks that need a GPU: a worker with GPUs takes them, one without refuses them")
 	if err := cmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)

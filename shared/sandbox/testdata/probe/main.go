@@ -6,10 +6,12 @@ package main
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -119,6 +121,8 @@ func main() {
 		}
 		out.Flush()
 		errw.Flush()
+	case "https-get": // URL: through HTTPS_PROXY (test servers: no verification)
+		httpsGet(arg(0))
 	case "read-stdin":
 		if _, err := io.Copy(os.Stdout, os.Stdin); err != nil {
 			fail("read-stdin: %v", err)
@@ -174,4 +178,27 @@ func pidsLimit() string {
 func fail(format string, a ...any) {
 	fmt.Fprintf(os.Stderr, format+"\n", a...)
 	os.Exit(1)
+}
+
+// httpsGet fetches url with the proxy the environment names (HTTPS_PROXY,
+// NO_PROXY), without verifying the server's certificate (the tests' servers
+// have throw-away ones), and prints the status and body.
+func httpsGet(url string) {
+	client := &http.Client{
+		Timeout: 10 * time.Second,
+		Transport: &http.Transport{
+			Proxy:           http.ProxyFromEnvironment,
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // test servers only
+		},
+	}
+	resp, err := client.Get(url)
+	if err != nil {
+		fail("https-get: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		fail("https-get: %v", err)
+	}
+	fmt.Printf("%d %s\n", resp.StatusCode, body)
 }

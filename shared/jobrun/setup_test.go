@@ -1,0 +1,401 @@
+package jobrun
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/strslice"
+	"github.com/docker/docker/client"
+	"github.com/spf13/cobra"
+
+	"github.com/supervisorhq/supervisor/shared/config"
+	"github.com/supervisorhq/supervisor/shared/egress"
+	"github.com/supervisorhq/supervisor/shared/sandbox"
+	"github.com/supervisorhq/supervisor/shared/testserver"
+)
+
+// syncLog is a log destination safe for concurrent use.
+type syncLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func captureLog() (*slog.Logger, *syncLog) {
+	l := &syncLog{}
+	return slog.New(slog.NewTextHandler(l, nil)), l
+}
+
+func TestSelectSandboxProcess(t *testing.T) {
+	for _, mode := range []string{"", SandboxProcess} {
+		log, logs := captureLog()
+		sel, err := SelectSandbox(context.Background(), Settings{Sandbox: mode, SandboxPath: sandbox.BasePath}, t.TempDir(), "h", log)
+		if err != nil {
+			t.Fatalf("%q: %v", mode, err)
+		}
+		sel.Close()
+		if sel.Sandbox.Name() != "process" || sel.Fallback != "" || len(sel.Network) != 0 {
+			t.Errorf("%q: %s sandbox, fallback %q, network %v", mode, sel.Sandbox.Name(), sel.Fallback, sel.Network)
+		}
+		if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "no file-system or network isolation") {
+			t.Errorf("%q: no warning:\n%s", mode, logs)
+		}
+	}
+	if _, err := SelectSandbox(context.Background(), Settings{Sandbox: "chroot"}, t.TempDir(), "h", slog.New(slog.DiscardHandler)); err == nil ||
+		!strings.Contains(err.Error(), "want auto, docker or process") {
+		t.Errorf("unknown mode: %v", err)
+	}
+}
+
+// With DOCKER_HOST pointing nowhere, auto falls back loudly and docker
+// refuses to start.
+func TestSelectSandboxNoEngine(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-docker.sock"))
+	s := Settings{SandboxPath: sandbox.BasePath, Docker: DockerSettings{Image: DefaultSandboxImage},
+		Egress: &EgressSettings{Allow: egress.DefaultAllow}}
+
+	s.Sandbox = SandboxAuto
+	log, logs := captureLog()
+	sel, err := SelectSandbox(context.Background(), s, t.TempDir(), "h", log)
+	if err != nil {
+		t.Fatalf("auto: %v", err)
+	}
+	sel.Close()
+	if sel.Sandbox.Name() != "process" || !strings.Contains(sel.Fallback, "does not answer") || len(sel.Network) != 0 {
+		t.Errorf("auto: %s sandbox, fallback %q, network %v", sel.Sandbox.Name(), sel.Fallback, sel.Network)
+	}
+	out := logs.String()
+	for _, want := range []string{"level=WARN", "NO SANDBOX ISOLATION", "falling back to the process sandbox", "no-docker.sock",
+		"the process sandbox cannot restrict the network"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("auto: log lacks %q:\n%s", want, out)
+		}
+	}
+
+	s.Sandbox = SandboxDocker
+	_, err = SelectSandbox(context.Background(), s, t.TempDir(), "h", slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "sandbox docker: the Docker engine does not answer") || !strings.Contains(err.Error(), "no-docker.sock") {
+		t.Errorf("docker: err = %v", err)
+	}
+}
+
+// dockerClient returns a client of the real engine, or skips (fails under
+// CI=true).
+func dockerClient(t *testing.T) *client.Client {
+	t.Helper()
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx); err != nil {
+		testserver.Missing(t, fmt.Sprintf("the Docker engine (%v)", err))
+	}
+	return cli
+}
+
+// emptyImage builds an image with nothing in it (FROM scratch: nothing is
+// pulled) and returns its tag; it is removed when the test ends.
+func emptyImage(t *testing.T, cli *client.Client) string {
+	t.Helper()
+	tag := fmt.Sprintf("supervisor-test/jobrun-empty:%d", os.Getpid())
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	df := []byte("FROM scratch\nLABEL supervisor.test=1\n")
+	if err := tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(df))}); err != nil {
+		t.Fatal(err)
+	}
+	tw.Write(df)
+	tw.Close()
+	resp, err := cli.ImageBuild(context.Background(), &buf, build.ImageBuildOptions{
+		Tags: []string{tag}, Remove: true, ForceRemove: true, Version: build.BuilderV1,
+	})
+	if err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var msg struct {
+			Error string `json:"error"`
+		}
+		if err := dec.Decode(&msg); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if msg.Error != "" {
+			t.Fatalf("build: %s", msg.Error)
+		}
+	}
+	resp.Body.Close()
+	t.Cleanup(func() {
+		_, _ = cli.ImageRemove(context.Background(), tag, image.RemoveOptions{Force: true})
+	})
+	return tag
+}
+
+// Against the real engine: a missing image is a fallback (auto) or an
+// error (docker); with the image, docker mode removes the runner's
+// orphans, creates the internal egress network and serves the proxy on
+// its gateway until Close.
+func TestSelectSandboxDocker(t *testing.T) {
+	cli := dockerClient(t)
+	ctx := context.Background()
+	host := fmt.Sprintf("jobrun-test-%d", os.Getpid())
+	dataDir := t.TempDir()
+
+	missing := Settings{Sandbox: SandboxAuto, SandboxPath: sandbox.BasePath, Docker: DockerSettings{Image: "supervisor-test/absent:none"}}
+	sel, err := SelectSandbox(ctx, missing, dataDir, host, slog.New(slog.DiscardHandler))
+	if err != nil || sel.Sandbox.Name() != "process" || !strings.Contains(sel.Fallback, "not on this host") || !strings.Contains(sel.Fallback, "make images") {
+		t.Errorf("auto without the image: %v, fallback %q", err, sel.Fallback)
+	}
+	missing.Sandbox = SandboxDocker
+	if _, err := SelectSandbox(ctx, missing, dataDir, host, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "supervisor-test/absent:none") {
+		t.Errorf("docker without the image: %v", err)
+	}
+
+	img := emptyImage(t, cli)
+	orphan, err := cli.ContainerCreate(ctx, &container.Config{
+		Image: img, Cmd: strslice.StrSlice{"/nothing"},
+		Labels: map[string]string{sandbox.LabelSandbox: "1", sandbox.LabelHost: host},
+	}, &container.HostConfig{NetworkMode: "none"}, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cli.ContainerRemove(context.Background(), orphan.ID, container.RemoveOptions{Force: true})
+	})
+	port, err := testserver.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	netName := egress.NetworkName(host)
+	t.Cleanup(func() {
+		if err := cli.NetworkRemove(context.Background(), netName); err != nil {
+			t.Errorf("removing the egress network: %v", err)
+		}
+	})
+
+	log, logs := captureLog()
+	s := Settings{Sandbox: SandboxDocker, Docker: DockerSettings{Image: img, Resources: sandbox.Resources{MemoryBytes: 4 << 30}},
+		Egress: &EgressSettings{Allow: []string{"API.example.com:443", "*.example.org:443"}, Port: port}, GPUs: 1}
+	sel, err = SelectSandbox(ctx, s, dataDir, host, log)
+	if err != nil {
+		t.Fatalf("docker: %v", err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			sel.Close()
+		}
+	}()
+	if sel.Sandbox.Name() != "docker" || sel.Fallback != "" {
+		t.Fatalf("docker: %s sandbox, fallback %q", sel.Sandbox.Name(), sel.Fallback)
+	}
+	if got := strings.Join(sel.Network, ","); got != "api.example.com:443,*.example.org:443" {
+		t.Errorf("Network = %s", got)
+	}
+	if d := sel.Sandbox.(*sandbox.Docker); d.Resources().MemoryBytes != 4<<30 || d.Resources().Pids != sandbox.DefaultDockerPids {
+		t.Errorf("resources %+v", d.Resources())
+	}
+	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", sandbox.LabelHost+"="+host))})
+	if err != nil || len(list) != 0 {
+		t.Errorf("the orphan was not removed: %d left, %v", len(list), err)
+	}
+	if !strings.Contains(logs.String(), "removed containers left by a previous run") {
+		t.Errorf("no log of the orphan removal:\n%s", logs)
+	}
+
+	nw, err := cli.NetworkInspect(ctx, netName, network.InspectOptions{})
+	if err != nil || !nw.Internal || nw.Labels[egress.LabelEgress] != "1" || !strings.HasPrefix(nw.Options["com.docker.network.bridge.name"], "sup-eg-") {
+		t.Fatalf("egress network: %+v, %v", nw, err)
+	}
+	gateway := nw.IPAM.Config[0].Gateway
+	proxy := net.JoinHostPort(gateway, strconv.Itoa(port))
+	connect := func(target string) (int, error) {
+		c, err := net.DialTimeout("tcp", proxy, 5*time.Second)
+		if err != nil {
+			return 0, err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+		resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
+		if err != nil {
+			return 0, err
+		}
+		return resp.StatusCode, nil
+	}
+	if code, err := connect("exfil.example.net:443"); err != nil || code != http.StatusForbidden {
+		t.Errorf("proxy on the gateway %s: %d, %v", proxy, code, err)
+	}
+	if !strings.Contains(logs.String(), `msg="egress denied" host=exfil.example.net port=443`) {
+		t.Errorf("no denial logged:\n%s", logs)
+	}
+
+	sel.Close()
+	closed = true
+	if _, err := connect("exfil.example.net:443"); err == nil {
+		t.Error("the proxy still answers after Close")
+	}
+}
+
+func TestRunnerHost(t *testing.T) {
+	if got := RunnerHost("given", "/x"); got != "given" {
+		t.Errorf("given: %s", got)
+	}
+	a, b := RunnerHost("", "/data/a"), RunnerHost("", "/data/b")
+	h, _ := os.Hostname()
+	if a != RunnerHost("", "/data/a/") || a == b || !strings.HasPrefix(a, h+"-") || len(a) != len(h)+9 {
+		t.Errorf("RunnerHost: %s, %s", a, b)
+	}
+	if strings.Contains(a, strconv.Itoa(os.Getpid())) && !strings.Contains(h, strconv.Itoa(os.Getpid())) {
+		t.Errorf("RunnerHost %s contains the pid", a)
+	}
+	// A relative data directory is identified by its absolute path.
+	wd, _ := os.Getwd()
+	if RunnerHost("", "rel") != RunnerHost("", filepath.Join(wd, "rel")) {
+		t.Error("relative and absolute data dirs differ")
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{
+		"1024": 1024, "512m": 512 << 20, "512MiB": 512 << 20, "4g": 4 << 30, "4GiB": 4 << 30, "4gb": 4 << 30,
+		"1.5g": 3 << 29, "2 GiB": 2 << 30, "1t": 1 << 40, "0": 0, "16k": 16 << 10,
+	} {
+		if got, err := ParseBytes(in); err != nil || got != want {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "g", "-1g", "4x", "lots", "1e30g"} {
+		if _, err := ParseBytes(in); err == nil {
+			t.Errorf("ParseBytes(%q) accepted", in)
+		}
+	}
+	for n, want := range map[int64]string{2 << 30: "2GiB", 4 << 30: "4GiB", 512 << 20: "512MiB", 1000: "1000", 3 << 29: "1536MiB"} {
+		if got := FormatBytes(n); got != want {
+			t.Errorf("FormatBytes(%d) = %s, want %s", n, got, want)
+		}
+		if back, _ := ParseBytes(FormatBytes(n)); back != n {
+			t.Errorf("FormatBytes(%d) does not parse back", n)
+		}
+	}
+}
+
+// settingsFor parses args with a runner command's flags for profile p.
+func settingsFor(t *testing.T, p Profile, args ...string) (Settings, error) {
+	t.Helper()
+	cmd := &cobra.Command{Use: "test", RunE: func(*cobra.Command, []string) error { return nil }}
+	config.AddConfigFlag(cmd.Flags())
+	AddRunnerFlags(cmd.Flags())
+	AddSandboxFlags(cmd.Flags(), p)
+	if err := cmd.Flags().Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	v, err := config.Load(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return SettingsFrom(v, slog.New(slog.DiscardHandler), p)
+}
+
+func TestSandboxFlags(t *testing.T) {
+	gates := Profile{Resources: sandbox.Resources{MemoryBytes: 2 << 30, CPUs: 2, Pids: 256}}
+	agents := Profile{Resources: sandbox.Resources{MemoryBytes: 4 << 30, CPUs: 2, Pids: 256}, Egress: true}
+
+	s, err := settingsFor(t, gates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Sandbox != SandboxAuto || s.Docker.Image != DefaultSandboxImage || s.Docker.Resources != gates.Resources || s.Egress != nil {
+		t.Errorf("gate defaults: %+v, egress %+v", s.Docker, s.Egress)
+	}
+	s, err = settingsFor(t, agents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Docker.Resources != agents.Resources || s.Egress == nil ||
+		strings.Join(s.Egress.Allow, ",") != strings.Join(egress.DefaultAllow, ",") || s.Egress.Port != egress.DefaultPort {
+		t.Errorf("agent defaults: %+v, egress %+v", s.Docker, s.Egress)
+	}
+
+	s, err = settingsFor(t, agents, "--sandbox", "Docker", "--sandbox-image", "img:1", "--sandbox-user", "1000:1000",
+		"--sandbox-memory", "6g", "--sandbox-cpus", "1.5", "--sandbox-pids", "100",
+		"--egress-allow", "a.example:443", "--egress-allow", "*.b.example:8443,c.example:443", "--egress-proxy-port", "0",
+		"--egress-network", "custom-egress", "--host-id", "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DockerSettings{Image: "img:1", User: "1000:1000", Resources: sandbox.Resources{MemoryBytes: 6 << 30, CPUs: 1.5, Pids: 100}}
+	if s.Sandbox != SandboxDocker || s.Docker != want || s.Host != "w1" {
+		t.Errorf("flags: %q %+v %q", s.Sandbox, s.Docker, s.Host)
+	}
+	if got := strings.Join(s.Egress.Allow, ","); got != "a.example:443,*.b.example:8443,c.example:443" || s.Egress.Port != 0 || s.Egress.Network != "custom-egress" {
+		t.Errorf("egress: %+v", s.Egress)
+	}
+	// No network at all.
+	if s, err := settingsFor(t, agents, "--egress-allow="); err != nil || s.Egress == nil || len(s.Egress.Allow) != 0 {
+		t.Errorf("--egress-allow=: %+v, %v", s.Egress, err)
+	}
+	// The environment.
+	t.Setenv("SUPERVISOR_SANDBOX", "process")
+	t.Setenv("SUPERVISOR_EGRESS_ALLOW", "x.example:443,y.example:443")
+	if s, err := settingsFor(t, agents); err != nil || s.Sandbox != SandboxProcess || strings.Join(s.Egress.Allow, ",") != "x.example:443,y.example:443" {
+		t.Errorf("env: %q %+v, %v", s.Sandbox, s.Egress, err)
+	}
+	if s, err := settingsFor(t, gates); err != nil || s.Egress != nil {
+		t.Errorf("gate runner with SUPERVISOR_EGRESS_ALLOW: %+v, %v", s.Egress, err)
+	}
+
+	for _, args := range [][]string{
+		{"--sandbox", "vm"}, {"--sandbox-memory", "lots"}, {"--sandbox-cpus", "-1"},
+		{"--egress-allow", "no-port"}, {"--egress-proxy-port", "70000"},
+	} {
+		if _, err := settingsFor(t, agents, args...); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}
+
+func TestStringListAndLabels(t *testing.T) {
+	if got := FormatLabels(map[string]string{"gpu": "A100", "gpus": "2", "zone": "b"}); got != "gpu=A100,gpus=2,zone=b" {
+		t.Errorf("FormatLabels = %s", got)
+	}
+	if FormatLabels(nil) != "" {
+		t.Error("FormatLabels(nil)")
+	}
+}
