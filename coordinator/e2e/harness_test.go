@@ -62,6 +62,7 @@ func buildAndRun(m *testing.M) (int, error) {
 		{filepath.Join(root, "worker"), "worker", "./cmd/worker"},
 		{filepath.Join(root, "gaterunner"), "gaterunner", "./cmd/gaterunner"},
 		{filepath.Join(root, "worker"), "supervisor-test-agent", "./testdata/testagent"},
+		{filepath.Join(root, "coordinator"), "gatehelper", "./e2e/testdata/gatehelper"},
 		{filepath.Join(root, "shared"), "nats-server", "github.com/nats-io/nats-server/v2"},
 	}
 	start := time.Now()
@@ -358,13 +359,15 @@ func (f *fleet) waitCoordinator(p *proc, timeout time.Duration) {
 }
 
 // runner starts a worker or gaterunner process named name (also its
-// --host-id) and waits until it pulls jobs.
+// --host-id) and waits until it pulls jobs. It uses the process sandbox
+// even where a Docker sandbox image exists: the commands it runs are this
+// host's binaries (binDir on sandboxPath).
 func (f *fleet) runner(bin, name string, extra ...string) *proc {
 	f.t.Helper()
 	args := append([]string{
 		"--nats", f.natsURL, "--redis-url", f.redisURL,
 		"--data-dir", filepath.Join(f.dir, "data", name), "--host-id", name,
-		"--sandbox-path", sandboxPath, "--ack-wait", f.ackWait, "--drain-timeout", "5s",
+		"--sandbox-path", sandboxPath, "--sandbox", "process", "--ack-wait", f.ackWait, "--drain-timeout", "5s",
 	}, extra...)
 	p := f.start(name, bin, args...)
 	waitFor(f.t, 30*time.Second, name+" to pull jobs", func() bool {
