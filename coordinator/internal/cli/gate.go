@@ -136,10 +136,16 @@ func printGateRows(w io.Writer, rows []GateRow, tail int) {
 		if r.CacheDisabled != "" {
 			fmt.Fprintf(w, "cache off: %s\n", r.CacheDisabled)
 		}
-		if r.Error != "" {
+		// The runner repeats its own error (and the violation) in the output;
+		// say each thing once.
+		out := r.Output
+		if r.IntegrityViolation {
+			out = dropLinesWith(out, "integrity violation:")
+		}
+		if r.Error != "" && !strings.Contains(out, r.Error) && !(r.IntegrityViolation && strings.HasPrefix(r.Error, "integrity violation")) {
 			fmt.Fprintln(w, r.Error)
 		}
-		fmt.Fprintln(w, lastLines(r.Output, tail))
+		fmt.Fprintln(w, lastLines(out, tail))
 	}
 }
 
@@ -749,4 +755,16 @@ round; a gate another of its gates depends on cannot be removed.`,
 	cmd.Flags().String("task", "", "remove the gate from this node of a running workflow, WF/NODE")
 	cmd.Flags().StringP("output", "o", "table", "output format: table or json")
 	return cmd
+}
+
+// dropLinesWith removes the lines of s that contain sub.
+func dropLinesWith(s, sub string) string {
+	lines := strings.Split(s, "\n")
+	kept := lines[:0]
+	for _, l := range lines {
+		if !strings.Contains(l, sub) {
+			kept = append(kept, l)
+		}
+	}
+	return strings.Join(kept, "\n")
 }
