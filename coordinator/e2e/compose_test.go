@@ -1,0 +1,559 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/supervisorhq/supervisor/shared/testserver"
+)
+
+// The Compose tests run the fleet of compose.yaml — a three-node NATS
+// JetStream cluster, Redis, the coordinator, two workers and two gate
+// runners, each in a container of its own, from the images `make images`
+// builds locally — and drive it from this host with the coordinator CLI
+// through the NATS port Compose publishes. They need a Docker engine and
+// docker-compose (or `docker compose`): without them they skip, and under
+// CI=true they fail.
+//
+// Each run is a Compose project of its own (supervisor-e2e-<unix time>-<random>)
+// on a free host port, with an override file that gives the fleet a short
+// ack wait and one job slot per runner; it is taken down with its volumes
+// when the test ends, whatever happened. Projects a killed test run left
+// behind are removed by the next run once they are an hour old.
+
+const (
+	// composeAckWait is the fleet-wide ack wait of the Compose tests: how
+	// long after a killed runner's last heartbeat its job is redelivered.
+	composeAckWait = 5 * time.Second
+	// composeProjectPrefix starts the name of every Compose project the
+	// tests create.
+	composeProjectPrefix = "supervisor-e2e-"
+	// composeStaleAfter is the age past which a left-over project is removed.
+	composeStaleAfter = time.Hour
+)
+
+// composeOverride is the test's override file: one job slot per runner (so
+// four parallel tasks must spread over both workers and both gate runners)
+// and short drain and stop times.
+const composeOverride = `services:
+  worker:
+    environment:
+      SUPERVISOR_CONCURRENCY: "1"
+      SUPERVISOR_DRAIN_TIMEOUT: 5s
+    stop_grace_period: 10s
+  gaterunner:
+    environment:
+      SUPERVISOR_CONCURRENCY: "1"
+      SUPERVISOR_DRAIN_TIMEOUT: 5s
+    stop_grace_period: 10s
+`
+
+// composeFleet is one Compose project brought up for a test.
+type composeFleet struct {
+	t       *testing.T
+	root    string   // the repository (compose.yaml's directory)
+	tool    []string // "docker-compose" or "docker compose"
+	project string
+	files   []string // -f arguments
+	env     []string // the Compose tool's environment
+	natsURL string   // the published client port of nats-1, from this host
+	dir     string
+}
+
+// composeTool returns the Compose command line to use: `docker compose`
+// when the Docker CLI has it, else docker-compose. It skips the test (fails
+// it under CI=true) when there is no Docker engine or no Compose.
+func composeTool(t *testing.T) []string {
+	t.Helper()
+	if _, err := exec.LookPath("docker"); err != nil {
+		testserver.Missing(t, "the docker CLI")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
+		t.Logf("docker info: %v\n%s", err, out)
+		testserver.Missing(t, "a running Docker engine")
+	}
+	if exec.CommandContext(ctx, "docker", "compose", "version").Run() == nil {
+		return []string{"docker", "compose"}
+	}
+	if _, err := exec.LookPath("docker-compose"); err == nil {
+		return []string{"docker-compose"}
+	}
+	testserver.Missing(t, "docker-compose or the docker compose plugin")
+	return nil
+}
+
+// buildImages runs `make images` (idempotent: it rebuilds only what
+// changed) and fails the test with its output if it fails.
+func buildImages(t *testing.T, root string) {
+	t.Helper()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "images")
+	cmd.Dir = root
+	// Not a sub-make of the `make test` that may be running these tests:
+	// its jobserver's descriptors are not inherited through go test.
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); name != "MAKEFLAGS" && name != "MFLAGS" && name != "MAKELEVEL" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make images failed (the Compose tests need the locally built images): %v\n%s", err, out)
+	}
+	t.Logf("make images: %s", time.Since(start).Round(time.Millisecond))
+}
+
+// newComposeFleet builds the images, brings a Compose project up and waits
+// until the coordinator answers and every runner pulls jobs. The project
+// is taken down (volumes included) when the test ends.
+func newComposeFleet(t *testing.T) *composeFleet {
+	t.Helper()
+	tool := composeTool(t)
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	buildImages(t, root)
+
+	c := &composeFleet{t: t, root: root, tool: tool, dir: t.TempDir()}
+	override := filepath.Join(c.dir, "compose.e2e.yaml")
+	if err := os.WriteFile(override, []byte(composeOverride), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.files = []string{"-f", filepath.Join(root, "compose.yaml"), "-f", override}
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	c.project = fmt.Sprintf("%s%d-%s", composeProjectPrefix, time.Now().Unix(), hex.EncodeToString(suffix[:]))
+	c.env = append(os.Environ(),
+		"SUPERVISOR_ACK_WAIT="+composeAckWait.String(),
+		"SUPERVISOR_NATS_PORT=127.0.0.1:", // a free port, picked by the engine
+		"COMPOSE_PROJECT_NAME="+c.project,
+	)
+	c.removeStale()
+
+	// Registered before `up`, so a half-started project goes too.
+	t.Cleanup(func() {
+		if t.Failed() {
+			c.dumpLogs()
+		}
+		start := time.Now()
+		if r := c.compose(3*time.Minute, "down", "-v", "--remove-orphans", "-t", "5"); r.code != 0 {
+			t.Errorf("compose down of %s: exit %d\n%s%s", c.project, r.code, r.stdout, r.stderr)
+		} else {
+			t.Logf("compose down: %s", time.Since(start).Round(time.Millisecond))
+		}
+	})
+
+	start := time.Now()
+	if r := c.compose(5*time.Minute, "up", "-d"); r.code != 0 {
+		t.Fatalf("compose up of %s: exit %d\n%s%s", c.project, r.code, r.stdout, r.stderr)
+	}
+	r := c.compose(time.Minute, "port", "nats-1", "4222")
+	addr := strings.TrimSpace(r.stdout)
+	if r.code != 0 || addr == "" || strings.HasSuffix(addr, ":0") {
+		t.Fatalf("compose port nats-1 4222: exit %d: %q %s", r.code, addr, r.stderr)
+	}
+	c.natsURL = "nats://" + strings.Replace(addr, "0.0.0.0:", "127.0.0.1:", 1)
+
+	waitFor(t, 3*time.Minute, "the coordinator in "+c.project+" to answer", func() bool {
+		return c.cli(30*time.Second, "status", "--timeout", "3s").code == 0
+	})
+	for _, svc := range []string{"worker", "gaterunner"} {
+		for _, id := range c.containers(svc) {
+			waitFor(t, 2*time.Minute, svc+" container "+id+" to pull jobs", func() bool {
+				out, _ := exec.Command("docker", "logs", id).CombinedOutput()
+				return bytes.Contains(out, []byte("pulling jobs"))
+			})
+		}
+	}
+	t.Logf("compose project %s up in %s; NATS at %s", c.project, time.Since(start).Round(time.Millisecond), c.natsURL)
+	return c
+}
+
+// compose runs the Compose tool on the project.
+func (c *composeFleet) compose(timeout time.Duration, args ...string) result {
+	c.t.Helper()
+	argv := append(append(append(append([]string(nil), c.tool[1:]...), "-p", c.project), c.files...), args...)
+	return c.run(timeout, c.tool[0], argv...)
+}
+
+// run runs a command in the repository with the Compose environment.
+func (c *composeFleet) run(timeout time.Duration, name string, args ...string) result {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = c.root
+	cmd.Env = c.env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := result{args: append([]string{name}, args...), stdout: stdout.String(), stderr: stderr.String()}
+	var ee *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		r.code = -1
+		r.stderr += fmt.Sprintf("\n[e2e: killed after %s]", timeout)
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		r.code = -1
+		r.stderr += "\n[e2e: " + err.Error() + "]"
+	}
+	return r
+}
+
+// containers returns the ids of a service's running containers.
+func (c *composeFleet) containers(service string) []string {
+	c.t.Helper()
+	r := c.run(time.Minute, "docker", "ps", "-q", "--no-trunc",
+		"--filter", "label=com.docker.compose.project="+c.project,
+		"--filter", "label=com.docker.compose.service="+service)
+	if r.code != 0 {
+		c.t.Fatalf("docker ps: exit %d: %s", r.code, r.stderr)
+	}
+	return strings.Fields(r.stdout)
+}
+
+// hostnames maps the hostnames of a service's running containers (the
+// runners' --host-id) to the containers' ids.
+func (c *composeFleet) hostnames(service string) map[string]string {
+	c.t.Helper()
+	hosts := map[string]string{}
+	for _, id := range c.containers(service) {
+		r := c.run(time.Minute, "docker", "inspect", "--format", "{{.Config.Hostname}}", id)
+		if r.code != 0 {
+			c.t.Fatalf("docker inspect %s: exit %d: %s", id, r.code, r.stderr)
+		}
+		hosts[strings.TrimSpace(r.stdout)] = id
+	}
+	return hosts
+}
+
+// cli runs the coordinator CLI (built by TestMain) on this host against
+// the fleet's published NATS port.
+func (c *composeFleet) cli(timeout time.Duration, args ...string) result {
+	c.t.Helper()
+	if !hasFlag(args, "--nats") {
+		args = append(append([]string(nil), args...), "--nats", c.natsURL)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "coordinator"), args...)
+	cmd.Dir = c.dir
+	cmd.Env = childEnv()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := result{args: args, stdout: stdout.String(), stderr: stderr.String()}
+	var ee *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		c.t.Fatalf("coordinator %s did not finish within %s\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), timeout, r.stdout, r.stderr)
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		c.t.Fatalf("run coordinator %s: %v", strings.Join(args, " "), err)
+	}
+	return r
+}
+
+// status runs `coordinator status WF -o json` and decodes it.
+func (c *composeFleet) status(wf string) (composeStatus, int) {
+	c.t.Helper()
+	r := c.cli(time.Minute, "status", wf, "-o", "json")
+	var s composeStatus
+	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
+		c.t.Fatalf("status JSON: %v\n%s", err, r)
+	}
+	return s, r.code
+}
+
+// dumpLogs logs the tail of every container's log.
+func (c *composeFleet) dumpLogs() {
+	r := c.compose(2*time.Minute, "logs", "--no-color", "--tail", "300")
+	out := r.stdout + r.stderr
+	const max = 256 << 10
+	if len(out) > max {
+		out = "[... " + strconv.Itoa(len(out)-max) + " bytes cut ...]\n" + out[len(out)-max:]
+	}
+	c.t.Logf("==== logs of compose project %s ====\n%s", c.project, out)
+}
+
+// removeStale takes down projects of earlier runs that were killed before
+// their cleanup ran (a go test timeout), once they are composeStaleAfter old.
+func (c *composeFleet) removeStale() {
+	c.t.Helper()
+	r := c.run(time.Minute, "docker", "ps", "-a", "--format", `{{.Label "com.docker.compose.project"}}`)
+	if r.code != 0 {
+		return
+	}
+	seen := map[string]bool{}
+	for _, p := range strings.Fields(r.stdout) {
+		if seen[p] || !strings.HasPrefix(p, composeProjectPrefix) {
+			continue
+		}
+		seen[p] = true
+		stamp, _, _ := strings.Cut(strings.TrimPrefix(p, composeProjectPrefix), "-")
+		sec, err := strconv.ParseInt(stamp, 10, 64)
+		if err != nil || time.Since(time.Unix(sec, 0)) < composeStaleAfter {
+			continue
+		}
+		c.t.Logf("removing compose project %s, left over by an earlier run", p)
+		argv := append(append(append([]string(nil), c.tool[1:]...), "-p", p), c.files...)
+		c.run(3*time.Minute, c.tool[0], append(argv, "down", "-v", "--remove-orphans", "-t", "1")...)
+	}
+}
+
+// The JSON `coordinator status -o json` prints, as the Compose tests read it.
+type composeStatus struct {
+	ID     string        `json:"id"`
+	Status string        `json:"status"`
+	Reason string        `json:"reason"`
+	Branch string        `json:"branch"`
+	Head   string        `json:"head"`
+	Nodes  []composeNode `json:"nodes"`
+}
+
+type composeNode struct {
+	ID      string        `json:"id"`
+	Status  string        `json:"status"`
+	Attempt int           `json:"attempt"`
+	Host    string        `json:"host"`
+	Reason  string        `json:"reason"`
+	Gates   []composeGate `json:"gates"`
+}
+
+type composeGate struct {
+	Name     string `json:"name"`
+	Status   string `json:"status"`
+	ExitCode *int   `json:"exit_code"`
+	Host     string `json:"host"`
+	Output   string `json:"output"`
+	Error    string `json:"error"`
+}
+
+// composeSpreadWorkflow: four tasks in parallel (each agent sleeps, so
+// two workers with one slot each share them), each gated by gates the
+// runner image's Debian base provides, and one task depending on all four.
+const composeSpreadWorkflow = `name: compose-spread
+defaults:
+  agent:
+    command: [supervisor-test-agent, -p, --output-format, json]
+  timeout: 2m
+gates:
+  - name: exists
+    command: [test, -f, README.md]
+  - name: readme
+    command: [grep, -q, "^base readme", README.md]
+    depends_on: [exists]
+  - name: settle
+    command: [sleep, "1"]
+  - name: toolchain
+    command: [go, version]
+  - name: parts
+    command: [cat, part-1.txt, part-2.txt, part-3.txt, part-4.txt]
+tasks:
+%s  - id: combine
+    depends_on: [part-1, part-2, part-3, part-4]
+    gates: [parts, toolchain]
+    prompt: |
+      Combine the four parts.
+      @append README.md
+      all four parts are in
+      @end
+`
+
+const composeSpreadPart = `  - id: part-%[1]d
+    gates: [readme, settle]
+    prompt: |
+      Write part %[1]d.
+      @sleep 2s
+      @write part-%[1]d.txt
+      part %[1]d
+      @end
+`
+
+// composeKillWorkflow: one task whose first gate sleeps long enough for
+// the test to kill the gate runner running it.
+const composeKillWorkflow = `name: compose-kill
+defaults:
+  agent:
+    command: [supervisor-test-agent, -p, --output-format, json]
+  timeout: 2m
+gates:
+  - name: hold
+    command: [sleep, "8"]
+  - name: check
+    command: [grep, -q, "^survived$", survivor.txt]
+    depends_on: [hold]
+tasks:
+  - id: victim
+    prompt: |
+      Write one file.
+      @write survivor.txt
+      survived
+      @end
+`
+
+// TestComposeFleet brings compose.yaml's fleet up, runs a workflow whose
+// jobs spread over both workers and both gate runners and whose branch
+// comes back to this host through the result bundle, then kills the gate
+// runner container running a gate and sees the gate redelivered to the
+// other runner and the workflow succeed.
+func TestComposeFleet(t *testing.T) {
+	c := newComposeFleet(t)
+	workers := c.hostnames("worker")
+	gaters := c.hostnames("gaterunner")
+	if len(workers) != 2 || len(gaters) != 2 {
+		t.Fatalf("compose.yaml started workers %v and gate runners %v, want two of each", workers, gaters)
+	}
+
+	t.Run("Spread", func(t *testing.T) {
+		repo, base := sampleRepo(t, map[string]string{"README.md": "base readme\n", "keep.txt": "untouched\n"})
+		var parts strings.Builder
+		for i := 1; i <= 4; i++ {
+			fmt.Fprintf(&parts, composeSpreadPart, i)
+		}
+		wfFile := writeFile(t, t.TempDir(), "spread.yaml", fmt.Sprintf(composeSpreadWorkflow, parts.String()))
+
+		started := time.Now()
+		r := c.cli(4*time.Minute, "submit", wfFile, "--repo", repo, "--wait")
+		if r.code != 0 {
+			t.Fatalf("submit --wait did not succeed:\n%s", r)
+		}
+		wf := wfID(t, r)
+		t.Logf("workflow %s succeeded in %s", wf, time.Since(started).Round(time.Millisecond))
+
+		// The coordinator's container cannot see this repository: the branch
+		// arrived through the result bundle submit --wait fetched.
+		branch := "supervisor/" + wf
+		want := []string{"A\tpart-1.txt", "A\tpart-2.txt", "A\tpart-3.txt", "A\tpart-4.txt", "M\tREADME.md"}
+		if got := branchChanges(t, repo, base, branch); !equalStrings(got, want) {
+			t.Errorf("git diff --name-status %s..%s = %v, want %v", base[:12], branch, got, want)
+		}
+		if got := fileAt(t, repo, branch, "README.md"); got != "base readme\nall four parts are in\n" {
+			t.Errorf("README.md on %s = %q", branch, got)
+		}
+
+		s, code := c.status(wf)
+		if code != 0 || s.Status != "succeeded" {
+			t.Fatalf("status %s: exit %d, status %q (%s)", wf, code, s.Status, s.Reason)
+		}
+		nodeHosts, gateHosts := map[string]int{}, map[string]int{}
+		for _, n := range s.Nodes {
+			if n.Status != "succeeded" {
+				t.Errorf("node %s: %s (%s)", n.ID, n.Status, n.Reason)
+			}
+			nodeHosts[n.Host]++
+			for _, g := range n.Gates {
+				if g.Status != "passed" {
+					t.Errorf("node %s gate %s: %q %s %s", n.ID, g.Name, g.Status, g.Error, g.Output)
+				}
+				if g.Name == "toolchain" && !strings.Contains(g.Output, "go version go1.") {
+					t.Errorf("gate toolchain printed %q, want go version …", g.Output)
+				}
+				gateHosts[g.Host]++
+			}
+		}
+		t.Logf("agent jobs per container: %v; gate jobs per container: %v", nodeHosts, gateHosts)
+		checkSpread(t, "agent jobs", nodeHosts, sortedKeys(workers))
+		checkSpread(t, "gate jobs", gateHosts, sortedKeys(gaters))
+	})
+
+	t.Run("GateRunnerKilled", func(t *testing.T) {
+		repo, base := sampleRepo(t, map[string]string{"README.md": "base\n"})
+		wfFile := writeFile(t, t.TempDir(), "kill.yaml", composeKillWorkflow)
+		r := c.cli(time.Minute, "submit", wfFile, "--repo", repo)
+		if r.code != 0 {
+			t.Fatalf("submit: %s", r)
+		}
+		wf := wfID(t, r)
+
+		// Wait for the hold gate to start, and kill the container running it.
+		var victim string
+		waitFor(t, 2*time.Minute, "gate hold of "+wf+" to start", func() bool {
+			s, _ := c.status(wf)
+			if s.Status != "running" {
+				t.Fatalf("workflow %s ended (%s: %s) before its gate started", wf, s.Status, s.Reason)
+			}
+			for _, n := range s.Nodes {
+				for _, g := range n.Gates {
+					if g.Name == "hold" && g.Host != "" && g.Status == "" {
+						victim = g.Host
+						return true
+					}
+				}
+			}
+			return false
+		})
+		id, ok := gaters[victim]
+		if !ok {
+			t.Fatalf("gate hold runs on %q, not one of the gate runner containers %v", victim, gaters)
+		}
+		var survivor string
+		for h := range gaters {
+			if h != victim {
+				survivor = h
+			}
+		}
+		killed := time.Now()
+		if r := c.run(time.Minute, "docker", "kill", id); r.code != 0 {
+			t.Fatalf("docker kill %s: exit %d: %s", id, r.code, r.stderr)
+		}
+		t.Logf("killed gate runner %s (container %.12s) mid-gate; %s should take the gate over after the ack wait (%s)", victim, id, survivor, composeAckWait)
+
+		// watch --repo follows the workflow to its end and fetches the branch.
+		r = c.cli(3*time.Minute, "watch", wf, "--repo", repo)
+		if r.code != 0 {
+			t.Fatalf("watch %s did not succeed:\n%s", wf, r)
+		}
+		t.Logf("workflow %s succeeded %s after the kill", wf, time.Since(killed).Round(time.Millisecond))
+		s, code := c.status(wf)
+		if code != 0 || s.Status != "succeeded" {
+			t.Fatalf("status %s: exit %d, %q (%s)", wf, code, s.Status, s.Reason)
+		}
+		for _, n := range s.Nodes {
+			if n.Attempt != 1 {
+				t.Errorf("node %s ran its agent %d times; the kill of a gate runner must not rerun it", n.ID, n.Attempt)
+			}
+			for _, g := range n.Gates {
+				if g.Status != "passed" {
+					t.Errorf("gate %s: %q %s", g.Name, g.Status, g.Error)
+				}
+				if g.Name == "hold" && g.Host != survivor {
+					t.Errorf("gate hold finished on %q, want the surviving runner %s", g.Host, survivor)
+				}
+			}
+		}
+		if got := branchChanges(t, repo, base, "supervisor/"+wf); !equalStrings(got, []string{"A\tsurvivor.txt"}) {
+			t.Errorf("branch supervisor/%s changes %v, want just survivor.txt", wf, got)
+		}
+	})
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
