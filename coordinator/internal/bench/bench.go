@@ -6,6 +6,12 @@
 // (coordinator, worker and gate runner on an embedded NATS), and reports
 // each scenario's throughput and latency with its ratio to the raw figures,
 // plus the memory the whole process allocated per message or node.
+//
+// Then the gate engine, on a fleet of its own: the gate cache key, a cache
+// hit and the integrity check on a generated repository, each against `git
+// status` on the same tree in the same run (cache-key); and the gate
+// throughput of 1, 2 and 4 gate runner processes on sleep gates, against
+// linear scaling (gate-scale).
 package bench
 
 import (
@@ -45,10 +51,20 @@ const (
 	// previous one, so only one node is ever in flight: the unloaded
 	// ready→started latency of the full path.
 	ScenarioChain = "chain"
+	// ScenarioCacheKey computes the gate cache key of a generated
+	// repository with a few uncommitted changes, looks a cached result up
+	// (the fleet's KV store, and Redis if given) and captures and checks
+	// the workspace's integrity, each against `git status` on the same
+	// tree.
+	ScenarioCacheKey = "cache-key"
+	// ScenarioGateScale measures gate throughput with 1, 2 and 4 gate
+	// runner processes on sleep gates, against linear scaling.
+	ScenarioGateScale = "gate-scale"
 )
 
 // Scenarios lists every scenario in the order they run.
-var Scenarios = []string{ScenarioRaw, ScenarioRawFetch1, ScenarioRawSerial, ScenarioNodes, ScenarioGated, ScenarioChain}
+var Scenarios = []string{ScenarioRaw, ScenarioRawFetch1, ScenarioRawSerial, ScenarioNodes, ScenarioGated, ScenarioChain,
+	ScenarioCacheKey, ScenarioGateScale}
 
 // latencyReference is the scenario each scenario's p50 is compared with:
 // bursts with the raw burst, one-at-a-time runs with the raw serial run.
@@ -115,7 +131,37 @@ type Config struct {
 	Progress io.Writer
 	// Log is the bench's own NATS clients' logger (nil: discarded).
 	Log *slog.Logger
+
+	// RepoFiles is the size of the cache-key scenario's generated
+	// repository, in files.
+	RepoFiles int
+	// ChangedFiles is how many of them are modified (uncommitted) before
+	// the measurement.
+	ChangedFiles int
+	// KeyIterations is how many times each cache-key operation is measured.
+	KeyIterations int
+	// RedisURL, if set, adds a cache hit against Redis to the cache-key
+	// scenario.
+	RedisURL string
+
+	// GateTasks is the number of tasks, one gate each, of each gate-scale
+	// measurement (at most MaxTasksPerWorkflow).
+	GateTasks int
+	// GateSleep is what each gate-scale gate sleeps.
+	GateSleep time.Duration
+	// GateRunners are the numbers of gate runner processes measured, in
+	// increasing order; speed-ups are relative to the first.
+	GateRunners []int
+	// BinDir holds the gaterunner binary the gate-scale scenario starts.
+	BinDir string
+	// GateSandbox is the runner processes' --sandbox: "process" (the
+	// default when empty, like the in-process fleet's), "docker" or "auto".
+	GateSandbox string
 }
+
+// GateRunnerBinary is the executable the gate-scale scenario looks for in
+// Config.BinDir.
+const GateRunnerBinary = "gaterunner"
 
 // Validate checks the configuration.
 func (c *Config) Validate() error {
@@ -145,10 +191,58 @@ func (c *Config) Validate() error {
 	if c.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("concurrency must be at least 1, got %d", c.Concurrency))
 	}
-	if (want[ScenarioNodes] || want[ScenarioGated] || want[ScenarioChain]) && c.StartFleet == nil {
-		errs = append(errs, errors.New("full-path scenarios need a fleet starter"))
+	if want[ScenarioCacheKey] {
+		if c.RepoFiles < 1 {
+			errs = append(errs, fmt.Errorf("repository files must be at least 1, got %d", c.RepoFiles))
+		}
+		if c.ChangedFiles < 0 || c.ChangedFiles > c.RepoFiles {
+			errs = append(errs, fmt.Errorf("changed files must be between 0 and the repository's %d, got %d", c.RepoFiles, c.ChangedFiles))
+		}
+		if c.KeyIterations < 1 {
+			errs = append(errs, fmt.Errorf("key iterations must be at least 1, got %d", c.KeyIterations))
+		}
+	}
+	if want[ScenarioGateScale] {
+		errs = append(errs, c.validateGateScale()...)
+	}
+	if (want[ScenarioNodes] || want[ScenarioGated] || want[ScenarioChain] || want[ScenarioCacheKey] || want[ScenarioGateScale]) &&
+		c.StartFleet == nil {
+		errs = append(errs, errors.New("full-path and gate engine scenarios need a fleet starter"))
 	}
 	return errors.Join(errs...)
+}
+
+func (c *Config) validateGateScale() []error {
+	var errs []error
+	if c.GateTasks < 1 || c.GateTasks > MaxTasksPerWorkflow {
+		errs = append(errs, fmt.Errorf("gate tasks must be between 1 and %d, got %d", MaxTasksPerWorkflow, c.GateTasks))
+	}
+	if c.GateSleep <= 0 || c.GateSleep > maxGateSleep {
+		errs = append(errs, fmt.Errorf("gate sleep must be positive and at most %s, got %s", maxGateSleep, c.GateSleep))
+	}
+	if !slices.Contains(GateSandboxes, c.gateSandbox()) {
+		errs = append(errs, fmt.Errorf("gate sandbox %q: want one of %s", c.GateSandbox, strings.Join(GateSandboxes, ", ")))
+	}
+	if len(c.GateRunners) == 0 {
+		errs = append(errs, errors.New("gate runners: give at least one count"))
+	}
+	for i, n := range c.GateRunners {
+		if n < 1 || n > maxGateRunners {
+			errs = append(errs, fmt.Errorf("gate runners must be between 1 and %d, got %d", maxGateRunners, n))
+		} else if i > 0 && n <= c.GateRunners[i-1] {
+			errs = append(errs, fmt.Errorf("gate runner counts must increase, got %v", c.GateRunners))
+		}
+	}
+	bin := filepath.Join(c.BinDir, GateRunnerBinary)
+	switch fi, err := os.Stat(bin); {
+	case c.BinDir == "":
+		errs = append(errs, errors.New("gate-scale needs the directory of the gaterunner binary (--bin-dir)"))
+	case err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0:
+		errs = append(errs, fmt.Errorf("gate-scale runs gate runner processes, but there is no executable %s: "+
+			"build the binaries first (make build, then run bin/coordinator bench), point --bin-dir at a directory "+
+			"holding gaterunner, or leave gate-scale out of --scenarios", bin))
+	}
+	return errs
 }
 
 func (c *Config) selected() map[string]bool {
@@ -184,6 +278,10 @@ type Report struct {
 	// Baseline is the scenario throughput ratios are relative to.
 	Baseline string   `json:"baseline"`
 	Results  []Result `json:"results"`
+	// CacheKey is the cache-key scenario's figures, if it ran.
+	CacheKey *CacheKeyReport `json:"cache_key,omitempty"`
+	// GateScale is the gate-scale scenario's figures, if it ran.
+	GateScale *GateScaleReport `json:"gate_scale,omitempty"`
 }
 
 // Result is one scenario's figures.
@@ -300,6 +398,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 		rep.Results = append(rep.Results, res...)
+	}
+	if want[ScenarioCacheKey] || want[ScenarioGateScale] {
+		if err := r.runGateEngine(ctx, want, rep); err != nil {
+			return nil, err
+		}
 	}
 	rep.TotalSeconds = time.Since(started).Seconds()
 	computeRatios(rep)

@@ -7,13 +7,16 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/bench"
 	"github.com/supervisorhq/supervisor/coordinator/internal/cli"
+	"github.com/supervisorhq/supervisor/shared/testserver"
 )
 
 func needGit(t *testing.T) {
@@ -25,15 +28,21 @@ func needGit(t *testing.T) {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// TestRunTiny runs every scenario at a tiny size and checks that the
-// report is complete and consistent. It never asserts on speed.
+// busAndFullPath are the scenarios TestRunTiny runs; TestGateEngineTiny
+// runs the others.
+var busAndFullPath = []string{bench.ScenarioRaw, bench.ScenarioRawFetch1, bench.ScenarioRawSerial,
+	bench.ScenarioNodes, bench.ScenarioGated, bench.ScenarioChain}
+
+// TestRunTiny runs every bus and full-path scenario at a tiny size and
+// checks that the report is complete and consistent. It never asserts on
+// speed.
 func TestRunTiny(t *testing.T) {
 	needGit(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
 	rep, err := bench.Run(ctx, bench.Config{
-		Nodes: 5, ChainNodes: 3, RawMessages: 20, PayloadBytes: 64, Concurrency: 2,
+		Nodes: 5, ChainNodes: 3, RawMessages: 20, PayloadBytes: 64, Concurrency: 2, Scenarios: busAndFullPath,
 		WorkDir: t.TempDir(), StartFleet: cli.BenchFleet(quiet()), Progress: &progress,
 	})
 	if err != nil {
@@ -44,13 +53,16 @@ func TestRunTiny(t *testing.T) {
 		bench.ScenarioRaw: 20, bench.ScenarioRawFetch1: 20, bench.ScenarioRawSerial: 20,
 		bench.ScenarioNodes: 5, bench.ScenarioGated: 5, bench.ScenarioChain: 3,
 	}
-	if len(rep.Results) != len(bench.Scenarios) {
-		t.Fatalf("got %d results, want %d", len(rep.Results), len(bench.Scenarios))
+	if len(rep.Results) != len(busAndFullPath) {
+		t.Fatalf("got %d results, want %d", len(rep.Results), len(busAndFullPath))
+	}
+	if rep.CacheKey != nil || rep.GateScale != nil {
+		t.Errorf("gate engine figures without their scenarios: %+v, %+v", rep.CacheKey, rep.GateScale)
 	}
 	byName := map[string]bench.Result{}
 	for i, res := range rep.Results {
-		if res.Scenario != bench.Scenarios[i] {
-			t.Errorf("result %d is %q, want %q (scenarios run in order)", i, res.Scenario, bench.Scenarios[i])
+		if res.Scenario != busAndFullPath[i] {
+			t.Errorf("result %d is %q, want %q (scenarios run in order)", i, res.Scenario, busAndFullPath[i])
 		}
 		byName[res.Scenario] = res
 	}
@@ -109,7 +121,7 @@ func TestRunTiny(t *testing.T) {
 
 	var table bytes.Buffer
 	bench.PrintTable(&table, rep)
-	for _, name := range bench.Scenarios {
+	for _, name := range busAndFullPath {
 		if !strings.Contains(table.String(), name) {
 			t.Errorf("table lacks scenario %s:\n%s", name, table.String())
 		}
@@ -149,6 +161,12 @@ func TestCommandUsage(t *testing.T) {
 		{"bench", "--payload", "4"},
 		{"bench", "--concurrency", "0"},
 		{"bench", "-o", "yaml"},
+		{"bench", "--scenarios", "cache-key", "--repo-files", "0"},
+		{"bench", "--scenarios", "cache-key", "--repo-files", "10", "--changed-files", "11"},
+		{"bench", "--scenarios", "gate-scale", "--bin-dir", t.TempDir()},
+		{"bench", "--scenarios", "gate-scale", "--gate-runners", "2,1"},
+		{"bench", "--scenarios", "gate-scale", "--gate-sleep", "0s"},
+		{"bench", "--scenarios", "gate-scale", "--gate-sandbox", "vm"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := cli.Main(args, &out, &errOut); code != cli.ExitUsage {
@@ -157,11 +175,60 @@ func TestCommandUsage(t *testing.T) {
 	}
 }
 
+// TestMissingGateRunner checks that gate-scale names the missing binary
+// and how to get it.
+func TestMissingGateRunner(t *testing.T) {
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	code := cli.Main([]string{"bench", "--scenarios", "gate-scale", "--bin-dir", dir}, &out, &errOut)
+	msg := errOut.String()
+	if code != cli.ExitUsage || !strings.Contains(msg, filepath.Join(dir, "gaterunner")) || !strings.Contains(msg, "make build") {
+		t.Errorf("exit %d, stderr %q; want usage naming %s and make build", code, msg, filepath.Join(dir, "gaterunner"))
+	}
+}
+
+// fakeBinDir is a directory with an executable named gaterunner, enough
+// for Validate.
+func fakeBinDir(t *testing.T) string {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, bench.GateRunnerBinary), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 func TestValidate(t *testing.T) {
 	ok := bench.Config{Nodes: 1, ChainNodes: 1, RawMessages: 1, PayloadBytes: 8, Concurrency: 1,
+		RepoFiles: 10, ChangedFiles: 1, KeyIterations: 1,
+		GateTasks: 4, GateSleep: time.Second, GateRunners: []int{1, 2, 4}, BinDir: fakeBinDir(t),
 		StartFleet: cli.BenchFleet(quiet())}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("valid config rejected: %v", err)
+	}
+	for name, mutate := range map[string]func(*bench.Config){
+		"no gaterunner":           func(c *bench.Config) { c.BinDir = t.TempDir() },
+		"no bin dir":              func(c *bench.Config) { c.BinDir = "" },
+		"runners not increasing":  func(c *bench.Config) { c.GateRunners = []int{1, 1} },
+		"no runner counts":        func(c *bench.Config) { c.GateRunners = nil },
+		"zero runners":            func(c *bench.Config) { c.GateRunners = []int{0, 1} },
+		"too many gate tasks":     func(c *bench.Config) { c.GateTasks = bench.MaxTasksPerWorkflow + 1 },
+		"no sleep":                func(c *bench.Config) { c.GateSleep = 0 },
+		"no repository files":     func(c *bench.Config) { c.RepoFiles = 0 },
+		"more changed than files": func(c *bench.Config) { c.ChangedFiles = 11 },
+		"no key iterations":       func(c *bench.Config) { c.KeyIterations = 0 },
+		"unknown sandbox":         func(c *bench.Config) { c.GateSandbox = "vm" },
+	} {
+		bad := ok
+		mutate(&bad)
+		if err := bad.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	noGateScale := ok
+	noGateScale.BinDir = ""
+	noGateScale.Scenarios = []string{bench.ScenarioCacheKey}
+	if err := noGateScale.Validate(); err != nil {
+		t.Errorf("cache-key alone needs no gaterunner, but: %v", err)
 	}
 	rawOnly := bench.Config{RawMessages: 1, PayloadBytes: 8, Concurrency: 1, Scenarios: []string{bench.ScenarioRaw}}
 	if err := rawOnly.Validate(); err != nil {
@@ -176,5 +243,167 @@ func TestValidate(t *testing.T) {
 	noNodes.Nodes = 0
 	if err := noNodes.Validate(); err == nil {
 		t.Error("zero nodes accepted")
+	}
+}
+
+// buildGateRunner builds the gaterunner binary into a directory of the
+// test's own and returns the directory.
+func buildGateRunner(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOWORK").Output()
+	gowork := strings.TrimSpace(string(out))
+	if err != nil || gowork == "" || gowork == "off" {
+		t.Skipf("not in the go.work monorepo (go env GOWORK: %q, %v)", gowork, err)
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, bench.GateRunnerBinary), "./cmd/gaterunner")
+	cmd.Dir = filepath.Join(filepath.Dir(gowork), "gaterunner")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build gaterunner: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// testRedis returns a Redis URL when one is at hand (SUPERVISOR_TEST_REDIS_URL
+// or a redis-server to start), else "".
+func testRedis(t *testing.T) string {
+	if os.Getenv("SUPERVISOR_TEST_REDIS_URL") == "" {
+		if _, err := exec.LookPath("redis-server"); err != nil {
+			return ""
+		}
+	}
+	return testserver.Redis(t)
+}
+
+// TestGateEngineTiny runs the gate engine's scenarios at a tiny size: a
+// 200-file repository with 2 iterations, and 4 tasks of a 0.1 s sleep gate
+// with 1 and 2 gate runner processes. It checks that the report is
+// complete and consistent, never timing.
+func TestGateEngineTiny(t *testing.T) {
+	needGit(t)
+	binDir := buildGateRunner(t)
+	redisURL := testRedis(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	rep, err := bench.Run(ctx, bench.Config{
+		Concurrency: 2, Scenarios: []string{bench.ScenarioCacheKey, bench.ScenarioGateScale},
+		RepoFiles: 200, ChangedFiles: 3, KeyIterations: 2, RedisURL: redisURL,
+		GateTasks: 4, GateSleep: 100 * time.Millisecond, GateRunners: []int{1, 2}, BinDir: binDir,
+		WorkDir: t.TempDir(), StartFleet: cli.BenchFleet(quiet()), Progress: &progress,
+	})
+	if err != nil {
+		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
+	}
+	if len(rep.Results) != 0 {
+		t.Errorf("%d bus or full-path results without their scenarios", len(rep.Results))
+	}
+
+	ck := rep.CacheKey
+	if ck == nil {
+		t.Fatal("no cache-key figures")
+	}
+	wantOps := []string{bench.OpGitStatus, bench.OpComputeKey, bench.OpCacheHitKV}
+	if redisURL != "" {
+		wantOps = append(wantOps, bench.OpCacheHitRedis)
+	}
+	wantOps = append(wantOps, bench.OpIntegrity)
+	if len(ck.Ops) != len(wantOps) {
+		t.Fatalf("cache-key operations %+v, want %v", ck.Ops, wantOps)
+	}
+	if ck.Files != 200 || ck.ChangedFiles != 3 || ck.Iterations != 2 || ck.Reference != bench.OpGitStatus {
+		t.Errorf("cache-key header %+v", ck)
+	}
+	ref := ck.Op(bench.OpGitStatus)
+	for i, op := range ck.Ops {
+		if op.Name != wantOps[i] {
+			t.Errorf("operation %d is %q, want %q", i, op.Name, wantOps[i])
+		}
+		if op.Count != 2 || op.WallSeconds <= 0 || op.Description == "" {
+			t.Errorf("%s: count %d, wall %v, description %q", op.Name, op.Count, op.WallSeconds, op.Description)
+		}
+		if op.P50Micros <= 0 || op.P99Micros < op.P50Micros || op.MeanMicros <= 0 {
+			t.Errorf("%s: p50 %v, p99 %v, mean %v; want 0 < p50 <= p99, mean > 0", op.Name, op.P50Micros, op.P99Micros, op.MeanMicros)
+		}
+		if !near(op.Ratio, op.P50Micros/ref.P50Micros) {
+			t.Errorf("%s: ratio %v, want p50/git-status p50 = %v", op.Name, op.Ratio, op.P50Micros/ref.P50Micros)
+		}
+		if op.Memory.Mallocs == 0 || op.Memory.AllocsPerOp <= 0 {
+			t.Errorf("%s: memory %+v; want allocations counted", op.Name, op.Memory)
+		}
+	}
+	if ref.Ratio != 1 {
+		t.Errorf("git-status ratio to itself %v, want 1", ref.Ratio)
+	}
+	if len(ck.Key) != 64 || len(ck.Tree) < 40 || ck.EntryBytes <= 0 {
+		t.Errorf("key %q, tree %q, entry %d bytes", ck.Key, ck.Tree, ck.EntryBytes)
+	}
+	if ck.IntegrityFiles < 200 || ck.IntegrityHashed < 200 || ck.IntegrityCaptureP50Micros <= 0 || ck.IntegrityCheckP50Micros <= 0 {
+		t.Errorf("integrity: %d files, %d hashed, capture %vµs, check %vµs", ck.IntegrityFiles, ck.IntegrityHashed,
+			ck.IntegrityCaptureP50Micros, ck.IntegrityCheckP50Micros)
+	}
+
+	gs := rep.GateScale
+	if gs == nil {
+		t.Fatal("no gate-scale figures")
+	}
+	if gs.Tasks != 4 || gs.SleepSeconds != 0.1 || gs.RunnerConcurrency != 1 || gs.NumCPU <= 0 || len(gs.Runs) != 2 || gs.Sandbox != "process" {
+		t.Fatalf("gate-scale header %+v", gs)
+	}
+	if !strings.Contains(gs.Note, "CPUs") {
+		t.Errorf("note %q does not give the CPUs", gs.Note)
+	}
+	base := gs.Runs[0]
+	for i, run := range gs.Runs {
+		want := []int{1, 2}[i]
+		if run.Runners != want || run.Gates != 4 || len(run.GatesPerRunner) != want {
+			t.Errorf("run %d: %d runners, %d gates, per runner %v; want %d, 4, %d entries", i, run.Runners, run.Gates, run.GatesPerRunner, want, want)
+		}
+		sum := 0
+		for _, n := range run.GatesPerRunner {
+			sum += n
+		}
+		if sum != run.Gates {
+			t.Errorf("run %d: gates per runner %v add up to %d, want %d", i, run.GatesPerRunner, sum, run.Gates)
+		}
+		if run.WindowSeconds <= 0 || run.WallSeconds <= 0 || !near(run.Throughput, float64(run.Gates)/run.WindowSeconds) {
+			t.Errorf("run %d: window %v, wall %v, throughput %v", i, run.WindowSeconds, run.WallSeconds, run.Throughput)
+		}
+		if !near(run.IdealThroughput, float64(run.Runners)/0.1) || !near(run.OfIdeal, run.Throughput/run.IdealThroughput) {
+			t.Errorf("run %d: ideal %v (%v of it)", i, run.IdealThroughput, run.OfIdeal)
+		}
+		speedup := run.Throughput / base.Throughput
+		linear := float64(run.Runners) / float64(base.Runners)
+		if !near(run.Speedup, speedup) || !near(run.Linear, linear) || !near(run.OfLinear, speedup/linear) {
+			t.Errorf("run %d: speed-up %v, linear %v, of linear %v; want %v, %v, %v", i, run.Speedup, run.Linear, run.OfLinear,
+				speedup, linear, speedup/linear)
+		}
+		overhead := (float64(run.Runners)*run.WindowSeconds/float64(run.Gates) - 0.1) * 1e3
+		if !near(run.OverheadPerGateMillis, overhead) {
+			t.Errorf("run %d: overhead per gate %vms, want %v", i, run.OverheadPerGateMillis, overhead)
+		}
+		if run.GateRunP50Micros <= 0 || run.GateLatencyP50Micros <= 0 {
+			t.Errorf("run %d: gate run p50 %vµs, latency p50 %vµs; want both positive", i, run.GateRunP50Micros, run.GateLatencyP50Micros)
+		}
+	}
+	if base.Speedup != 1 || base.OfLinear != 1 {
+		t.Errorf("1 runner: speed-up %v (%v of linear) to itself, want 1", base.Speedup, base.OfLinear)
+	}
+
+	var table bytes.Buffer
+	bench.PrintTable(&table, rep)
+	for _, want := range append(wantOps, bench.ScenarioCacheKey, bench.ScenarioGateScale, "2 runners:", "of linear", "CPUs") {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	js, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back bench.Report
+	if err := json.Unmarshal(js, &back); err != nil || back.CacheKey == nil || back.GateScale == nil ||
+		len(back.GateScale.Runs) != 2 || len(back.CacheKey.Ops) != len(wantOps) {
+		t.Errorf("JSON round trip lost the gate engine figures (%v):\n%s", err, js)
 	}
 }

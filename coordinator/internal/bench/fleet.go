@@ -136,9 +136,76 @@ type workflowFile struct {
 
 // fleetSession is a running fleet with the bench's client attached.
 type fleetSession struct {
+	url     string
+	bus     *bus.Bus
 	client  *api.Client
 	repo    *benchRepo
 	watcher *watcher
+}
+
+// openFleet starts a fleet whose files live in r.dir/name, attaches the
+// bench's client, uploads the base bundle, follows the event log and waits
+// until the API answers. closeFleet stops it all.
+func (r *runner) openFleet(ctx context.Context, name string) (fs *fleetSession, closeFleet func(), err error) {
+	repo, err := r.prepareRepo(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.progress("%s: starting (in-process worker and gate runner concurrency %d)", name, r.cfg.Concurrency)
+	fleet, err := r.cfg.StartFleet(ctx, FleetOptions{DataDir: filepath.Join(r.dir, name), Concurrency: r.cfg.Concurrency})
+	if err != nil {
+		return nil, nil, fmt.Errorf("start fleet: %w", err)
+	}
+	var closers []func()
+	closeFleet = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	closers = append(closers, func() {
+		r.progress("%s: stopping", name)
+		if cerr := fleet.Close(); cerr != nil {
+			r.progress("%s: shut down with errors: %v", name, cerr)
+		}
+	})
+	defer func() {
+		if err != nil {
+			closeFleet()
+		}
+	}()
+	nc, err := bus.Connect(ctx, fleet.URL(), "supervisor-bench", r.cfg.Log)
+	if err != nil {
+		return nil, nil, err
+	}
+	closers = append(closers, nc.Close)
+	b, err := bus.Attach(ctx, nc, r.cfg.Log)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := uploadBundle(ctx, b, repo); err != nil {
+		return nil, nil, err
+	}
+	w, err := watchEvents(ctx, b)
+	if err != nil {
+		return nil, nil, err
+	}
+	closers = append(closers, w.close)
+	fs = &fleetSession{url: fleet.URL(), bus: b, client: &api.Client{NC: nc}, repo: repo, watcher: w}
+	wctx, cancel := context.WithTimeout(ctx, r.cfg.MaxWait)
+	defer cancel()
+	if err := waitAPI(wctx, fs.client); err != nil {
+		return nil, nil, err
+	}
+	return fs, closeFleet, nil
+}
+
+// run submits one workflow and waits until it has finished.
+func (fs *fleetSession) run(ctx context.Context, file string, yaml []byte) (string, error) {
+	id, err := submit(ctx, fs.client, fs.repo, file, yaml)
+	if err == nil {
+		_, err = fs.watcher.wait(ctx, []string{id})
+	}
+	return id, err
 }
 
 // runFull runs the selected full-path scenarios on one fleet, as a
@@ -147,50 +214,15 @@ type fleetSession struct {
 // each scenario's workflows, submitted through the API like `coordinator
 // submit` does and followed on the event log until each finishes.
 func (r *runner) runFull(ctx context.Context, want map[string]bool) ([]Result, error) {
-	repo, err := r.prepareRepo(ctx)
+	fs, closeFleet, err := r.openFleet(ctx, "fleet")
 	if err != nil {
 		return nil, err
 	}
-	r.progress("fleet: starting (worker and gate runner concurrency %d)", r.cfg.Concurrency)
-	fleet, err := r.cfg.StartFleet(ctx, FleetOptions{DataDir: filepath.Join(r.dir, "fleet"), Concurrency: r.cfg.Concurrency})
-	if err != nil {
-		return nil, fmt.Errorf("start fleet: %w", err)
-	}
-	defer func() {
-		r.progress("fleet: stopping")
-		if cerr := fleet.Close(); cerr != nil {
-			r.progress("fleet: shut down with errors: %v", cerr)
-		}
-	}()
-	nc, err := bus.Connect(ctx, fleet.URL(), "supervisor-bench", r.cfg.Log)
-	if err != nil {
-		return nil, err
-	}
-	defer nc.Close()
-	b, err := bus.Attach(ctx, nc, r.cfg.Log)
-	if err != nil {
-		return nil, err
-	}
-	if err := uploadBundle(ctx, b, repo); err != nil {
-		return nil, err
-	}
-	w, err := watchEvents(ctx, b)
-	if err != nil {
-		return nil, err
-	}
-	defer w.close()
-	fs := &fleetSession{client: &api.Client{NC: nc}, repo: repo, watcher: w}
+	defer closeFleet()
 
 	wctx, cancel := context.WithTimeout(ctx, r.cfg.MaxWait)
 	defer cancel()
-	if err := waitAPI(wctx, fs.client); err != nil {
-		return nil, err
-	}
-	warm, err := submit(wctx, fs.client, repo, "bench-warmup.yaml", workflowYAML("bench-warmup", 1, false, true))
-	if err == nil {
-		_, err = w.wait(wctx, []string{warm})
-	}
-	if err != nil {
+	if _, err := fs.run(wctx, "bench-warmup.yaml", workflowYAML("bench-warmup", 1, false, true)); err != nil {
 		return nil, fmt.Errorf("warm-up: %w", err)
 	}
 
@@ -337,6 +369,17 @@ type wfEvents struct {
 	status      protocol.WorkflowStatus
 	reason      string
 	finishedAt  time.Time
+	// Gates, keyed by node and gate: when each was last started; the
+	// first gate.dispatched, the last gate.finished and node.agent_done;
+	// how many gates finished; which host started them; and how long each
+	// ran (gate.started → gate.finished).
+	gateStarted      map[string]time.Time
+	firstDispatched  time.Time
+	lastGateFinished time.Time
+	lastAgentDone    time.Time
+	gatesFinished    int
+	gateHosts        map[string]int
+	gateRun          []time.Duration
 }
 
 // watchEvents follows every workflow's events from the start of the log.
@@ -383,7 +426,8 @@ func (w *watcher) apply(ev *protocol.Event) {
 	defer w.mu.Unlock()
 	wf := w.wfs[ev.WorkflowID]
 	if wf == nil {
-		wf = &wfEvents{ready: map[string]time.Time{}, started: map[string]time.Time{}, agentDone: map[string]time.Time{}}
+		wf = &wfEvents{ready: map[string]time.Time{}, started: map[string]time.Time{}, agentDone: map[string]time.Time{},
+			gateStarted: map[string]time.Time{}, gateHosts: map[string]int{}}
 		w.wfs[ev.WorkflowID] = wf
 	}
 	switch ev.Type {
@@ -394,8 +438,25 @@ func (w *watcher) apply(ev *protocol.Event) {
 		wf.started[ev.NodeID] = ev.Time
 	case protocol.EvNodeAgentDone:
 		wf.agentDone[ev.NodeID] = ev.Time
+		if ev.Time.After(wf.lastAgentDone) {
+			wf.lastAgentDone = ev.Time
+		}
+	case protocol.EvGateDispatched:
+		if wf.firstDispatched.IsZero() || ev.Time.Before(wf.firstDispatched) {
+			wf.firstDispatched = ev.Time
+		}
 	case protocol.EvGateStarted:
 		wf.gateLatency = append(wf.gateLatency, time.Duration(ev.LatencyMicros)*time.Microsecond)
+		wf.gateStarted[ev.NodeID+"/"+ev.Gate] = ev.Time
+		wf.gateHosts[ev.Host]++
+	case protocol.EvGateFinished:
+		wf.gatesFinished++
+		if ev.Time.After(wf.lastGateFinished) {
+			wf.lastGateFinished = ev.Time
+		}
+		if t, ok := wf.gateStarted[ev.NodeID+"/"+ev.Gate]; ok {
+			wf.gateRun = append(wf.gateRun, ev.Time.Sub(t))
+		}
 	case protocol.EvNodeFinished:
 		if ev.NodeStatus == protocol.NodeSucceeded {
 			wf.succeeded++
@@ -470,12 +531,19 @@ type stats struct {
 	turnaround  []time.Duration
 	run         []time.Duration
 	settle      []time.Duration
+	// Gates: see wfEvents.
+	gatesFinished    int
+	gateHosts        map[string]int
+	gateRun          []time.Duration
+	firstDispatched  time.Time
+	lastGateFinished time.Time
+	lastAgentDone    time.Time
 }
 
 func (w *watcher) collect(ids []string) stats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var st stats
+	st := stats{gateHosts: map[string]int{}}
 	for _, id := range ids {
 		wf := w.wfs[id]
 		if wf == nil {
@@ -487,6 +555,20 @@ func (w *watcher) collect(ids []string) stats {
 		st.turnaround = append(st.turnaround, wf.turnaround...)
 		st.run = append(st.run, wf.run...)
 		st.settle = append(st.settle, wf.settle...)
+		st.gatesFinished += wf.gatesFinished
+		for h, n := range wf.gateHosts {
+			st.gateHosts[h] += n
+		}
+		st.gateRun = append(st.gateRun, wf.gateRun...)
+		if !wf.firstDispatched.IsZero() && (st.firstDispatched.IsZero() || wf.firstDispatched.Before(st.firstDispatched)) {
+			st.firstDispatched = wf.firstDispatched
+		}
+		if wf.lastGateFinished.After(st.lastGateFinished) {
+			st.lastGateFinished = wf.lastGateFinished
+		}
+		if wf.lastAgentDone.After(st.lastAgentDone) {
+			st.lastAgentDone = wf.lastAgentDone
+		}
 	}
 	return st
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -11,9 +12,23 @@ import (
 // PrintTable writes the report for people: the figures, the memory, the
 // full path's detail, and what each scenario is.
 func PrintTable(w io.Writer, rep *Report) {
-	fmt.Fprintf(w, "Supervisor bench: %s %s/%s, %d CPUs (GOMAXPROCS %d), concurrency %d, %d-byte raw messages, total %.1fs\n\n",
+	fmt.Fprintf(w, "Supervisor bench: %s %s/%s, %d CPUs (GOMAXPROCS %d), concurrency %d, %d-byte raw messages, total %.1fs\n",
 		rep.GoVersion, rep.OS, rep.Arch, rep.NumCPU, rep.GOMAXPROCS, rep.Concurrency, rep.PayloadBytes, rep.TotalSeconds)
 
+	if len(rep.Results) > 0 {
+		printResults(w, rep)
+	}
+	if rep.CacheKey != nil {
+		printCacheKey(w, rep.CacheKey)
+	}
+	if rep.GateScale != nil {
+		printGateScale(w, rep.GateScale)
+	}
+}
+
+// printResults writes the bus and full-path scenarios' figures.
+func printResults(w io.Writer, rep *Report) {
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "SCENARIO\tCOUNT\tWALL\tTHROUGHPUT\tP50\tP99\tTHRU/RAW\tP50/REF\tREF\t")
 	for _, r := range rep.Results {
@@ -29,8 +44,8 @@ func PrintTable(w io.Writer, rep *Report) {
 	fmt.Fprintln(tw, "SCENARIO\tALLOCATED\tALLOCS\tBYTES/OP\tALLOCS/OP\tLIVE HEAP Δ\tCPU\tCHILDREN\tCPU/OP\t")
 	for _, r := range rep.Results {
 		m := r.Memory
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t\n", r.Scenario, bytes(float64(m.TotalAllocBytes)), m.Mallocs,
-			bytes(m.AllocBytesPerOp), m.AllocsPerOp, signedBytes(m.HeapDeltaBytes), secs(m.CPUSeconds), secs(m.ChildCPUSeconds),
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.0f\t%s\t%s\t%s\t%s\t\n", r.Scenario, byteSize(float64(m.TotalAllocBytes)), m.Mallocs,
+			byteSize(m.AllocBytesPerOp), m.AllocsPerOp, signedBytes(m.HeapDeltaBytes), secs(m.CPUSeconds), secs(m.ChildCPUSeconds),
 			dur(m.CPUPerOpMicros))
 	}
 	tw.Flush()
@@ -60,6 +75,81 @@ func PrintTable(w io.Writer, rep *Report) {
 		fmt.Fprintf(w, "  %-11s %s; latency: %s\n", r.Scenario, r.Description, r.Latency)
 	}
 	fmt.Fprintf(w, "THRU/RAW is throughput over %s's; P50/REF is p50 latency over REF's p50.\n", rep.Baseline)
+}
+
+// printCacheKey writes the cache-key scenario's figures.
+func printCacheKey(w io.Writer, c *CacheKeyReport) {
+	fmt.Fprintf(w, "\nGate cache key (%s): a generated repository of %s files, %d of them changed (uncommitted);\n",
+		ScenarioCacheKey, thousands(int64(c.Files)), c.ChangedFiles)
+	fmt.Fprintf(w, "each operation %d times after a warm-up, on the same tree; /%s is p50 over %s's p50:\n",
+		c.Iterations, strings.ToUpper(c.Reference), c.Reference)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "OPERATION\tCOUNT\tP50\tP99\tMEAN\t/%s\tCPU/OP\tCHILDREN\tALLOC/OP\t\n", strings.ToUpper(c.Reference))
+	for _, op := range c.Ops {
+		m := op.Memory
+		children := "-"
+		if m.CPUSeconds > 0 {
+			children = fmt.Sprintf("%.0f%%", 100*m.ChildCPUSeconds/m.CPUSeconds)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", op.Name, op.Count, dur(op.P50Micros), dur(op.P99Micros),
+			dur(op.MeanMicros), ratio(op.Ratio), dur(m.CPUPerOpMicros), children, byteSize(m.AllocBytesPerOp))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "integrity: capture p50 %s, check p50 %s; a capture records %s paths and hashes %s files\n",
+		dur(c.IntegrityCaptureP50Micros), dur(c.IntegrityCheckP50Micros), thousands(int64(c.IntegrityFiles)), thousands(int64(c.IntegrityHashed)))
+	fmt.Fprintf(w, "key %s (tree %s); the cached entry is %s; generating the repository took %s\n",
+		short(c.Key), short(c.Tree), byteSize(float64(c.EntryBytes)), secs(c.GenerateSeconds))
+	for _, op := range c.Ops {
+		fmt.Fprintf(w, "  %-15s %s\n", op.Name, op.Description)
+	}
+	fmt.Fprintln(w, "CPU/OP is the process's and its children's (git) CPU per operation; CHILDREN is the children's share.")
+}
+
+// printGateScale writes the gate-scale scenario's figures.
+func printGateScale(w io.Writer, g *GateScaleReport) {
+	fmt.Fprintf(w, "\nGate throughput (%s): gaterunner processes of --concurrency %d, %s sandbox; %d tasks (agent `%s`, %d agent slots),\n",
+		ScenarioGateScale, g.RunnerConcurrency, g.Sandbox, g.Tasks, strings.Join(NoopCommand, " "), g.WorkerConcurrency)
+	fmt.Fprintf(w, "one `sleep %s` gate each, cache: false, so every gate runs:\n", strconv.FormatFloat(g.SleepSeconds, 'f', -1, 64))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "RUNNERS\tGATES\tWINDOW\tTHROUGHPUT\tIDEAL\tOF IDEAL\tSPEED-UP\tOF LINEAR\tOVERHEAD/GATE\tRUNNER CPU/GATE\tGATE LATENCY\tGATES PER RUNNER\t")
+	for _, r := range g.Runs {
+		per := make([]string, len(r.GatesPerRunner))
+		for i, n := range r.GatesPerRunner {
+			per[i] = strconv.Itoa(n)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%.2f gate/s\t%.2f/s\t%.0f%%\t%.2fx\t%.0f%%\t%s\t%s\t%s / %s\t%s\t\n", r.Runners, r.Gates,
+			secs(r.WindowSeconds), r.Throughput, r.IdealThroughput, 100*r.OfIdeal, r.Speedup, 100*r.OfLinear,
+			dur(r.OverheadPerGateMillis*1e3), dur(r.RunnerCPUPerGateMillis*1e3), dur(r.GateLatencyP50Micros), dur(r.GateLatencyP99Micros),
+			strings.Join(per, "/"))
+	}
+	tw.Flush()
+	for i, r := range g.Runs {
+		if i == 0 {
+			fmt.Fprintf(w, "  %s: %.2f gates/s (%.0f%% of the sleep-bound ideal, %.2f/s)\n", plural(r.Runners, "runner"), r.Throughput,
+				100*r.OfIdeal, r.IdealThroughput)
+			continue
+		}
+		fmt.Fprintf(w, "  %s: %.1fx (%.0f%% of linear)\n", plural(r.Runners, "runner"), r.Speedup, 100*r.OfLinear)
+	}
+	fmt.Fprintf(w, "Note: %s.\n", g.Note)
+	fmt.Fprintln(w, "WINDOW runs from the first gate.dispatched to the last gate.finished; OVERHEAD/GATE is the runner slot time")
+	fmt.Fprintln(w, "per gate beyond the sleep; RUNNER CPU/GATE the runner processes' CPU (with git and sleep) per gate; GATE LATENCY")
+	fmt.Fprintln(w, "is gate dispatched→started, p50 / p99.")
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// short abbreviates a hex id.
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }
 
 func secs(s float64) string { return fmt.Sprintf("%.2fs", s) }
@@ -116,7 +206,7 @@ func ratio(v float64) string {
 	}
 }
 
-func bytes(v float64) string {
+func byteSize(v float64) string {
 	switch {
 	case v >= 1<<30:
 		return fmt.Sprintf("%.1f GiB", v/(1<<30))
@@ -131,7 +221,7 @@ func bytes(v float64) string {
 
 func signedBytes(v int64) string {
 	if v < 0 {
-		return "-" + bytes(float64(-v))
+		return "-" + byteSize(float64(-v))
 	}
-	return "+" + bytes(float64(v))
+	return "+" + byteSize(float64(v))
 }

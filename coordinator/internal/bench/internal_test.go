@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -47,5 +48,55 @@ func TestQuantiles(t *testing.T) {
 	}
 	if p50, p99 := quantiles(nil); p50 != 0 || p99 != 0 {
 		t.Errorf("empty: %v %v", p50, p99)
+	}
+}
+
+func TestGateScaleYAMLIsValid(t *testing.T) {
+	spec, err := workflow.Parse("w.yaml", gateScaleYAML("bench-scale", MaxTasksPerWorkflow, 500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(spec.Tasks) != MaxTasksPerWorkflow || len(spec.Gates) != 1 {
+		t.Fatalf("%d tasks, %d gates", len(spec.Tasks), len(spec.Gates))
+	}
+	g := spec.Gates[0]
+	if !slices.Equal(g.Command, []string{"sleep", "0.5"}) || g.UsesCache() || g.Pool != GateScalePool {
+		t.Errorf("gate %+v; want sleep 0.5, uncached, pool %s", g, GateScalePool)
+	}
+	if last := spec.Tasks[len(spec.Tasks)-1]; !slices.Equal(last.Gates, []string{"sleep"}) || !slices.Equal(last.Command, NoopCommand) {
+		t.Errorf("last task %+v", last)
+	}
+}
+
+func TestComputeScaling(t *testing.T) {
+	g := &GateScaleReport{SleepSeconds: 0.5, RunnerConcurrency: 1, Runs: []ScaleRun{
+		{Runners: 1, Gates: 24, WindowSeconds: 15, Throughput: 1.6, RunnerCPUSeconds: 2.4},
+		{Runners: 2, Gates: 24, WindowSeconds: 24 / 3.04, Throughput: 3.04},
+		{Runners: 4, Gates: 24, WindowSeconds: 24 / 5.76, Throughput: 5.76},
+	}}
+	g.computeScaling()
+	for i, want := range []struct{ speedup, ofLinear, ideal float64 }{{1, 1, 2}, {1.9, 0.95, 4}, {3.6, 0.9, 8}} {
+		r := g.Runs[i]
+		if math.Abs(r.Speedup-want.speedup) > 1e-9 || math.Abs(r.OfLinear-want.ofLinear) > 1e-9 || r.IdealThroughput != want.ideal {
+			t.Errorf("%d runners: speed-up %v, of linear %v, ideal %v; want %+v", r.Runners, r.Speedup, r.OfLinear, r.IdealThroughput, want)
+		}
+	}
+	if r := g.Runs[0]; math.Abs(r.OverheadPerGateMillis-125) > 1e-9 || math.Abs(r.RunnerCPUPerGateMillis-100) > 1e-9 {
+		t.Errorf("overhead %vms, runner CPU %vms per gate; want 125 and 100", r.OverheadPerGateMillis, r.RunnerCPUPerGateMillis)
+	}
+}
+
+func TestCacheKeyRatios(t *testing.T) {
+	c := &CacheKeyReport{Reference: OpGitStatus, Ops: []KeyOp{
+		{Name: OpGitStatus, P50Micros: 20_000}, {Name: OpComputeKey, P50Micros: 50_000}, {Name: OpCacheHitKV, P50Micros: 200},
+	}}
+	c.computeRatios()
+	for name, want := range map[string]float64{OpGitStatus: 1, OpComputeKey: 2.5, OpCacheHitKV: 0.01} {
+		if got := c.Op(name).Ratio; math.Abs(got-want) > 1e-12 {
+			t.Errorf("%s: ratio %v, want %v", name, got, want)
+		}
+	}
+	if c.Op(OpIntegrity) != nil {
+		t.Error("an operation that did not run was found")
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -29,8 +31,22 @@ through the API with a bundle of a tiny git repository, as 'submit' does.
 
 It prints each scenario's count, throughput, p50/p99 latency (publish→consume
 for raw messages, ready→started for nodes) and their ratios to the raw
-figures, and what the process allocated per message or node. -o json prints
-the same as JSON. Never compare figures from different machines.`,
+figures, and what the process allocated per message or node.
+
+Then the gate engine, on a fleet of its own. cache-key generates a git
+repository of --repo-files files, changes --changed-files of them, and times
+--key-iterations runs of each of: 'git status --porcelain' (the reference),
+the gate cache key, a cache hit from the fleet's KV store (and from Redis with
+--redis-url), and the workspace integrity capture and check, each with its
+ratio to git status. gate-scale starts gaterunner processes (from --bin-dir,
+by default this executable's directory, as 'make build' lays out bin/), each
+with --concurrency 1, and measures the gate throughput of workflows of
+--gate-tasks no-op tasks with one uncached 'sleep --gate-sleep' gate each, for
+every count of --gate-runners, with the speed-up against linear scaling. The
+runners use the process sandbox, like the in-process fleet, unless
+--gate-sandbox says docker (each gate in a container of its own).
+
+-o json prints the same as JSON. Never compare figures from different machines.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			e, err := load(cmd, "bench")
@@ -51,11 +67,25 @@ the same as JSON. Never compare figures from different machines.`,
 			if !e.v.GetBool("verbose") {
 				fleetLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 			}
+			binDir := e.v.GetString("bin-dir")
+			if binDir == "" {
+				if binDir, err = executableDir(); err != nil {
+					return exitf(ExitUsage, "--bin-dir: %v", err)
+				}
+			}
+			runners, err := cmd.Flags().GetIntSlice("gate-runners")
+			if err != nil {
+				return exitf(ExitUsage, "--gate-runners: %v", err)
+			}
 			cfg := bench.Config{
 				Nodes: e.v.GetInt("nodes"), ChainNodes: e.v.GetInt("chain"), RawMessages: e.v.GetInt("raw-messages"),
 				PayloadBytes: e.v.GetInt("payload"), Concurrency: e.v.GetInt("concurrency"), Scenarios: scenarios,
 				WorkDir: e.v.GetString("dir"), MaxWait: e.v.GetDuration("max-wait"),
 				StartFleet: BenchFleet(fleetLog), Progress: cmd.ErrOrStderr(),
+				RepoFiles: e.v.GetInt("repo-files"), ChangedFiles: e.v.GetInt("changed-files"),
+				KeyIterations: e.v.GetInt("key-iterations"), RedisURL: e.v.GetString("redis-url"),
+				GateTasks: e.v.GetInt("gate-tasks"), GateSleep: e.v.GetDuration("gate-sleep"), GateRunners: runners,
+				BinDir: binDir, GateSandbox: e.v.GetString("gate-sandbox"),
 			}
 			if err := cfg.Validate(); err != nil {
 				return &ExitError{Code: ExitUsage, Err: err}
@@ -84,7 +114,29 @@ the same as JSON. Never compare figures from different machines.`,
 	fs.String("dir", "", "work directory, kept afterwards (default: a temporary directory, removed)")
 	fs.Duration("max-wait", 0, "give up on a scenario after this long (default 10m)")
 	fs.Bool("verbose", false, "show the fleet's logs")
+	fs.Int("repo-files", 10000, "files in the cache-key scenario's generated repository")
+	fs.Int("changed-files", 5, "files changed (uncommitted) in it")
+	fs.Int("key-iterations", 20, "runs of each cache-key operation")
+	fs.String("redis-url", "", "also measure a cache hit against this Redis (keys under a prefix of the bench's own, removed)")
+	fs.Int("gate-tasks", 24, "tasks, one gate each, per gate-scale measurement")
+	fs.Duration("gate-sleep", 500*time.Millisecond, "what each gate-scale gate sleeps")
+	fs.IntSlice("gate-runners", []int{1, 2, 4}, "gate runner process counts gate-scale measures, increasing")
+	fs.String("bin-dir", "", "directory holding the gaterunner binary (default: this executable's directory)")
+	fs.String("gate-sandbox", "process", "the gate runner processes' --sandbox: "+strings.Join(bench.GateSandboxes, ", "))
 	return cmd
+}
+
+// executableDir is the directory of the running executable, symbolic
+// links resolved: bin/ when run as bin/coordinator.
+func executableDir() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	if resolved, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = resolved
+	}
+	return filepath.Dir(exe), nil
 }
 
 // BenchFleet starts the embedded default as the bench's fleet: NATS on a

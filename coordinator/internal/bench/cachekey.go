@@ -1,0 +1,367 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/supervisorhq/supervisor/shared/gatecache"
+	"github.com/supervisorhq/supervisor/shared/integrity"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/state"
+	"github.com/supervisorhq/supervisor/shared/state/kvstate"
+	"github.com/supervisorhq/supervisor/shared/state/redisstate"
+)
+
+// The cache-key scenario's operations, in the order they are reported.
+const (
+	// OpGitStatus is the reference: `git status --porcelain` on the tree.
+	OpGitStatus = "git-status"
+	// OpComputeKey is gatecache.ComputeKey on the tree.
+	OpComputeKey = "compute-key"
+	// OpCacheHitKV is gatecache.Cache.Get of a stored entry from the
+	// fleet's state store, JetStream KV.
+	OpCacheHitKV = "cache-hit-kv"
+	// OpCacheHitRedis is the same against Redis (only with a Redis URL).
+	OpCacheHitRedis = "cache-hit-redis"
+	// OpIntegrity is integrity.Capture then Baseline.Check on the tree.
+	OpIntegrity = "integrity"
+)
+
+// keyEnvironmentID stands for the process sandbox's identity of the
+// executable and PATH in the cache-key scenario's key.
+const keyEnvironmentID = "process:bench:/usr/local/bin:/usr/bin:/bin"
+
+// CacheKeyReport is the cache-key scenario's figures: the gate cache's
+// operations on a generated repository, each against `git status` on the
+// same tree.
+type CacheKeyReport struct {
+	// Files is the generated repository's size; ChangedFiles of them are
+	// modified and left uncommitted.
+	Files        int `json:"files"`
+	ChangedFiles int `json:"changed_files"`
+	// Iterations is how many times each operation was measured (after one
+	// unmeasured warm-up run).
+	Iterations int `json:"iterations"`
+	// GenerateSeconds is how long writing and committing the repository
+	// took (not part of any figure).
+	GenerateSeconds float64 `json:"generate_seconds"`
+	// Key and Tree are the computed cache key and the tree id it covers.
+	Key  string `json:"key"`
+	Tree string `json:"tree"`
+	// EntryBytes is the size of the cached entry the hits read.
+	EntryBytes int `json:"entry_bytes"`
+	// Reference is the operation each ratio is relative to (git-status).
+	Reference string  `json:"reference"`
+	Ops       []KeyOp `json:"ops"`
+	// IntegrityCaptureP50Micros and IntegrityCheckP50Micros split the
+	// integrity operation in its two halves.
+	IntegrityCaptureP50Micros float64 `json:"integrity_capture_p50_us"`
+	IntegrityCheckP50Micros   float64 `json:"integrity_check_p50_us"`
+	// IntegrityFiles and IntegrityHashed are what one capture recorded:
+	// paths, and files whose content it hashed.
+	IntegrityFiles  int `json:"integrity_files"`
+	IntegrityHashed int `json:"integrity_hashed"`
+}
+
+// KeyOp is one operation's figures in the cache-key scenario.
+type KeyOp struct {
+	Name        string  `json:"name"`
+	Description string  `json:"description"`
+	Count       int     `json:"count"`
+	WallSeconds float64 `json:"wall_seconds"`
+	MeanMicros  float64 `json:"mean_us"`
+	P50Micros   float64 `json:"p50_us"`
+	P99Micros   float64 `json:"p99_us"`
+	// Ratio is P50 over the reference operation's P50.
+	Ratio float64 `json:"ratio_to_reference"`
+	// Memory is what the whole process allocated and the CPU it and its
+	// children (git) used, per operation.
+	Memory Memory `json:"memory"`
+}
+
+// Op returns the named operation's figures, or nil.
+func (c *CacheKeyReport) Op(name string) *KeyOp {
+	for i := range c.Ops {
+		if c.Ops[i].Name == name {
+			return &c.Ops[i]
+		}
+	}
+	return nil
+}
+
+// computeRatios fills in each operation's ratio to the reference.
+func (c *CacheKeyReport) computeRatios() {
+	ref := c.Op(c.Reference)
+	for i := range c.Ops {
+		c.Ops[i].Ratio = 0
+		if ref != nil && ref.P50Micros > 0 {
+			c.Ops[i].Ratio = c.Ops[i].P50Micros / ref.P50Micros
+		}
+	}
+}
+
+// runGateEngine runs the gate engine's scenarios on a fleet of their own:
+// the cache-key scenario uses its state store, gate-scale its coordinator
+// and worker with gate runner processes of its own.
+func (r *runner) runGateEngine(ctx context.Context, want map[string]bool, rep *Report) error {
+	fs, closeFleet, err := r.openFleet(ctx, "gate-fleet")
+	if err != nil {
+		return err
+	}
+	defer closeFleet()
+	if want[ScenarioCacheKey] {
+		ck, err := r.runCacheKey(ctx, fs)
+		if err != nil {
+			return fmt.Errorf("scenario %s: %w", ScenarioCacheKey, err)
+		}
+		rep.CacheKey = ck
+	}
+	if want[ScenarioGateScale] {
+		gs, err := r.runGateScale(ctx, fs)
+		if err != nil {
+			return fmt.Errorf("scenario %s: %w", ScenarioGateScale, err)
+		}
+		rep.GateScale = gs
+	}
+	return nil
+}
+
+// runCacheKey generates the repository, modifies a few files and measures
+// each operation in turn on the same tree.
+func (r *runner) runCacheKey(ctx context.Context, fs *fleetSession) (*CacheKeyReport, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.MaxWait)
+	defer cancel()
+	dir := filepath.Join(r.dir, "cache-key", "repo")
+	if err := os.RemoveAll(dir); err != nil { // a kept --dir from an earlier run
+		return nil, err
+	}
+	r.progress("%s: generating a repository of %d files, %d changed", ScenarioCacheKey, r.cfg.RepoFiles, r.cfg.ChangedFiles)
+	began := time.Now()
+	if err := gatecache.GenerateRepo(dir, r.cfg.RepoFiles); err != nil {
+		return nil, fmt.Errorf("generate the repository: %w", err)
+	}
+	if err := gatecache.ModifyRepo(dir, r.cfg.ChangedFiles, "bench"); err != nil {
+		return nil, fmt.Errorf("modify the repository: %w", err)
+	}
+	generated := time.Since(began)
+	// Files written in the same second as the index are "racily clean":
+	// git re-reads them on every status until it rewrites the index in a
+	// later second. Wait for that second, so the warm-up status settles
+	// the index as it would be in any workspace not touched this instant.
+	if err := sleepCtx(ctx, 1100*time.Millisecond); err != nil {
+		return nil, err
+	}
+
+	rep := &CacheKeyReport{Files: r.cfg.RepoFiles, ChangedFiles: r.cfg.ChangedFiles, Iterations: r.cfg.KeyIterations,
+		GenerateSeconds: generated.Seconds(), Reference: OpGitStatus}
+	n := r.cfg.KeyIterations
+
+	status, err := r.measureOp(ctx, OpGitStatus, n, func(ctx context.Context) error {
+		out, err := gitStatus(ctx, dir)
+		if err != nil {
+			return err
+		}
+		if lines := bytes.Count(out, []byte{'\n'}); lines != r.cfg.ChangedFiles {
+			return fmt.Errorf("git status lists %d changes, want the %d modified files:\n%s", lines, r.cfg.ChangedFiles, out)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	status.Description = "`git status --porcelain` on the tree (the reference): the index's stat data spares unchanged files"
+	rep.Ops = append(rep.Ops, status)
+
+	in := gatecache.KeyInput{Dir: dir, Gate: "test", Command: []string{"go", "test", "./..."}, TimeoutSeconds: 300,
+		EnvironmentID: keyEnvironmentID}
+	keyOp, err := r.measureOp(ctx, OpComputeKey, n, func(ctx context.Context) error {
+		k, err := gatecache.ComputeKey(ctx, in)
+		if err != nil {
+			return err
+		}
+		if k.Disabled != "" {
+			return fmt.Errorf("caching disabled: %s", k.Disabled)
+		}
+		if rep.Key != "" && (k.ID != rep.Key || k.Tree != rep.Tree) {
+			return fmt.Errorf("the key changed between runs on the same tree: %s (tree %s), then %s (tree %s)", rep.Key, rep.Tree, k.ID, k.Tree)
+		}
+		rep.Key, rep.Tree = k.ID, k.Tree
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	keyOp.Description = "gatecache.ComputeKey: `git add -A` into a copy of the index, `git write-tree`, the key document hashed"
+	rep.Ops = append(rep.Ops, keyOp)
+
+	entry := benchEntry(rep.Key, rep.Tree)
+	if b, err := json.Marshal(entry); err == nil {
+		rep.EntryBytes = len(b)
+	}
+	kv, err := kvstate.New(ctx, fs.bus.JS)
+	if err != nil {
+		return nil, fmt.Errorf("the fleet's KV state store: %w", err)
+	}
+	hit, err := r.measureHit(ctx, OpCacheHitKV, kv, entry, n)
+	if err != nil {
+		return nil, err
+	}
+	hit.Description = "gatecache.Cache.Get of a stored entry from the fleet's JetStream KV bucket, over a NATS client connection"
+	rep.Ops = append(rep.Ops, hit)
+	if r.cfg.RedisURL != "" {
+		rs, err := redisstate.Open(ctx, r.cfg.RedisURL, redisstate.WithPrefix("sup-bench-"+randomHex(6)+":"))
+		if err != nil {
+			return nil, err
+		}
+		hit, err := r.measureHit(ctx, OpCacheHitRedis, rs, entry, n)
+		rs.Close()
+		if err != nil {
+			return nil, err
+		}
+		hit.Description = "the same Get from Redis (--redis-url)"
+		rep.Ops = append(rep.Ops, hit)
+	}
+
+	var capture, check []time.Duration
+	integ, err := r.measureOp(ctx, OpIntegrity, n, func(ctx context.Context) error {
+		t0 := time.Now()
+		base, err := integrity.Capture(ctx, dir, integrity.Options{})
+		if err != nil {
+			return err
+		}
+		t1 := time.Now()
+		res, err := base.Check(ctx)
+		if err != nil {
+			return err
+		}
+		capture, check = append(capture, t1.Sub(t0)), append(check, time.Since(t1))
+		if !res.Clean() {
+			return fmt.Errorf("integrity check of an untouched tree: %s", res.Summary())
+		}
+		st := base.Stats()
+		rep.IntegrityFiles, rep.IntegrityHashed = st.Files, st.Hashed
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	integ.Description = "integrity.Capture then Baseline.Check: every tracked file stat'ed and hashed, twice"
+	rep.Ops = append(rep.Ops, integ)
+	// The first sample of each half is the warm-up's.
+	rep.IntegrityCaptureP50Micros, _ = quantiles(capture[1:])
+	rep.IntegrityCheckP50Micros, _ = quantiles(check[1:])
+
+	rep.computeRatios()
+	return rep, nil
+}
+
+// measureOp runs fn once to warm up, then n times, and returns the
+// figures of the n runs.
+func (r *runner) measureOp(ctx context.Context, name string, n int, fn func(context.Context) error) (KeyOp, error) {
+	if err := fn(ctx); err != nil {
+		return KeyOp{}, fmt.Errorf("%s: %w", name, err)
+	}
+	ds := make([]time.Duration, 0, n)
+	mem := startMem()
+	start := time.Now()
+	for range n {
+		t := time.Now()
+		if err := fn(ctx); err != nil {
+			return KeyOp{}, fmt.Errorf("%s: %w", name, err)
+		}
+		ds = append(ds, time.Since(t))
+	}
+	wall := time.Since(start)
+	op := KeyOp{Name: name, Count: n, WallSeconds: wall.Seconds(), Memory: mem.stop(n)}
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	op.MeanMicros = micros(sum) / float64(n)
+	op.P50Micros, op.P99Micros = quantiles(ds)
+	r.progress("%s: %s ×%d, p50 %s", ScenarioCacheKey, name, n, dur(op.P50Micros))
+	return op, nil
+}
+
+// measureHit stores entry in store and measures n cache hits on it; the
+// entry is removed afterwards.
+func (r *runner) measureHit(ctx context.Context, name string, store state.Store, entry gatecache.Entry, n int) (KeyOp, error) {
+	cache := gatecache.New(store, gatecache.Options{Host: "bench"})
+	if err := cache.Put(ctx, entry.Key, entry); err != nil {
+		return KeyOp{}, fmt.Errorf("%s: %w", name, err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = cache.Delete(dctx, entry.Key)
+	}()
+	return r.measureOp(ctx, name, n, func(ctx context.Context) error {
+		e, err := cache.Get(ctx, entry.Key)
+		if err != nil {
+			if errors.Is(err, gatecache.ErrMiss) {
+				return errors.New("a miss on the stored entry")
+			}
+			return err
+		}
+		if e.Key != entry.Key || e.Result.Status != protocol.GatePassed {
+			return fmt.Errorf("got entry %s (%s), want %s", e.Key, e.Result.Status, entry.Key)
+		}
+		return nil
+	})
+}
+
+// benchEntry is a passing result as a gate runner stores it, with about
+// a kilobyte of output.
+func benchEntry(key, tree string) gatecache.Entry {
+	code := 0
+	now := time.Now().UTC()
+	var out strings.Builder
+	for i := range 24 {
+		fmt.Fprintf(&out, "ok  \texample.com/bench/pkg%02d\t0.%03ds\n", i, 10+i)
+	}
+	return gatecache.Entry{Key: key, Tree: tree, Host: "bench", Result: protocol.GateResult{
+		JobID: "bench-job", WorkflowID: "bench", NodeID: "t0000", Gate: "test", Attempt: 1, Host: "bench",
+		Status: protocol.GatePassed, ExitCode: &code, Stdout: out.String(), Output: out.String(),
+		Log: "bench/t0000/a1/gate-test-1.log", StartedAt: now.Add(-time.Second), FinishedAt: now, DurationMillis: 1000,
+	}}
+}
+
+// gitStatus runs `git status --porcelain` in dir.
+func gitStatus(ctx context.Context, dir string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "git", "status", "--porcelain")
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("git status: %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
