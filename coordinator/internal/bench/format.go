@@ -129,7 +129,7 @@ func printGateScale(w io.Writer, g *GateScaleReport) {
 				100*r.OfIdeal, r.IdealThroughput)
 			continue
 		}
-		fmt.Fprintf(w, "  %s: %.1fx (%.0f%% of linear)\n", plural(r.Runners, "runner"), r.Speedup, 100*r.OfLinear)
+		fmt.Fprintf(w, "  %s: %.2fx (%.0f%% of linear)\n", plural(r.Runners, "runner"), r.Speedup, 100*r.OfLinear)
 	}
 	fmt.Fprintf(w, "Note: %s.\n", g.Note)
 	fmt.Fprintln(w, "WINDOW runs from the first gate.dispatched to the last gate.finished; OVERHEAD/GATE is the runner slot time")

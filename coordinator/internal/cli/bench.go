@@ -115,7 +115,7 @@ runners use the process sandbox, like the in-process fleet, unless
 	fs.Duration("max-wait", 0, "give up on a scenario after this long (default 10m)")
 	fs.Bool("verbose", false, "show the fleet's logs")
 	fs.Int("repo-files", 10000, "files in the cache-key scenario's generated repository")
-	fs.Int("changed-files", 5, "files changed (uncommitted) in it")
+	fs.Int("changed-files", 5, "files of that repository changed, and left uncommitted, before measuring")
 	fs.Int("key-iterations", 20, "runs of each cache-key operation")
 	fs.String("redis-url", "", "also measure a cache hit against this Redis (keys under a prefix of the bench's own, removed)")
 	fs.Int("gate-tasks", 24, "tasks, one gate each, per gate-scale measurement")
