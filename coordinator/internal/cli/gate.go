@@ -511,6 +511,18 @@ func printGateChange(w, errOut io.Writer, resp api.GateChangeResponse, where str
 }
 
 // gateWhere names what a gate change applied to.
+// reportGateChange prints the outcome of gate add, update or remove.
+func reportGateChange(e *env, format string, resp api.GateChangeResponse, err error, wf, node string) error {
+	if err != nil {
+		return apiErr(err)
+	}
+	if format == "json" {
+		return writeJSON(e.out, resp)
+	}
+	printGateChange(e.out, e.errOut, resp, gateWhere(wf, node, resp.Action))
+	return nil
+}
+
 func gateWhere(wf, node, action string) string {
 	switch {
 	case node != "" && action == api.GateRemoved:
@@ -605,14 +617,7 @@ The definition is validated like a gate file; problems point at its lines.`,
 			}
 			return gateClient(cmd, func(ctx context.Context, e *env, client *api.Client) error {
 				resp, err := client.GateAdd(ctx, req)
-				if err != nil {
-					return apiErr(err)
-				}
-				if format == "json" {
-					return writeJSON(e.out, resp)
-				}
-				printGateChange(e.out, e.errOut, resp, gateWhere(req.WorkflowID, req.NodeID, resp.Action))
-				return nil
+				return reportGateChange(e, format, resp, err, req.WorkflowID, req.NodeID)
 			})
 		},
 	}
@@ -699,14 +704,7 @@ then comes from SUPERVISOR_TIMEOUT or the config file (default 30s).`,
 			}
 			return gateClient(cmd, func(ctx context.Context, e *env, client *api.Client) error {
 				resp, err := client.GateUpdate(ctx, req)
-				if err != nil {
-					return apiErr(err)
-				}
-				if format == "json" {
-					return writeJSON(e.out, resp)
-				}
-				printGateChange(e.out, e.errOut, resp, gateWhere(req.WorkflowID, req.NodeID, resp.Action))
-				return nil
+				return reportGateChange(e, format, resp, err, req.WorkflowID, req.NodeID)
 			})
 		},
 	}
@@ -741,14 +739,7 @@ round; a gate another of its gates depends on cannot be removed.`,
 			}
 			return gateClient(cmd, func(ctx context.Context, e *env, client *api.Client) error {
 				resp, err := client.GateRemove(ctx, req)
-				if err != nil {
-					return apiErr(err)
-				}
-				if format == "json" {
-					return writeJSON(e.out, resp)
-				}
-				printGateChange(e.out, e.errOut, resp, gateWhere(req.WorkflowID, req.NodeID, resp.Action))
-				return nil
+				return reportGateChange(e, format, resp, err, req.WorkflowID, req.NodeID)
 			})
 		},
 	}
