@@ -45,8 +45,10 @@ test-e2e:
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory images; fi
 	$(GO) test -count=1 -timeout 15m ./coordinator/e2e/...
 
-## bench: throughput and latency against raw JetStream measured in the same run
+## bench: throughput and latency against raw JetStream measured in the same run, and the
+## sandboxes' cost per gate (its image is built first when a Docker engine answers)
 bench: build
+	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory images; fi
 	$(BIN)/coordinator bench
 
 vet:
@@ -63,6 +65,15 @@ clean:
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 COMPOSE_FILE_FLAGS ?= -f compose.yaml
 COMPOSE_UP_FLAGS ?=
+# COMPOSE_SANDBOX=docker adds compose.docker-sandbox.yaml: gate runners run
+# gates in Docker sandboxes on this engine (the socket is mounted), working in
+# SUPERVISOR_SANDBOX_DATA_DIR, a host directory owned by the runners' uid 10001.
+COMPOSE_SANDBOX ?= process
+ifeq ($(COMPOSE_SANDBOX),docker)
+COMPOSE_FILE_FLAGS += -f compose.docker-sandbox.yaml
+export SUPERVISOR_SANDBOX_DATA_DIR ?= $(CURDIR)/.data/compose-gaterunner
+export SUPERVISOR_DOCKER_GID ?= $(shell stat -c %g /var/run/docker.sock 2>/dev/null)
+endif
 
 .PHONY: images compose-up compose-down test-compose
 
@@ -72,8 +83,13 @@ images:
 	GO="$(GO)" deploy/images/build.sh
 
 ## compose-up: build the images, start compose.yaml's fleet and wait for the coordinator
-## (make compose-up COMPOSE_UP_FLAGS="--scale worker=4 --scale gaterunner=3")
+## (make compose-up COMPOSE_UP_FLAGS="--scale worker=4 --scale gaterunner=3"; COMPOSE_SANDBOX=docker: gates in Docker sandboxes)
 compose-up: images
+ifeq ($(COMPOSE_SANDBOX),docker)
+	@# the runners' data directory on this host, owned by their uid (chown'd in a container: no sudo)
+	mkdir -p "$(SUPERVISOR_SANDBOX_DATA_DIR)"
+	docker run --rm --network none --user 0 --entrypoint chown -v "$(SUPERVISOR_SANDBOX_DATA_DIR):/d" supervisor/sandbox-base:latest 10001:10001 /d
+endif
 	$(COMPOSE) $(COMPOSE_FILE_FLAGS) up -d $(COMPOSE_UP_FLAGS)
 	@for i in $$(seq 1 90); do \
 	  id=$$($(COMPOSE) $(COMPOSE_FILE_FLAGS) ps -q coordinator); \

@@ -120,10 +120,19 @@ func buildImages(t *testing.T, root string) {
 	t.Logf("make images: %s", time.Since(start).Round(time.Millisecond))
 }
 
+// composeOptions changes the fleet newComposeFleet brings up.
+type composeOptions struct {
+	files []string // more Compose files, relative to the repository, after compose.yaml and before the test's override
+	env   []string // more KEY=VALUE for the Compose tool
+	up    []string // more arguments of `up -d`, e.g. --scale worker=1
+	// before, if set, runs after the images are built and before `up`.
+	before func()
+}
+
 // newComposeFleet builds the images, brings a Compose project up and waits
 // until the coordinator answers and every runner pulls jobs. The project
 // is taken down (volumes included) when the test ends.
-func newComposeFleet(t *testing.T) *composeFleet {
+func newComposeFleet(t *testing.T, opts composeOptions) *composeFleet {
 	t.Helper()
 	tool := composeTool(t)
 	root, err := repoRoot()
@@ -137,7 +146,11 @@ func newComposeFleet(t *testing.T) *composeFleet {
 	if err := os.WriteFile(override, []byte(composeOverride), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c.files = []string{"-f", filepath.Join(root, "compose.yaml"), "-f", override}
+	c.files = []string{"-f", filepath.Join(root, "compose.yaml")}
+	for _, f := range opts.files {
+		c.files = append(c.files, "-f", filepath.Join(root, f))
+	}
+	c.files = append(c.files, "-f", override)
 	var suffix [4]byte
 	_, _ = rand.Read(suffix[:])
 	c.project = fmt.Sprintf("%s%d-%s", composeProjectPrefix, time.Now().Unix(), hex.EncodeToString(suffix[:]))
@@ -146,6 +159,7 @@ func newComposeFleet(t *testing.T) *composeFleet {
 		"SUPERVISOR_NATS_PORT=127.0.0.1:", // a free port, picked by the engine
 		"COMPOSE_PROJECT_NAME="+c.project,
 	)
+	c.env = append(c.env, opts.env...)
 	c.removeStale()
 
 	// Registered before `up`, so a half-started project goes too.
@@ -161,8 +175,11 @@ func newComposeFleet(t *testing.T) *composeFleet {
 		}
 	})
 
+	if opts.before != nil {
+		opts.before()
+	}
 	start := time.Now()
-	if r := c.compose(5*time.Minute, "up", "-d"); r.code != 0 {
+	if r := c.compose(5*time.Minute, append([]string{"up", "-d"}, opts.up...)...); r.code != 0 {
 		t.Fatalf("compose up of %s: exit %d\n%s%s", c.project, r.code, r.stdout, r.stderr)
 	}
 	r := c.compose(time.Minute, "port", "nats-1", "4222")
@@ -419,7 +436,7 @@ tasks:
 // runner container running a gate and sees the gate redelivered to the
 // other runner and the workflow succeed.
 func TestComposeFleet(t *testing.T) {
-	c := newComposeFleet(t)
+	c := newComposeFleet(t, composeOptions{})
 	workers := c.hostnames("worker")
 	gaters := c.hostnames("gaterunner")
 	if len(workers) != 2 || len(gaters) != 2 {

@@ -1,0 +1,180 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// composeSandboxWorkflow runs gates that only pass in a Docker sandbox
+// whose workspace mount was translated to the host's path, and optional
+// gates that must fail there: the network, the root file system and .git
+// are out of reach.
+const composeSandboxWorkflow = `name: compose-docker-sandbox
+defaults:
+  agent:
+    command: [supervisor-test-agent, -p, --output-format, json]
+  timeout: 2m
+gates:
+  - name: mounted
+    command: [grep, -q, "^base readme", /workspace/README.md]
+  - name: agent-work
+    command: [grep, -q, "^sandboxed$", sandboxed.txt]
+    depends_on: [mounted]
+  - name: toolchain
+    command: [go, version]
+  - name: uid
+    command: [id, -u]
+  - name: network
+    command: [git, -C, /tmp, ls-remote, "http://nats-1:8222/"]
+    severity: warning
+  - name: root-fs
+    command: [touch, /escape]
+    severity: warning
+  - name: git-file
+    command: [touch, .git]
+    severity: warning
+tasks:
+  - id: sandboxed
+    gates:
+      required: [mounted, agent-work, toolchain, uid]
+      optional: [network, root-fs, git-file]
+    prompt: |
+      Write one file.
+      @write sandboxed.txt
+      sandboxed
+      @end
+`
+
+// TestComposeDockerSandbox brings compose.yaml up with
+// compose.docker-sandbox.yaml: the gate runner, itself in a container,
+// starts every gate as a sibling container on this engine through the
+// mounted socket, with bind-mount sources translated to this host's paths
+// (SUPERVISOR_SANDBOX_HOST_DATA_DIR). The gates see the agent's work at
+// /workspace, run as the runner's non-root uid with the sandbox image's Go,
+// cannot resolve the fleet's hosts, write the root file system or .git,
+// and leave no container behind.
+func TestComposeDockerSandbox(t *testing.T) {
+	dataDir := t.TempDir()
+	// The runners run as uid 10001 and must write their data directory:
+	// chown it from a container, as `make compose-up COMPOSE_SANDBOX=docker`
+	// does, and give it back (after `down`) for t.TempDir's clean-up.
+	chown := func(owner string) error {
+		out, err := exec.Command("docker", "run", "--rm", "--network", "none", "--user", "0", "--entrypoint", "chown",
+			"-v", dataDir+":/d", "supervisor/sandbox-base:latest", "-R", owner, "/d").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("chown %s of the runners' data directory: %v\n%s", owner, err, out)
+		}
+		return nil
+	}
+	t.Cleanup(func() {
+		if os.Getuid() != 0 {
+			if err := chown(fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+
+	c := newComposeFleet(t, composeOptions{
+		files: []string{"compose.docker-sandbox.yaml"},
+		env: []string{
+			"SUPERVISOR_SANDBOX_DATA_DIR=" + dataDir,
+			"SUPERVISOR_DOCKER_GID=" + socketGroup(t, "/var/run/docker.sock"),
+		},
+		up: []string{"--scale", "worker=1", "--scale", "gaterunner=1"},
+		before: func() {
+			if err := chown("10001:10001"); err != nil {
+				t.Fatal(err)
+			}
+		},
+	})
+	gaters := c.hostnames("gaterunner")
+	if len(gaters) != 1 {
+		t.Fatalf("gate runners %v, want one", gaters)
+	}
+	var runner string
+	for h := range gaters {
+		runner = h
+	}
+
+	repo, base := sampleRepo(t, map[string]string{"README.md": "base readme\n"})
+	wfFile := writeFile(t, t.TempDir(), "sandbox.yaml", composeSandboxWorkflow)
+	r := c.cli(4*time.Minute, "submit", wfFile, "--repo", repo, "--wait")
+	if r.code != 0 {
+		t.Fatalf("submit --wait did not succeed:\n%s", r)
+	}
+	wf := wfID(t, r)
+	if got := branchChanges(t, repo, base, "supervisor/"+wf); !equalStrings(got, []string{"A\tsandboxed.txt"}) {
+		t.Errorf("branch supervisor/%s changes %v, want just sandboxed.txt", wf, got)
+	}
+
+	s, code := c.status(wf)
+	if code != 0 || s.Status != "succeeded" || len(s.Nodes) != 1 {
+		t.Fatalf("status %s: exit %d, %q (%s), %d nodes", wf, code, s.Status, s.Reason, len(s.Nodes))
+	}
+	want := map[string]struct {
+		status string
+		output string // a substring of the gate's output
+	}{
+		"mounted":    {"passed", ""},
+		"agent-work": {"passed", ""},
+		"toolchain":  {"passed", "go version go1."},
+		"uid":        {"passed", "10001"},
+		"network":    {"failed", "Could not resolve host: nats-1"},
+		"root-fs":    {"failed", "Read-only file system"},
+		"git-file":   {"failed", "Read-only file system"},
+	}
+	seen := map[string]bool{}
+	for _, g := range s.Nodes[0].Gates {
+		w, ok := want[g.Name]
+		if !ok {
+			t.Errorf("unexpected gate %s", g.Name)
+			continue
+		}
+		seen[g.Name] = true
+		if g.Status != w.status || !strings.Contains(g.Output, w.output) {
+			t.Errorf("gate %s: %s with output %q (error %q), want %s with output containing %q",
+				g.Name, g.Status, g.Output, g.Error, w.status, w.output)
+		}
+		if g.Host != runner {
+			t.Errorf("gate %s ran on %q, want the gate runner %s", g.Name, g.Host, runner)
+		}
+	}
+	for name := range want {
+		if !seen[name] {
+			t.Errorf("gate %s did not report", name)
+		}
+	}
+
+	// Every gate ran in a container of its own, labelled with the runner,
+	// and none is left.
+	out, err := exec.Command("docker", "ps", "-a", "-q", "--filter", "label=supervisor.host="+runner).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "" {
+		t.Errorf("containers of gate runner %s left behind: %q (%v)", runner, out, err)
+	}
+	// The runner's workspaces were in its directory on this host.
+	if _, err := os.Stat(filepath.Join(dataDir, runner)); err != nil {
+		t.Errorf("the runner's data directory on this host: %v", err)
+	}
+}
+
+// socketGroup returns the group id owning path (the Docker socket), which
+// the runner containers get as a supplementary group.
+func socketGroup(t *testing.T, path string) string {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("the Docker socket: %v", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		t.Fatalf("no owner for %s on this platform", path)
+	}
+	return strconv.FormatUint(uint64(st.Gid), 10)
+}
