@@ -202,13 +202,14 @@ func (r *Runner) run(ctx context.Context, job *protocol.GateJob, token uint64) j
 	env["SUPERVISOR_GATE_NAME"] = job.Gate
 	env["SUPERVISOR_ATTEMPT"] = strconv.Itoa(job.Attempt)
 	env["SUPERVISOR_REPO_ID"] = job.Repo.ID
-	env["SUPERVISOR_REPO_PATH"] = ws.Dir
 	// The seed's review is one agent round of one node under test.
 	env["SUPERVISOR_REVIEW_ID"] = fmt.Sprintf("%s.%s.a%d", job.WorkflowID, job.NodeID, job.Attempt)
 
 	spec := sandbox.Spec{
 		Argv: def.command, Workspace: ws.Dir, WorkingDir: def.workingDir, Env: env,
-		Timeout: time.Duration(def.timeoutSeconds) * time.Second, Stdout: logw, Stderr: logw,
+		// The workspace as the gate sees it: /workspace in a container.
+		WorkspaceEnv: "SUPERVISOR_REPO_PATH",
+		Timeout:      time.Duration(def.timeoutSeconds) * time.Second, Stdout: logw, Stderr: logw,
 		Image: def.image,
 		Labels: map[string]string{"workflow": job.WorkflowID, "node": job.NodeID, "gate": job.Gate,
 			"attempt": strconv.Itoa(job.Attempt), "round": strconv.Itoa(job.Round)},

@@ -22,6 +22,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
+	"github.com/supervisorhq/supervisor/shared/sandbox/sandboxtest"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
 	"github.com/supervisorhq/supervisor/shared/testserver"
 	"github.com/supervisorhq/supervisor/shared/workspace"
@@ -35,7 +36,13 @@ var busConfig = bus.Config{AckWait: 6 * time.Second}
 func TestMain(m *testing.M) {
 	// Process-wide so tests may run in parallel (t.Setenv forbids that).
 	os.Setenv("SUPERVISOR_TEST_HOST_VAR", hostVar)
-	os.Exit(m.Run())
+	code := m.Run()
+	// The probe image of the Docker tests, if one was built.
+	if err := sandboxtest.Cleanup(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = max(code, 1)
+	}
+	os.Exit(code)
 }
 
 // testLog sends log lines to t.Log until the test's cleanup ends it.
@@ -218,8 +225,31 @@ func (h *harness) startRunner(cfg Config) string {
 // startRunnerWith is startRunner with the runner's sandbox replaced by
 // wrap(the process sandbox), if wrap is set.
 func (h *harness) startRunnerWith(cfg Config, wrap func(sandbox.Sandbox) sandbox.Sandbox) string {
+	return h.startRunnerOpts(cfg, runnerOpts{wrap: wrap})
+}
+
+// runnerOpts adjust a runner started by startRunnerOpts.
+type runnerOpts struct {
+	// host is the runner's identity (default test-gaterunner-<n>). A
+	// runner with the Docker sandbox needs one unique on the engine: it
+	// removes every container labelled with it when it starts.
+	host string
+	// settings, if set, adjusts the runner's jobrun settings (by default
+	// the process sandbox with sandbox.BasePath) before its Deps are built
+	// the way the gaterunner binary builds them (jobrun.NewDeps).
+	settings func(*jobrun.Settings)
+	// wrap, if set, replaces the runner's sandbox with wrap(sandbox).
+	wrap func(sandbox.Sandbox) sandbox.Sandbox
+}
+
+// startRunnerOpts runs a gate runner, with its own NATS connection, state
+// store and data directory, until the test ends and returns its host.
+func (h *harness) startRunnerOpts(cfg Config, o runnerOpts) string {
 	t := h.t
-	host := fmt.Sprintf("test-gaterunner-%d", h.hosts.Add(1))
+	host := o.host
+	if host == "" {
+		host = fmt.Sprintf("test-gaterunner-%d", h.hosts.Add(1))
+	}
 	ctx := testCtx(t)
 	rb, err := bus.Open(ctx, h.url, host, busConfig, h.log)
 	if err != nil {
@@ -227,14 +257,20 @@ func (h *harness) startRunnerWith(cfg Config, wrap func(sandbox.Sandbox) sandbox
 	}
 	store, err := kvstate.New(ctx, rb.JS)
 	if err != nil {
+		rb.Close()
 		t.Fatalf("runner kvstate: %v", err)
 	}
-	deps, err := jobrun.LocalDeps(jobrun.Settings{DataDir: t.TempDir(), SandboxPath: sandbox.BasePath, Host: host}, rb, store, h.log)
-	if err != nil {
-		t.Fatalf("LocalDeps: %v", err)
+	settings := jobrun.Settings{DataDir: t.TempDir(), SandboxPath: sandbox.BasePath, Host: host}
+	if o.settings != nil {
+		o.settings(&settings)
 	}
-	if wrap != nil {
-		deps.Sandbox = wrap(deps.Sandbox)
+	deps, closeDeps, err := jobrun.NewDeps(ctx, settings, rb, store, h.log)
+	if err != nil {
+		rb.Close()
+		t.Fatalf("NewDeps: %v", err)
+	}
+	if o.wrap != nil {
+		deps.Sandbox = o.wrap(deps.Sandbox)
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -246,6 +282,7 @@ func (h *harness) startRunnerWith(cfg Config, wrap func(sandbox.Sandbox) sandbox
 			if err != nil {
 				t.Errorf("gate runner %s: Run: %v", host, err)
 			}
+			closeDeps() // the engine client of a Docker sandbox
 		case <-time.After(30 * time.Second):
 			t.Errorf("gate runner %s did not stop within 30s", host)
 		}

@@ -239,6 +239,8 @@ func SelectSandbox(ctx context.Context, s Settings, dataDir, host string, log *s
 		log.Warn("sandbox: removed containers left by a previous run of this runner", "host", host, "count", n)
 	}
 
+	stopSweep := sweepExpired(base, log)
+
 	var gw *egress.Gateway
 	var network []string
 	if s.Egress != nil {
@@ -250,6 +252,7 @@ func SelectSandbox(ctx context.Context, s Settings, dataDir, host string, log *s
 				Proxy: egress.Options{Allow: s.Egress.Allow, Log: log},
 			})
 			if err != nil {
+				stopSweep()
 				_ = base.Close()
 				return Selected{}, fmt.Errorf("egress proxy: %w", err)
 			}
@@ -264,6 +267,7 @@ func SelectSandbox(ctx context.Context, s Settings, dataDir, host string, log *s
 		if gw != nil {
 			_ = gw.Close()
 		}
+		stopSweep()
 		_ = base.Close()
 		return Selected{}, err
 	}
@@ -276,9 +280,59 @@ func SelectSandbox(ctx context.Context, s Settings, dataDir, host string, log *s
 				log.Warn("egress: stopping the proxy", "err", err)
 			}
 		}
+		stopSweep()
 		_ = d.Close()
 		_ = base.Close()
 	}}, nil
+}
+
+// Sweeps of containers that outlived their runner (see sweepExpired).
+const (
+	// expiredSweepInterval is how often a runner looks for them.
+	expiredSweepInterval = time.Minute
+	// expiredGrace is how long past its deadline a container must be: its
+	// own runner kills it at the deadline and removes it right after.
+	expiredGrace = 2 * time.Minute
+)
+
+// sweepExpired removes, now and every expiredSweepInterval until the
+// returned stop is called, the sandbox containers of any runner on this
+// engine that are past their deadline: their runner died (a kill -9, a
+// lost host, a scaled-down replica whose host id never comes back) and
+// nothing else would stop or remove them. It logs each one with the runner
+// that started it.
+func sweepExpired(d *sandbox.Docker, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	sweep := func() {
+		cctx, ccancel := context.WithTimeout(ctx, engineCheckTimeout)
+		defer ccancel()
+		removed, err := d.RemoveExpired(cctx, expiredGrace)
+		for _, c := range removed {
+			log.Warn("sandbox: removed a container that outlived its runner", "container", c.ID[:min(12, len(c.ID))],
+				"runner", c.Host, "deadline", c.Deadline.UTC().Format(time.RFC3339))
+		}
+		if err != nil && ctx.Err() == nil {
+			log.Warn("sandbox: sweeping containers past their deadline", "err", err)
+		}
+	}
+	go func() {
+		defer close(done)
+		t := time.NewTicker(expiredSweepInterval)
+		defer t.Stop()
+		for {
+			sweep()
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // usableDocker opens the Docker sandbox and checks that the engine answers

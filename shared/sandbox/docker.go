@@ -110,6 +110,11 @@ const (
 	// container was allowed to reach (Spec.Network), for the egress proxy
 	// and for operators.
 	LabelNetwork = "supervisor.network"
+	// LabelDeadline is the Unix time (seconds) by which the runner that
+	// created a container will have killed it for its timeout, with the
+	// time to start it included. A container still there well after its
+	// deadline lost its runner; RemoveExpired selects on it.
+	LabelDeadline = "supervisor.deadline"
 
 	// EnvHostDataDir is the one setting a runner that itself runs in a
 	// container (with the host's Docker socket mounted) needs: the host
@@ -385,6 +390,51 @@ func (d *Docker) RemoveOrphans(ctx context.Context, host string) (int, error) {
 	return removed, errors.Join(errs...)
 }
 
+// Expired is a container RemoveExpired removed.
+type Expired struct {
+	ID       string
+	Host     string    // the runner that created it (LabelHost)
+	Deadline time.Time // when its runner would have killed it
+}
+
+// RemoveExpired removes the containers of every runner on this engine that
+// are still there grace after their deadline (LabelDeadline). A runner
+// kills and removes its containers at their timeout, so such a container
+// outlived its runner (killed, or gone for good with a host id that will
+// not come back to RemoveOrphans) and would otherwise run, or lie
+// exited, forever. Containers without a deadline are left alone.
+func (d *Docker) RemoveExpired(ctx context.Context, grace time.Duration) ([]Expired, error) {
+	list, err := d.cli.ContainerList(ctx, container.ListOptions{
+		All:     true,
+		Filters: filters.NewArgs(filters.Arg("label", LabelSandbox+"=1"), filters.Arg("label", LabelDeadline)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: listing containers: %w", ErrEngine, err)
+	}
+	now := time.Now()
+	var removed []Expired
+	var errs []error
+	for _, c := range list {
+		sec, err := strconv.ParseInt(c.Labels[LabelDeadline], 10, 64)
+		if err != nil {
+			continue // not ours to judge
+		}
+		deadline := time.Unix(sec, 0)
+		if now.Before(deadline.Add(grace)) {
+			continue
+		}
+		err = d.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		switch {
+		case err == nil:
+			removed = append(removed, Expired{ID: c.ID, Host: c.Labels[LabelHost], Deadline: deadline})
+		case cerrdefs.IsNotFound(err):
+		default:
+			errs = append(errs, fmt.Errorf("%w: removing expired container %.12s: %w", ErrEngine, c.ID, err))
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
 // HostPath translates a path as the runner sees it into the engine host's
 // path, through the PathMaps (the longest matching prefix wins).
 func (d *Docker) HostPath(p string) string {
@@ -553,6 +603,9 @@ func (d *Docker) containerConfig(spec Spec, dir string) (*container.Config, *con
 	}
 	labels[LabelSandbox] = "1"
 	labels[LabelHost] = d.host
+	if spec.Timeout > 0 {
+		labels[LabelDeadline] = strconv.FormatInt(time.Now().Add(startTimeout+spec.Timeout).Unix(), 10)
+	}
 	networkMode := container.NetworkMode("none")
 	if len(spec.Network) > 0 {
 		labels[LabelNetwork] = strings.Join(spec.Network, ",")
@@ -691,6 +744,9 @@ func (d *Docker) buildEnv(spec Spec) []string {
 		if !deniedEnv(k) {
 			env[k] = v
 		}
+	}
+	if spec.WorkspaceEnv != "" {
+		env[spec.WorkspaceEnv] = ContainerWorkspace
 	}
 	if len(spec.Network) > 0 && d.proxy != "" {
 		for _, k := range []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"} {

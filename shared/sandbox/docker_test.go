@@ -1,144 +1,41 @@
 package sandbox
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/strslice"
-	"github.com/docker/docker/client"
 
+	"github.com/supervisorhq/supervisor/shared/sandbox/sandboxtest"
 	"github.com/supervisorhq/supervisor/shared/testserver"
 )
 
-// The Docker tests run against the real engine with a test image built
-// here from testdata/probe (FROM scratch: nothing is pulled). Without an
-// engine they skip, or fail under CI=true.
+// The Docker tests run against the real engine with the probe image of
+// package sandboxtest (FROM scratch: nothing is pulled). Without an engine
+// they skip, or fail under CI=true.
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	probe.cleanup()
+	if err := sandboxtest.Cleanup(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = max(code, 1)
+	}
 	os.Exit(code)
-}
-
-// probeImage is the test image, built once per test binary and removed by
-// TestMain.
-type probeImage struct {
-	once  sync.Once
-	cli   *client.Client
-	image string
-	err   error
-}
-
-var probe probeImage
-
-func (p *probeImage) cleanup() {
-	if p.cli == nil {
-		return
-	}
-	defer p.cli.Close()
-	if p.image == "" {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := p.cli.ImageRemove(ctx, p.image, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil {
-		fmt.Fprintf(os.Stderr, "removing the probe image %s: %v\n", p.image, err)
-	}
-}
-
-// buildProbe compiles testdata/probe and builds the image
-// supervisor-test/probe:<hash>-<pid> from it. Its Dockerfile sets an
-// entrypoint that Run must clear (it would exit 42).
-func buildProbe(cli *client.Client) (string, error) {
-	dir, err := os.MkdirTemp("", "sandbox-probe-*")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(dir)
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(dir, "probe")
-	cmd := exec.Command(goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./testdata/probe")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building the probe: %v\n%s", err, out)
-	}
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(data)
-	tag := fmt.Sprintf("supervisor-test/probe:%s-%d", hex.EncodeToString(sum[:])[:12], os.Getpid())
-
-	dockerfile := []byte("FROM scratch\nCOPY probe /usr/local/bin/probe\n" +
-		`ENTRYPOINT ["/usr/local/bin/probe", "exit", "42"]` + "\n")
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, f := range []struct {
-		name string
-		mode int64
-		data []byte
-	}{{"Dockerfile", 0o644, dockerfile}, {"probe", 0o755, data}} {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data))}); err != nil {
-			return "", err
-		}
-		if _, err := tw.Write(f.data); err != nil {
-			return "", err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return "", err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	resp, err := cli.ImageBuild(ctx, &buf, build.ImageBuildOptions{
-		Tags: []string{tag}, Remove: true, ForceRemove: true, Version: build.BuilderV1,
-		Labels: map[string]string{"supervisor.test": "1"},
-	})
-	if err != nil {
-		return "", fmt.Errorf("building the probe image: %w", err)
-	}
-	defer resp.Body.Close()
-	dec := json.NewDecoder(resp.Body)
-	for {
-		var msg struct {
-			Error string `json:"error"`
-		}
-		if err := dec.Decode(&msg); err == io.EOF {
-			break
-		} else if err != nil {
-			return "", fmt.Errorf("building the probe image: %w", err)
-		}
-		if msg.Error != "" {
-			return "", fmt.Errorf("building the probe image: %s", msg.Error)
-		}
-	}
-	return tag, nil
 }
 
 // dockerTest returns a Docker sandbox whose Host label is unique to the
@@ -159,15 +56,7 @@ func dockerTest(t *testing.T, opts DockerOptions) (*Docker, string) {
 	if err := d.Available(ctx); err != nil {
 		testserver.Missing(t, fmt.Sprintf("the Docker engine (%v)", err))
 	}
-	probe.once.Do(func() {
-		probe.cli, probe.err = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-		if probe.err == nil {
-			probe.image, probe.err = buildProbe(probe.cli)
-		}
-	})
-	if probe.err != nil {
-		t.Fatalf("probe image: %v", probe.err)
-	}
+	img := sandboxtest.ProbeImage(t)
 	host := opts.Host
 	t.Cleanup(func() {
 		if n := len(listContainers(t, d, host)); n > 0 {
@@ -175,7 +64,7 @@ func dockerTest(t *testing.T, opts DockerOptions) (*Docker, string) {
 			_, _ = d.RemoveOrphans(context.Background(), host)
 		}
 	})
-	return d, probe.image
+	return d, img
 }
 
 // listContainers lists the containers labelled with host.
@@ -719,6 +608,8 @@ func TestDockerLabelsAndOrphans(t *testing.T) {
 	spec := probeSpec(t, img, "sleep", "30s")
 	spec.Labels = map[string]string{"workflow": "wf1", "node": "n1", "attempt": "2", "example.com/x": "y", LabelHost: "spoofed"}
 	spec.Stdout = &live
+	spec.Timeout = 40 * time.Second
+	started := time.Now()
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -741,6 +632,12 @@ func TestDockerLabelsAndOrphans(t *testing.T) {
 		if labels[k] != v {
 			t.Errorf("label %s = %q, want %q (all: %v)", k, labels[k], v, labels)
 		}
+	}
+	// The deadline: the timeout plus the time allowed to start.
+	if sec, err := strconv.ParseInt(labels[LabelDeadline], 10, 64); err != nil {
+		t.Errorf("label %s = %q: %v", LabelDeadline, labels[LabelDeadline], err)
+	} else if dl, lo := time.Unix(sec, 0), started.Add(spec.Timeout).Truncate(time.Second); dl.Before(lo) || dl.After(time.Now().Add(spec.Timeout+startTimeout)) {
+		t.Errorf("deadline %s, want between %s and %s", dl, lo, time.Now().Add(spec.Timeout+startTimeout))
 	}
 
 	// Orphans: leftovers of this host are removed, others' are not.
@@ -859,5 +756,86 @@ func TestDockerPathMapMount(t *testing.T) {
 	_, err := runDockerErr(d, Spec{Argv: []string{"probe", "id"}, Workspace: ws, Image: img})
 	if !errors.Is(err, ErrEngine) || !strings.Contains(err.Error(), EnvHostDataDir) {
 		t.Errorf("unmapped host path: %v", err)
+	}
+}
+
+// TestDockerRemoveExpired: containers past their deadline by more than the
+// grace are removed whichever runner made them, running or exited; those
+// within it, or without a deadline, stay.
+func TestDockerRemoveExpired(t *testing.T) {
+	t.Parallel()
+	host := fmt.Sprintf("sandbox-test-%d-%s", os.Getpid(), t.Name())
+	d, img := dockerTest(t, DockerOptions{Host: host})
+	other := host + "-gone"
+	ctx := context.Background()
+	t.Cleanup(func() { _, _ = d.RemoveOrphans(context.Background(), other) })
+
+	create := func(h string, deadline time.Time, start bool) string {
+		t.Helper()
+		labels := map[string]string{LabelSandbox: "1", LabelHost: h}
+		if !deadline.IsZero() {
+			labels[LabelDeadline] = strconv.FormatInt(deadline.Unix(), 10)
+		}
+		c, err := d.Client().ContainerCreate(ctx, &container.Config{
+			Image: img, Cmd: strslice.StrSlice{"probe", "sleep", "60s"}, Entrypoint: strslice.StrSlice{}, Labels: labels,
+		}, &container.HostConfig{NetworkMode: "none"}, nil, nil, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if start {
+			if err := d.Client().ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return c.ID
+	}
+	now := time.Now()
+	expiredRunning := create(other, now.Add(-10*time.Minute), true)
+	expiredExited := create(host, now.Add(-3*time.Minute), false)
+	withinGrace := create(other, now.Add(-30*time.Second), true)
+	future := create(host, now.Add(time.Hour), false)
+	noDeadline := create(other, time.Time{}, false)
+
+	removed, err := d.RemoveExpired(ctx, 2*time.Minute)
+	if err != nil {
+		t.Fatalf("RemoveExpired: %v", err)
+	}
+	got := map[string]string{}
+	for _, e := range removed {
+		got[e.ID] = e.Host
+	}
+	// Other tests' containers have deadlines ahead: only these two go.
+	want := map[string]string{expiredRunning: other, expiredExited: host}
+	if len(got) != len(want) || got[expiredRunning] != other || got[expiredExited] != host {
+		t.Errorf("removed %v, want %v", got, want)
+	}
+	left := map[string]bool{}
+	for _, c := range append(listContainers(t, d, host), listContainers(t, d, other)...) {
+		left[c.ID] = true
+	}
+	for id, name := range map[string]string{withinGrace: "within the grace", future: "before its deadline", noDeadline: "without a deadline"} {
+		if !left[id] {
+			t.Errorf("the container %s was removed", name)
+		}
+	}
+	for id := range want {
+		if left[id] {
+			t.Errorf("expired container %.12s is still there", id)
+		}
+	}
+	_, _ = d.RemoveOrphans(ctx, host)
+}
+
+// TestDockerWorkspaceEnv: the command sees the workspace's path inside the
+// container, whatever the caller's Env says.
+func TestDockerWorkspaceEnv(t *testing.T) {
+	t.Parallel()
+	d, img := dockerTest(t, DockerOptions{})
+	spec := probeSpec(t, img, "env")
+	spec.Env = map[string]string{"REPO": "/host/path"}
+	spec.WorkspaceEnv = "REPO"
+	res := runDocker(t, d, spec)
+	if !strings.Contains(string(res.Stdout), "\nREPO=/workspace\n") {
+		t.Errorf("environment:\n%s\nwant REPO=/workspace", res.Stdout)
 	}
 }

@@ -131,7 +131,15 @@ func (p *Process) Run(ctx context.Context, spec Spec) (Result, error) {
 	}
 	defer removeScratch(scratch)
 
-	r, err := p.start(prog, dir, p.buildEnv(scratch, spec.Env), spec)
+	extra := spec.Env
+	if spec.WorkspaceEnv != "" {
+		extra = make(map[string]string, len(spec.Env)+1)
+		for k, v := range spec.Env {
+			extra[k] = v
+		}
+		extra[spec.WorkspaceEnv] = filepath.Clean(spec.Workspace)
+	}
+	r, err := p.start(prog, dir, p.buildEnv(scratch, extra), spec)
 	if err != nil {
 		return Result{}, err
 	}
@@ -147,6 +155,9 @@ func validateSpec(spec Spec) error {
 		if strings.IndexByte(a, 0) >= 0 {
 			return fmt.Errorf("%w: argv[%d] contains a NUL byte", ErrInvalidSpec, i)
 		}
+	}
+	if k := spec.WorkspaceEnv; k != "" && (strings.ContainsAny(k, "=\x00") || deniedEnv(k)) {
+		return fmt.Errorf("%w: invalid workspace variable name %q", ErrInvalidSpec, k)
 	}
 	for k, v := range spec.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {

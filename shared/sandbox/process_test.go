@@ -344,6 +344,23 @@ func TestRunEnvironment(t *testing.T) {
 	}
 }
 
+// TestRunWorkspaceEnv: WorkspaceEnv is the workspace's host path and
+// overrides Env; a name the base environment reserves is refused.
+func TestRunWorkspaceEnv(t *testing.T) {
+	p := NewProcess(ProcessOptions{ScratchRoot: t.TempDir()})
+	ws := newWorkspace(t)
+	res := runOK(t, p, Spec{Argv: []string{"env"}, Workspace: ws, Env: map[string]string{"REPO": "/elsewhere"}, WorkspaceEnv: "REPO"})
+	if !strings.Contains("\n"+string(res.Stdout), "\nREPO="+filepath.Clean(ws)+"\n") {
+		t.Errorf("environment:\n%s\nwant REPO=%s", res.Stdout, ws)
+	}
+	for _, name := range []string{"PATH", "LD_PRELOAD", "A=B"} {
+		_, err := p.Run(context.Background(), Spec{Argv: []string{"true"}, Workspace: ws, WorkspaceEnv: name})
+		if !errors.Is(err, ErrInvalidSpec) {
+			t.Errorf("WorkspaceEnv %q: err %v, want ErrInvalidSpec", name, err)
+		}
+	}
+}
+
 func TestRunEnvDenylist(t *testing.T) {
 	t.Parallel()
 	p := NewProcess(ProcessOptions{ScratchRoot: t.TempDir(), Path: "/opt/tools/bin:relative/dir:" + BasePath})

@@ -51,6 +51,10 @@ type Spec struct {
 	// Env is added to the minimal base environment; it cannot replace
 	// PATH, HOME, USER or LD_* (those are dropped).
 	Env map[string]string
+	// WorkspaceEnv, if set, names a variable the sandbox sets to the
+	// workspace root as the command sees it (the host path in the process
+	// sandbox, /workspace in a container), overriding Env.
+	WorkspaceEnv string
 	// Stdin, if set, is fed to the command's standard input.
 	Stdin io.Reader
 	// Timeout bounds the run; 0 means no timeout (the context still applies).

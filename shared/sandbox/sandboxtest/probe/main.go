@@ -1,7 +1,8 @@
 // Command probe is the program the Docker sandbox tests run inside their
-// test image (FROM scratch, so it is the only program there). Each
-// subcommand checks one property of the sandbox and reports on stdout or,
-// for failures, on stderr with exit status 1.
+// test image (FROM scratch, so it is the only program there; package
+// sandboxtest builds the image). Each subcommand checks one property of
+// the sandbox and reports on stdout or, for failures, on stderr with exit
+// status 1.
 package main
 
 import (
@@ -41,11 +42,21 @@ func main() {
 		}
 		conn.Close()
 		fmt.Println("connected")
-	case "write": // PATH
-		if err := os.WriteFile(arg(0), []byte("written by probe\n"), 0o644); err != nil {
-			fail("write: %v", err)
+	case "write": // PATH...: each in turn, stopping at the first failure
+		if len(args) == 0 {
+			fail("missing argument")
 		}
-		fmt.Println("wrote", arg(0))
+		for _, p := range args {
+			if err := os.WriteFile(p, []byte("written by probe\n"), 0o644); err != nil {
+				fail("write: %v", err)
+			}
+			fmt.Println("wrote", p)
+		}
+	case "remove": // PATH
+		if err := os.Remove(arg(0)); err != nil {
+			fail("remove: %v", err)
+		}
+		fmt.Println("removed", arg(0))
 	case "fork-bomb":
 		forkBomb()
 	case "alloc": // MB

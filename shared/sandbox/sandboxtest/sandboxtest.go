@@ -1,0 +1,279 @@
+// Package sandboxtest is for tests only: it gives any module's tests the
+// real Docker engine and the probe image the Docker sandbox is tested with.
+//
+// The probe image is built from the probe program (the probe directory of
+// this package, a command whose subcommands each check one property of a
+// sandbox: write files, connect, print its environment, …) on top of
+// scratch, so nothing is ever pulled. ProbeImage builds it once per test
+// binary; the binary's TestMain must call Cleanup after m.Run to remove it:
+//
+//	func TestMain(m *testing.M) {
+//		code := m.Run()
+//		if err := sandboxtest.Cleanup(); err != nil {
+//			fmt.Fprintln(os.Stderr, err)
+//			code = max(code, 1)
+//		}
+//		os.Exit(code)
+//	}
+//
+// Without an engine the tests that need one skip, or fail under CI=true
+// (testserver.Missing).
+//
+// This package must not import package sandbox: the sandbox package's own
+// tests import it.
+package sandboxtest
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+
+	"github.com/supervisorhq/supervisor/shared/testserver"
+)
+
+const (
+	// ProbePackage is the import path of the probe program, built with
+	// `go build` from the test's own module (which must require this one).
+	ProbePackage = "github.com/supervisorhq/supervisor/shared/sandbox/sandboxtest/probe"
+	// ProbePath is where the probe lies in the image; it is on the
+	// sandbox's base PATH, so an argv of "probe", … finds it.
+	ProbePath = "/usr/local/bin/probe"
+	// ProbeRepository is the repository part of the probe image's tags.
+	ProbeRepository = "supervisor-test/probe"
+	// ProbeEntrypointExit is the exit status of the image's entrypoint
+	// (probe exit 42): a sandbox that does not clear the entrypoint runs it
+	// instead of the command.
+	ProbeEntrypointExit = 42
+	// LabelTest marks every image this package builds ("1").
+	LabelTest = "supervisor.test"
+
+	pingTimeout   = 10 * time.Second
+	buildTimeout  = 3 * time.Minute
+	removeTimeout = 30 * time.Second
+)
+
+// shared is the engine client and the probe image of this test binary.
+var shared struct {
+	clientOnce sync.Once
+	cli        *client.Client
+	clientErr  error
+
+	probeOnce sync.Once
+	image     string
+	probeErr  error
+}
+
+// Engine returns a client of the Docker engine named by the environment
+// (DOCKER_HOST, …; the local socket by default), shared by the test
+// binary and closed by Cleanup. Without an engine that answers, the test
+// is skipped, or failed under CI=true.
+func Engine(t testing.TB) *client.Client {
+	t.Helper()
+	shared.clientOnce.Do(func() {
+		shared.cli, shared.clientErr = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	})
+	if shared.clientErr != nil {
+		testserver.Missing(t, fmt.Sprintf("the Docker engine (%v)", shared.clientErr))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
+	defer cancel()
+	if _, err := shared.cli.Ping(ctx); err != nil {
+		testserver.Missing(t, fmt.Sprintf("the Docker engine (%v)", err))
+	}
+	return shared.cli
+}
+
+// ProbeImage returns the tag of the probe image, building it the first
+// time a test of the binary asks (Cleanup removes it). It skips the test
+// without an engine (fails under CI=true), and fails it if the image
+// cannot be built.
+func ProbeImage(t testing.TB) string {
+	t.Helper()
+	cli := Engine(t)
+	shared.probeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+		defer cancel()
+		shared.image, shared.probeErr = BuildProbeImage(ctx, cli)
+	})
+	if shared.probeErr != nil {
+		t.Fatalf("sandboxtest: %v", shared.probeErr)
+	}
+	return shared.image
+}
+
+// Cleanup removes the probe image ProbeImage built, if any, and closes the
+// shared engine client. Call it from TestMain once m.Run has returned.
+func Cleanup() error {
+	if shared.cli == nil {
+		return nil
+	}
+	defer shared.cli.Close()
+	if shared.image == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
+	defer cancel()
+	return RemoveImage(ctx, shared.cli, shared.image)
+}
+
+// BuildProbeImage compiles the probe (a static Linux binary) and builds
+// the image ProbeRepository:<hash of the binary>-<pid> from it: FROM
+// scratch (nothing is pulled), the probe at ProbePath, an entrypoint that
+// exits ProbeEntrypointExit, and the label LabelTest=1. The caller removes
+// it (RemoveImage).
+func BuildProbeImage(ctx context.Context, cli *client.Client) (string, error) {
+	bin, err := buildProbe(ctx)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(bin)
+	tag := fmt.Sprintf("%s:%s-%d", ProbeRepository, hex.EncodeToString(sum[:])[:12], os.Getpid())
+
+	dockerfile := fmt.Sprintf("FROM scratch\nCOPY probe %s\nENTRYPOINT [%q, \"exit\", \"%d\"]\n",
+		ProbePath, ProbePath, ProbeEntrypointExit)
+	buildCtx, err := tarFiles([]tarFile{{"Dockerfile", 0o644, []byte(dockerfile)}, {"probe", 0o755, bin}})
+	if err != nil {
+		return "", fmt.Errorf("sandboxtest: probe image context: %w", err)
+	}
+	resp, err := cli.ImageBuild(ctx, buildCtx, build.ImageBuildOptions{
+		Tags: []string{tag}, Remove: true, ForceRemove: true, Version: build.BuilderV1,
+		Labels: map[string]string{LabelTest: "1"},
+	})
+	if err != nil {
+		return "", fmt.Errorf("sandboxtest: building the probe image: %w", err)
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var msg struct {
+			Error string `json:"error"`
+		}
+		if err := dec.Decode(&msg); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return "", fmt.Errorf("sandboxtest: building the probe image: %w", err)
+		}
+		if msg.Error != "" {
+			return "", fmt.Errorf("sandboxtest: building the probe image: %s", msg.Error)
+		}
+	}
+	return tag, nil
+}
+
+// RemoveImage removes the image tagged tag (an image another tag still
+// names only loses this tag); an image already gone is not an error.
+func RemoveImage(ctx context.Context, cli *client.Client, tag string) error {
+	_, err := cli.ImageRemove(ctx, tag, image.RemoveOptions{Force: true, PruneChildren: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("sandboxtest: removing the image %s: %w", tag, err)
+	}
+	return nil
+}
+
+// buildProbe compiles ProbePackage for Linux without cgo and returns the
+// binary.
+func buildProbe(ctx context.Context) ([]byte, error) {
+	dir, err := os.MkdirTemp("", "sandboxtest-probe-*")
+	if err != nil {
+		return nil, fmt.Errorf("sandboxtest: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	out := filepath.Join(dir, "probe")
+	cmd := exec.CommandContext(ctx, goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", out, ProbePackage)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("sandboxtest: go build %s: %w\n%s", ProbePackage, err, msg)
+	}
+	bin, err := os.ReadFile(out)
+	if err != nil {
+		return nil, fmt.Errorf("sandboxtest: %w", err)
+	}
+	return bin, nil
+}
+
+type tarFile struct {
+	name string
+	mode int64
+	data []byte
+}
+
+// tarFiles returns a tar archive of files.
+func tarFiles(files []tarFile) (*bytes.Buffer, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data))}); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return &buf, nil
+}
+
+// Containers lists the containers, running or not, that carry every one
+// of labels ("key=value", e.g. "supervisor.host=<host>").
+func Containers(ctx context.Context, cli *client.Client, labels ...string) ([]container.Summary, error) {
+	args := filters.NewArgs()
+	for _, l := range labels {
+		args.Add("label", l)
+	}
+	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: args})
+	if err != nil {
+		return nil, fmt.Errorf("sandboxtest: listing containers: %w", err)
+	}
+	return list, nil
+}
+
+// ExpectNoContainers makes the test fail if, when it ends, a container
+// carrying label ("key=value") is left; such containers are then removed.
+// The check runs as a cleanup, after the cleanups registered later (a
+// runner stopped by one of them has had its chance to clean up).
+func ExpectNoContainers(t testing.TB, label string) {
+	t.Helper()
+	cli := Engine(t)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
+		defer cancel()
+		left, err := Containers(ctx, cli, label)
+		if err != nil {
+			t.Errorf("%v", err)
+			return
+		}
+		for _, c := range left {
+			t.Errorf("container %.12s (%s, labels %v) left behind", c.ID, c.State, c.Labels)
+			if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil &&
+				!cerrdefs.IsNotFound(err) {
+				t.Errorf("removing container %.12s: %v", c.ID, err)
+			}
+		}
+	})
+}
