@@ -75,7 +75,7 @@ export SUPERVISOR_SANDBOX_DATA_DIR ?= $(CURDIR)/.data/compose-gaterunner
 export SUPERVISOR_DOCKER_GID ?= $(shell stat -c %g /var/run/docker.sock 2>/dev/null)
 endif
 
-.PHONY: images compose-up compose-down test-compose
+.PHONY: images compose-up compose-demo compose-down test-compose
 
 ## images: supervisor/{coordinator,worker,gaterunner,nats,redis,sandbox-base,sandbox-go}, built
 ## locally from our static binaries and Debian's packages (nothing pulled); unchanged inputs are skipped
@@ -98,7 +98,11 @@ endif
 	done; \
 	$(COMPOSE) $(COMPOSE_FILE_FLAGS) ps; \
 	port=$$($(COMPOSE) $(COMPOSE_FILE_FLAGS) port nats-1 4222); \
-	echo "NATS at nats://$$port — e.g. bin/coordinator submit configs/workflows/greet-demo.yaml --repo REPO --nats nats://$$port --wait"
+	echo "NATS at nats://$$port — make compose-demo runs the demo workflow on it; or bin/coordinator submit WORKFLOW --repo REPO --nats nats://$$port --wait"
+
+## compose-demo: submit the demo workflow (make run's) to the fleet compose-up started
+compose-demo: build
+	$(BIN)/coordinator demo --fleet --nats nats://$$($(COMPOSE) $(COMPOSE_FILE_FLAGS) port nats-1 4222 | sed 's/^0.0.0.0:/127.0.0.1:/')
 
 ## compose-down: stop and remove the fleet's containers and network (volumes stay: docker-compose -f compose.yaml down -v)
 compose-down:

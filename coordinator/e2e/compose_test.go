@@ -495,6 +495,21 @@ func TestComposeFleet(t *testing.T) {
 		checkSpread(t, "gate jobs", gateHosts, sortedKeys(gaters))
 	})
 
+	// The demo workflow `make run` runs on the embedded default, submitted
+	// to this fleet (what `make compose-demo` does): go vet and go test run
+	// in the gate runners' containers.
+	t.Run("Demo", func(t *testing.T) {
+		r := c.cli(5*time.Minute, "demo", "--fleet")
+		if r.code != 0 {
+			t.Fatalf("demo --fleet did not succeed:\n%s", r)
+		}
+		for _, want := range []string{"greet-demo: add-goodbye", "greet-demo: add-shout", "greet-demo: document", "6 files changed"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("demo --fleet output lacks %q:\n%s", want, r.stdout)
+			}
+		}
+	})
+
 	t.Run("GateRunnerKilled", func(t *testing.T) {
 		repo, base := sampleRepo(t, map[string]string{"README.md": "base\n"})
 		wfFile := writeFile(t, t.TempDir(), "kill.yaml", composeKillWorkflow)

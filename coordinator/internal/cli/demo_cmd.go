@@ -28,7 +28,11 @@ func newDemo() *cobra.Command {
 default (NATS, coordinator, worker and gate runner in this process), submits a
 workflow of three tasks (two in parallel, one depending on both) whose agent is
 the scripted supervisor-test-agent, gates every task with go vet and go test,
-prints live progress, and ends with the result branch and its diff stat.`,
+prints live progress, and ends with the result branch and its diff stat.
+
+With --fleet it starts nothing and submits the same workflow to the fleet at
+--nats instead (e.g. the one make compose-up starts): its workers need
+supervisor-test-agent and its gate runners Go, as the images have.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			e, err := load(cmd, "demo")
@@ -45,21 +49,25 @@ prints live progress, and ends with the result branch and its diff stat.`,
 	fs.String("dir", "", "work directory (default: a new temporary directory)")
 	fs.Bool("keep", false, "keep the work directory afterwards")
 	fs.Bool("verbose", false, "show the fleet's logs")
+	fs.Bool("fleet", false, "submit to the running fleet at --nats instead of starting the embedded default")
 	return cmd
 }
 
 func (e *env) demo(ctx context.Context) error {
+	fleet := e.v.GetBool("fleet")
 	agentDir := e.v.GetString("agent-dir")
-	if agentDir == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return err
+	if !fleet {
+		if agentDir == "" {
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			agentDir = filepath.Dir(exe)
 		}
-		agentDir = filepath.Dir(exe)
-	}
-	agentDir, _ = filepath.Abs(agentDir)
-	if _, err := os.Stat(filepath.Join(agentDir, TestAgentName)); err != nil {
-		return exitf(ExitUsage, "%s not found in %s; build it with `make build` or pass --agent-dir", TestAgentName, agentDir)
+		agentDir, _ = filepath.Abs(agentDir)
+		if _, err := os.Stat(filepath.Join(agentDir, TestAgentName)); err != nil {
+			return exitf(ExitUsage, "%s not found in %s; build it with `make build` or pass --agent-dir", TestAgentName, agentDir)
+		}
 	}
 	dir := e.v.GetString("dir")
 	if dir == "" {
@@ -81,25 +89,29 @@ func (e *env) demo(ctx context.Context) error {
 	}
 	fmt.Fprintf(e.out, "== sample repository %s\n== workflow %s\n", repo, wfFile)
 
-	fleetLog := e.log
-	if !e.v.GetBool("verbose") {
-		fleetLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	if fleet {
+		fmt.Fprintf(e.out, "== fleet at %s\n", e.v.GetString("nats"))
+	} else {
+		fleetLog := e.log
+		if !e.v.GetBool("verbose") {
+			fleetLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+		}
+		lower, err := e.loadGateSources()
+		if err != nil {
+			return err
+		}
+		st, err := startStack(ctx, stackOptions{Gates: lower,
+			DataDir: filepath.Join(dir, "data"), Listen: "127.0.0.1:0", WorkerConcurrency: 2, GateConcurrency: 2,
+			SandboxPath: agentDir + ":" + jobrun.DefaultSandboxPath(), Log: fleetLog, Tick: 500 * time.Millisecond,
+		})
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		fmt.Fprintf(e.out, "== embedded fleet up: NATS %s, coordinator, worker, gate runner\n", st.URL())
+		e.v.Set("nats", st.URL())
 	}
-	lower, err := e.loadGateSources()
-	if err != nil {
-		return err
-	}
-	st, err := startStack(ctx, stackOptions{Gates: lower,
-		DataDir: filepath.Join(dir, "data"), Listen: "127.0.0.1:0", WorkerConcurrency: 2, GateConcurrency: 2,
-		SandboxPath: agentDir + ":" + jobrun.DefaultSandboxPath(), Log: fleetLog, Tick: 500 * time.Millisecond,
-	})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	fmt.Fprintf(e.out, "== embedded fleet up: NATS %s, coordinator, worker, gate runner\n", st.URL())
 
-	e.v.Set("nats", st.URL())
 	e.v.Set("repo", repo)
 	e.v.Set("rev", "HEAD")
 	e.v.Set("wait", true)
