@@ -368,6 +368,7 @@ func (r *Runner) execute(jobCtx, ctx context.Context, job *protocol.GateJob, tok
 		}
 		g.TimedOut = res.TimedOut
 		g.DurationMillis = res.Duration.Milliseconds()
+		g.Sandbox = res.Environment
 	}
 	if ctx.Err() != nil && jobCtx.Err() == nil {
 		// Only the cache's single-flight lock was lost: another runner

@@ -204,6 +204,9 @@ func TestGateIntegrityDocker(t *testing.T) {
 			t.Errorf("%s: status %s exit %s cached %v, want %s exit %d\noutput: %s",
 				what, g.Status, exitCode(g.ExitCode), g.Cached, c.status, c.exit, g.Output)
 		}
+		if want := "docker " + img + "@sha256:"; !strings.HasPrefix(g.Sandbox, want) {
+			t.Errorf("%s: sandbox %q, want %s…", what, g.Sandbox, want)
+		}
 		if g.IntegrityViolation != (len(c.violations) > 0) || !slices.Equal(g.Violations, c.violations) {
 			t.Errorf("%s: integrity violation %v %q, want %q", what, g.IntegrityViolation, g.Violations, c.violations)
 		}

@@ -443,6 +443,9 @@ func TestGateOutcomes(t *testing.T) {
 	if !strings.Contains(g.Stdout, "all good") {
 		t.Errorf("stdout tail %q", g.Stdout)
 	}
+	if g.Sandbox != "process" {
+		t.Errorf("sandbox %q, want process", g.Sandbox)
+	}
 	logText := h.logText(g.Log)
 	for _, want := range []string{"[supervisor] gate pass for wf/node attempt 1", "all good", "exit 0, status passed"} {
 		if !strings.Contains(logText, want) {

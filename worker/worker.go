@@ -177,6 +177,6 @@ func (w *Worker) finish(ctx context.Context, job *protocol.AgentJob, token uint6
 		JobID: job.JobID, WorkflowID: job.WorkflowID, NodeID: job.NodeID, Attempt: job.Attempt,
 		LeaseToken: token, Host: w.deps.Host, Status: status, ExitCode: exit,
 		Stdout: redact.String(string(res.Stdout)), Stderr: redact.String(string(res.Stderr)), Patch: patch, Log: logName, Error: errText,
-		StartedAt: res.StartedAt.UTC(), FinishedAt: time.Now().UTC(),
+		StartedAt: res.StartedAt.UTC(), FinishedAt: time.Now().UTC(), Sandbox: res.Environment,
 	}}}
 }

@@ -142,6 +142,9 @@ func TestComposeDockerSandbox(t *testing.T) {
 			t.Errorf("gate %s: %s with output %q (error %q), want %s with output containing %q",
 				g.Name, g.Status, g.Output, g.Error, w.status, w.output)
 		}
+		if !strings.HasPrefix(g.Sandbox, "docker supervisor/sandbox-go:latest@sha256:") {
+			t.Errorf("gate %s ran in %q, want the Docker sandbox with supervisor/sandbox-go", g.Name, g.Sandbox)
+		}
 		if g.Host != runner {
 			t.Errorf("gate %s ran on %q, want the gate runner %s", g.Name, g.Host, runner)
 		}

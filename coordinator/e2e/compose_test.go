@@ -365,6 +365,7 @@ type composeGate struct {
 	Host     string `json:"host"`
 	Output   string `json:"output"`
 	Error    string `json:"error"`
+	Sandbox  string `json:"sandbox"`
 }
 
 // composeSpreadWorkflow: four tasks in parallel (each agent sleeps, so

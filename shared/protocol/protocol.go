@@ -186,6 +186,8 @@ type AgentResult struct {
 	Error      string    `json:"error,omitempty"`
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at"`
+	// Sandbox says where the agent ran: "process", or "docker IMAGE@ID".
+	Sandbox string `json:"sandbox,omitempty"`
 }
 
 // GateResult reports the end of one gate execution.
@@ -228,6 +230,9 @@ type GateResult struct {
 	// Round numbers the executions of this gate for this attempt: polls
 	// of a pending gate and reruns count up from 1.
 	Round int `json:"round,omitempty"`
+	// Sandbox says where the gate ran: "process", or "docker IMAGE@ID"
+	// (sandbox.Result.Environment). A cache hit reports the run it reuses.
+	Sandbox string `json:"sandbox,omitempty"`
 }
 
 // OutputMaxChars caps GateResult.Output (spec OT-01).

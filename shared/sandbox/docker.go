@@ -126,6 +126,10 @@ const (
 	engineTimeout = 30 * time.Second
 	// startTimeout bounds starting a container (mounts, cgroups, init).
 	startTimeout = 2 * time.Minute
+	// oomSettleTries and oomSettleInterval bound the wait for the
+	// engine's OOM event after an unexplained SIGKILL.
+	oomSettleTries    = 10
+	oomSettleInterval = 100 * time.Millisecond
 	// maxPendingLine is how much of a line without a newline is held back
 	// from Spec.Stdout/Spec.Stderr before it is passed on anyway.
 	maxPendingLine = 64 << 10
@@ -402,12 +406,14 @@ type Expired struct {
 // kills and removes its containers at their timeout, so such a container
 // outlived its runner (killed, or gone for good with a host id that will
 // not come back to RemoveOrphans) and would otherwise run, or lie
-// exited, forever. Containers without a deadline are left alone.
-func (d *Docker) RemoveExpired(ctx context.Context, grace time.Duration) ([]Expired, error) {
-	list, err := d.cli.ContainerList(ctx, container.ListOptions{
-		All:     true,
-		Filters: filters.NewArgs(filters.Arg("label", LabelSandbox+"=1"), filters.Arg("label", LabelDeadline)),
-	})
+// exited, forever. Containers without a deadline are left alone. Labels
+// ("key" or "key=value") narrow the sweep to containers carrying them all.
+func (d *Docker) RemoveExpired(ctx context.Context, grace time.Duration, labels ...string) ([]Expired, error) {
+	args := filters.NewArgs(filters.Arg("label", LabelSandbox+"=1"), filters.Arg("label", LabelDeadline))
+	for _, l := range labels {
+		args.Add("label", l)
+	}
+	list, err := d.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: args})
 	if err != nil {
 		return nil, fmt.Errorf("%w: listing containers: %w", ErrEngine, err)
 	}
@@ -921,6 +927,22 @@ func (d *Docker) run(ctx context.Context, spec Spec, cfg *container.Config, host
 	if err == nil && info.State != nil {
 		res.OOMKilled = info.State.OOMKilled
 		code = info.State.ExitCode
+	}
+	// A SIGKILL nobody here sent is most likely the kernel's OOM killer,
+	// but the engine records that from an event that can arrive after the
+	// exit: give it a moment before concluding it was something else.
+	for i := 0; err == nil && !killed && !res.OOMKilled && code == 128+int(syscall.SIGKILL) && i < oomSettleTries; i++ {
+		time.Sleep(oomSettleInterval)
+		ictx, cancel := context.WithTimeout(bg, engineTimeout)
+		info, err = d.cli.ContainerInspect(ictx, id)
+		cancel()
+		if err == nil && info.State != nil {
+			res.OOMKilled = info.State.OOMKilled
+		}
+	}
+	res.Environment = "docker " + cfg.Image
+	if err == nil && info.Image != "" {
+		res.Environment += "@" + info.Image
 	}
 	if !killed && (code == 126 || code == 127) && len(res.Stdout) == 0 {
 		if m := initExecFailed.FindSubmatch(res.Stderr); m != nil && string(m[1]) == spec.Argv[0] {

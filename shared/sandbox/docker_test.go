@@ -770,9 +770,11 @@ func TestDockerRemoveExpired(t *testing.T) {
 	ctx := context.Background()
 	t.Cleanup(func() { _, _ = d.RemoveOrphans(context.Background(), other) })
 
+	// Test binaries may run at once on this engine: each sweeps only its own.
+	scope := "supervisor.test-run=" + host
 	create := func(h string, deadline time.Time, start bool) string {
 		t.Helper()
-		labels := map[string]string{LabelSandbox: "1", LabelHost: h}
+		labels := map[string]string{LabelSandbox: "1", LabelHost: h, "supervisor.test-run": host}
 		if !deadline.IsZero() {
 			labels[LabelDeadline] = strconv.FormatInt(deadline.Unix(), 10)
 		}
@@ -790,13 +792,15 @@ func TestDockerRemoveExpired(t *testing.T) {
 		return c.ID
 	}
 	now := time.Now()
-	expiredRunning := create(other, now.Add(-10*time.Minute), true)
-	expiredExited := create(host, now.Add(-3*time.Minute), false)
-	withinGrace := create(other, now.Add(-30*time.Second), true)
+	// Within the runners' own grace (expiredGrace in jobrun, 2 min), so a
+	// runner sweeping this engine while the test runs leaves them be.
+	expiredRunning := create(other, now.Add(-60*time.Second), true)
+	expiredExited := create(host, now.Add(-30*time.Second), false)
+	withinGrace := create(other, now.Add(-3*time.Second), true)
 	future := create(host, now.Add(time.Hour), false)
 	noDeadline := create(other, time.Time{}, false)
 
-	removed, err := d.RemoveExpired(ctx, 2*time.Minute)
+	removed, err := d.RemoveExpired(ctx, 15*time.Second, scope)
 	if err != nil {
 		t.Fatalf("RemoveExpired: %v", err)
 	}
@@ -804,7 +808,6 @@ func TestDockerRemoveExpired(t *testing.T) {
 	for _, e := range removed {
 		got[e.ID] = e.Host
 	}
-	// Other tests' containers have deadlines ahead: only these two go.
 	want := map[string]string{expiredRunning: other, expiredExited: host}
 	if len(got) != len(want) || got[expiredRunning] != other || got[expiredExited] != host {
 		t.Errorf("removed %v, want %v", got, want)

@@ -143,7 +143,9 @@ func (p *Process) Run(ctx context.Context, spec Spec) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	return r.wait(ctx, spec), nil
+	res := r.wait(ctx, spec)
+	res.Environment = "process"
+	return res, nil
 }
 
 // validateSpec checks the parts of spec that need no file system access.

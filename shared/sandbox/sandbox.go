@@ -99,6 +99,10 @@ type Result struct {
 	StderrTruncated bool
 	StartedAt       time.Time
 	Duration        time.Duration
+	// Environment says, for reports and audits, where the command ran:
+	// "process", or "docker IMAGE@ID" with the image's ID as the engine
+	// had it.
+	Environment string
 }
 
 // Sandbox runs commands. Run returns an error only when the command could

@@ -116,6 +116,8 @@ type GateSummary struct {
 	IntegrityViolation bool     `json:"integrity_violation,omitempty"`
 	Violations         []string `json:"violations,omitempty"`
 	Error              string   `json:"error,omitempty"`
+	// Sandbox says where the gate ran ("process", "docker IMAGE@ID").
+	Sandbox string `json:"sandbox,omitempty"`
 }
 
 // WorkflowSummary is a workflow as the status and list APIs report it.

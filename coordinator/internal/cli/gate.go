@@ -136,6 +136,9 @@ func printGateRows(w io.Writer, rows []GateRow, tail int) {
 		if r.CacheDisabled != "" {
 			fmt.Fprintf(w, "cache off: %s\n", r.CacheDisabled)
 		}
+		if r.Sandbox != "" {
+			fmt.Fprintf(w, "sandbox: %s\n", r.Sandbox)
+		}
 		// The runner repeats its own error (and the violation) in the output;
 		// say each thing once.
 		out := r.Output

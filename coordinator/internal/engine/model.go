@@ -152,6 +152,7 @@ func (w *Workflow) Summary(withNodes bool) api.WorkflowSummary {
 					gs.ExitCode, gs.Log, gs.DurationMillis = r.ExitCode, r.Log, r.DurationMillis
 					gs.Cached, gs.CacheDisabled, gs.Output = r.Cached, r.CacheDisabled, r.Output
 					gs.IntegrityViolation, gs.Violations, gs.Error = r.IntegrityViolation, r.Violations, r.Error
+					gs.Sandbox = r.Sandbox
 					if gs.Output == "" {
 						gs.Output = strings.TrimSpace(r.Stdout + "\n" + r.Stderr)
 					}
