@@ -12,6 +12,16 @@
 // status` on the same tree in the same run (cache-key); and the gate
 // throughput of 1, 2 and 4 gate runner processes on sleep gates, against
 // linear scaling (gate-scale).
+//
+// Last, the sandboxes' cost per gate (sandbox): the process sandbox, the
+// Docker sandbox (built and called as a gate runner does), a plain `docker
+// run --rm` of the same image and command, and the same docker run with the
+// Docker sandbox's hardening as flags, interleaved round-robin in one run;
+// each with its overhead over the process sandbox, the Docker sandbox with
+// its ratio to the plain docker runs, and the Docker variants' time split at
+// the engine's container events. Without a Docker engine it is skipped, or
+// fails if it was asked for by name; a missing image always fails it (make
+// images builds it; nothing is pulled).
 package bench
 
 import (
@@ -60,11 +70,15 @@ const (
 	// ScenarioGateScale measures gate throughput with 1, 2 and 4 gate
 	// runner processes on sleep gates, against linear scaling.
 	ScenarioGateScale = "gate-scale"
+	// ScenarioSandbox measures the wall time per gate of the process
+	// sandbox, the Docker sandbox and plain docker runs of the same image
+	// and command, side by side.
+	ScenarioSandbox = "sandbox"
 )
 
 // Scenarios lists every scenario in the order they run.
 var Scenarios = []string{ScenarioRaw, ScenarioRawFetch1, ScenarioRawSerial, ScenarioNodes, ScenarioGated, ScenarioChain,
-	ScenarioCacheKey, ScenarioGateScale}
+	ScenarioCacheKey, ScenarioGateScale, ScenarioSandbox}
 
 // latencyReference is the scenario each scenario's p50 is compared with:
 // bursts with the raw burst, one-at-a-time runs with the raw serial run.
@@ -157,6 +171,16 @@ type Config struct {
 	// GateSandbox is the runner processes' --sandbox: "process" (the
 	// default when empty, like the in-process fleet's), "docker" or "auto".
 	GateSandbox string
+
+	// SandboxImage is the sandbox scenario's image (DefaultSandboxImage
+	// on the command line). It must be on the engine's host: nothing is
+	// pulled.
+	SandboxImage string
+	// SandboxCommand is the argv every sandbox variant runs, never
+	// through a shell (DefaultSandboxCommand on the command line).
+	SandboxCommand []string
+	// SandboxRuns is how many times each sandbox variant is measured.
+	SandboxRuns int
 }
 
 // GateRunnerBinary is the executable the gate-scale scenario looks for in
@@ -204,6 +228,9 @@ func (c *Config) Validate() error {
 	}
 	if want[ScenarioGateScale] {
 		errs = append(errs, c.validateGateScale()...)
+	}
+	if want[ScenarioSandbox] {
+		errs = append(errs, c.validateSandbox()...)
 	}
 	if (want[ScenarioNodes] || want[ScenarioGated] || want[ScenarioChain] || want[ScenarioCacheKey] || want[ScenarioGateScale]) &&
 		c.StartFleet == nil {
@@ -282,6 +309,9 @@ type Report struct {
 	CacheKey *CacheKeyReport `json:"cache_key,omitempty"`
 	// GateScale is the gate-scale scenario's figures, if it ran.
 	GateScale *GateScaleReport `json:"gate_scale,omitempty"`
+	// Sandbox is the sandbox scenario's figures, or why it was skipped,
+	// if it was selected.
+	Sandbox *SandboxReport `json:"sandbox,omitempty"`
 }
 
 // Result is one scenario's figures.
@@ -385,6 +415,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	want := cfg.selected()
 	started := time.Now()
 
+	// The sandbox scenario runs last, but a missing image must not wait
+	// for the others to fail.
+	var engine *sandboxEngine
+	if want[ScenarioSandbox] {
+		var err error
+		if engine, err = r.probeSandboxEngine(ctx, slices.Contains(cfg.Scenarios, ScenarioSandbox)); err != nil {
+			return nil, err
+		}
+		defer engine.close()
+	}
+
 	if want[ScenarioRaw] || want[ScenarioRawFetch1] || want[ScenarioRawSerial] {
 		res, err := r.runRaw(ctx, want)
 		if err != nil {
@@ -403,6 +444,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err := r.runGateEngine(ctx, want, rep); err != nil {
 			return nil, err
 		}
+	}
+	if want[ScenarioSandbox] {
+		sb, err := r.runSandbox(ctx, engine)
+		if err != nil {
+			return nil, fmt.Errorf("scenario %s: %w", ScenarioSandbox, err)
+		}
+		rep.Sandbox = sb
 	}
 	rep.TotalSeconds = time.Since(started).Seconds()
 	computeRatios(rep)

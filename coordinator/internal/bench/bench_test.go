@@ -167,6 +167,9 @@ func TestCommandUsage(t *testing.T) {
 		{"bench", "--scenarios", "gate-scale", "--gate-runners", "2,1"},
 		{"bench", "--scenarios", "gate-scale", "--gate-sleep", "0s"},
 		{"bench", "--scenarios", "gate-scale", "--gate-sandbox", "vm"},
+		{"bench", "--scenarios", "sandbox", "--sandbox-runs", "0"},
+		{"bench", "--scenarios", "sandbox", "--sandbox-command", " "},
+		{"bench", "--scenarios", "sandbox", "--sandbox-image", ""},
 	} {
 		var out, errOut bytes.Buffer
 		if code := cli.Main(args, &out, &errOut); code != cli.ExitUsage {
@@ -201,6 +204,7 @@ func TestValidate(t *testing.T) {
 	ok := bench.Config{Nodes: 1, ChainNodes: 1, RawMessages: 1, PayloadBytes: 8, Concurrency: 1,
 		RepoFiles: 10, ChangedFiles: 1, KeyIterations: 1,
 		GateTasks: 4, GateSleep: time.Second, GateRunners: []int{1, 2, 4}, BinDir: fakeBinDir(t),
+		SandboxImage: bench.DefaultSandboxImage, SandboxCommand: []string{"true"}, SandboxRuns: 1,
 		StartFleet: cli.BenchFleet(quiet())}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("valid config rejected: %v", err)
@@ -217,6 +221,10 @@ func TestValidate(t *testing.T) {
 		"more changed than files": func(c *bench.Config) { c.ChangedFiles = 11 },
 		"no key iterations":       func(c *bench.Config) { c.KeyIterations = 0 },
 		"unknown sandbox":         func(c *bench.Config) { c.GateSandbox = "vm" },
+		"no sandbox runs":         func(c *bench.Config) { c.SandboxRuns = 0 },
+		"no sandbox image":        func(c *bench.Config) { c.SandboxImage = "" },
+		"no sandbox command":      func(c *bench.Config) { c.SandboxCommand = nil },
+		"empty sandbox argv[0]":   func(c *bench.Config) { c.SandboxCommand = []string{"", "x"} },
 	} {
 		bad := ok
 		mutate(&bad)

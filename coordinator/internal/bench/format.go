@@ -24,6 +24,9 @@ func PrintTable(w io.Writer, rep *Report) {
 	if rep.GateScale != nil {
 		printGateScale(w, rep.GateScale)
 	}
+	if rep.Sandbox != nil {
+		printSandbox(w, rep.Sandbox)
+	}
 }
 
 // printResults writes the bus and full-path scenarios' figures.
@@ -135,6 +138,107 @@ func printGateScale(w io.Writer, g *GateScaleReport) {
 	fmt.Fprintln(w, "WINDOW runs from the first gate.dispatched to the last gate.finished; OVERHEAD/GATE is the runner slot time")
 	fmt.Fprintln(w, "per gate beyond the sleep; RUNNER CPU/GATE the runner processes' CPU (with git and sleep) per gate; GATE LATENCY")
 	fmt.Fprintln(w, "is gate dispatched→started, p50 / p99.")
+}
+
+// printSandbox writes the sandbox scenario's figures, or why it was
+// skipped.
+func printSandbox(w io.Writer, s *SandboxReport) {
+	command := strings.Join(quoteArgs(s.Command), " ")
+	if s.Skipped != "" {
+		fmt.Fprintf(w, "\nSandbox overhead per gate (%s): skipped: %s\n", ScenarioSandbox, s.Skipped)
+		return
+	}
+	engine := "Docker"
+	if e := s.Engine; e != nil {
+		engine = fmt.Sprintf("Docker %s (%s storage driver", e.Version, e.StorageDriver)
+		if e.CgroupVersion != "" {
+			engine += ", cgroup v" + e.CgroupVersion
+		}
+		if e.Runtime != "" {
+			engine += ", " + e.Runtime
+		}
+		engine += fmt.Sprintf(", %d CPUs)", e.NCPU)
+	}
+	fmt.Fprintf(w, "\nSandbox overhead per gate (%s): `%s` in %s (%s) on %s;\n", ScenarioSandbox, command, s.Image, short(strings.TrimPrefix(s.ImageID, "sha256:")), engine)
+	fmt.Fprintf(w, "%d runs of each variant after %d warm-up rounds, interleaved round-robin; wall time per gate, from the call until it returned;\n",
+		s.Runs, s.Warmups)
+	fmt.Fprintf(w, "OVER %s is p50 minus %s's p50; /%s and /DOCKER RUN are ratios of p50s:\n",
+		strings.ToUpper(s.Reference), s.Reference, strings.ToUpper(s.Reference))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "VARIANT\tRUNS\tP50\tP90\tMEAN\tOVER %s\t/%s\t/DOCKER RUN\tCOMMAND P50\tBENCH CPU\tCHILD CPU\tENGINE CPU\tOTHER CPU\t\n",
+		strings.ToUpper(s.Reference), strings.ToUpper(s.Reference))
+	cpu := func(ms float64) string {
+		if !s.CPUMeasured {
+			return "-"
+		}
+		return fmt.Sprintf("%.1fms", ms)
+	}
+	for _, v := range s.Variants {
+		over := "-"
+		if v.Name != s.Reference && v.RatioToProcess > 0 {
+			over = fmt.Sprintf("%+.2fms", v.OverheadMillis)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", v.Name, v.Count, dur(v.P50Micros), dur(v.P90Micros),
+			dur(v.MeanMicros), over, ratio(v.RatioToProcess), ratio(v.RatioToDockerRun), dur(v.CommandP50Micros),
+			cpu(v.BenchCPUMillis), cpu(v.ChildCPUMillis), cpu(v.EngineCPUMillis), cpu(v.OtherCPUMillis))
+	}
+	tw.Flush()
+	if d := s.Variant(VariantDockerSandbox); d != nil {
+		line := fmt.Sprintf("  docker sandbox: %+.2fms per gate over the process sandbox (%s)", d.OverheadMillis, ratio(d.RatioToProcess))
+		if d.RatioToDockerRun > 0 {
+			line += fmt.Sprintf("; %s plain docker run", ratio(d.RatioToDockerRun))
+		}
+		if d.RatioToHardened > 0 {
+			line += fmt.Sprintf(", %s the hardened docker run", ratio(d.RatioToHardened))
+		}
+		fmt.Fprintln(w, line)
+	}
+	if h, p := s.Variant(VariantDockerRunHardened), s.Variant(VariantDockerRun); h != nil && p != nil && p.P50Micros > 0 {
+		fmt.Fprintf(w, "  hardening flags: %+.2fms per gate over plain docker run (%s)\n", (h.P50Micros-p.P50Micros)/1e3, ratio(h.RatioToDockerRun))
+	}
+
+	var phased []SandboxVariant
+	for _, v := range s.Variants {
+		if v.Phases != nil {
+			phased = append(phased, v)
+		}
+	}
+	if len(phased) > 0 {
+		fmt.Fprintln(w, "The Docker variants' wall time split at the engine's container events (means per gate, which add up to MEAN):")
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "VARIANT\tRUNS\tCALL→CREATE\tCREATE→START\tSTART→DIE\tDIE→DESTROY\tDESTROY→RETURN\t")
+		for _, v := range phased {
+			p := v.Phases
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n", v.Name, p.Runs, dur(p.CallToCreateMicros), dur(p.CreateToStartMicros),
+				dur(p.StartToDieMicros), dur(p.DieToDestroyMicros), dur(p.DestroyToReturnMicros))
+		}
+		tw.Flush()
+	}
+	for _, v := range s.Variants {
+		fmt.Fprintf(w, "  %-20s %s\n", v.Name, v.Description)
+		if len(v.Argv) > 0 {
+			fmt.Fprintf(w, "  %-20s   %s\n", "", strings.Join(quoteArgs(v.Argv), " "))
+		}
+	}
+	fmt.Fprintln(w, "COMMAND P50 is the sandbox's own Result.Duration: from starting the command (for Docker, the start request) until it")
+	fmt.Fprintln(w, "exited. CPU is per gate: BENCH this process (sandbox code, Docker SDK client); CHILD the processes it waited for (the")
+	fmt.Fprintln(w, "command, the docker CLI); ENGINE dockerd and containerd; OTHER the rest of the machine's busy time (container shims,")
+	fmt.Fprintln(w, "runc, fuse-overlayfs or other storage helpers, the kernel, and anything else running).")
+	for _, n := range s.Notes {
+		fmt.Fprintf(w, "Note: %s.\n", n)
+	}
+}
+
+// quoteArgs quotes the arguments a shell would split or drop.
+func quoteArgs(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}();&|<>#~") {
+			a = strconv.Quote(a)
+		}
+		out[i] = a
+	}
+	return out
 }
 
 func plural(n int, word string) string {

@@ -1,12 +1,19 @@
 package bench
 
 import (
+	"bytes"
+	"context"
+	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
+	"github.com/supervisorhq/supervisor/shared/sandbox"
 )
 
 func TestSplit(t *testing.T) {
@@ -98,5 +105,81 @@ func TestCacheKeyRatios(t *testing.T) {
 	}
 	if c.Op(OpIntegrity) != nil {
 		t.Error("an operation that did not run was found")
+	}
+}
+
+// TestSandboxSkippedWithoutEngine points the sandbox scenario at a socket
+// where no engine answers: selected implicitly (all scenarios) it is
+// skipped with the reason, asked for by name it is an error.
+func TestSandboxSkippedWithoutEngine(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-engine.sock"))
+	ctx := context.Background()
+	r := &runner{cfg: Config{SandboxImage: DefaultSandboxImage, SandboxCommand: DefaultSandboxCommand, SandboxRuns: 1,
+		MaxWait: time.Minute, Progress: io.Discard}, dir: t.TempDir()}
+	eng, err := r.probeSandboxEngine(ctx, false)
+	if err != nil {
+		t.Fatalf("not required: %v", err)
+	}
+	defer eng.close()
+	rep, err := r.runSandbox(ctx, eng)
+	if err != nil {
+		t.Fatalf("runSandbox: %v", err)
+	}
+	if !strings.Contains(rep.Skipped, "no Docker engine answers") || len(rep.Variants) != 0 {
+		t.Errorf("skipped %q with %d variants; want the reason and none", rep.Skipped, len(rep.Variants))
+	}
+	var table bytes.Buffer
+	PrintTable(&table, &Report{Sandbox: rep})
+	if !strings.Contains(table.String(), "skipped: no Docker engine answers") {
+		t.Errorf("table does not say the scenario was skipped:\n%s", table.String())
+	}
+	if _, err := r.probeSandboxEngine(ctx, true); err == nil || !strings.Contains(err.Error(), "no Docker engine answers") {
+		t.Errorf("required: %v; want an error saying no engine answers", err)
+	}
+}
+
+func TestSandboxRatios(t *testing.T) {
+	s := &SandboxReport{Reference: VariantProcess, Variants: []SandboxVariant{
+		{Name: VariantProcess, P50Micros: 2_000}, {Name: VariantDockerSandbox, P50Micros: 600_000},
+		{Name: VariantDockerRun, P50Micros: 500_000}, {Name: VariantDockerRunHardened, P50Micros: 400_000},
+	}}
+	s.computeRatios()
+	for name, want := range map[string]struct{ over, proc, run, hardened float64 }{
+		VariantProcess:           {0, 1, 0, 0},
+		VariantDockerSandbox:     {598, 300, 1.2, 1.5},
+		VariantDockerRun:         {498, 250, 1, 1.25},
+		VariantDockerRunHardened: {398, 200, 0.8, 1},
+	} {
+		v := s.Variant(name)
+		if math.Abs(v.OverheadMillis-want.over) > 1e-9 || math.Abs(v.RatioToProcess-want.proc) > 1e-9 ||
+			math.Abs(v.RatioToDockerRun-want.run) > 1e-9 || math.Abs(v.RatioToHardened-want.hardened) > 1e-9 {
+			t.Errorf("%s: overhead %v, ratios %v %v %v; want %+v", name, v.OverheadMillis, v.RatioToProcess, v.RatioToDockerRun,
+				v.RatioToHardened, want)
+		}
+	}
+}
+
+func TestHardenedRunArgs(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.Mkdir(filepath.Join(ws, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	args := hardenedRunArgs("img:1", []string{"go", "test", "./..."}, "supervisor.workflow=w", ws, "1000:1000",
+		sandbox.Resources{MemoryBytes: 2 << 30, CPUs: 1.5, Pids: 256}, 1<<30)
+	line := strings.Join(args, " ")
+	for _, want := range []string{"run --rm --pull never --label supervisor.workflow=w", "--network none", "--read-only", "--cap-drop ALL",
+		"--security-opt no-new-privileges", "--init", "--memory 2147483648 --memory-swap 2147483648", "--cpus 1.5",
+		"--pids-limit 256", "--tmpfs /tmp:rw,exec,nosuid,nodev,size=1073741824,mode=1777",
+		"--mount type=bind,source=" + ws + ",target=/workspace",
+		"--mount type=bind,source=" + filepath.Join(ws, ".git") + ",target=/workspace/.git,readonly", "--user 1000:1000"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("%q lacks %q", line, want)
+		}
+	}
+	if !slices.Equal(args[len(args)-4:], []string{"img:1", "go", "test", "./..."}) {
+		t.Errorf("args end %q, want the image and the command", args[len(args)-4:])
+	}
+	if got := plainRunArgs("img:1", []string{"true"}, "k=v"); !slices.Equal(got, []string{"run", "--rm", "--pull", "never", "--label", "k=v", "img:1", "true"}) {
+		t.Errorf("plain run %q", got)
 	}
 }

@@ -46,6 +46,17 @@ every count of --gate-runners, with the speed-up against linear scaling. The
 runners use the process sandbox, like the in-process fleet, unless
 --gate-sandbox says docker (each gate in a container of its own).
 
+Last, sandbox measures the sandboxes' cost per gate, side by side: the process
+sandbox, the Docker sandbox (as a gate runner builds and calls it), 'docker run
+--rm IMAGE COMMAND' with the docker CLI, and the same docker run with the
+Docker sandbox's hardening as flags, each --sandbox-runs times after 2
+warm-up rounds, interleaved round-robin, with p50/p90/mean, the overhead over
+the process sandbox, and the Docker variants' time split at the engine's
+events. The image is --sandbox-image (built by 'make images'; nothing is
+pulled), the command --sandbox-command (argv, no shell: one value is split at
+white space, or repeat the flag once per argument). Without a Docker engine
+the scenario is skipped, unless --scenarios names it.
+
 -o json prints the same as JSON. Never compare figures from different machines.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -77,6 +88,10 @@ runners use the process sandbox, like the in-process fleet, unless
 			if err != nil {
 				return exitf(ExitUsage, "--gate-runners: %v", err)
 			}
+			command, err := cmd.Flags().GetStringArray("sandbox-command")
+			if err != nil {
+				return exitf(ExitUsage, "--sandbox-command: %v", err)
+			}
 			cfg := bench.Config{
 				Nodes: e.v.GetInt("nodes"), ChainNodes: e.v.GetInt("chain"), RawMessages: e.v.GetInt("raw-messages"),
 				PayloadBytes: e.v.GetInt("payload"), Concurrency: e.v.GetInt("concurrency"), Scenarios: scenarios,
@@ -86,6 +101,8 @@ runners use the process sandbox, like the in-process fleet, unless
 				KeyIterations: e.v.GetInt("key-iterations"), RedisURL: e.v.GetString("redis-url"),
 				GateTasks: e.v.GetInt("gate-tasks"), GateSleep: e.v.GetDuration("gate-sleep"), GateRunners: runners,
 				BinDir: binDir, GateSandbox: e.v.GetString("gate-sandbox"),
+				SandboxImage: e.v.GetString("sandbox-image"), SandboxCommand: sandboxArgv(command),
+				SandboxRuns: e.v.GetInt("sandbox-runs"),
 			}
 			if err := cfg.Validate(); err != nil {
 				return &ExitError{Code: ExitUsage, Err: err}
@@ -123,7 +140,21 @@ runners use the process sandbox, like the in-process fleet, unless
 	fs.IntSlice("gate-runners", []int{1, 2, 4}, "gate runner process counts gate-scale measures, increasing")
 	fs.String("bin-dir", "", "directory holding the gaterunner binary (default: this executable's directory)")
 	fs.String("gate-sandbox", "process", "the gate runner processes' --sandbox: "+strings.Join(bench.GateSandboxes, ", "))
+	fs.String("sandbox-image", bench.DefaultSandboxImage, "image of the sandbox scenario's Docker variants (built by make images; never pulled)")
+	fs.StringArray("sandbox-command", bench.DefaultSandboxCommand,
+		"argv every sandbox variant runs, no shell: one value is split at white space, or repeat the flag once per argument")
+	fs.Int("sandbox-runs", bench.DefaultSandboxRuns, "runs of each sandbox variant, after 2 warm-up rounds")
 	return cmd
+}
+
+// sandboxArgv turns --sandbox-command's values into an argv: a single
+// value is split at white space ("sleep 0.1"); several values, from a
+// repeated flag, are the arguments as given (so one may hold spaces).
+func sandboxArgv(values []string) []string {
+	if len(values) == 1 {
+		return strings.Fields(values[0])
+	}
+	return values
 }
 
 // executableDir is the directory of the running executable, symbolic
