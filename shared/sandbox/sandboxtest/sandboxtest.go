@@ -27,6 +27,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -149,14 +150,19 @@ func BuildProbeImage(ctx context.Context, cli *client.Client) (string, error) {
 	sum := sha256.Sum256(bin)
 	tag := fmt.Sprintf("%s:%s-%d", ProbeRepository, hex.EncodeToString(sum[:])[:12], os.Getpid())
 
-	dockerfile := fmt.Sprintf("FROM scratch\nCOPY probe %s\nENTRYPOINT [%q, \"exit\", \"%d\"]\n",
-		ProbePath, ProbePath, ProbeEntrypointExit)
+	// Test binaries of several packages build this image at once, and each
+	// removes its own when it ends: a label of this build's own, first, and
+	// no build cache keep their images (and intermediates) apart.
+	var nonce [6]byte
+	_, _ = rand.Read(nonce[:])
+	dockerfile := fmt.Sprintf("FROM scratch\nLABEL supervisor.test.build=%d-%s\nCOPY probe %s\nENTRYPOINT [%q, \"exit\", \"%d\"]\n",
+		os.Getpid(), hex.EncodeToString(nonce[:]), ProbePath, ProbePath, ProbeEntrypointExit)
 	buildCtx, err := tarFiles([]tarFile{{"Dockerfile", 0o644, []byte(dockerfile)}, {"probe", 0o755, bin}})
 	if err != nil {
 		return "", fmt.Errorf("sandboxtest: probe image context: %w", err)
 	}
 	resp, err := cli.ImageBuild(ctx, buildCtx, build.ImageBuildOptions{
-		Tags: []string{tag}, Remove: true, ForceRemove: true, Version: build.BuilderV1,
+		Tags: []string{tag}, Remove: true, ForceRemove: true, NoCache: true, Version: build.BuilderV1,
 		Labels: map[string]string{LabelTest: "1"},
 	})
 	if err != nil {
