@@ -46,20 +46,25 @@ tasks:
       required: [mounted, agent-work, toolchain, uid]
       optional: [network, root-fs, git-file]
     prompt: |
-      Write one file.
+      Reach the network through the worker's proxy, then write one file.
+      @env HTTPS_PROXY
+      @fetch http://nats-1:8222/varz
+      @fetch http://example.com/
       @write sandboxed.txt
       sandboxed
       @end
 `
 
 // TestComposeDockerSandbox brings compose.yaml up with
-// compose.docker-sandbox.yaml: the gate runner, itself in a container,
-// starts every gate as a sibling container on this engine through the
-// mounted socket, with bind-mount sources translated to this host's paths
-// (SUPERVISOR_SANDBOX_HOST_DATA_DIR). The gates see the agent's work at
-// /workspace, run as the runner's non-root uid with the sandbox image's Go,
-// cannot resolve the fleet's hosts, write the root file system or .git,
-// and leave no container behind.
+// compose.docker-sandbox.yaml: the worker and the gate runner, themselves
+// in containers, start every agent and gate as a sibling container on this
+// engine through the mounted socket, with bind-mount sources translated to
+// this host's paths (SUPERVISOR_SANDBOX_HOST_DATA_DIR). The agent reaches
+// an allow-listed host:port through its worker's proxy on the internal
+// egress network and is refused (and logged) anywhere else. The gates see
+// the agent's work at /workspace, run as the runner's non-root uid with the
+// sandbox image's Go, cannot resolve the fleet's hosts, write the root file
+// system or .git, and nothing leaves a container behind.
 func TestComposeDockerSandbox(t *testing.T) {
 	dataDir := t.TempDir()
 	// The runners run as uid 10001 and must write their data directory:
@@ -81,11 +86,15 @@ func TestComposeDockerSandbox(t *testing.T) {
 		}
 	})
 
+	egressNet := fmt.Sprintf("supervisor-e2e-egress-%d-%d", time.Now().Unix(), os.Getpid())
 	c := newComposeFleet(t, composeOptions{
 		files: []string{"compose.docker-sandbox.yaml"},
 		env: []string{
 			"SUPERVISOR_SANDBOX_DATA_DIR=" + dataDir,
 			"SUPERVISOR_DOCKER_GID=" + socketGroup(t, "/var/run/docker.sock"),
+			"SUPERVISOR_EGRESS_NETWORK=" + egressNet,
+			// The NATS monitoring port stands in for an agent's API.
+			"SUPERVISOR_EGRESS_ALLOW=nats-1:8222",
 		},
 		up: []string{"--scale", "worker=1", "--scale", "gaterunner=1"},
 		before: func() {
@@ -95,8 +104,9 @@ func TestComposeDockerSandbox(t *testing.T) {
 		},
 	})
 	gaters := c.hostnames("gaterunner")
-	if len(gaters) != 1 {
-		t.Fatalf("gate runners %v, want one", gaters)
+	workers := c.hostnames("worker")
+	if len(gaters) != 1 || len(workers) != 1 {
+		t.Fatalf("gate runners %v and workers %v, want one of each", gaters, workers)
 	}
 	var runner string
 	for h := range gaters {
@@ -155,11 +165,32 @@ func TestComposeDockerSandbox(t *testing.T) {
 		}
 	}
 
-	// Every gate ran in a container of its own, labelled with the runner,
-	// and none is left.
-	out, err := exec.Command("docker", "ps", "-a", "-q", "--filter", "label=supervisor.host="+runner).CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "" {
-		t.Errorf("containers of gate runner %s left behind: %q (%v)", runner, out, err)
+	// The agent, in its container, reached the allowed host:port through
+	// the proxy and was refused anywhere else.
+	logs := c.cli(time.Minute, "logs", wf, "sandboxed")
+	for _, want := range []string{
+		"HTTPS_PROXY=http://", "fetch http://nats-1:8222/varz: 200 OK", "fetch http://example.com/: 403 Forbidden",
+	} {
+		if !strings.Contains(logs.stdout, want) {
+			t.Errorf("the agent's log lacks %q:\n%s", want, logs.stdout)
+		}
+	}
+	var worker string
+	for h, id := range workers {
+		worker = h
+		out, _ := exec.Command("docker", "logs", id).CombinedOutput()
+		if !strings.Contains(string(out), "egress denied") || !strings.Contains(string(out), "example.com") {
+			t.Errorf("worker %s did not log the denied connection to example.com:\n%s", h, out)
+		}
+	}
+
+	// Every agent and gate ran in a container of its own, labelled with
+	// its runner, and none is left.
+	for _, h := range []string{runner, worker} {
+		out, err := exec.Command("docker", "ps", "-a", "-q", "--filter", "label=supervisor.host="+h).CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != "" {
+			t.Errorf("containers of runner %s left behind: %q (%v)", h, out, err)
+		}
 	}
 	// The runner's workspaces were in its directory on this host.
 	if _, err := os.Stat(filepath.Join(dataDir, runner)); err != nil {

@@ -13,6 +13,10 @@
 //	@sleep DURATION  sleep (a Go duration, e.g. 2s)
 //	@print TEXT      print TEXT on stdout before the result
 //	@env NAME        print NAME=value of an environment variable on stdout
+//	@fetch URL       GET URL the way the real CLIs reach their APIs (through
+//	                 HTTPS_PROXY/HTTP_PROXY when set) and print
+//	                 "fetch URL: STATUS" or "fetch URL: error: ..."; a
+//	                 failure does not stop the agent
 //	@exit CODE       stop here and exit with CODE (is_error in the JSON)
 //
 // Paths must be relative and stay inside the working directory.
@@ -24,6 +28,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -105,6 +110,9 @@ func execute(prompt string) (string, int) {
 			fmt.Println(arg)
 		case "@env":
 			fmt.Printf("%s=%s\n", arg, os.Getenv(arg))
+		case "@fetch":
+			fmt.Printf("fetch %s: %s\n", arg, fetch(arg))
+			done = append(done, "fetch "+arg)
 		case "@exit":
 			code, err := strconv.Atoi(arg)
 			if err != nil {
@@ -177,4 +185,20 @@ func emit(format, model, summary string, code int, took time.Duration) {
 	default:
 		fmt.Println(summary)
 	}
+}
+
+// fetch GETs url through the environment's proxy settings, as the real
+// CLIs do, and describes the outcome.
+func fetch(url string) string {
+	c := &http.Client{
+		Timeout:   10 * time.Second,
+		Transport: &http.Transport{Proxy: http.ProxyFromEnvironment},
+	}
+	resp, err := c.Get(url)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	return resp.Status
 }
