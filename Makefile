@@ -65,8 +65,8 @@ clean:
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || echo docker-compose)
 COMPOSE_FILE_FLAGS ?= -f compose.yaml
 COMPOSE_UP_FLAGS ?=
-# COMPOSE_SANDBOX=docker adds compose.docker-sandbox.yaml: gate runners run
-# gates in Docker sandboxes on this engine (the socket is mounted), working in
+# COMPOSE_SANDBOX=docker adds compose.docker-sandbox.yaml: workers and gate runners run
+# agents and gates in Docker sandboxes on this engine (the socket is mounted), working in
 # SUPERVISOR_SANDBOX_DATA_DIR, a host directory owned by the runners' uid 10001.
 COMPOSE_SANDBOX ?= process
 ifeq ($(COMPOSE_SANDBOX),docker)

@@ -66,6 +66,7 @@ type composeFleet struct {
 	t       *testing.T
 	root    string   // the repository (compose.yaml's directory)
 	tool    []string // "docker-compose" or "docker compose"
+	up      []string // more arguments of `up -d`
 	project string
 	files   []string // -f arguments
 	env     []string // the Compose tool's environment
@@ -178,8 +179,18 @@ func newComposeFleet(t *testing.T, opts composeOptions) *composeFleet {
 	if opts.before != nil {
 		opts.before()
 	}
+	c.up = opts.up
+	c.start()
+	return c
+}
+
+// start runs `up -d` and waits until the coordinator answers and every
+// runner pulls jobs.
+func (c *composeFleet) start() {
+	t := c.t
+	t.Helper()
 	start := time.Now()
-	if r := c.compose(5*time.Minute, append([]string{"up", "-d"}, opts.up...)...); r.code != 0 {
+	if r := c.compose(5*time.Minute, append([]string{"up", "-d"}, c.up...)...); r.code != 0 {
 		t.Fatalf("compose up of %s: exit %d\n%s%s", c.project, r.code, r.stdout, r.stderr)
 	}
 	r := c.compose(time.Minute, "port", "nats-1", "4222")
@@ -201,7 +212,17 @@ func newComposeFleet(t *testing.T, opts composeOptions) *composeFleet {
 		}
 	}
 	t.Logf("compose project %s up in %s; NATS at %s", c.project, time.Since(start).Round(time.Millisecond), c.natsURL)
-	return c
+}
+
+// restart stops every container of the project, keeping its volumes (the
+// NATS cluster's streams, Redis, the coordinator's mirrors), and starts
+// them again: `make compose-down`, then `make compose-up`.
+func (c *composeFleet) restart() {
+	c.t.Helper()
+	if r := c.compose(3*time.Minute, "stop", "-t", "10"); r.code != 0 {
+		c.t.Fatalf("compose stop of %s: exit %d\n%s%s", c.project, r.code, r.stdout, r.stderr)
+	}
+	c.start()
 }
 
 // compose runs the Compose tool on the project.
@@ -409,6 +430,24 @@ const composeSpreadPart = `  - id: part-%[1]d
       @end
 `
 
+// composeRestartWorkflow: one gated task, after the fleet restarted.
+const composeRestartWorkflow = `name: compose-restart
+defaults:
+  agent:
+    command: [supervisor-test-agent, -p, --output-format, json]
+  timeout: 2m
+gates:
+  - name: check
+    command: [grep, -q, "^again$", again.txt]
+tasks:
+  - id: again
+    gates: [check]
+    prompt: |
+      @write again.txt
+      again
+      @end
+`
+
 // composeKillWorkflow: one task whose first gate sleeps long enough for
 // the test to kill the gate runner running it.
 const composeKillWorkflow = `name: compose-kill
@@ -508,6 +547,31 @@ func TestComposeFleet(t *testing.T) {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("demo --fleet output lacks %q:\n%s", want, r.stdout)
 			}
+		}
+	})
+
+	// The whole fleet stopped and started again on its volumes: the
+	// coordinator replays the three-node cluster's event log (a stream
+	// whose leader the restart moves) and knows every workflow, and the
+	// runners take new work.
+	t.Run("Restart", func(t *testing.T) {
+		before := c.cli(time.Minute, "status", "-o", "json")
+		if before.code != 0 {
+			t.Fatalf("status: %s", before)
+		}
+		c.restart()
+		after := c.cli(time.Minute, "status", "-o", "json")
+		if after.code != 0 || after.stdout != before.stdout {
+			t.Errorf("the workflows after the restart differ:\nbefore: %s\nafter: %s", before.stdout, after)
+		}
+		repo, base := sampleRepo(t, map[string]string{"README.md": "base\n"})
+		wfFile := writeFile(t, t.TempDir(), "after-restart.yaml", composeRestartWorkflow)
+		r := c.cli(3*time.Minute, "submit", wfFile, "--repo", repo, "--wait")
+		if r.code != 0 {
+			t.Fatalf("submit --wait after the restart did not succeed:\n%s", r)
+		}
+		if got := branchChanges(t, repo, base, "supervisor/"+wfID(t, r)); !equalStrings(got, []string{"A\tagain.txt"}) {
+			t.Errorf("branch changes %v, want just again.txt", got)
 		}
 	})
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -72,13 +73,27 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 	if err != nil {
 		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("watch %s: %w", wf, err)}
 	}
+	// The iterator rides out the ordered consumer's resets (Next on the
+	// consumer itself fails with "no responders" while one is under way in
+	// a cluster); its Next blocks, so ctx stops it.
+	it, err := cons.Messages()
+	if err != nil {
+		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("watch %s: %w", wf, err)}
+	}
+	defer it.Stop()
+	defer context.AfterFunc(ctx, it.Stop)()
 	for {
-		msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		msg, err := it.Next()
 		if ctx.Err() != nil {
 			return &ExitError{Code: ExitFault, Err: ctx.Err()}
 		}
+		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+			return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("watch %s: %w", wf, err)}
+		}
 		if err != nil {
-			continue // no event within the wait; keep following
+			// A missed heartbeat and the like: the iterator carries on.
+			time.Sleep(100 * time.Millisecond)
+			continue
 		}
 		var ev protocol.Event
 		if err := protocol.Decode(msg.Data(), &ev); err != nil {

@@ -205,8 +205,49 @@ func (e *Engine) keepLeadership(ctx context.Context, l state.Lease, lost context
 	}
 }
 
-// replay folds every event in the log into state.
+// Replay's patience.
+const (
+	// replayIdle is how long replay waits for the next event it knows is
+	// in the log before it starts over.
+	replayIdle = 15 * time.Second
+	// replayAttempts bounds the starts over before Run gives up.
+	replayAttempts = 5
+)
+
+// replay folds every event in the log into state. A transient failure
+// (a cluster electing a stream leader, a consumer moved) starts it over
+// from an empty state, with back-off, a few times before it gives up.
 func (e *Engine) replay(ctx context.Context) error {
+	backoff := time.Second
+	for attempt := 1; ; attempt++ {
+		err := e.replayOnce(ctx)
+		if err == nil || ctx.Err() != nil || attempt == replayAttempts {
+			return err
+		}
+		e.log.Warn("replaying the event log failed; starting over", "attempt", attempt, "retry_in", backoff, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+// replayOnce reads the event log from the start into a fresh state.
+func (e *Engine) replayOnce(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.wfs, e.order = map[string]*Workflow{}, nil
+
+	info, err := e.bus.JS.Stream(ctx, protocol.StreamEvents)
+	if err != nil {
+		return fmt.Errorf("engine: replay events: %w", err)
+	}
+	last := info.CachedInfo().State.LastSeq
+	if info.CachedInfo().State.Msgs == 0 {
+		return nil // empty, purged or aged out: LastSeq names a message that is gone
+	}
 	cons, err := e.bus.JS.OrderedConsumer(ctx, protocol.StreamEvents, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{protocol.SubjectEvents},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
@@ -214,22 +255,37 @@ func (e *Engine) replay(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("engine: replay events: %w", err)
 	}
-	info, err := e.bus.JS.Stream(ctx, protocol.StreamEvents)
+	// The iterator (unlike Next on an ordered consumer, which fails with
+	// "no responders" while the consumer is being recreated in a cluster)
+	// rides out the ordered consumer's resets. Its Next blocks: stop it
+	// when ctx ends or the log goes quiet before its last event.
+	it, err := cons.Messages()
 	if err != nil {
 		return fmt.Errorf("engine: replay events: %w", err)
 	}
-	last := info.CachedInfo().State.LastSeq
-	if info.CachedInfo().State.Msgs == 0 {
-		last = 0 // purged or aged out: LastSeq names a message that is gone
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer it.Stop()
+	stopOnCancel := context.AfterFunc(ctx, it.Stop)
+	defer stopOnCancel()
+	idle := time.AfterFunc(replayIdle, it.Stop)
+	defer idle.Stop()
+
 	count := 0
 	for seq := uint64(0); seq < last; {
-		msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		msg, err := it.Next()
 		if err != nil {
-			return fmt.Errorf("engine: replay events at seq %d of %d: %w", seq, last, err)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return fmt.Errorf("engine: replay events at seq %d of %d: no event for %s", seq, last, replayIdle)
+			}
+			// A missed heartbeat and the like: the iterator carries on,
+			// and the idle timer bounds how long.
+			e.log.Debug("replaying the event log", "seq", seq, "err", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
 		}
+		idle.Reset(replayIdle)
 		md, err := msg.Metadata()
 		if err != nil {
 			return fmt.Errorf("engine: replay events: %w", err)
