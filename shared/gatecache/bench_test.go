@@ -5,6 +5,8 @@ import (
 	"os"
 	"sync"
 	"testing"
+
+	"github.com/supervisorhq/supervisor/shared/gitexec"
 )
 
 // benchRepo is a generated repository of 10,000 files with 5 uncommitted
@@ -28,9 +30,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if benchDir != "" {
 		os.RemoveAll(benchDir)
-	}
-	if hooks, err := emptyHooksDir(); err == nil {
-		os.Remove(hooks)
 	}
 	os.Exit(code)
 }
@@ -66,11 +65,11 @@ func BenchmarkGitStatus(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	g := gitCmd{dir: dir}
+	g := gitexec.Runner{Dir: dir}
 	ctx := context.Background()
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := g.output(ctx, "status", "--porcelain=v1", "-z"); err != nil {
+		if _, err := g.Output(ctx, "status", "--porcelain=v1", "-z"); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/supervisorhq/supervisor/shared/gitexec"
 )
 
 // This file is for benchmarks (BenchmarkKey here, `coordinator bench`): it
@@ -33,8 +35,8 @@ func GenerateRepo(dir string, files int) error {
 		return err
 	}
 	ctx := context.Background()
-	g := gitCmd{dir: dir}
-	if _, err := g.output(ctx, "-c", "init.defaultBranch=main", "init", "-q"); err != nil {
+	g := gitexec.Runner{Dir: dir}
+	if _, err := g.Output(ctx, "-c", "init.defaultBranch=main", "init", "-q"); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, ".gitignore"), []byte("build/\n"), 0o644); err != nil {
@@ -54,10 +56,10 @@ func GenerateRepo(dir string, files int) error {
 			return err
 		}
 	}
-	if _, err := g.output(ctx, "add", "-A"); err != nil {
+	if _, err := g.Output(ctx, "add", "-A"); err != nil {
 		return err
 	}
-	if _, err := g.output(ctx, "commit", "-q", "--no-gpg-sign", "-m", "generated"); err != nil {
+	if _, err := g.Output(ctx, "commit", "-q", "--no-gpg-sign", "-m", "generated"); err != nil {
 		return err
 	}
 	return nil

@@ -7,12 +7,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/supervisorhq/supervisor/shared/gitexec"
 )
 
 // git runs git in dir for a test and returns its trimmed output.
 func git(t testing.TB, dir string, args ...string) string {
 	t.Helper()
-	out, err := gitCmd{dir: dir}.output(context.Background(), args...)
+	out, err := gitexec.Runner{Dir: dir}.Output(context.Background(), args...)
 	if err != nil {
 		t.Fatalf("git %s in %s: %v", strings.Join(args, " "), dir, err)
 	}

@@ -57,6 +57,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/supervisorhq/supervisor/shared/gitexec"
 )
 
 // Limits of the key computation (seed 000 §14.3, §14.4).
@@ -277,11 +279,11 @@ func treeOf(ctx context.Context, in KeyInput, freshIndex bool) (tree, root strin
 	if err != nil {
 		return "", "", disable("workspace %s: %v", in.Dir, err)
 	}
-	base := gitCmd{dir: root}
+	base := gitexec.Runner{Dir: root}
 	if in.GitDir != "" {
-		base.gitDir, base.workTree = in.GitDir, root
+		base.GitDir, base.WorkTree = in.GitDir, root
 	}
-	out, err := base.output(ctx, "rev-parse", "--show-toplevel", "--git-path", "index", "--git-path", "objects")
+	out, err := base.Output(ctx, "rev-parse", "--show-toplevel", "--git-path", "index", "--git-path", "objects")
 	if err != nil {
 		return "", "", disable("not a usable git worktree (CD-02): %v", err)
 	}
@@ -303,7 +305,7 @@ func treeOf(ctx context.Context, in KeyInput, freshIndex bool) (tree, root strin
 		return "", "", err
 	}
 	g := base
-	g.env = []string{
+	g.Env = []string{
 		"GIT_INDEX_FILE=" + filepath.Join(tmp, "index"),
 		"GIT_OBJECT_DIRECTORY=" + filepath.Join(tmp, "objects"),
 		"GIT_ALTERNATE_OBJECT_DIRECTORIES=" + objects,
@@ -321,10 +323,10 @@ func treeOf(ctx context.Context, in KeyInput, freshIndex bool) (tree, root strin
 	if err := checkUntracked(ctx, g, root); err != nil {
 		return "", "", err
 	}
-	if _, err := g.output(ctx, "add", "-A", "--", "."); err != nil {
+	if _, err := g.Output(ctx, "add", "-A", "--", "."); err != nil {
 		return "", "", disable("git add (CD-04): %v", err)
 	}
-	tree, err = g.run(ctx, "write-tree")
+	tree, err = g.Text(ctx, "write-tree")
 	if err != nil {
 		return "", "", disable("git write-tree (CD-04): %v", err)
 	}
@@ -344,7 +346,7 @@ func abs(dir, p string) string {
 // skip-worktree) or unmerged entries; then, or if there is no index, the
 // tree of HEAD is read into a fresh index. It reports whether the index
 // has submodules (gitlinks).
-func prepareIndex(ctx context.Context, g gitCmd, real, tmpIndex string, fresh bool) (gitlinks bool, err error) {
+func prepareIndex(ctx context.Context, g gitexec.Runner, real, tmpIndex string, fresh bool) (gitlinks bool, err error) {
 	if !fresh {
 		err := copyFile(real, tmpIndex)
 		switch {
@@ -363,7 +365,7 @@ func prepareIndex(ctx context.Context, g gitCmd, real, tmpIndex string, fresh bo
 			return false, disable("copy the workspace index: %v", err)
 		}
 	}
-	if _, err := g.output(ctx, "read-tree", "HEAD"); err != nil {
+	if _, err := g.Output(ctx, "read-tree", "HEAD"); err != nil {
 		return false, disable("git read-tree HEAD (CD-02): %v", err)
 	}
 	sc, err := scanIndex(ctx, g)
@@ -379,8 +381,8 @@ type indexScan struct {
 // scanIndex reads the (temporary) index with `git ls-files -s -v`, which
 // tags assume-unchanged entries in lower case, skip-worktree ones S and
 // unmerged ones M, and gives each entry's mode (160000 for a gitlink).
-func scanIndex(ctx context.Context, g gitCmd) (indexScan, error) {
-	out, err := g.output(ctx, "ls-files", "-s", "-v", "-z")
+func scanIndex(ctx context.Context, g gitexec.Runner) (indexScan, error) {
+	out, err := g.Output(ctx, "ls-files", "-s", "-v", "-z")
 	if err != nil {
 		return indexScan{}, disable("git ls-files -s (CD-04): %v", err)
 	}
@@ -403,8 +405,8 @@ func scanIndex(ctx context.Context, g gitCmd) (indexScan, error) {
 // submodules (CD-05) and for submodules with uncommitted changes (CD-06);
 // a clean submodule at its recorded commit is covered by the gitlink in
 // the tree.
-func checkSubmodules(ctx context.Context, g gitCmd, root string) error {
-	out, err := g.output(ctx, "submodule", "status", "--recursive")
+func checkSubmodules(ctx context.Context, g gitexec.Runner, root string) error {
+	out, err := g.Output(ctx, "submodule", "status", "--recursive")
 	if err != nil {
 		return disable("git submodule status (CD-05/CD-07): %v", err)
 	}
@@ -429,8 +431,8 @@ func checkSubmodules(ctx context.Context, g gitCmd, root string) error {
 		}
 		// Run in the submodule itself, with no superproject index, object
 		// directory or git dir in the environment.
-		sub := gitCmd{dir: filepath.Join(root, filepath.FromSlash(path))}
-		st, err := sub.output(ctx, "status", "--porcelain=v1", "-z", "--ignore-submodules=none")
+		sub := gitexec.Runner{Dir: filepath.Join(root, filepath.FromSlash(path))}
+		st, err := sub.Output(ctx, "status", "--porcelain=v1", "-z", "--ignore-submodules=none")
 		if err != nil {
 			return disable("git status in submodule %s (CD-07): %v", path, err)
 		}
@@ -462,8 +464,8 @@ func submodulePath(line string) (string, bool) {
 // (CD-10, CD-11, CD-13). A nested git repository (listed as "dir/") would
 // enter the tree as a bare gitlink, without its content: it disables
 // caching too.
-func checkUntracked(ctx context.Context, g gitCmd, root string) error {
-	out, err := g.output(ctx, "ls-files", "-o", "--exclude-standard", "-z")
+func checkUntracked(ctx context.Context, g gitexec.Runner, root string) error {
+	out, err := g.Output(ctx, "ls-files", "-o", "--exclude-standard", "-z")
 	if err != nil {
 		return disable("git ls-files -o (CD-04): %v", err)
 	}

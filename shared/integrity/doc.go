@@ -123,8 +123,8 @@
 //
 // # git
 //
-// git is run as an argv (never a shell) with a hardened environment, like
-// the workspace package: no GIT_* variable of the host, no system or global
+// git is run through package gitexec, as an argv (never a shell) with a
+// hardened environment: no GIT_* variable of the host, no system or global
 // configuration, no prompts, no hooks, no fsmonitor, no LFS filters, no
 // untracked cache (it trusts directory mtimes, which a gate can forge), no
 // optional locks, submodules ignored (git never runs inside one; their

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/supervisorhq/supervisor/shared/gitexec"
 )
 
 func testCtx(t testing.TB) context.Context {
@@ -17,8 +18,8 @@ func testCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// runGit runs git hermetically (no host GIT_* variables, no user or system
-// configuration) in dir and fails the test on error.
+// runGit runs git hermetically (gitexec: no host GIT_* variables, no user
+// or system configuration) in dir and fails the test on error.
 func runGit(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	argv := append([]string{
@@ -26,16 +27,11 @@ func runGit(t testing.TB, dir string, args ...string) string {
 		"-c", "init.defaultBranch=main", "-c", "core.quotePath=false",
 		"-c", "protocol.file.allow=always",
 	}, args...)
-	cmd := exec.Command("git", argv...)
-	cmd.Dir = dir
-	cmd.Env = gitEnv()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := gitexec.Runner{Dir: dir}.Text(context.Background(), argv...)
 	if err != nil {
-		t.Fatalf("git %q in %s: %v: %s", args, dir, err, stderr.String())
+		t.Fatalf("git in %s: %v", dir, err)
 	}
-	return strings.TrimSpace(string(out))
+	return out
 }
 
 func writeFile(t testing.TB, path, content string) {

@@ -3,6 +3,8 @@ package workspace
 import (
 	"context"
 	"fmt"
+
+	"github.com/supervisorhq/supervisor/shared/gitexec"
 )
 
 // SetBranch points refs/heads/<branch> of the repository at gitDir at
@@ -14,7 +16,7 @@ func SetBranch(ctx context.Context, gitDir, branch, commit string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := (gitCmd{gitDir: gitDir}).run(ctx, "update-ref", ref, commit); err != nil {
+	if _, err := (gitexec.Runner{GitDir: gitDir}).Text(ctx, "update-ref", ref, commit); err != nil {
 		return fmt.Errorf("workspace: set branch %s of %s to %s: %w", branch, gitDir, commit, err)
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/supervisorhq/supervisor/shared/gitexec"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/testserver"
 )
@@ -66,7 +67,7 @@ func testCtx(t *testing.T) context.Context {
 // git runs git (hardened) in dir and fails the test on error.
 func git(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	out, err := gitCmd{dir: dir}.run(context.Background(), args...)
+	out, err := gitexec.Runner{Dir: dir}.Text(context.Background(), args...)
 	if err != nil {
 		t.Fatalf("git %v in %s: %v", args, dir, err)
 	}
@@ -76,7 +77,7 @@ func git(t *testing.T, dir string, args ...string) string {
 // gitBare runs git against a bare repository.
 func gitBare(t *testing.T, gitDir string, args ...string) string {
 	t.Helper()
-	out, err := gitCmd{gitDir: gitDir}.run(context.Background(), args...)
+	out, err := gitexec.Runner{GitDir: gitDir}.Text(context.Background(), args...)
 	if err != nil {
 		t.Fatalf("git %v in %s: %v", args, gitDir, err)
 	}
@@ -164,7 +165,7 @@ func newUserRepo(t *testing.T) *userRepo {
 
 func diffBytes(t *testing.T, dir, from, to string) []byte {
 	t.Helper()
-	out, err := gitCmd{dir: dir}.output(context.Background(), nil, "diff", "--no-ext-diff", "--no-textconv", "--binary", "--full-index", from, to)
+	out, err := gitexec.Runner{Dir: dir}.Output(context.Background(), "diff", "--no-ext-diff", "--no-textconv", "--binary", "--full-index", from, to)
 	if err != nil {
 		t.Fatalf("diff: %v", err)
 	}

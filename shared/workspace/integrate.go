@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/supervisorhq/supervisor/shared/gitexec"
 )
 
 // checkBranch validates a branch name and returns its full ref.
@@ -16,7 +18,7 @@ func checkBranch(ctx context.Context, branch string) (string, error) {
 	if branch == "" || strings.HasPrefix(branch, "-") || branch == "HEAD" {
 		return "", fmt.Errorf("workspace: invalid branch name %q", branch)
 	}
-	if _, err := (gitCmd{}).run(ctx, "check-ref-format", ref); err != nil {
+	if _, err := (gitexec.Runner{}).Text(ctx, "check-ref-format", ref); err != nil {
 		return "", fmt.Errorf("workspace: invalid branch name %q", branch)
 	}
 	return ref, nil
@@ -37,14 +39,14 @@ func ApplyToBranch(ctx context.Context, gitDir, branch, baseCommit string, patch
 	if err != nil {
 		return "", err
 	}
-	g := gitCmd{gitDir: gitDir}
+	g := gitexec.Runner{GitDir: gitDir}
 	fail := func(err error) (string, error) {
 		return "", fmt.Errorf("workspace: apply to branch %s of %s: %w", branch, gitDir, err)
 	}
 
-	old, err := g.run(ctx, "rev-parse", "--verify", "--quiet", ref+"^{commit}")
+	old, err := g.Text(ctx, "rev-parse", "--verify", "--quiet", ref+"^{commit}")
 	exists := err == nil
-	if err != nil && gitExitCode(err) != 1 {
+	if err != nil && gitexec.ExitCode(err) != 1 {
 		return fail(err)
 	}
 	parent := old
@@ -68,21 +70,21 @@ func ApplyToBranch(ctx context.Context, gitDir, branch, baseCommit string, patch
 	}
 	defer os.RemoveAll(tmp)
 	gi := g
-	gi.env = []string{"GIT_INDEX_FILE=" + filepath.Join(tmp, "index")}
-	if _, err := gi.run(ctx, "read-tree", parent); err != nil {
+	gi.Env = []string{"GIT_INDEX_FILE=" + filepath.Join(tmp, "index")}
+	if _, err := gi.Text(ctx, "read-tree", parent); err != nil {
 		return fail(fmt.Errorf("read tree of %s: %w", parent, err))
 	}
-	if _, err := gi.output(ctx, bytes.NewReader(patch), "apply", "--cached", "--binary", "--whitespace=nowarn"); err != nil {
-		if gitExitCode(err) == 1 {
+	if _, err := gi.OutputStdin(ctx, bytes.NewReader(patch), "apply", "--cached", "--binary", "--whitespace=nowarn"); err != nil {
+		if gitexec.ExitCode(err) == 1 {
 			return fail(fmt.Errorf("%w on %s: %w", ErrConflict, parent, err))
 		}
 		return fail(fmt.Errorf("apply patch on %s: %w", parent, err))
 	}
-	tree, err := gi.run(ctx, "write-tree")
+	tree, err := gi.Text(ctx, "write-tree")
 	if err != nil {
 		return fail(err)
 	}
-	parentTree, err := g.run(ctx, "rev-parse", "--verify", parent+"^{tree}")
+	parentTree, err := g.Text(ctx, "rev-parse", "--verify", parent+"^{tree}")
 	if err != nil {
 		return fail(err)
 	}
@@ -97,7 +99,7 @@ func ApplyToBranch(ctx context.Context, gitDir, branch, baseCommit string, patch
 	if message == "" {
 		message = "supervisor: apply patch"
 	}
-	out, err := g.output(ctx, strings.NewReader(message), "commit-tree", tree, "-p", parent)
+	out, err := g.OutputStdin(ctx, strings.NewReader(message), "commit-tree", tree, "-p", parent)
 	if err != nil {
 		return fail(err)
 	}
@@ -110,12 +112,12 @@ func ApplyToBranch(ctx context.Context, gitDir, branch, baseCommit string, patch
 
 // createOrUpdateRef sets ref to commit if it still has the value old
 // (exists) or still does not exist (!exists), atomically.
-func createOrUpdateRef(ctx context.Context, g gitCmd, ref, commit, old string, exists bool) error {
+func createOrUpdateRef(ctx context.Context, g gitexec.Runner, ref, commit, old string, exists bool) error {
 	line := fmt.Sprintf("create %s %s\n", ref, commit)
 	if exists {
 		line = fmt.Sprintf("update %s %s %s\n", ref, commit, old)
 	}
-	if _, err := g.output(ctx, strings.NewReader(line), "update-ref", "--stdin"); err != nil {
+	if _, err := g.OutputStdin(ctx, strings.NewReader(line), "update-ref", "--stdin"); err != nil {
 		if exists {
 			return fmt.Errorf("%w: move %s from %s to %s: %w", ErrBranchMoved, ref, old, commit, err)
 		}
@@ -131,8 +133,8 @@ func ExportBranch(ctx context.Context, gitDir, branch, outFile string) error {
 	if err != nil {
 		return err
 	}
-	g := gitCmd{gitDir: gitDir}
-	tip, err := g.run(ctx, "rev-parse", "--verify", "--quiet", ref+"^{commit}")
+	g := gitexec.Runner{GitDir: gitDir}
+	tip, err := g.Text(ctx, "rev-parse", "--verify", "--quiet", ref+"^{commit}")
 	if err != nil {
 		return fmt.Errorf("workspace: export branch %s of %s: no such branch: %w", branch, gitDir, err)
 	}
@@ -140,10 +142,10 @@ func ExportBranch(ctx context.Context, gitDir, branch, outFile string) error {
 	if err != nil {
 		return fmt.Errorf("workspace: export branch %s of %s: %w", branch, gitDir, err)
 	}
-	if _, err := g.run(ctx, "bundle", "create", "--quiet", out, ref); err != nil {
+	if _, err := g.Text(ctx, "bundle", "create", "--quiet", out, ref); err != nil {
 		return fmt.Errorf("workspace: export branch %s (%s) of %s: %w", branch, tip, gitDir, err)
 	}
-	if _, err := g.run(ctx, "bundle", "verify", "--quiet", out); err != nil {
+	if _, err := g.Text(ctx, "bundle", "verify", "--quiet", out); err != nil {
 		return fmt.Errorf("workspace: export branch %s (%s) of %s: %w", branch, tip, gitDir, err)
 	}
 	return nil
@@ -164,7 +166,7 @@ func ImportBranch(ctx context.Context, repoPath, bundleFile, branch string) erro
 	if err != nil {
 		return err
 	}
-	list, err := g.run(ctx, "worktree", "list", "--porcelain")
+	list, err := g.Text(ctx, "worktree", "list", "--porcelain")
 	if err != nil {
 		return fmt.Errorf("workspace: import branch %s into %s: %w", branch, repoPath, err)
 	}
@@ -186,7 +188,7 @@ func ImportBranch(ctx context.Context, repoPath, bundleFile, branch string) erro
 	if err != nil {
 		return fmt.Errorf("workspace: import branch %s into %s: bundle: %w", branch, repoPath, err)
 	}
-	if _, err := g.run(ctx, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules",
+	if _, err := g.Text(ctx, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules",
 		bundle, "+"+ref+":"+ref); err != nil {
 		return fmt.Errorf("workspace: import branch %s from %s into %s: %w", branch, bundleFile, repoPath, err)
 	}

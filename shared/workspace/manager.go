@@ -10,9 +10,9 @@
 // patches into a branch without a working tree (ApplyToBranch) and hands
 // the branch back to the user (ExportBranch, ImportBranch).
 //
-// Every git operation runs the git binary with a hardened environment (see
-// gitCmd): no hooks, no fsmonitor, no external diff or filters, no user or
-// system configuration, no inherited GIT_* variables.
+// Every git operation runs the git binary through package gitexec, with a
+// hardened environment: no hooks, no fsmonitor, no external diff or
+// filters, no user or system configuration, no inherited GIT_* variables.
 package workspace
 
 import (
@@ -33,6 +33,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/supervisorhq/supervisor/shared/gitexec"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 )
 
@@ -185,7 +186,7 @@ func (m *Manager) ensureMirror(ctx context.Context, repo protocol.RepoRef) (stri
 	} else if err != nil {
 		return "", fmt.Errorf("mirror %s: %w", repo.ID, err)
 	}
-	g := gitCmd{gitDir: dir}
+	g := gitexec.Runner{GitDir: dir}
 	if hasCommit(ctx, g, repo.BaseCommit) {
 		return dir, nil
 	}
@@ -205,13 +206,13 @@ func (m *Manager) ensureMirror(ctx context.Context, repo protocol.RepoRef) (stri
 	// Keep the bundle's refs (and so its objects) under a namespace of their
 	// own; a ref on the base commit itself survives whatever the bundle named.
 	refspec := "+refs/*:refs/supervisor/bundles/" + repo.BaseCommit + "/*"
-	if _, err := g.run(ctx, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", file, refspec); err != nil {
+	if _, err := g.Text(ctx, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", file, refspec); err != nil {
 		return "", fmt.Errorf("mirror %s: fetch bundle %q for commit %s: %w", repo.ID, repo.Bundle, repo.BaseCommit, err)
 	}
 	if !hasCommit(ctx, g, repo.BaseCommit) {
 		return "", fmt.Errorf("mirror %s: bundle %q does not contain commit %s", repo.ID, repo.Bundle, repo.BaseCommit)
 	}
-	if _, err := g.run(ctx, "update-ref", "refs/supervisor/base/"+repo.BaseCommit, repo.BaseCommit); err != nil {
+	if _, err := g.Text(ctx, "update-ref", "refs/supervisor/base/"+repo.BaseCommit, repo.BaseCommit); err != nil {
 		return "", fmt.Errorf("mirror %s: pin commit %s: %w", repo.ID, repo.BaseCommit, err)
 	}
 	info, _ := os.Stat(file)
@@ -236,14 +237,14 @@ func (m *Manager) initMirror(ctx context.Context, repo protocol.RepoRef, dir str
 	if len(repo.BaseCommit) == 64 {
 		format = "sha256"
 	}
-	if _, err := (gitCmd{}).run(ctx, "init", "--quiet", "--bare", "--template=", "--object-format="+format, tmp); err != nil {
+	if _, err := (gitexec.Runner{}).Text(ctx, "init", "--quiet", "--bare", "--template=", "--object-format="+format, tmp); err != nil {
 		return fmt.Errorf("create mirror %s: %w", repo.ID, err)
 	}
 	// Agents may run git in their worktrees without our flags: make sure
 	// that never garbage-collects the shared mirror behind our back.
-	g := gitCmd{gitDir: tmp}
+	g := gitexec.Runner{GitDir: tmp}
 	for _, kv := range [][2]string{{"gc.auto", "0"}, {"maintenance.auto", "false"}, {"core.logAllRefUpdates", "false"}} {
-		if _, err := g.run(ctx, "config", kv[0], kv[1]); err != nil {
+		if _, err := g.Text(ctx, "config", kv[0], kv[1]); err != nil {
 			return fmt.Errorf("create mirror %s: %w", repo.ID, err)
 		}
 	}
@@ -253,8 +254,8 @@ func (m *Manager) initMirror(ctx context.Context, repo protocol.RepoRef, dir str
 	return nil
 }
 
-func hasCommit(ctx context.Context, g gitCmd, sha string) bool {
-	_, err := g.run(ctx, "cat-file", "-e", sha+"^{commit}")
+func hasCommit(ctx context.Context, g gitexec.Runner, sha string) bool {
+	_, err := g.Text(ctx, "cat-file", "-e", sha+"^{commit}")
 	return err == nil
 }
 
@@ -375,13 +376,13 @@ func (m *Manager) Prepare(ctx context.Context, repo protocol.RepoRef, patches []
 	if err := m.addWorktree(ctx, repo, ws); err != nil {
 		return nil, fmt.Errorf("workspace: prepare job %s: %w", jobID, err)
 	}
-	admin, err := gitCmd{dir: dir}.run(ctx, "rev-parse", "--absolute-git-dir")
+	admin, err := gitexec.Runner{Dir: dir}.Text(ctx, "rev-parse", "--absolute-git-dir")
 	if err != nil {
 		return nil, fmt.Errorf("workspace: prepare job %s: worktree %s: %w", jobID, dir, err)
 	}
 	ws.gitDir = admin
 	g := ws.git()
-	if _, err := g.run(ctx, "reset", "--quiet", "--hard"); err != nil {
+	if _, err := g.Text(ctx, "reset", "--quiet", "--hard"); err != nil {
 		return nil, fmt.Errorf("workspace: prepare job %s: check out %s of %s: %w", jobID, repo.BaseCommit, repo.ID, err)
 	}
 	ws.Base = repo.BaseCommit
@@ -392,8 +393,8 @@ func (m *Manager) Prepare(ctx context.Context, repo protocol.RepoRef, patches []
 		if p.Size == 0 {
 			continue
 		}
-		if _, err := g.run(ctx, "apply", "--binary", "--index", "--whitespace=nowarn", files[i]); err != nil {
-			if gitExitCode(err) == 1 {
+		if _, err := g.Text(ctx, "apply", "--binary", "--index", "--whitespace=nowarn", files[i]); err != nil {
+			if gitexec.ExitCode(err) == 1 {
 				err = fmt.Errorf("%w: %w", ErrConflict, err)
 			}
 			return nil, fmt.Errorf("workspace: prepare job %s: apply patch %q of node %s on %s: %w", jobID, p.Object, p.NodeID, repo.BaseCommit, err)
@@ -427,7 +428,7 @@ func (m *Manager) addWorktree(ctx context.Context, repo protocol.RepoRef, ws *Wo
 		return err
 	}
 	ws.mirror = mirror
-	if _, err := (gitCmd{gitDir: mirror}).run(ctx, "worktree", "add", "--detach", "--no-checkout", ws.Dir, repo.BaseCommit); err != nil {
+	if _, err := (gitexec.Runner{GitDir: mirror}).Text(ctx, "worktree", "add", "--detach", "--no-checkout", ws.Dir, repo.BaseCommit); err != nil {
 		return fmt.Errorf("add worktree of %s at %s: %w", repo.ID, repo.BaseCommit, err)
 	}
 	return nil
@@ -441,7 +442,7 @@ func (m *Manager) pruneWorktrees(ctx context.Context, id string) error {
 		return err
 	}
 	defer unlock()
-	if _, err := (gitCmd{gitDir: m.mirrorPath(id)}).run(ctx, "worktree", "prune"); err != nil {
+	if _, err := (gitexec.Runner{GitDir: m.mirrorPath(id)}).Text(ctx, "worktree", "prune"); err != nil {
 		return fmt.Errorf("prune worktrees of mirror %s: %w", id, err)
 	}
 	return nil

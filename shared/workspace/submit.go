@@ -9,39 +9,41 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/supervisorhq/supervisor/shared/gitexec"
 )
 
 // bundleRef is the ref under which CreateBundle records the commit.
 const bundleRef = "refs/supervisor/base"
 
-// openRepo checks that repoPath is a git repository and returns a gitCmd
-// running in it.
-func openRepo(ctx context.Context, repoPath string) (gitCmd, error) {
+// openRepo checks that repoPath is a git repository and returns a runner
+// for git in it.
+func openRepo(ctx context.Context, repoPath string) (gitexec.Runner, error) {
 	abs, err := filepath.Abs(repoPath)
 	if err != nil {
-		return gitCmd{}, fmt.Errorf("workspace: repository %s: %w", repoPath, err)
+		return gitexec.Runner{}, fmt.Errorf("workspace: repository %s: %w", repoPath, err)
 	}
 	if info, err := os.Stat(abs); err != nil {
-		return gitCmd{}, fmt.Errorf("workspace: repository %s: %w", repoPath, err)
+		return gitexec.Runner{}, fmt.Errorf("workspace: repository %s: %w", repoPath, err)
 	} else if !info.IsDir() {
-		return gitCmd{}, fmt.Errorf("workspace: repository %s: not a directory", repoPath)
+		return gitexec.Runner{}, fmt.Errorf("workspace: repository %s: not a directory", repoPath)
 	}
-	g := gitCmd{dir: abs}
-	if _, err := g.run(ctx, "rev-parse", "--git-dir"); err != nil {
-		return gitCmd{}, fmt.Errorf("workspace: %s is not a git repository: %w", repoPath, err)
+	g := gitexec.Runner{Dir: abs}
+	if _, err := g.Text(ctx, "rev-parse", "--git-dir"); err != nil {
+		return gitexec.Runner{}, fmt.Errorf("workspace: %s is not a git repository: %w", repoPath, err)
 	}
 	return g, nil
 }
 
 // resolveCommit returns the full id of rev^{commit} in the repository g
 // runs in.
-func resolveCommit(ctx context.Context, g gitCmd, rev string) (string, error) {
+func resolveCommit(ctx context.Context, g gitexec.Runner, rev string) (string, error) {
 	if rev == "" || strings.HasPrefix(rev, "-") {
 		return "", fmt.Errorf("invalid revision %q", rev)
 	}
-	sha, err := g.run(ctx, "rev-parse", "--verify", "--quiet", rev+"^{commit}")
+	sha, err := g.Text(ctx, "rev-parse", "--verify", "--quiet", rev+"^{commit}")
 	if err != nil {
-		if gitExitCode(err) == 1 {
+		if gitexec.ExitCode(err) == 1 {
 			return "", fmt.Errorf("revision %q is not a commit in the repository", rev)
 		}
 		return "", err
@@ -71,7 +73,7 @@ func RepoID(ctx context.Context, repoPath string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out, err := g.run(ctx, "rev-list", "--max-parents=0", "HEAD", "--")
+	out, err := g.Text(ctx, "rev-list", "--max-parents=0", "HEAD", "--")
 	if err != nil {
 		return "", fmt.Errorf("workspace: root commits of HEAD in %s: %w", repoPath, err)
 	}
@@ -99,19 +101,19 @@ func CreateBundle(ctx context.Context, repoPath, commit, outFile string) error {
 	if err != nil {
 		return fmt.Errorf("workspace: bundle %s: %w", repoPath, err)
 	}
-	if shallow, err := g.run(ctx, "rev-parse", "--is-shallow-repository"); err != nil {
+	if shallow, err := g.Text(ctx, "rev-parse", "--is-shallow-repository"); err != nil {
 		return fmt.Errorf("workspace: bundle %s: %w", repoPath, err)
 	} else if shallow == "true" {
 		return fmt.Errorf("workspace: bundle %s: shallow repositories cannot be bundled; fetch the full history first (git fetch --unshallow)", repoPath)
 	}
-	objects, err := g.run(ctx, "rev-parse", "--git-path", "objects")
+	objects, err := g.Text(ctx, "rev-parse", "--git-path", "objects")
 	if err != nil {
 		return fmt.Errorf("workspace: bundle %s: %w", repoPath, err)
 	}
 	if !filepath.IsAbs(objects) {
-		objects = filepath.Join(g.dir, objects)
+		objects = filepath.Join(g.Dir, objects)
 	}
-	format, err := g.run(ctx, "rev-parse", "--show-object-format")
+	format, err := g.Text(ctx, "rev-parse", "--show-object-format")
 	if err != nil {
 		return fmt.Errorf("workspace: bundle %s: %w", repoPath, err)
 	}
@@ -125,7 +127,7 @@ func CreateBundle(ctx context.Context, repoPath, commit, outFile string) error {
 		return fmt.Errorf("workspace: bundle %s: %w", repoPath, err)
 	}
 	defer os.RemoveAll(tmp)
-	if _, err := (gitCmd{}).run(ctx, "init", "--quiet", "--bare", "--template=", "--object-format="+format, tmp); err != nil {
+	if _, err := (gitexec.Runner{}).Text(ctx, "init", "--quiet", "--bare", "--template=", "--object-format="+format, tmp); err != nil {
 		return fmt.Errorf("workspace: bundle %s: temporary repository: %w", repoPath, err)
 	}
 	alternates := filepath.Join(tmp, "objects", "info", "alternates")
@@ -135,14 +137,14 @@ func CreateBundle(ctx context.Context, repoPath, commit, outFile string) error {
 	if err := os.WriteFile(alternates, []byte(objects+"\n"), 0o644); err != nil {
 		return fmt.Errorf("workspace: bundle %s: %w", repoPath, err)
 	}
-	t := gitCmd{gitDir: tmp}
-	if _, err := t.run(ctx, "update-ref", bundleRef, sha); err != nil {
+	t := gitexec.Runner{GitDir: tmp}
+	if _, err := t.Text(ctx, "update-ref", bundleRef, sha); err != nil {
 		return fmt.Errorf("workspace: bundle %s at %s: %w", repoPath, sha, err)
 	}
-	if _, err := t.run(ctx, "bundle", "create", "--quiet", out, bundleRef); err != nil {
+	if _, err := t.Text(ctx, "bundle", "create", "--quiet", out, bundleRef); err != nil {
 		return fmt.Errorf("workspace: bundle %s at %s: %w", repoPath, sha, err)
 	}
-	if _, err := t.run(ctx, "bundle", "verify", "--quiet", out); err != nil {
+	if _, err := t.Text(ctx, "bundle", "verify", "--quiet", out); err != nil {
 		return fmt.Errorf("workspace: bundle %s at %s: verify %s: %w", repoPath, sha, out, err)
 	}
 	return nil

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/supervisorhq/supervisor/shared/gitexec"
 )
 
 // closeTimeout bounds the git work Close does.
@@ -36,28 +38,28 @@ type Workspace struct {
 // git runs in the worktree with the repository named explicitly, so
 // nothing the job writes in Dir (a rewritten .git file, a nested
 // repository) changes which repository or configuration git uses.
-func (w *Workspace) git() gitCmd {
-	return gitCmd{dir: w.Dir, gitDir: w.gitDir, workTree: w.Dir}
+func (w *Workspace) git() gitexec.Runner {
+	return gitexec.Runner{Dir: w.Dir, GitDir: w.gitDir, WorkTree: w.Dir}
 }
 
 // commitIndex commits the index on top of HEAD and moves the detached HEAD
 // to the new commit, with plumbing only (no hooks, no signing).
 func (w *Workspace) commitIndex(ctx context.Context, message string) (string, error) {
 	g := w.git()
-	head, err := g.run(ctx, "rev-parse", "--verify", "HEAD")
+	head, err := g.Text(ctx, "rev-parse", "--verify", "HEAD")
 	if err != nil {
 		return "", err
 	}
-	tree, err := g.run(ctx, "write-tree")
+	tree, err := g.Text(ctx, "write-tree")
 	if err != nil {
 		return "", err
 	}
-	commit, err := g.output(ctx, strings.NewReader(message), "commit-tree", tree, "-p", head)
+	commit, err := g.OutputStdin(ctx, strings.NewReader(message), "commit-tree", tree, "-p", head)
 	if err != nil {
 		return "", err
 	}
 	sha := strings.TrimSpace(string(commit))
-	if _, err := g.run(ctx, "update-ref", "--no-deref", "-m", "supervisor: dependencies", "HEAD", sha, head); err != nil {
+	if _, err := g.Text(ctx, "update-ref", "--no-deref", "-m", "supervisor: dependencies", "HEAD", sha, head); err != nil {
 		return "", err
 	}
 	return sha, nil
@@ -76,10 +78,10 @@ func (w *Workspace) Diff(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("workspace: diff %s: workspace is closed", w.Dir)
 	}
 	g := w.git()
-	if _, err := g.run(ctx, "add", "--all"); err != nil {
+	if _, err := g.Text(ctx, "add", "--all"); err != nil {
 		return nil, fmt.Errorf("workspace: diff %s: %w", w.Dir, err)
 	}
-	patch, err := g.output(ctx, nil, "diff-index", "--cached", "--patch", "--binary", "--full-index",
+	patch, err := g.Output(ctx, "diff-index", "--cached", "--patch", "--binary", "--full-index",
 		"--no-ext-diff", "--no-textconv", "--no-color", w.Base, "--")
 	if err != nil {
 		return nil, fmt.Errorf("workspace: diff %s against %s: %w", w.Dir, w.Base, err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/supervisorhq/supervisor/shared/gitexec"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 )
 
@@ -267,7 +268,7 @@ func checkCommitTree(t *testing.T, gitDir, commit string, files map[string][]byt
 		t.Errorf("tree of %s has %v, want %d files", commit, names, len(files))
 	}
 	for name, data := range files {
-		got, err := gitCmd{gitDir: gitDir}.output(context.Background(), nil, "cat-file", "blob", commit+":"+name)
+		got, err := gitexec.Runner{GitDir: gitDir}.Output(context.Background(), "cat-file", "blob", commit+":"+name)
 		if err != nil {
 			t.Errorf("%s:%s: %v", commit, name, err)
 			continue
@@ -502,11 +503,11 @@ func TestApplyToBranch(t *testing.T) {
 	}
 
 	// The compare-and-swap refuses a branch that moved under it.
-	err = createOrUpdateRef(ctx, gitCmd{gitDir: bare}, "refs/heads/sup/wf1", r.base, c1, true)
+	err = createOrUpdateRef(ctx, gitexec.Runner{GitDir: bare}, "refs/heads/sup/wf1", r.base, c1, true)
 	if !errors.Is(err, ErrBranchMoved) {
 		t.Fatalf("stale update: err = %v, want ErrBranchMoved", err)
 	}
-	err = createOrUpdateRef(ctx, gitCmd{gitDir: bare}, "refs/heads/sup/wf1", r.base, "", false)
+	err = createOrUpdateRef(ctx, gitexec.Runner{GitDir: bare}, "refs/heads/sup/wf1", r.base, "", false)
 	if !errors.Is(err, ErrBranchMoved) {
 		t.Fatalf("create over existing: err = %v, want ErrBranchMoved", err)
 	}
