@@ -128,6 +128,9 @@ func TestComposeDockerSandbox(t *testing.T) {
 	if code != 0 || s.Status != "succeeded" || len(s.Nodes) != 1 {
 		t.Fatalf("status %s: exit %d, %q (%s), %d nodes", wf, code, s.Status, s.Reason, len(s.Nodes))
 	}
+	if n := s.Nodes[0]; !strings.HasPrefix(n.Sandbox, "docker supervisor/worker:latest@sha256:") {
+		t.Errorf("the agent ran in %q, want the Docker sandbox with supervisor/worker", n.Sandbox)
+	}
 	want := map[string]struct {
 		status string
 		output string // a substring of the gate's output

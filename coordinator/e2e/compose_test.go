@@ -375,6 +375,7 @@ type composeNode struct {
 	Status  string        `json:"status"`
 	Attempt int           `json:"attempt"`
 	Host    string        `json:"host"`
+	Sandbox string        `json:"sandbox"`
 	Reason  string        `json:"reason"`
 	Gates   []composeGate `json:"gates"`
 }

@@ -842,3 +842,19 @@ func TestDockerWorkspaceEnv(t *testing.T) {
 		t.Errorf("environment:\n%s\nwant REPO=/workspace", res.Stdout)
 	}
 }
+
+// TestDockerDuration: a run's Duration is the command's, as the engine
+// timed it, not the container's start-up.
+func TestDockerDuration(t *testing.T) {
+	t.Parallel()
+	d, img := dockerTest(t, DockerOptions{})
+	start := time.Now()
+	res := runDocker(t, d, probeSpec(t, img, "sleep", "300ms"))
+	wall := time.Since(start)
+	if res.ExitCode != 0 || res.Duration < 300*time.Millisecond || res.Duration >= wall {
+		t.Errorf("exit %d, duration %v for a 300ms sleep in %v of wall time", res.ExitCode, res.Duration, wall)
+	}
+	if res.StartedAt.Before(start) || res.StartedAt.Add(res.Duration).After(start.Add(wall)) {
+		t.Errorf("the run [%v, +%v] is not within the call [%v, +%v]", res.StartedAt, res.Duration, start, wall)
+	}
+}

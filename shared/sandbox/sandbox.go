@@ -97,8 +97,10 @@ type Result struct {
 	// StdoutTruncated and StderrTruncated report that bytes were dropped.
 	StdoutTruncated bool
 	StderrTruncated bool
-	StartedAt       time.Time
-	Duration        time.Duration
+	// StartedAt and Duration are when the command started and how long it
+	// ran (in a container, by the engine's clock: start-up excluded).
+	StartedAt time.Time
+	Duration  time.Duration
 	// Environment says, for reports and audits, where the command ran:
 	// "process", or "docker IMAGE@ID" with the image's ID as the engine
 	// had it.

@@ -84,16 +84,18 @@ type LogsResponse struct {
 
 // NodeSummary is a node as the status API reports it.
 type NodeSummary struct {
-	ID        string              `json:"id"`
-	Status    protocol.NodeStatus `json:"status"`
-	Attempt   int                 `json:"attempt,omitempty"`
-	Host      string              `json:"host,omitempty"`
-	DependsOn []string            `json:"depends_on,omitempty"`
-	Gates     []GateSummary       `json:"gates,omitempty"`
-	Commit    string              `json:"commit,omitempty"`
-	Reason    string              `json:"reason,omitempty"`
-	StartedAt *time.Time          `json:"started_at,omitempty"`
-	EndedAt   *time.Time          `json:"ended_at,omitempty"`
+	ID      string              `json:"id"`
+	Status  protocol.NodeStatus `json:"status"`
+	Attempt int                 `json:"attempt,omitempty"`
+	Host    string              `json:"host,omitempty"`
+	// Sandbox says where the agent ran ("process", "docker IMAGE@ID").
+	Sandbox   string        `json:"sandbox,omitempty"`
+	DependsOn []string      `json:"depends_on,omitempty"`
+	Gates     []GateSummary `json:"gates,omitempty"`
+	Commit    string        `json:"commit,omitempty"`
+	Reason    string        `json:"reason,omitempty"`
+	StartedAt *time.Time    `json:"started_at,omitempty"`
+	EndedAt   *time.Time    `json:"ended_at,omitempty"`
 }
 
 // GateSummary is a gate as the status API reports it.

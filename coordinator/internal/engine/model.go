@@ -143,6 +143,9 @@ func (w *Workflow) Summary(withNodes bool) api.WorkflowSummary {
 			ID: id, Status: n.Status, Attempt: n.Attempt, Host: n.Host, DependsOn: n.Task.DependsOn,
 			Commit: n.Commit, Reason: n.Reason, StartedAt: timePtr(n.StartedAt), EndedAt: timePtr(n.EndedAt),
 		}
+		if n.Agent != nil {
+			ns.Sandbox = n.Agent.Sandbox
+		}
 		for _, g := range n.GateOrder {
 			gr := n.Gates[g]
 			gs := api.GateSummary{Name: g, Attempt: n.Attempt}
