@@ -220,7 +220,7 @@ func printSandbox(w io.Writer, s *SandboxReport) {
 			fmt.Fprintf(w, "  %-20s   %s\n", "", strings.Join(quoteArgs(v.Argv), " "))
 		}
 	}
-	fmt.Fprintln(w, "COMMAND P50 is the sandbox's own Result.Duration: from starting the command (for Docker, the start request) until it")
+	fmt.Fprintln(w, "COMMAND P50 is the sandbox's own Result.Duration: from starting the command (for Docker, by the engine's clock) until it")
 	fmt.Fprintln(w, "exited. CPU is per gate: BENCH this process (sandbox code, Docker SDK client); CHILD the processes it waited for (the")
 	fmt.Fprintln(w, "command, the docker CLI); ENGINE dockerd and containerd; OTHER the rest of the machine's busy time (container shims,")
 	fmt.Fprintln(w, "runc, fuse-overlayfs or other storage helpers, the kernel, and anything else running).")
