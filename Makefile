@@ -71,7 +71,7 @@ COMPOSE_UP_FLAGS ?=
 COMPOSE_SANDBOX ?= process
 ifeq ($(COMPOSE_SANDBOX),docker)
 COMPOSE_FILE_FLAGS += -f compose.docker-sandbox.yaml
-export SUPERVISOR_SANDBOX_DATA_DIR ?= $(CURDIR)/.data/compose-gaterunner
+export SUPERVISOR_SANDBOX_DATA_DIR ?= $(CURDIR)/.data/compose-sandbox
 export SUPERVISOR_DOCKER_GID ?= $(shell stat -c %g /var/run/docker.sock 2>/dev/null)
 endif
 
