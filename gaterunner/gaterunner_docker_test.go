@@ -14,6 +14,7 @@ import (
 
 	"github.com/supervisorhq/supervisor/shared/gatecache"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
+	"github.com/supervisorhq/supervisor/shared/jobrun/jobruntest"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
 	"github.com/supervisorhq/supervisor/shared/sandbox/sandboxtest"
@@ -250,12 +251,12 @@ func TestGateIntegrityDocker(t *testing.T) {
 	if !hit.Cached || hit.CacheKey != first.CacheKey || hit.Status != protocol.GatePassed {
 		t.Errorf("clean gate again: cached %v key %q status %s, want a hit on %q", hit.Cached, hit.CacheKey, hit.Status, first.CacheKey)
 	}
-	if info := h.settled(); info.NumRedelivered != 0 {
+	if info := h.Settled(protocol.KindGate); info.NumRedelivered != 0 {
 		t.Errorf("%d gate jobs redelivered", info.NumRedelivered)
 	}
 
 	// Every run removed its container.
-	left, err := sandboxtest.Containers(testCtx(t), sandboxtest.Engine(t), hostLabel)
+	left, err := sandboxtest.Containers(jobruntest.Context(t), sandboxtest.Engine(t), hostLabel)
 	if err != nil || len(left) != 0 {
 		t.Errorf("%d container(s) of the runner left after its gates (%v)", len(left), err)
 	}

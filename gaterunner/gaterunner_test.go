@@ -4,28 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/gatecache"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
+	"github.com/supervisorhq/supervisor/shared/jobrun/jobruntest"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
 	"github.com/supervisorhq/supervisor/shared/sandbox/sandboxtest"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
-	"github.com/supervisorhq/supervisor/shared/testserver"
-	"github.com/supervisorhq/supervisor/shared/workspace"
 )
 
 // hostVar is set in the test process; gates must never see it.
@@ -45,158 +39,39 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// testLog sends log lines to t.Log until the test's cleanup ends it.
-type testLog struct {
-	mu   sync.Mutex
-	t    *testing.T
-	done bool
-}
-
-func (w *testLog) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-func newLogger(t *testing.T) *slog.Logger {
-	w := &testLog{t: t}
-	t.Cleanup(func() {
-		w.mu.Lock()
-		w.done = true
-		w.mu.Unlock()
-	})
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// gitRun runs git in dir with a fixed identity and no user configuration.
-func gitRun(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "commit.gpgsign=false"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
-		"GIT_AUTHOR_NAME=Test", "GIT_AUTHOR_EMAIL=test@example.com",
-		"GIT_COMMITTER_NAME=Test", "GIT_COMMITTER_EMAIL=test@example.com",
-		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v in %s: %v\n%s", args, dir, err, out)
-	}
-	return string(out)
-}
-
-func writeFile(t *testing.T, path, data string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// harness is one embedded NATS server with the fleet's resources, a state
-// store, a repository uploaded as a bundle with a node's patch, and the
-// reports runners send.
+// harness is a jobruntest.Fleet (an embedded NATS server with the fleet's
+// resources, a state store, a repository uploaded as a bundle, and the
+// reports runners send) with a node's patch and the gate runners started
+// on it.
 type harness struct {
-	t       *testing.T
-	url     string
-	b       *bus.Bus
-	store   *kvstate.Store
-	log     *slog.Logger
-	repo    protocol.RepoRef
-	patch   protocol.PatchRef // the node's patch: adds newfile, changes src/a.txt
-	reports chan *protocol.Report
-	hosts   atomic.Int64
+	*jobruntest.Fleet
+	t     *testing.T
+	patch protocol.PatchRef // the node's patch: adds newfile, changes src/a.txt
+	hosts atomic.Int64
 
-	dir     string // the repository, with the node's patch staged
-	patches atomic.Int64
+	patches atomic.Int64 // variant patches uploaded
 }
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := &harness{t: t, log: newLogger(t), reports: make(chan *protocol.Report, 100)}
-	ctx := testCtx(t)
-	h.url = testserver.NATS(t)
-	b, err := bus.Open(ctx, h.url, "gaterunner-test", busConfig, h.log)
-	if err != nil {
-		t.Fatalf("bus: %v", err)
-	}
-	t.Cleanup(b.Close)
-	h.b = b
-	if h.store, err = kvstate.New(ctx, b.JS); err != nil {
-		t.Fatalf("kvstate: %v", err)
-	}
+	f := jobruntest.NewFleet(t, "gaterunner-test", busConfig, map[string]string{
+		"README.md": "hello\n",
+		"src/a.txt": "a1\n",
+	})
+	h := &harness{Fleet: f, t: t}
 
-	dir := filepath.Join(t.TempDir(), "repo")
-	gitRun(t, "", "init", "--quiet", "--initial-branch=main", dir)
-	writeFile(t, filepath.Join(dir, "README.md"), "hello\n")
-	writeFile(t, filepath.Join(dir, "src/a.txt"), "a1\n")
-	gitRun(t, dir, "add", "--all")
-	gitRun(t, dir, "commit", "--quiet", "-m", "init")
-	commit, err := workspace.ResolveCommit(ctx, dir, "HEAD")
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := workspace.RepoID(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bundle := filepath.Join(t.TempDir(), "repo.bundle")
-	if err := workspace.CreateBundle(ctx, dir, commit, bundle); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(bundle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := id + "/" + commit + ".bundle"
-	if _, err := b.Bundles.PutBytes(ctx, name, data); err != nil {
-		t.Fatalf("upload bundle: %v", err)
-	}
-	h.repo = protocol.RepoRef{ID: id, BaseCommit: commit, Bundle: name}
-
-	// The node's own patch, as a worker would have uploaded it.
-	writeFile(t, filepath.Join(dir, "newfile"), "made by the agent\n")
-	writeFile(t, filepath.Join(dir, "src/a.txt"), "a1\na2\n")
-	gitRun(t, dir, "add", "--all")
-	patch := gitRun(t, dir, "diff", "--cached", "--binary", "--full-index", commit)
-	ref, err := jobrun.UploadPatch(ctx, b, "node", "wf/node/a1/1.patch", []byte(patch))
+	// The node's own patch, as a worker would have uploaded it; it stays
+	// staged in the repository (RepoDir).
+	dir := f.RepoDir
+	jobruntest.WriteFile(t, filepath.Join(dir, "newfile"), "made by the agent\n")
+	jobruntest.WriteFile(t, filepath.Join(dir, "src/a.txt"), "a1\na2\n")
+	jobruntest.Git(t, dir, "add", "--all")
+	patch := jobruntest.Git(t, dir, "diff", "--cached", "--binary", "--full-index", f.Repo.BaseCommit)
+	ref, err := jobrun.UploadPatch(jobruntest.Context(t), f.Bus, "node", "wf/node/a1/1.patch", []byte(patch))
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.patch = *ref
-	h.dir = dir
-
-	cons, err := b.JS.CreateOrUpdateConsumer(ctx, protocol.StreamResults, jetstream.ConsumerConfig{
-		Durable: "test-results", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: protocol.SubjectResults,
-	})
-	if err != nil {
-		t.Fatalf("results consumer: %v", err)
-	}
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		var r protocol.Report
-		if err := protocol.Decode(m.Data(), &r); err != nil {
-			h.log.Error("undecodable report", "err", err)
-		} else if err := r.Validate(); err != nil {
-			h.log.Error("invalid report", "err", err)
-		} else {
-			h.reports <- &r
-		}
-		_ = m.Ack()
-	})
-	if err != nil {
-		t.Fatalf("consume results: %v", err)
-	}
-	t.Cleanup(cc.Stop)
 	return h
 }
 
@@ -205,11 +80,11 @@ func newHarness(t *testing.T) *harness {
 func (h *harness) variantPatch(content string) protocol.PatchRef {
 	t := h.t
 	t.Helper()
-	writeFile(t, filepath.Join(h.dir, "src/a.txt"), content)
-	gitRun(t, h.dir, "add", "--all")
-	patch := gitRun(t, h.dir, "diff", "--cached", "--binary", "--full-index", h.repo.BaseCommit)
+	jobruntest.WriteFile(t, filepath.Join(h.RepoDir, "src/a.txt"), content)
+	jobruntest.Git(t, h.RepoDir, "add", "--all")
+	patch := jobruntest.Git(t, h.RepoDir, "diff", "--cached", "--binary", "--full-index", h.Repo.BaseCommit)
 	name := fmt.Sprintf("wf/node/a1/variant-%d.patch", h.patches.Add(1))
-	ref, err := jobrun.UploadPatch(testCtx(t), h.b, "node", name, []byte(patch))
+	ref, err := jobrun.UploadPatch(jobruntest.Context(t), h.Bus, "node", name, []byte(patch))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,8 +125,8 @@ func (h *harness) startRunnerOpts(cfg Config, o runnerOpts) string {
 	if host == "" {
 		host = fmt.Sprintf("test-gaterunner-%d", h.hosts.Add(1))
 	}
-	ctx := testCtx(t)
-	rb, err := bus.Open(ctx, h.url, host, busConfig, h.log)
+	ctx := jobruntest.Context(t)
+	rb, err := bus.Open(ctx, h.URL, host, busConfig, h.Log)
 	if err != nil {
 		t.Fatalf("runner bus: %v", err)
 	}
@@ -264,7 +139,7 @@ func (h *harness) startRunnerOpts(cfg Config, o runnerOpts) string {
 	if o.settings != nil {
 		o.settings(&settings)
 	}
-	deps, closeDeps, err := jobrun.NewDeps(ctx, settings, rb, store, h.log)
+	deps, closeDeps, err := jobrun.NewDeps(ctx, settings, rb, store, h.Log)
 	if err != nil {
 		rb.Close()
 		t.Fatalf("NewDeps: %v", err)
@@ -295,7 +170,7 @@ func (h *harness) gateJob(gate string, round int, command ...string) *protocol.G
 	return &protocol.GateJob{
 		JobID:      protocol.GateJobID("wf", "node", 1, gate, round),
 		WorkflowID: "wf", NodeID: "node", Attempt: 1, Gate: gate, Pool: protocol.DefaultPool,
-		Repo: h.repo, Command: command, TimeoutSeconds: 60, PublishedAt: time.Now().UTC(), Round: round,
+		Repo: h.Repo, Command: command, TimeoutSeconds: 60, PublishedAt: time.Now().UTC(), Round: round,
 	}
 }
 
@@ -314,25 +189,14 @@ func (h *harness) publish(j *protocol.GateJob) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if err := h.b.PublishJob(testCtx(h.t), protocol.KindGate, j.Pool, j.JobID, data); err != nil {
+	if err := h.Bus.PublishJob(jobruntest.Context(h.t), protocol.KindGate, j.Pool, j.JobID, data); err != nil {
 		h.t.Fatalf("publish: %v", err)
-	}
-}
-
-func (h *harness) next(within time.Duration) *protocol.Report {
-	h.t.Helper()
-	select {
-	case r := <-h.reports:
-		return r
-	case <-time.After(within):
-		h.t.Fatalf("no report within %s", within)
-		return nil
 	}
 }
 
 func (h *harness) expectStarted(j *protocol.GateJob) *protocol.Started {
 	h.t.Helper()
-	r := h.next(20 * time.Second)
+	r := h.Next(20 * time.Second)
 	if r.Type != protocol.ReportStarted || r.Started.JobID != j.JobID {
 		h.t.Fatalf("got %s report (started %+v, gate %+v), want started for %s", r.Type, r.Started, r.Gate, j.JobID)
 	}
@@ -346,7 +210,7 @@ func (h *harness) expectStarted(j *protocol.GateJob) *protocol.Started {
 
 func (h *harness) expectResult(j *protocol.GateJob, s *protocol.Started) *protocol.GateResult {
 	h.t.Helper()
-	r := h.next(30 * time.Second)
+	r := h.Next(30 * time.Second)
 	if r.Type != protocol.ReportGateResult || r.Gate.JobID != j.JobID {
 		h.t.Fatalf("got %s report (started %+v), want gate_result for %s", r.Type, r.Started, j.JobID)
 	}
@@ -381,46 +245,11 @@ func (h *harness) run(j *protocol.GateJob) *protocol.GateResult {
 
 func (h *harness) logText(name string) string {
 	h.t.Helper()
-	data, err := h.b.Logs.GetBytes(testCtx(h.t), name)
+	data, err := h.Bus.Logs.GetBytes(jobruntest.Context(h.t), name)
 	if err != nil {
 		h.t.Fatalf("log %s: %v", name, err)
 	}
 	return string(data)
-}
-
-func (h *harness) noReports(d time.Duration) {
-	h.t.Helper()
-	select {
-	case r := <-h.reports:
-		h.t.Fatalf("unexpected %s report: started=%+v gate=%+v", r.Type, r.Started, r.Gate)
-	case <-time.After(d):
-	}
-}
-
-// settled waits until the gate consumer has nothing pending or unacked.
-func (h *harness) settled() *jetstream.ConsumerInfo {
-	h.t.Helper()
-	ctx := testCtx(h.t)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		cons, err := h.b.JS.Consumer(ctx, protocol.StreamJobs, protocol.ConsumerName(protocol.KindGate, protocol.DefaultPool))
-		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			h.t.Fatalf("jobs consumer: %v", err)
-		}
-		if err == nil {
-			info, err := cons.Info(ctx)
-			if err != nil {
-				h.t.Fatalf("jobs consumer info: %v", err)
-			}
-			if info.NumAckPending == 0 && info.NumPending == 0 {
-				return info
-			}
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatal("gate jobs not settled")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func exitCode(p *int) string {
@@ -478,11 +307,11 @@ func TestGateOutcomes(t *testing.T) {
 		t.Error("log does not name the missing command")
 	}
 
-	info := h.settled()
+	info := h.Settled(protocol.KindGate)
 	if info.NumRedelivered != 0 || info.Delivered.Consumer != 4 {
 		t.Errorf("4 gate jobs delivered %d times (%d redelivered), want once each", info.Delivered.Consumer, info.NumRedelivered)
 	}
-	h.noReports(300 * time.Millisecond)
+	h.NoReports(300 * time.Millisecond)
 }
 
 // The gate sees the node's patch applied, its SUPERVISOR_* variables and
@@ -528,7 +357,7 @@ func TestGateWorkspaceAndEnv(t *testing.T) {
 	}
 	out := strings.Split(g.Stdout, "\n")
 	for _, want := range []string{
-		"gate=env", "task=node", "node=node", "workflow=wf", "attempt=1", "repo_id=" + h.repo.ID,
+		"gate=env", "task=node", "node=node", "workflow=wf", "attempt=1", "repo_id=" + h.Repo.ID,
 		"setting=from-the-job", "host=unset", "token=[REDACTED]",
 	} {
 		if !slices.Contains(out, want) {
@@ -545,7 +374,7 @@ func TestGateWorkspaceAndEnv(t *testing.T) {
 	if !strings.Contains(logText, "repo_path=/") {
 		t.Errorf("log lacks the repo path:\n%s", logText)
 	}
-	h.settled()
+	h.Settled(protocol.KindGate)
 }
 
 // Exit 75 reports pending and acknowledges the job: the coordinator
@@ -563,11 +392,11 @@ func TestGatePendingAcked(t *testing.T) {
 	if !strings.Contains(g.Output, "not yet") {
 		t.Errorf("output %q", g.Output)
 	}
-	info := h.settled()
+	info := h.Settled(protocol.KindGate)
 	if info.Delivered.Consumer != 1 || info.NumRedelivered != 0 {
 		t.Errorf("pending job delivered %d times (%d redelivered), want once, acked", info.Delivered.Consumer, info.NumRedelivered)
 	}
-	h.noReports(2 * time.Second) // not redelivered, not polled by the runner
+	h.NoReports(2 * time.Second) // not redelivered, not polled by the runner
 
 	// The coordinator's next poll is a new job; it is not a cache hit.
 	next := h.gateJob("poll", 2, "sh", "-c", "echo not yet; exit 75")
@@ -593,7 +422,7 @@ func TestGateTimeout(t *testing.T) {
 	if logText := h.logText(g.Log); !strings.Contains(logText, "starting") || !strings.Contains(logText, "status timeout") {
 		t.Errorf("log:\n%s", logText)
 	}
-	if info := h.settled(); info.Delivered.Consumer != 1 || info.NumRedelivered != 0 {
+	if info := h.Settled(protocol.KindGate); info.Delivered.Consumer != 1 || info.NumRedelivered != 0 {
 		t.Errorf("delivered %d times", info.Delivered.Consumer)
 	}
 }
@@ -745,7 +574,7 @@ func TestGateCache(t *testing.T) {
 	if n := runs(t, legacyMarker); n != 1 {
 		t.Fatalf("legacy job: %d runs, want 1", n)
 	}
-	info := h.settled()
+	info := h.Settled(protocol.KindGate)
 	if info.NumRedelivered != 0 {
 		t.Errorf("%d jobs redelivered", info.NumRedelivered)
 	}
@@ -826,7 +655,7 @@ func TestGateIntegrity(t *testing.T) {
 	if logText := h.logText(g.Log); !strings.Contains(logText, "ignored path written by the gate (not a violation): scratch/") {
 		t.Errorf("log does not list the ignored path:\n%s", logText)
 	}
-	h.settled()
+	h.Settled(protocol.KindGate)
 }
 
 // The combined output is redacted, then its tail kept with a marker.
@@ -862,7 +691,7 @@ func TestGateOutput(t *testing.T) {
 	if g.DurationMillis < 0 || g.TimedOut {
 		t.Errorf("duration %d timed out %v", g.DurationMillis, g.TimedOut)
 	}
-	h.settled()
+	h.Settled(protocol.KindGate)
 }
 
 // Two runners (two processes' worth: separate connections and stores)
@@ -890,7 +719,7 @@ func TestGateCacheSingleFlight(t *testing.T) {
 	started := map[string]*protocol.Started{}
 	results := map[string]*protocol.GateResult{}
 	for len(results) < 2 {
-		r := h.next(40 * time.Second)
+		r := h.Next(40 * time.Second)
 		switch r.Type {
 		case protocol.ReportStarted:
 			started[r.Started.JobID] = r.Started
@@ -921,8 +750,8 @@ func TestGateCacheSingleFlight(t *testing.T) {
 	if n := runs(t, marker); n != 1 {
 		t.Errorf("the command ran %d times, want once", n)
 	}
-	h.settled()
-	h.noReports(300 * time.Millisecond)
+	h.Settled(protocol.KindGate)
+	h.NoReports(300 * time.Millisecond)
 }
 
 // oomSandbox reports every run as killed for running out of memory, like
@@ -949,7 +778,7 @@ func TestGateOutOfMemory(t *testing.T) {
 	if g.Cached || g.CacheKey != "" || !strings.Contains(g.CacheDisabled, "cannot identify its execution environment") {
 		t.Errorf("cached %v key %q disabled %q", g.Cached, g.CacheKey, g.CacheDisabled)
 	}
-	if info := h.settled(); info.NumRedelivered != 0 {
+	if info := h.Settled(protocol.KindGate); info.NumRedelivered != 0 {
 		t.Errorf("redelivered %d times", info.NumRedelivered)
 	}
 }

@@ -169,7 +169,7 @@ func TestGPURouting(t *testing.T) {
 	job := h.agentJob("train", 1, "@write model.txt\ntrained\n@end\n")
 	job.Pool = DefaultGPUPool
 	h.publish(job)
-	h.noReports(3 * time.Second)
+	h.NoReports(3 * time.Second)
 
 	gpuHost, _ := h.startWorkerWith(Config{}, map[string]string{"gpus": "2", "gpu": "NVIDIA A100-SXM4-80GB"})
 	s := h.expectStarted(job, 15*time.Second)

@@ -5,9 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,15 +16,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
+	"github.com/supervisorhq/supervisor/shared/jobrun/jobruntest"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
-	"github.com/supervisorhq/supervisor/shared/testserver"
-	"github.com/supervisorhq/supervisor/shared/workspace"
 )
 
 const (
@@ -63,150 +58,25 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// testLog sends log lines to t.Log until the test's cleanup ends it.
-type testLog struct {
-	mu   sync.Mutex
-	t    *testing.T
-	done bool
-}
-
-func (w *testLog) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-func newLogger(t *testing.T) *slog.Logger {
-	w := &testLog{t: t}
-	t.Cleanup(func() {
-		w.mu.Lock()
-		w.done = true
-		w.mu.Unlock()
-	})
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// gitRun runs git in dir with a fixed identity and no user configuration.
-func gitRun(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "commit.gpgsign=false"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
-		"GIT_AUTHOR_NAME=Test", "GIT_AUTHOR_EMAIL=test@example.com",
-		"GIT_COMMITTER_NAME=Test", "GIT_COMMITTER_EMAIL=test@example.com",
-		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v in %s: %v\n%s", args, dir, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-func writeFile(t *testing.T, path, data string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// harness is one embedded NATS server with the fleet's resources, a state
-// store, a repository uploaded as a bundle, and the reports runners send.
+// harness is a jobruntest.Fleet (an embedded NATS server with the fleet's
+// resources, a state store, a repository uploaded as a bundle, and the
+// reports runners send) with the workers started on it.
 type harness struct {
-	t       *testing.T
-	url     string
-	cfg     bus.Config
-	b       *bus.Bus
-	store   *kvstate.Store
-	log     *slog.Logger
-	repo    protocol.RepoRef
-	repoDir string
-	reports chan *protocol.Report
-	hosts   atomic.Int64
+	*jobruntest.Fleet
+	t     *testing.T
+	hosts atomic.Int64
 }
 
 func newHarness(t *testing.T, cfg bus.Config) *harness {
 	t.Helper()
-	h := &harness{t: t, log: newLogger(t), reports: make(chan *protocol.Report, 100)}
-	ctx := testCtx(t)
-	url := testserver.NATS(t)
 	if cfg.AckWait == 0 {
 		cfg.AckWait = 6 * time.Second
 	}
-	h.url, h.cfg = url, cfg
-	b, err := bus.Open(ctx, url, "worker-test", cfg, h.log)
-	if err != nil {
-		t.Fatalf("bus: %v", err)
-	}
-	t.Cleanup(b.Close)
-	h.b = b
-	if h.store, err = kvstate.New(ctx, b.JS); err != nil {
-		t.Fatalf("kvstate: %v", err)
-	}
-
-	// The user's repository, uploaded the way the CLI does.
-	h.repoDir = filepath.Join(t.TempDir(), "repo")
-	gitRun(t, "", "init", "--quiet", "--initial-branch=main", h.repoDir)
-	writeFile(t, filepath.Join(h.repoDir, "README.md"), "hello\n")
-	writeFile(t, filepath.Join(h.repoDir, "src/a.txt"), "a1\na2\n")
-	gitRun(t, h.repoDir, "add", "--all")
-	gitRun(t, h.repoDir, "commit", "--quiet", "-m", "init")
-	commit, err := workspace.ResolveCommit(ctx, h.repoDir, "HEAD")
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := workspace.RepoID(ctx, h.repoDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bundle := filepath.Join(t.TempDir(), "repo.bundle")
-	if err := workspace.CreateBundle(ctx, h.repoDir, commit, bundle); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(bundle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := id + "/" + commit + ".bundle"
-	if _, err := b.Bundles.PutBytes(ctx, name, data); err != nil {
-		t.Fatalf("upload bundle: %v", err)
-	}
-	h.repo = protocol.RepoRef{ID: id, BaseCommit: commit, Bundle: name}
-
-	// The coordinator's side of the results stream.
-	cons, err := b.JS.CreateOrUpdateConsumer(ctx, protocol.StreamResults, jetstream.ConsumerConfig{
-		Durable: "test-results", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: protocol.SubjectResults,
+	f := jobruntest.NewFleet(t, "worker-test", cfg, map[string]string{
+		"README.md": "hello\n",
+		"src/a.txt": "a1\na2\n",
 	})
-	if err != nil {
-		t.Fatalf("results consumer: %v", err)
-	}
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		var r protocol.Report
-		if err := protocol.Decode(m.Data(), &r); err != nil {
-			h.log.Error("undecodable report", "err", err)
-		} else if err := r.Validate(); err != nil {
-			h.log.Error("invalid report", "err", err)
-		} else {
-			h.reports <- &r
-		}
-		_ = m.Ack()
-	})
-	if err != nil {
-		t.Fatalf("consume results: %v", err)
-	}
-	t.Cleanup(cc.Stop)
-	return h
+	return &harness{Fleet: f, t: t}
 }
 
 // startWorker runs a worker with its own NATS connection, state store and
@@ -223,8 +93,8 @@ func (h *harness) startWorker(cfg Config) (host string, stop func()) {
 func (h *harness) workerDeps(labels map[string]string) jobrun.Deps {
 	t := h.t
 	host := fmt.Sprintf("test-worker-%d", h.hosts.Add(1))
-	ctx := testCtx(t)
-	wb, err := bus.Open(ctx, h.url, host, h.cfg, h.log)
+	ctx := jobruntest.Context(t)
+	wb, err := bus.Open(ctx, h.URL, host, h.Config, h.Log)
 	if err != nil {
 		t.Fatalf("worker bus: %v", err)
 	}
@@ -238,7 +108,7 @@ func (h *harness) workerDeps(labels map[string]string) jobrun.Deps {
 		SandboxPath: agentDir + ":" + sandbox.BasePath,
 		Host:        host,
 		Labels:      labels,
-	}, wb, store, h.log)
+	}, wb, store, h.Log)
 	if err != nil {
 		t.Fatalf("LocalDeps: %v", err)
 	}
@@ -280,7 +150,7 @@ func (h *harness) agentJob(node string, attempt int, prompt string) *protocol.Ag
 	}
 	return &protocol.AgentJob{
 		JobID: protocol.AgentJobID(wf, node, attempt), WorkflowID: wf, NodeID: node, Attempt: attempt,
-		Pool: protocol.DefaultPool, Repo: h.repo, Command: []string{agentName, "-p"}, Prompt: prompt,
+		Pool: protocol.DefaultPool, Repo: h.Repo, Command: []string{agentName, "-p"}, Prompt: prompt,
 		TimeoutSeconds: 60, PublishedAt: time.Now().UTC(),
 	}
 }
@@ -291,26 +161,14 @@ func (h *harness) publish(j *protocol.AgentJob) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if err := h.b.PublishJob(testCtx(h.t), protocol.KindAgent, j.Pool, j.JobID, data); err != nil {
+	if err := h.Bus.PublishJob(jobruntest.Context(h.t), protocol.KindAgent, j.Pool, j.JobID, data); err != nil {
 		h.t.Fatalf("publish: %v", err)
-	}
-}
-
-// next returns the next report, failing the test after within.
-func (h *harness) next(within time.Duration) *protocol.Report {
-	h.t.Helper()
-	select {
-	case r := <-h.reports:
-		return r
-	case <-time.After(within):
-		h.t.Fatalf("no report within %s", within)
-		return nil
 	}
 }
 
 func (h *harness) expectStarted(j *protocol.AgentJob, within time.Duration) *protocol.Started {
 	h.t.Helper()
-	r := h.next(within)
+	r := h.Next(within)
 	if r.Type != protocol.ReportStarted || r.Started.JobID != j.JobID {
 		h.t.Fatalf("got %s report %+v, want started for %s", r.Type, r, j.JobID)
 	}
@@ -330,7 +188,7 @@ func (h *harness) expectStarted(j *protocol.AgentJob, within time.Duration) *pro
 
 func (h *harness) expectResult(j *protocol.AgentJob, within time.Duration) *protocol.AgentResult {
 	h.t.Helper()
-	r := h.next(within)
+	r := h.Next(within)
 	if r.Type != protocol.ReportAgentResult || r.Agent.JobID != j.JobID {
 		h.t.Fatalf("got %s report %+v, want agent_result for %s", r.Type, r, j.JobID)
 	}
@@ -344,51 +202,10 @@ func (h *harness) expectResult(j *protocol.AgentJob, within time.Duration) *prot
 	return a
 }
 
-// noReports fails if a report arrives within d.
-func (h *harness) noReports(d time.Duration) {
-	h.t.Helper()
-	select {
-	case r := <-h.reports:
-		h.t.Fatalf("unexpected %s report: started=%+v agent=%+v", r.Type, r.Started, r.Agent)
-	case <-time.After(d):
-	}
-}
-
-// settled waits until the agent consumer has nothing pending or unacked
-// and returns its info.
-func (h *harness) settled() *jetstream.ConsumerInfo {
-	h.t.Helper()
-	ctx := testCtx(h.t)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		// The worker creates the consumer when it starts pulling.
-		cons, err := h.b.JS.Consumer(ctx, protocol.StreamJobs, protocol.ConsumerName(protocol.KindAgent, protocol.DefaultPool))
-		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			h.t.Fatalf("jobs consumer: %v", err)
-		}
-		if err == nil {
-			info, err := cons.Info(ctx)
-			if err != nil {
-				h.t.Fatalf("jobs consumer info: %v", err)
-			}
-			if info.NumAckPending == 0 && info.NumPending == 0 {
-				return info
-			}
-			if time.Now().After(deadline) {
-				h.t.Fatalf("jobs not settled: %d pending, %d unacked, %d redelivered",
-					info.NumPending, info.NumAckPending, info.NumRedelivered)
-			}
-		} else if time.Now().After(deadline) {
-			h.t.Fatalf("jobs consumer never created")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func (h *harness) jobsInStream() uint64 {
 	h.t.Helper()
-	ctx := testCtx(h.t)
-	s, err := h.b.JS.Stream(ctx, protocol.StreamJobs)
+	ctx := jobruntest.Context(h.t)
+	s, err := h.Bus.JS.Stream(ctx, protocol.StreamJobs)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -402,7 +219,7 @@ func (h *harness) jobsInStream() uint64 {
 // patchBytes downloads a patch and checks it against its ref.
 func (h *harness) patchBytes(ref *protocol.PatchRef) []byte {
 	h.t.Helper()
-	data, err := h.b.Patches.GetBytes(testCtx(h.t), ref.Object)
+	data, err := h.Bus.Patches.GetBytes(jobruntest.Context(h.t), ref.Object)
 	if err != nil {
 		h.t.Fatalf("patch %s: %v", ref.Object, err)
 	}
@@ -418,7 +235,7 @@ func (h *harness) logBytes(name string) []byte {
 	if name == "" {
 		h.t.Fatal("result names no log")
 	}
-	data, err := h.b.Logs.GetBytes(testCtx(h.t), name)
+	data, err := h.Bus.Logs.GetBytes(jobruntest.Context(h.t), name)
 	if err != nil {
 		h.t.Fatalf("log %s: %v", name, err)
 	}
@@ -451,12 +268,12 @@ func patchedFiles(patch []byte) map[string]string {
 func (h *harness) applied(patches ...[]byte) string {
 	h.t.Helper()
 	dir := filepath.Join(h.t.TempDir(), "clone")
-	gitRun(h.t, "", "clone", "--quiet", h.repoDir, dir)
-	gitRun(h.t, dir, "checkout", "--quiet", "--detach", h.repo.BaseCommit)
+	jobruntest.Git(h.t, "", "clone", "--quiet", h.RepoDir, dir)
+	jobruntest.Git(h.t, dir, "checkout", "--quiet", "--detach", h.Repo.BaseCommit)
 	for i, p := range patches {
 		file := filepath.Join(h.t.TempDir(), fmt.Sprintf("p%d.patch", i))
-		writeFile(h.t, file, string(p))
-		gitRun(h.t, dir, "apply", "--binary", "--index", file)
+		jobruntest.WriteFile(h.t, file, string(p))
+		jobruntest.Git(h.t, dir, "apply", "--binary", "--index", file)
 	}
 	return dir
 }
@@ -551,7 +368,7 @@ func TestAgentSucceeds(t *testing.T) {
 	if got := readFile(t, filepath.Join(clone, "hello.txt")); got != "hello from the agent\n" {
 		t.Errorf("hello.txt after applying the patch = %q", got)
 	}
-	if st := gitRun(t, clone, "status", "--porcelain", "--untracked-files=all"); st != "A  hello.txt" {
+	if st := strings.TrimSpace(jobruntest.Git(t, clone, "status", "--porcelain", "--untracked-files=all")); st != "A  hello.txt" {
 		t.Errorf("clone status after applying the patch = %q, want only hello.txt added", st)
 	}
 
@@ -575,14 +392,14 @@ func TestAgentSucceeds(t *testing.T) {
 		}
 	}
 
-	info := h.settled()
+	info := h.Settled(protocol.KindAgent)
 	if info.NumRedelivered != 0 || info.Delivered.Consumer != 1 {
 		t.Errorf("job delivered %d times (%d redelivered), want once", info.Delivered.Consumer, info.NumRedelivered)
 	}
 	if n := h.jobsInStream(); n != 0 {
 		t.Errorf("%d jobs left in %s after the ack", n, protocol.StreamJobs)
 	}
-	h.noReports(300 * time.Millisecond)
+	h.NoReports(300 * time.Millisecond)
 }
 
 // Agents that fail, time out or cannot start are reported once, with
@@ -658,14 +475,14 @@ func TestAgentFailures(t *testing.T) {
 		}
 	})
 
-	info := h.settled()
+	info := h.Settled(protocol.KindAgent)
 	if info.NumRedelivered != 0 || info.Delivered.Consumer != uint64(jobs) {
 		t.Errorf("%d jobs delivered %d times (%d redelivered), want once each and acked", jobs, info.Delivered.Consumer, info.NumRedelivered)
 	}
 	if n := h.jobsInStream(); n != 0 {
 		t.Errorf("%d jobs left in the stream", n)
 	}
-	h.noReports(time.Second)
+	h.NoReports(time.Second)
 }
 
 // Malformed and too-new jobs are terminated: no report, no redelivery.
@@ -673,31 +490,31 @@ func TestMalformedJobTerminated(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, bus.Config{AckWait: 2 * time.Second})
 	h.startWorker(Config{})
-	ctx := testCtx(t)
+	ctx := jobruntest.Context(t)
 	for id, payload := range map[string]string{
 		"bad-json":  `{"v":1,"job_id":`,
 		"too-new":   `{"v":99,"job_id":"wf.n.a1","workflow_id":"wf","node_id":"n","attempt":1}`,
 		"no-object": `[1,2,3]`,
 	} {
-		if err := h.b.PublishJob(ctx, protocol.KindAgent, protocol.DefaultPool, id, []byte(payload)); err != nil {
+		if err := h.Bus.PublishJob(ctx, protocol.KindAgent, protocol.DefaultPool, id, []byte(payload)); err != nil {
 			t.Fatalf("publish %s: %v", id, err)
 		}
 	}
-	info := h.settled()
+	info := h.Settled(protocol.KindAgent)
 	if info.Delivered.Consumer != 3 || info.AckFloor.Stream != 3 {
 		t.Fatalf("consumer delivered %d, ack floor %d; want all 3 jobs delivered once and settled",
 			info.Delivered.Consumer, info.AckFloor.Stream)
 	}
 	// Longer than AckWait: a job merely left unacked would come back.
 	time.Sleep(3 * time.Second)
-	info = h.settled()
+	info = h.Settled(protocol.KindAgent)
 	if info.Delivered.Consumer != 3 || info.NumRedelivered != 0 {
 		t.Errorf("after AckWait: delivered %d, redelivered %d; want 3 and 0", info.Delivered.Consumer, info.NumRedelivered)
 	}
 	if n := h.jobsInStream(); n != 0 {
 		t.Errorf("%d terminated jobs left in the stream", n)
 	}
-	h.noReports(100 * time.Millisecond)
+	h.NoReports(100 * time.Millisecond)
 
 	// The worker is still healthy afterwards.
 	job := h.agentJob("after", 1, "@write ok.txt\nok\n@end\n")
@@ -727,7 +544,7 @@ func TestDrainHandsJobBack(t *testing.T) {
 	if took := time.Since(begin); took > 10*time.Second {
 		t.Errorf("Run took %s to return after the drain timeout", took)
 	}
-	h.noReports(500 * time.Millisecond) // the interrupted run reports nothing
+	h.NoReports(500 * time.Millisecond) // the interrupted run reports nothing
 
 	host2, _ := h.startWorker(Config{})
 	second := h.expectStarted(job, 20*time.Second)
@@ -747,8 +564,8 @@ func TestDrainHandsJobBack(t *testing.T) {
 	if got := patchedFiles(h.patchBytes(res.Patch)); len(got) != 1 || got["drained.txt"] != "new" {
 		t.Errorf("patch touches %v", got)
 	}
-	h.settled()
-	h.noReports(time.Second) // exactly one agent_result across both workers
+	h.Settled(protocol.KindAgent)
+	h.NoReports(time.Second) // exactly one agent_result across both workers
 }
 
 // A job's dependency patches are in its workspace, and its own patch holds
@@ -808,7 +625,7 @@ func TestDependencyPatches(t *testing.T) {
 	if got := patchedFiles(h.patchBytes(delRes.Patch)); len(got) != 1 || got["dep.txt"] != "deleted" {
 		t.Errorf("deleting patch touches %v", got)
 	}
-	h.settled()
+	h.Settled(protocol.KindAgent)
 }
 
 // An infrastructure failure (a dependency patch that fails its integrity
@@ -818,9 +635,9 @@ func TestInfrastructureErrorOnLastDelivery(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, bus.Config{MaxDeliver: 2})
 	h.startWorker(Config{})
-	ctx := testCtx(t)
+	ctx := jobruntest.Context(t)
 	bad := []byte("not really a patch\n")
-	if _, err := h.b.Patches.PutBytes(ctx, "wf/bad.patch", bad); err != nil {
+	if _, err := h.Bus.Patches.PutBytes(ctx, "wf/bad.patch", bad); err != nil {
 		t.Fatal(err)
 	}
 	job := h.agentJob("unlucky", 1, "@write x.txt\nx\n@end\n")
@@ -842,9 +659,9 @@ func TestInfrastructureErrorOnLastDelivery(t *testing.T) {
 	if res.LeaseToken != second.LeaseToken {
 		t.Errorf("error report token %d, want %d", res.LeaseToken, second.LeaseToken)
 	}
-	h.settled()
+	h.Settled(protocol.KindAgent)
 	if n := h.jobsInStream(); n != 0 {
 		t.Errorf("%d jobs left in the stream", n)
 	}
-	h.noReports(500 * time.Millisecond)
+	h.NoReports(500 * time.Millisecond)
 }
