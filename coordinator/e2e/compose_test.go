@@ -289,28 +289,7 @@ func (c *composeFleet) hostnames(service string) map[string]string {
 // the fleet's published NATS port.
 func (c *composeFleet) cli(timeout time.Duration, args ...string) result {
 	c.t.Helper()
-	if !hasFlag(args, "--nats") {
-		args = append(append([]string(nil), args...), "--nats", c.natsURL)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "coordinator"), args...)
-	cmd.Dir = c.dir
-	cmd.Env = childEnv()
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	r := result{args: args, stdout: stdout.String(), stderr: stderr.String()}
-	var ee *exec.ExitError
-	switch {
-	case ctx.Err() != nil:
-		c.t.Fatalf("coordinator %s did not finish within %s\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), timeout, r.stdout, r.stderr)
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	case err != nil:
-		c.t.Fatalf("run coordinator %s: %v", strings.Join(args, " "), err)
-	}
-	return r
+	return runCLI(c.t, c.dir, c.natsURL, timeout, args...)
 }
 
 // status runs `coordinator status WF -o json` and decodes it.

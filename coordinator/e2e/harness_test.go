@@ -403,13 +403,21 @@ func (r result) String() string {
 // args name another with --nats) and returns its output and exit code.
 func (f *fleet) cli(timeout time.Duration, args ...string) result {
 	f.t.Helper()
+	return runCLI(f.t, f.dir, f.natsURL, timeout, args...)
+}
+
+// runCLI runs the coordinator binary in dir as a client of natsURL
+// (unless args name another with --nats) and returns its output and exit
+// code; it fails the test if the binary cannot run or outlasts timeout.
+func runCLI(t *testing.T, dir, natsURL string, timeout time.Duration, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if !hasFlag(args, "--nats") {
-		args = append(append([]string(nil), args...), "--nats", f.natsURL)
+		args = append(append([]string(nil), args...), "--nats", natsURL)
 	}
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "coordinator"), args...)
-	cmd.Dir = f.dir
+	cmd.Dir = dir
 	cmd.Env = childEnv()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -418,11 +426,11 @@ func (f *fleet) cli(timeout time.Duration, args ...string) result {
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
-		f.t.Fatalf("coordinator %s did not finish within %s\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), timeout, r.stdout, r.stderr)
+		t.Fatalf("coordinator %s did not finish within %s\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), timeout, r.stdout, r.stderr)
 	case errors.As(err, &ee):
 		r.code = ee.ExitCode()
 	case err != nil:
-		f.t.Fatalf("run coordinator %s: %v", strings.Join(args, " "), err)
+		t.Fatalf("run coordinator %s: %v", strings.Join(args, " "), err)
 	}
 	return r
 }
