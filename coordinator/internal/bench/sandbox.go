@@ -525,9 +525,10 @@ func gateSpec(argv []string, ws, wf string) sandbox.Spec {
 		Env: map[string]string{
 			"SUPERVISOR_WORKFLOW_ID": wf, "SUPERVISOR_NODE_ID": "t0000", "SUPERVISOR_TASK_ID": "t0000",
 			"SUPERVISOR_GATE_NAME": "bench", "SUPERVISOR_ATTEMPT": "1", "SUPERVISOR_REPO_ID": "bench",
-			"SUPERVISOR_REPO_PATH": ws, "SUPERVISOR_REVIEW_ID": wf + ".t0000.a1",
+			"SUPERVISOR_REVIEW_ID": wf + ".t0000.a1",
 		},
-		Labels: map[string]string{"workflow": wf, "node": "t0000", "gate": "bench", "attempt": "1", "round": "0"},
+		WorkspaceEnv: "SUPERVISOR_REPO_PATH",
+		Labels:       map[string]string{"workflow": wf, "node": "t0000", "gate": "bench", "attempt": "1", "round": "0"},
 	}
 }
 
