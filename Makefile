@@ -15,6 +15,7 @@ all: build
 build:
 	@mkdir -p $(BIN)
 	cd coordinator && $(GO) build -o $(BIN)/coordinator ./cmd/coordinator
+	cd coordinator && $(GO) build -o $(BIN)/supervisor-bench ./cmd/supervisor-bench
 	cd worker && $(GO) build -o $(BIN)/worker ./cmd/worker
 	cd gaterunner && $(GO) build -o $(BIN)/gaterunner ./cmd/gaterunner
 	cd gaterunner && $(GO) build -o $(BIN)/supervisor-coverage-check ./cmd/supervisor-coverage-check
@@ -49,7 +50,7 @@ test-e2e:
 ## sandboxes' cost per gate (its image is built first when a Docker engine answers)
 bench: build
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory images; fi
-	$(BIN)/coordinator bench
+	$(BIN)/supervisor-bench
 
 vet:
 	$(GO) vet $(PKGS)

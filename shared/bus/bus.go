@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
 )
 
 // Config sets the JetStream resources' parameters. Zero values take the
@@ -365,20 +366,59 @@ func (b *Bus) PublishReport(ctx context.Context, r *protocol.Report, msgID strin
 	return nil
 }
 
-// AppendEvent appends an event to the event log and returns its sequence.
-// msgID de-duplicates a re-append of the same event.
-func (b *Bus) AppendEvent(ctx context.Context, e *protocol.Event, msgID string) (uint64, error) {
-	data, err := protocol.Encode(e)
+// ErrEventLogMoved is returned by AppendEvent when the workflow's log
+// no longer ends where the appender expected: another writer appended.
+var ErrEventLogMoved = errors.New("event log moved: another writer appended to it")
+
+// AppendOption configures AppendEvent.
+type AppendOption func(*appendOptions)
+
+type appendOptions struct {
+	msgID      string
+	expectLast *uint64
+}
+
+// WithMsgID de-duplicates a re-append of the same event.
+func WithMsgID(id string) AppendOption {
+	return func(o *appendOptions) { o.msgID = id }
+}
+
+// ExpectLast fences the append: it succeeds only if seq is the sequence of
+// the workflow's last event (0: the workflow has none). A writer that has
+// folded its workflow's log up to seq thus never appends on a state that
+// another writer has changed.
+func ExpectLast(seq uint64) AppendOption {
+	return func(o *appendOptions) { o.expectLast = &seq }
+}
+
+// AppendEvent appends an event to its workflow's log and returns its
+// sequence; duplicate is true when a de-duplicated re-append found the
+// event already there, at that sequence. A fenced append that finds the log
+// moved fails with ErrEventLogMoved.
+func (b *Bus) AppendEvent(ctx context.Context, e eventlog.Event, opts ...AppendOption) (seq uint64, duplicate bool, err error) {
+	var o appendOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	data, err := eventlog.Encode(e)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	opts := []jetstream.PublishOpt{}
-	if msgID != "" {
-		opts = append(opts, jetstream.WithMsgID(msgID))
+	var popts []jetstream.PublishOpt
+	if o.msgID != "" {
+		popts = append(popts, jetstream.WithMsgID(o.msgID))
 	}
-	ack, err := b.JS.Publish(ctx, protocol.EventSubject(e.WorkflowID), data, opts...)
+	if o.expectLast != nil {
+		popts = append(popts, jetstream.WithExpectLastSequencePerSubject(*o.expectLast))
+	}
+	ack, err := b.JS.Publish(ctx, protocol.EventSubject(e.WorkflowID), data, popts...)
 	if err != nil {
-		return 0, fmt.Errorf("bus: append %s event for %s: %w", e.Type, e.WorkflowID, err)
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			return 0, false, fmt.Errorf("bus: append %s event for %s: %w (%v)", e.Type(), e.WorkflowID, ErrEventLogMoved, err)
+		}
+		return 0, false, fmt.Errorf("bus: append %s event for %s: %w", e.Type(), e.WorkflowID, err)
 	}
-	return ack.Sequence, nil
+	return ack.Sequence, ack.Duplicate, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
 	"github.com/supervisorhq/supervisor/shared/testserver"
 )
 
@@ -329,17 +330,33 @@ func TestPublishReportAndEvent(t *testing.T) {
 	if err := b.PublishReport(ctx, &protocol.Report{Type: protocol.ReportAgentResult}, "x"); err == nil {
 		t.Errorf("invalid report was published")
 	}
-	s1, err := b.AppendEvent(ctx, &protocol.Event{Type: protocol.EvNodeReady, WorkflowID: "wf1"}, "e1")
-	if err != nil {
-		t.Fatal(err)
+	ready := eventlog.Event{WorkflowID: "wf1", NodeID: "n", Body: eventlog.NodeReady{Attempt: 1}}
+	s1, dup, err := b.AppendEvent(ctx, ready, WithMsgID("e1"))
+	if err != nil || dup {
+		t.Fatal(err, dup)
 	}
-	s2, err := b.AppendEvent(ctx, &protocol.Event{Type: protocol.EvNodeReady, WorkflowID: "wf1"}, "e1")
-	if err != nil || s2 != s1 {
-		t.Errorf("re-appending event e1: seq %d (first %d), %v", s2, s1, err)
+	s2, dup, err := b.AppendEvent(ctx, ready, WithMsgID("e1"))
+	if err != nil || s2 != s1 || !dup {
+		t.Errorf("re-appending event e1: seq %d (first %d), duplicate %v, %v", s2, s1, dup, err)
 	}
-	s3, err := b.AppendEvent(ctx, &protocol.Event{Type: protocol.EvNodeReady, WorkflowID: "wf1"}, "")
+	s3, _, err := b.AppendEvent(ctx, ready)
 	if err != nil || s3 <= s1 {
 		t.Errorf("event without id: seq %d, %v", s3, err)
+	}
+	// Fenced appends succeed only on the log's last event of the workflow.
+	s4, _, err := b.AppendEvent(ctx, ready, ExpectLast(s3))
+	if err != nil || s4 <= s3 {
+		t.Errorf("fenced append on the last event: seq %d, %v", s4, err)
+	}
+	if _, _, err := b.AppendEvent(ctx, ready, ExpectLast(s3)); !errors.Is(err, ErrEventLogMoved) {
+		t.Errorf("fenced append on an older event: %v, want ErrEventLogMoved", err)
+	}
+	other := eventlog.Event{WorkflowID: "wf2", Body: eventlog.WorkflowCancelRequested{}}
+	if _, _, err := b.AppendEvent(ctx, other, ExpectLast(0)); err != nil {
+		t.Errorf("fenced first append of a workflow: %v", err)
+	}
+	if _, _, err := b.AppendEvent(ctx, other, ExpectLast(0)); !errors.Is(err, ErrEventLogMoved) {
+		t.Errorf("second 'first' append of a workflow: %v, want ErrEventLogMoved", err)
 	}
 }
 

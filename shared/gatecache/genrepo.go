@@ -10,7 +10,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/gitexec"
 )
 
-// This file is for benchmarks (BenchmarkKey here, `coordinator bench`): it
+// This file is for benchmarks (BenchmarkKey here, `supervisor-bench`): it
 // builds synthetic repositories to compute keys on.
 
 // generatedPerDir is how many generated files share a directory.

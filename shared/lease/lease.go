@@ -25,18 +25,34 @@ type Held struct {
 	done   chan struct{}
 	once   sync.Once
 	mu     sync.Mutex
+	strict bool
 }
+
+// Option configures Hold.
+type Option func(*Held)
+
+// StepDown makes the holder give the lease up as soon as it may have
+// expired: when no renewal has succeeded for a whole TTL (the store cannot
+// be reached), the context is cancelled with cause ErrLost, because
+// another owner may hold the lease by then. Without it, a holder that
+// cannot reach the store carries on, relying on fencing tokens to have its
+// late work ignored; a leader must not, since it would act alongside the
+// next one.
+func StepDown() Option { return func(h *Held) { h.strict = true } }
 
 // Hold acquires key for owner with ttl and renews it every ttl/3. The
 // returned context is cancelled with cause ErrLost if a renewal finds the
 // lease gone. It returns state.ErrLocked if someone else holds it.
-func Hold(ctx context.Context, store state.Locks, key, owner string, ttl time.Duration, log *slog.Logger) (*Held, context.Context, error) {
+func Hold(ctx context.Context, store state.Locks, key, owner string, ttl time.Duration, log *slog.Logger, opts ...Option) (*Held, context.Context, error) {
 	l, err := store.Acquire(ctx, key, owner, ttl)
 	if err != nil {
 		return nil, nil, fmt.Errorf("lease %s: %w", key, err)
 	}
 	jctx, cancel := context.WithCancelCause(ctx)
 	h := &Held{lease: l, store: store, cancel: cancel, done: make(chan struct{})}
+	for _, o := range opts {
+		o(h)
+	}
 	go h.renew(jctx, ttl, log)
 	return h, jctx, nil
 }
@@ -51,6 +67,9 @@ func (h *Held) Token() uint64 {
 func (h *Held) renew(ctx context.Context, ttl time.Duration, log *slog.Logger) {
 	t := time.NewTicker(ttl / 3)
 	defer t.Stop()
+	// renewed is when the lease was last known to be ours: its TTL runs
+	// from just before then at the latest.
+	renewed := time.Now()
 	for {
 		select {
 		case <-h.done:
@@ -61,11 +80,20 @@ func (h *Held) renew(ctx context.Context, ttl time.Duration, log *slog.Logger) {
 			h.mu.Lock()
 			cur := h.lease
 			h.mu.Unlock()
-			rctx, cancel := context.WithTimeout(context.Background(), ttl/3)
+			attempt := time.Now()
+			timeout := ttl / 3
+			if h.strict {
+				// Never wait on the store past two thirds of the TTL:
+				// a holder stepping down must do so before the lease
+				// can expire.
+				timeout = min(timeout, time.Until(renewed.Add(2*ttl/3)))
+			}
+			rctx, cancel := context.WithTimeout(context.Background(), max(timeout, time.Millisecond))
 			nl, err := h.store.Renew(rctx, cur, ttl)
 			cancel()
 			switch {
 			case err == nil:
+				renewed = attempt
 				h.mu.Lock()
 				h.lease = nl
 				h.mu.Unlock()
@@ -74,6 +102,14 @@ func (h *Held) renew(ctx context.Context, ttl time.Duration, log *slog.Logger) {
 					log.Warn("lease lost; stopping job", "key", cur.Key, "token", cur.Token)
 				}
 				h.cancel(ErrLost)
+				return
+			case h.strict && time.Since(renewed) >= ttl/2:
+				// The next attempt could end past the TTL: the lease may
+				// be someone else's by then.
+				if log != nil {
+					log.Warn("lease renewals failing for its whole TTL; giving it up", "key", cur.Key, "ttl", ttl, "err", err)
+				}
+				h.cancel(fmt.Errorf("%w: no renewal for %s: %w", ErrLost, time.Since(renewed).Round(time.Millisecond), err))
 				return
 			default:
 				// The store is unreachable: keep the job going and try again;

@@ -262,3 +262,82 @@ func TestParentCancelIsNotLost(t *testing.T) {
 		}
 	})
 }
+
+// A leader elected with Elect steps down when the store cannot be reached
+// for long enough that its lease may lapse: its context ends with ErrLost
+// before another owner can take the lease, so two leaders never act at
+// once. Contrast TestLostAfterExpiryAndSteal, where a job's holder carries
+// on.
+func TestElectStepsDownBeforeExpiry(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store state.Store) {
+		ctx := testCtx(t)
+		f := &flaky{Locks: store}
+		held, lctx, err := lease.Elect(ctx, f, "leader/stepdown", "leader-a", ttl, nil)
+		if err != nil {
+			t.Fatalf("Elect: %v", err)
+		}
+		time.Sleep(ttl) // renewals work: still leading
+		if err := lctx.Err(); err != nil {
+			t.Fatalf("leader context ended while renewals worked: %v", context.Cause(lctx))
+		}
+		f.paused.Store(true)
+		paused := time.Now()
+		for {
+			_, err := store.Acquire(ctx, "leader/stepdown", "leader-b", ttl)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, state.ErrLocked) {
+				t.Fatalf("second owner's Acquire: %v", err)
+			}
+			if time.Since(paused) > 3*ttl {
+				t.Fatalf("lease still held %s after renewals stopped", 3*ttl)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		// By the time another owner could take the lease, the first had
+		// given it up.
+		if lctx.Err() == nil || !lease.Lost(lctx) {
+			t.Fatalf("leader still leading when another owner took the lease (cause %v)", context.Cause(lctx))
+		}
+		_ = held.Release(ctx)
+	})
+}
+
+// Elect waits while another owner holds the key and takes it once that
+// owner lets it go; cancelling the wait returns the context's error.
+func TestElectWaitsForTheHolder(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store state.Store) {
+		ctx := testCtx(t)
+		first, _, err := lease.Elect(ctx, store, "leader/wait", "leader-a", ttl, nil)
+		if err != nil {
+			t.Fatalf("first Elect: %v", err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, ttl/2)
+		if _, _, err := lease.Elect(wctx, store, "leader/wait", "leader-b", ttl, nil); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Elect while held: %v, want the wait's deadline", err)
+		}
+		cancel()
+		got := make(chan *lease.Held, 1)
+		go func() {
+			h, _, err := lease.Elect(ctx, store, "leader/wait", "leader-b", ttl, nil)
+			if err != nil {
+				t.Errorf("second Elect: %v", err)
+			}
+			got <- h
+		}()
+		time.Sleep(ttl / 2)
+		if err := first.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case h := <-got:
+			if h == nil || h.Token() <= first.Token() {
+				t.Fatalf("second leader's token not greater than the first's")
+			}
+			_ = h.Release(ctx)
+		case <-time.After(2 * ttl):
+			t.Fatal("the waiting owner did not take over after the release")
+		}
+	})
+}

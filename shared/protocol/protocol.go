@@ -317,7 +317,6 @@ func Encode(v interface{ setVersion() }) ([]byte, error) {
 func (j *AgentJob) setVersion() { j.V = Version }
 func (j *GateJob) setVersion()  { j.V = Version }
 func (r *Report) setVersion()   { r.V = Version }
-func (e *Event) setVersion()    { e.V = Version }
 
 // Decode unmarshals a message and checks its protocol version.
 func Decode(data []byte, v interface{ version() int }) error {
@@ -333,4 +332,3 @@ func Decode(data []byte, v interface{ version() int }) error {
 func (j *AgentJob) version() int { return j.V }
 func (j *GateJob) version() int  { return j.V }
 func (r *Report) version() int   { return r.V }
-func (e *Event) version() int    { return e.V }

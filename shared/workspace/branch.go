@@ -21,3 +21,15 @@ func SetBranch(ctx context.Context, gitDir, branch, commit string) error {
 	}
 	return nil
 }
+
+// HasCommit reports whether the repository at gitDir has commit.
+func HasCommit(ctx context.Context, gitDir, commit string) (bool, error) {
+	_, err := (gitexec.Runner{GitDir: gitDir}).Text(ctx, "cat-file", "-e", commit+"^{commit}")
+	switch {
+	case err == nil:
+		return true, nil
+	case gitexec.ExitCode(err) == 128 || gitexec.ExitCode(err) == 1:
+		return false, nil
+	}
+	return false, fmt.Errorf("workspace: look for commit %s in %s: %w", commit, gitDir, err)
+}

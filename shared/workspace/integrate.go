@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/supervisorhq/supervisor/shared/gitexec"
 )
@@ -34,7 +35,15 @@ func checkBranch(ctx context.Context, branch string) (string, error) {
 // branch moved while the commit was built, the error wraps ErrBranchMoved.
 // An empty patch (or one that changes nothing) makes no commit: the branch
 // is created at baseCommit if missing and its tip is returned.
-func ApplyToBranch(ctx context.Context, gitDir, branch, baseCommit string, patch []byte, message string) (string, error) {
+//
+// The commit has the hardened runner's fixed identity and, with CommitDate,
+// a fixed date: the same patch on the same parent with the same message
+// and date then always makes the same commit, wherever it is applied.
+func ApplyToBranch(ctx context.Context, gitDir, branch, baseCommit string, patch []byte, message string, opts ...CommitOption) (string, error) {
+	var co commitOptions
+	for _, o := range opts {
+		o(&co)
+	}
 	ref, err := checkBranch(ctx, branch)
 	if err != nil {
 		return "", err
@@ -99,7 +108,12 @@ func ApplyToBranch(ctx context.Context, gitDir, branch, baseCommit string, patch
 	if message == "" {
 		message = "supervisor: apply patch"
 	}
-	out, err := g.OutputStdin(ctx, strings.NewReader(message), "commit-tree", tree, "-p", parent)
+	gc := g
+	if !co.date.IsZero() {
+		date := fmt.Sprintf("%d +0000", co.date.Unix())
+		gc.Env = []string{"GIT_AUTHOR_DATE=" + date, "GIT_COMMITTER_DATE=" + date}
+	}
+	out, err := gc.OutputStdin(ctx, strings.NewReader(message), "commit-tree", tree, "-p", parent)
 	if err != nil {
 		return fail(err)
 	}
@@ -109,6 +123,14 @@ func ApplyToBranch(ctx context.Context, gitDir, branch, baseCommit string, patch
 	}
 	return commit, nil
 }
+
+// CommitOption configures the commit ApplyToBranch makes.
+type CommitOption func(*commitOptions)
+
+type commitOptions struct{ date time.Time }
+
+// CommitDate sets the commit's author and committer date (to the second).
+func CommitDate(t time.Time) CommitOption { return func(o *commitOptions) { o.date = t } }
 
 // createOrUpdateRef sets ref to commit if it still has the value old
 // (exists) or still does not exist (!exists), atomically.

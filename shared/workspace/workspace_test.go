@@ -513,6 +513,40 @@ func TestApplyToBranch(t *testing.T) {
 	}
 }
 
+// With a fixed date, applying the same patches with the same messages on
+// the same base makes the same commits in any repository: a coordinator
+// whose mirror lacks a branch's commits can make them again.
+func TestApplyToBranchWithDateIsReproducible(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	r := newUserRepo(t)
+	date := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	var tips [2][2]string
+	for i := range tips {
+		bare := filepath.Join(t.TempDir(), "integration.git")
+		git(t, "", "clone", "--quiet", "--bare", r.dir, bare)
+		for j, p := range [][]byte{r.p1, r.p2} {
+			c, err := ApplyToBranch(ctx, bare, "sup/wf1", r.base, p, fmt.Sprintf("node %d", j), CommitDate(date.Add(time.Duration(j)*time.Minute)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tips[i][j] = c
+		}
+		if got := gitBare(t, bare, "log", "-1", "--format=%at %ct", tips[i][1]); got != fmt.Sprintf("%d %d", date.Unix()+60, date.Unix()+60) {
+			t.Errorf("dates of the second commit: %s", got)
+		}
+		if has, err := HasCommit(ctx, bare, tips[i][0]); err != nil || !has {
+			t.Errorf("HasCommit(first commit) = %v, %v", has, err)
+		}
+		if has, err := HasCommit(ctx, bare, strings.Repeat("e", 40)); err != nil || has {
+			t.Errorf("HasCommit(missing) = %v, %v", has, err)
+		}
+	}
+	if tips[0] != tips[1] {
+		t.Fatalf("commits differ between repositories: %v and %v", tips[0], tips[1])
+	}
+}
+
 func TestExportImportBranch(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)

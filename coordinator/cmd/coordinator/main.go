@@ -1,7 +1,7 @@
 // Command coordinator is Supervisor's coordinator service (serve), its
 // embedded single-process default (dev, demo), the command line users
-// drive it with (submit, status, watch, logs, cancel) and its benchmark
-// (bench). Run `coordinator --help` for the commands.
+// drive it with (submit, status, watch, logs, cancel, gate). Run
+// `coordinator --help` for the commands.
 package main
 
 import (

@@ -152,7 +152,8 @@ const (
 	CodeInternal   = 500
 )
 
-// Error is an API error as the client sees it.
+// Error is an API error: what a handler returns to refuse a request, and
+// what the client gets back. Code is one of the Code* constants.
 type Error struct {
 	Code        int
 	Description string
@@ -167,34 +168,69 @@ func (e *Error) Error() string {
 	return e.Description
 }
 
-// ErrNotFound is matched by errors.Is for a 404 reply.
-var ErrNotFound = errors.New("not found")
+// Is matches errors by code: errors.Is(err, ErrNotFound) holds for any
+// 404, whatever its description.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
 
-// Is lets errors.Is(err, ErrNotFound) match a 404.
-func (e *Error) Is(target error) bool { return target == ErrNotFound && e.Code == CodeNotFound }
+// Sentinels for errors.Is, one per code.
+var (
+	ErrBadRequest = &Error{Code: CodeBadRequest, Description: "bad request"}
+	ErrNotFound   = &Error{Code: CodeNotFound, Description: "not found"}
+	ErrConflict   = &Error{Code: CodeConflict, Description: "conflict"}
+	ErrTooLarge   = &Error{Code: CodeTooLarge, Description: "too large"}
+	ErrInvalid    = &Error{Code: CodeInvalid, Description: "invalid"}
+	ErrInternal   = &Error{Code: CodeInternal, Description: "internal error"}
+)
+
+func newError(code int, format string, args []any) *Error {
+	return &Error{Code: code, Description: fmt.Sprintf(format, args...)}
+}
+
+// BadRequest is a 400: the request is malformed or incomplete.
+func BadRequest(format string, args ...any) *Error { return newError(CodeBadRequest, format, args) }
+
+// NotFound is a 404: the request names something that does not exist.
+func NotFound(format string, args ...any) *Error { return newError(CodeNotFound, format, args) }
+
+// Conflict is a 409: the request does not fit the current state.
+func Conflict(format string, args ...any) *Error { return newError(CodeConflict, format, args) }
+
+// TooLarge is a 413.
+func TooLarge(format string, args ...any) *Error { return newError(CodeTooLarge, format, args) }
+
+// Invalid is a 422: what was given fails validation, with the problems.
+func Invalid(description string, problems []workflow.Problem) *Error {
+	return &Error{Code: CodeInvalid, Description: description, Problems: problems}
+}
+
+// Internal is a 500.
+func Internal(format string, args ...any) *Error { return newError(CodeInternal, format, args) }
 
 // Client calls the coordinator's API.
 type Client struct {
 	NC *nats.Conn
 }
 
-// call sends a request and decodes the reply into out.
-func (c *Client) call(ctx context.Context, endpoint string, req, out any) error {
+// call sends req to endpoint and decodes the reply.
+func call[Resp any](ctx context.Context, c *Client, endpoint string, req any) (Resp, error) {
+	var out Resp
 	data, err := json.Marshal(req)
 	if err != nil {
-		return err
+		return out, err
 	}
 	if max := c.NC.MaxPayload(); int64(len(data)) > max {
-		return &Error{Code: CodeTooLarge, Description: fmt.Sprintf(
-			"request is %d bytes, over the server's %d-byte message limit", len(data), max)}
+		return out, TooLarge("request is %d bytes, over the server's %d-byte message limit", len(data), max)
 	}
 	msg, err := c.NC.RequestWithContext(ctx, protocol.APISubject(endpoint), data)
 	if errors.Is(err, nats.ErrNoResponders) {
-		return fmt.Errorf("no coordinator is serving %s (is `coordinator serve` or `coordinator dev` running?): %w",
+		return out, fmt.Errorf("no coordinator is serving %s (is `coordinator serve` or `coordinator dev` running?): %w",
 			protocol.APISubject(endpoint), err)
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", protocol.APISubject(endpoint), err)
+		return out, fmt.Errorf("%s: %w", protocol.APISubject(endpoint), err)
 	}
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
 		e := &Error{Description: msg.Header.Get(micro.ErrorHeader)}
@@ -202,56 +238,43 @@ func (c *Client) call(ctx context.Context, endpoint string, req, out any) error 
 		if len(msg.Data) > 0 {
 			_ = json.Unmarshal(msg.Data, &e.Problems)
 		}
-		return e
+		return out, e
 	}
-	if out == nil {
-		return nil
+	if err := json.Unmarshal(msg.Data, &out); err != nil {
+		return out, fmt.Errorf("%s: bad reply: %w", protocol.APISubject(endpoint), err)
 	}
-	if err := json.Unmarshal(msg.Data, out); err != nil {
-		return fmt.Errorf("%s: bad reply: %w", protocol.APISubject(endpoint), err)
-	}
-	return nil
+	return out, nil
 }
 
 // Submit submits a workflow.
 func (c *Client) Submit(ctx context.Context, req SubmitRequest) (SubmitResponse, error) {
-	var out SubmitResponse
-	err := c.call(ctx, protocol.APISubmit, req, &out)
-	return out, err
+	return call[SubmitResponse](ctx, c, protocol.APISubmit, req)
 }
 
 // Status returns one workflow with its nodes.
 func (c *Client) Status(ctx context.Context, wf string) (WorkflowSummary, error) {
-	var out WorkflowSummary
-	err := c.call(ctx, protocol.APIStatus, IDRequest{WorkflowID: wf}, &out)
-	return out, err
+	return call[WorkflowSummary](ctx, c, protocol.APIStatus, IDRequest{WorkflowID: wf})
 }
 
 // List returns every workflow, newest last, without node detail.
 func (c *Client) List(ctx context.Context) ([]WorkflowSummary, error) {
-	var out ListResponse
-	err := c.call(ctx, protocol.APIList, IDRequest{}, &out)
+	out, err := call[ListResponse](ctx, c, protocol.APIList, IDRequest{})
 	return out.Workflows, err
 }
 
 // Cancel asks the coordinator to cancel a workflow.
 func (c *Client) Cancel(ctx context.Context, wf string) (WorkflowSummary, error) {
-	var out WorkflowSummary
-	err := c.call(ctx, protocol.APICancel, IDRequest{WorkflowID: wf}, &out)
-	return out, err
+	return call[WorkflowSummary](ctx, c, protocol.APICancel, IDRequest{WorkflowID: wf})
 }
 
 // GateRerun re-runs gates and returns the workflow afterwards.
 func (c *Client) GateRerun(ctx context.Context, req GateRerunRequest) (WorkflowSummary, error) {
-	var out WorkflowSummary
-	err := c.call(ctx, protocol.APIGateRerun, req, &out)
-	return out, err
+	return call[WorkflowSummary](ctx, c, protocol.APIGateRerun, req)
 }
 
 // Logs returns a node's logs.
 func (c *Client) Logs(ctx context.Context, wf, node string) ([]LogEntry, error) {
-	var out LogsResponse
-	err := c.call(ctx, protocol.APILogs, IDRequest{WorkflowID: wf, NodeID: node}, &out)
+	out, err := call[LogsResponse](ctx, c, protocol.APILogs, IDRequest{WorkflowID: wf, NodeID: node})
 	return out.Logs, err
 }
 
@@ -410,28 +433,20 @@ func flow(n *yaml.Node) {
 
 // GateList lists gates (see GateListRequest).
 func (c *Client) GateList(ctx context.Context, req GateListRequest) (GateListResponse, error) {
-	var out GateListResponse
-	err := c.call(ctx, protocol.APIGateList, req, &out)
-	return out, err
+	return call[GateListResponse](ctx, c, protocol.APIGateList, req)
 }
 
 // GateAdd adds a gate (see GateAddRequest).
 func (c *Client) GateAdd(ctx context.Context, req GateAddRequest) (GateChangeResponse, error) {
-	var out GateChangeResponse
-	err := c.call(ctx, protocol.APIGateAdd, req, &out)
-	return out, err
+	return call[GateChangeResponse](ctx, c, protocol.APIGateAdd, req)
 }
 
 // GateUpdate changes fields of a gate (see GateUpdateRequest).
 func (c *Client) GateUpdate(ctx context.Context, req GateUpdateRequest) (GateChangeResponse, error) {
-	var out GateChangeResponse
-	err := c.call(ctx, protocol.APIGateUpdate, req, &out)
-	return out, err
+	return call[GateChangeResponse](ctx, c, protocol.APIGateUpdate, req)
 }
 
 // GateRemove removes a gate (see GateRemoveRequest).
 func (c *Client) GateRemove(ctx context.Context, req GateRemoveRequest) (GateChangeResponse, error) {
-	var out GateChangeResponse
-	err := c.call(ctx, protocol.APIGateRemove, req, &out)
-	return out, err
+	return call[GateChangeResponse](ctx, c, protocol.APIGateRemove, req)
 }

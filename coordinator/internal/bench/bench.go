@@ -98,27 +98,6 @@ const MaxSerialMessages = 1000
 // workflow schema's limit); more nodes are split over several workflows.
 const MaxTasksPerWorkflow = 500
 
-// Fleet is a running in-process fleet: NATS, coordinator, worker and gate
-// runner.
-type Fleet interface {
-	// URL is the client URL of the fleet's NATS.
-	URL() string
-	// Close stops the fleet.
-	Close() error
-}
-
-// FleetOptions configures the fleet of the full-path scenarios.
-type FleetOptions struct {
-	// DataDir is a fresh directory for the fleet's JetStream files,
-	// mirrors and workspaces.
-	DataDir string
-	// Concurrency is both the worker's and the gate runner's.
-	Concurrency int
-}
-
-// FleetStarter starts a fleet (the CLI passes its embedded default).
-type FleetStarter func(ctx context.Context, o FleetOptions) (Fleet, error)
-
 // Config is what to measure.
 type Config struct {
 	// Nodes is the number of tasks of the nodes and gated scenarios.
@@ -137,8 +116,8 @@ type Config struct {
 	// WorkDir holds every file of the run; "" means a temporary directory
 	// removed afterwards.
 	WorkDir string
-	// StartFleet starts the fleet of the full-path scenarios.
-	StartFleet FleetStarter
+	// FleetLog is the in-process fleets' logger (nil: discarded).
+	FleetLog *slog.Logger
 	// MaxWait bounds each scenario (default 10 minutes).
 	MaxWait time.Duration
 	// Progress receives one line per step (nil: discarded).
@@ -232,10 +211,6 @@ func (c *Config) Validate() error {
 	if want[ScenarioSandbox] {
 		errs = append(errs, c.validateSandbox()...)
 	}
-	if (want[ScenarioNodes] || want[ScenarioGated] || want[ScenarioChain] || want[ScenarioCacheKey] || want[ScenarioGateScale]) &&
-		c.StartFleet == nil {
-		errs = append(errs, errors.New("full-path and gate engine scenarios need a fleet starter"))
-	}
 	return errors.Join(errs...)
 }
 
@@ -266,7 +241,7 @@ func (c *Config) validateGateScale() []error {
 		errs = append(errs, errors.New("gate-scale needs the directory of the gaterunner binary (--bin-dir)"))
 	case err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0:
 		errs = append(errs, fmt.Errorf("gate-scale runs gate runner processes, but there is no executable %s: "+
-			"build the binaries first (make build, then run bin/coordinator bench), point --bin-dir at a directory "+
+			"build the binaries first (make build, then run bin/supervisor-bench), point --bin-dir at a directory "+
 			"holding gaterunner, or leave gate-scale out of --scenarios", bin))
 	}
 	return errs

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/bench"
-	"github.com/supervisorhq/supervisor/coordinator/internal/cli"
 	"github.com/supervisorhq/supervisor/shared/testserver"
 )
 
@@ -43,7 +42,7 @@ func TestRunTiny(t *testing.T) {
 	var progress bytes.Buffer
 	rep, err := bench.Run(ctx, bench.Config{
 		Nodes: 5, ChainNodes: 3, RawMessages: 20, PayloadBytes: 64, Concurrency: 2, Scenarios: busAndFullPath,
-		WorkDir: t.TempDir(), StartFleet: cli.BenchFleet(quiet()), Progress: &progress,
+		WorkDir: t.TempDir(), FleetLog: quiet(), Progress: &progress,
 	})
 	if err != nil {
 		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
@@ -130,10 +129,10 @@ func TestRunTiny(t *testing.T) {
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b)) }
 
-// TestCommandJSON runs `coordinator bench` on a subset with -o json.
+// TestCommandJSON runs supervisor-bench on a subset with -o json.
 func TestCommandJSON(t *testing.T) {
 	var out, errOut bytes.Buffer
-	code := cli.Main([]string{"bench", "--scenarios", "raw,raw-serial", "--raw-messages", "30", "--payload", "16",
+	code := bench.Main([]string{"--scenarios", "raw,raw-serial", "--raw-messages", "30", "--payload", "16",
 		"--dir", t.TempDir(), "-o", "json"}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit %d\nstderr:\n%s", code, errOut.String())
@@ -156,24 +155,24 @@ func TestCommandJSON(t *testing.T) {
 
 func TestCommandUsage(t *testing.T) {
 	for _, args := range [][]string{
-		{"bench", "--scenarios", "raw,nope"},
-		{"bench", "--chain", "501", "--scenarios", "chain"},
-		{"bench", "--payload", "4"},
-		{"bench", "--concurrency", "0"},
-		{"bench", "-o", "yaml"},
-		{"bench", "--scenarios", "cache-key", "--repo-files", "0"},
-		{"bench", "--scenarios", "cache-key", "--repo-files", "10", "--changed-files", "11"},
-		{"bench", "--scenarios", "gate-scale", "--bin-dir", t.TempDir()},
-		{"bench", "--scenarios", "gate-scale", "--gate-runners", "2,1"},
-		{"bench", "--scenarios", "gate-scale", "--gate-sleep", "0s"},
-		{"bench", "--scenarios", "gate-scale", "--gate-sandbox", "vm"},
-		{"bench", "--scenarios", "sandbox", "--sandbox-runs", "0"},
-		{"bench", "--scenarios", "sandbox", "--sandbox-command", " "},
-		{"bench", "--scenarios", "sandbox", "--sandbox-image", ""},
+		{"--scenarios", "raw,nope"},
+		{"--chain", "501", "--scenarios", "chain"},
+		{"--payload", "4"},
+		{"--concurrency", "0"},
+		{"-o", "yaml"},
+		{"--scenarios", "cache-key", "--repo-files", "0"},
+		{"--scenarios", "cache-key", "--repo-files", "10", "--changed-files", "11"},
+		{"--scenarios", "gate-scale", "--bin-dir", t.TempDir()},
+		{"--scenarios", "gate-scale", "--gate-runners", "2,1"},
+		{"--scenarios", "gate-scale", "--gate-sleep", "0s"},
+		{"--scenarios", "gate-scale", "--gate-sandbox", "vm"},
+		{"--scenarios", "sandbox", "--sandbox-runs", "0"},
+		{"--scenarios", "sandbox", "--sandbox-command", " "},
+		{"--scenarios", "sandbox", "--sandbox-image", ""},
 	} {
 		var out, errOut bytes.Buffer
-		if code := cli.Main(args, &out, &errOut); code != cli.ExitUsage {
-			t.Errorf("%v: exit %d, want %d (usage)\nstderr: %s", args, code, cli.ExitUsage, errOut.String())
+		if code := bench.Main(args, &out, &errOut); code != bench.ExitUsage {
+			t.Errorf("%v: exit %d, want %d (usage)\nstderr: %s", args, code, bench.ExitUsage, errOut.String())
 		}
 	}
 }
@@ -183,9 +182,9 @@ func TestCommandUsage(t *testing.T) {
 func TestMissingGateRunner(t *testing.T) {
 	dir := t.TempDir()
 	var out, errOut bytes.Buffer
-	code := cli.Main([]string{"bench", "--scenarios", "gate-scale", "--bin-dir", dir}, &out, &errOut)
+	code := bench.Main([]string{"--scenarios", "gate-scale", "--bin-dir", dir}, &out, &errOut)
 	msg := errOut.String()
-	if code != cli.ExitUsage || !strings.Contains(msg, filepath.Join(dir, "gaterunner")) || !strings.Contains(msg, "make build") {
+	if code != bench.ExitUsage || !strings.Contains(msg, filepath.Join(dir, "gaterunner")) || !strings.Contains(msg, "make build") {
 		t.Errorf("exit %d, stderr %q; want usage naming %s and make build", code, msg, filepath.Join(dir, "gaterunner"))
 	}
 }
@@ -204,8 +203,7 @@ func TestValidate(t *testing.T) {
 	ok := bench.Config{Nodes: 1, ChainNodes: 1, RawMessages: 1, PayloadBytes: 8, Concurrency: 1,
 		RepoFiles: 10, ChangedFiles: 1, KeyIterations: 1,
 		GateTasks: 4, GateSleep: time.Second, GateRunners: []int{1, 2, 4}, BinDir: fakeBinDir(t),
-		SandboxImage: bench.DefaultSandboxImage, SandboxCommand: []string{"true"}, SandboxRuns: 1,
-		StartFleet: cli.BenchFleet(quiet())}
+		SandboxImage: bench.DefaultSandboxImage, SandboxCommand: []string{"true"}, SandboxRuns: 1}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("valid config rejected: %v", err)
 	}
@@ -240,12 +238,7 @@ func TestValidate(t *testing.T) {
 	}
 	rawOnly := bench.Config{RawMessages: 1, PayloadBytes: 8, Concurrency: 1, Scenarios: []string{bench.ScenarioRaw}}
 	if err := rawOnly.Validate(); err != nil {
-		t.Errorf("raw-only config without a fleet rejected: %v", err)
-	}
-	noFleet := ok
-	noFleet.StartFleet = nil
-	if err := noFleet.Validate(); err == nil {
-		t.Error("full-path scenarios without a fleet starter accepted")
+		t.Errorf("raw-only config rejected: %v", err)
 	}
 	noNodes := ok
 	noNodes.Nodes = 0
@@ -298,7 +291,7 @@ func TestGateEngineTiny(t *testing.T) {
 		Concurrency: 2, Scenarios: []string{bench.ScenarioCacheKey, bench.ScenarioGateScale},
 		RepoFiles: 200, ChangedFiles: 3, KeyIterations: 2, RedisURL: redisURL,
 		GateTasks: 4, GateSleep: 100 * time.Millisecond, GateRunners: []int{1, 2}, BinDir: binDir,
-		WorkDir: t.TempDir(), StartFleet: cli.BenchFleet(quiet()), Progress: &progress,
+		WorkDir: t.TempDir(), FleetLog: quiet(), Progress: &progress,
 	})
 	if err != nil {
 		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,9 +17,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
+	"github.com/supervisorhq/supervisor/coordinator/internal/fleet"
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
 	"github.com/supervisorhq/supervisor/shared/workspace"
 )
 
@@ -46,7 +50,7 @@ func (r *runner) prepareRepo(ctx context.Context) (*benchRepo, error) {
 	if err := os.MkdirAll(path, 0o755); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(path, "README.md"), []byte("# bench\n\nThe repository `coordinator bench` works on.\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(path, "README.md"), []byte("# bench\n\nThe repository `supervisor-bench` works on.\n"), 0o644); err != nil {
 		return nil, err
 	}
 	for _, args := range [][]string{
@@ -152,7 +156,14 @@ func (r *runner) openFleet(ctx context.Context, name string) (fs *fleetSession, 
 		return nil, nil, err
 	}
 	r.progress("%s: starting (in-process worker and gate runner concurrency %d)", name, r.cfg.Concurrency)
-	fleet, err := r.cfg.StartFleet(ctx, FleetOptions{DataDir: filepath.Join(r.dir, name), Concurrency: r.cfg.Concurrency})
+	flog := r.cfg.FleetLog
+	if flog == nil {
+		flog = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	// The embedded default on a free port, with the sandbox's default PATH
+	// (where `true` lives).
+	f, err := fleet.Start(ctx, fleet.Options{DataDir: filepath.Join(r.dir, name), Listen: "127.0.0.1:0",
+		WorkerConcurrency: r.cfg.Concurrency, GateConcurrency: r.cfg.Concurrency, Log: flog})
 	if err != nil {
 		return nil, nil, fmt.Errorf("start fleet: %w", err)
 	}
@@ -164,7 +175,7 @@ func (r *runner) openFleet(ctx context.Context, name string) (fs *fleetSession, 
 	}
 	closers = append(closers, func() {
 		r.progress("%s: stopping", name)
-		if cerr := fleet.Close(); cerr != nil {
+		if cerr := f.Close(); cerr != nil {
 			r.progress("%s: shut down with errors: %v", name, cerr)
 		}
 	})
@@ -173,7 +184,7 @@ func (r *runner) openFleet(ctx context.Context, name string) (fs *fleetSession, 
 			closeFleet()
 		}
 	}()
-	nc, err := bus.Connect(ctx, fleet.URL(), "supervisor-bench", r.cfg.Log)
+	nc, err := bus.Connect(ctx, f.URL(), "supervisor-bench", r.cfg.Log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -190,7 +201,7 @@ func (r *runner) openFleet(ctx context.Context, name string) (fs *fleetSession, 
 		return nil, nil, err
 	}
 	closers = append(closers, w.close)
-	fs = &fleetSession{url: fleet.URL(), bus: b, client: &api.Client{NC: nc}, repo: repo, watcher: w}
+	fs = &fleetSession{url: f.URL(), bus: b, client: &api.Client{NC: nc}, repo: repo, watcher: w}
 	wctx, cancel := context.WithTimeout(ctx, r.cfg.MaxWait)
 	defer cancel()
 	if err := waitAPI(wctx, fs.client); err != nil {
@@ -407,9 +418,8 @@ func watchEvents(ctx context.Context, b *bus.Bus) (*watcher, error) {
 				time.Sleep(10 * time.Millisecond)
 				continue
 			}
-			var ev protocol.Event
-			if err := protocol.Decode(msg.Data(), &ev); err == nil {
-				w.apply(&ev)
+			if ev, err := eventlog.Decode(msg.Data()); err == nil {
+				w.apply(ev)
 			}
 		}
 	}()
@@ -421,7 +431,7 @@ func (w *watcher) close() {
 	<-w.done
 }
 
-func (w *watcher) apply(ev *protocol.Event) {
+func (w *watcher) apply(ev eventlog.Event) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	wf := w.wfs[ev.WorkflowID]
@@ -430,38 +440,38 @@ func (w *watcher) apply(ev *protocol.Event) {
 			gateStarted: map[string]time.Time{}, gateHosts: map[string]int{}}
 		w.wfs[ev.WorkflowID] = wf
 	}
-	switch ev.Type {
-	case protocol.EvNodeReady:
+	switch b := ev.Body.(type) {
+	case eventlog.NodeReady:
 		wf.ready[ev.NodeID] = ev.Time
-	case protocol.EvNodeStarted:
-		wf.nodeLatency = append(wf.nodeLatency, time.Duration(ev.LatencyMicros)*time.Microsecond)
+	case eventlog.NodeStarted:
+		wf.nodeLatency = append(wf.nodeLatency, time.Duration(b.LatencyMicros)*time.Microsecond)
 		wf.started[ev.NodeID] = ev.Time
-	case protocol.EvNodeAgentDone:
+	case eventlog.NodeAgentDone:
 		wf.agentDone[ev.NodeID] = ev.Time
 		if ev.Time.After(wf.lastAgentDone) {
 			wf.lastAgentDone = ev.Time
 		}
-	case protocol.EvGateDispatched:
+	case eventlog.GateDispatched:
 		if wf.firstDispatched.IsZero() || ev.Time.Before(wf.firstDispatched) {
 			wf.firstDispatched = ev.Time
 		}
-	case protocol.EvGateStarted:
-		wf.gateLatency = append(wf.gateLatency, time.Duration(ev.LatencyMicros)*time.Microsecond)
-		wf.gateStarted[ev.NodeID+"/"+ev.Gate] = ev.Time
-		wf.gateHosts[ev.Host]++
-	case protocol.EvGateFinished:
+	case eventlog.GateStarted:
+		wf.gateLatency = append(wf.gateLatency, time.Duration(b.LatencyMicros)*time.Microsecond)
+		wf.gateStarted[ev.NodeID+"/"+b.Gate] = ev.Time
+		wf.gateHosts[b.Host]++
+	case eventlog.GateFinished:
 		wf.gatesFinished++
 		if ev.Time.After(wf.lastGateFinished) {
 			wf.lastGateFinished = ev.Time
 		}
-		if t, ok := wf.gateStarted[ev.NodeID+"/"+ev.Gate]; ok {
+		if t, ok := wf.gateStarted[ev.NodeID+"/"+b.Gate]; ok {
 			wf.gateRun = append(wf.gateRun, ev.Time.Sub(t))
 		}
-	case protocol.EvNodeFinished:
-		if ev.NodeStatus == protocol.NodeSucceeded {
+	case eventlog.NodeFinished:
+		if b.Status == protocol.NodeSucceeded {
 			wf.succeeded++
 		} else if wf.failure == "" {
-			wf.failure = fmt.Sprintf("node %s %s: %s", ev.NodeID, ev.NodeStatus, ev.Reason)
+			wf.failure = fmt.Sprintf("node %s %s: %s", ev.NodeID, b.Status, b.Reason)
 		}
 		if t, ok := wf.ready[ev.NodeID]; ok {
 			wf.turnaround = append(wf.turnaround, ev.Time.Sub(t))
@@ -473,8 +483,8 @@ func (w *watcher) apply(ev *protocol.Event) {
 		if ok {
 			wf.settle = append(wf.settle, ev.Time.Sub(done))
 		}
-	case protocol.EvWorkflowFinished:
-		wf.finished, wf.status, wf.reason, wf.finishedAt = true, ev.WorkflowStatus, ev.Reason, ev.Time
+	case eventlog.WorkflowFinished:
+		wf.finished, wf.status, wf.reason, wf.finishedAt = true, b.Status, b.Reason, ev.Time
 		select {
 		case w.changed <- struct{}{}:
 		default:

@@ -617,7 +617,7 @@ func makeWorkspace(ctx context.Context, dir string) error {
 		return err
 	}
 	files := map[string]string{
-		"README.md": "# bench\n\nThe workspace of `coordinator bench`'s sandbox scenario.\n",
+		"README.md": "# bench\n\nThe workspace of `supervisor-bench`'s sandbox scenario.\n",
 		"go.mod":    "module example.com/bench\n\ngo 1.21\n",
 		"main.go":   "package main\n\nfunc main() {}\n",
 	}

@@ -23,7 +23,6 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/bench"
-	"github.com/supervisorhq/supervisor/coordinator/internal/cli"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
 	"github.com/supervisorhq/supervisor/shared/testserver"
 )
@@ -277,9 +276,9 @@ func TestSandboxMissingImage(t *testing.T) {
 	c := dockerClient(t)
 	missing := fmt.Sprintf("supervisor-test/never-built:%d", os.Getpid())
 	var out, errOut bytes.Buffer
-	code := cli.Main([]string{"bench", "--scenarios", "raw,sandbox", "--raw-messages", "10", "--sandbox-image", missing,
+	code := bench.Main([]string{"--scenarios", "raw,sandbox", "--raw-messages", "10", "--sandbox-image", missing,
 		"--sandbox-runs", "1", "--dir", t.TempDir()}, &out, &errOut)
-	if msg := errOut.String(); code != cli.ExitFault || !strings.Contains(msg, "make images") || !strings.Contains(msg, missing) {
+	if msg := errOut.String(); code != bench.ExitFault || !strings.Contains(msg, "make images") || !strings.Contains(msg, missing) {
 		t.Errorf("exit %d, stderr %q; want a fault naming %s and make images", code, msg, missing)
 	}
 	if strings.Contains(errOut.String(), "bench: raw:") || out.Len() > 0 {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/supervisorhq/supervisor/coordinator/internal/fleet"
+
 	"github.com/supervisorhq/supervisor/coordinator/internal/cli/demo"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 )
@@ -54,9 +56,9 @@ supervisor-test-agent and its gate runners Go, as the images have.`,
 }
 
 func (e *env) demo(ctx context.Context) error {
-	fleet := e.v.GetBool("fleet")
+	toFleet := e.v.GetBool("fleet")
 	agentDir := e.v.GetString("agent-dir")
-	if !fleet {
+	if !toFleet {
 		if agentDir == "" {
 			exe, err := os.Executable()
 			if err != nil {
@@ -89,7 +91,7 @@ func (e *env) demo(ctx context.Context) error {
 	}
 	fmt.Fprintf(e.out, "== sample repository %s\n== workflow %s\n", repo, wfFile)
 
-	if fleet {
+	if toFleet {
 		fmt.Fprintf(e.out, "== fleet at %s\n", e.v.GetString("nats"))
 	} else {
 		fleetLog := e.log
@@ -100,7 +102,7 @@ func (e *env) demo(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		st, err := startStack(ctx, stackOptions{Gates: lower,
+		st, err := startFleet(ctx, fleet.Options{Gates: lower,
 			DataDir: filepath.Join(dir, "data"), Listen: "127.0.0.1:0", WorkerConcurrency: 2, GateConcurrency: 2,
 			SandboxPath: agentDir + ":" + jobrun.DefaultSandboxPath(), Log: fleetLog, Tick: 500 * time.Millisecond,
 		})

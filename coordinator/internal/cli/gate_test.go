@@ -14,11 +14,12 @@ import (
 	"time"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
+	"github.com/supervisorhq/supervisor/coordinator/internal/fleet"
 	"github.com/supervisorhq/supervisor/shared/gates"
 )
 
 // These tests run the root command, as the binary does, against an
-// in-process coordinator on embedded NATS (startStack without runners).
+// in-process coordinator on embedded NATS (fleet.Start without runners).
 
 type cliResult struct {
 	code           int
@@ -33,7 +34,7 @@ func gateStack(t *testing.T) func(args ...string) cliResult {
 	test.Source = gates.Source{Origin: gates.OriginBuiltin, File: "configs/gates/go.yaml", Line: 3}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	st, err := startStack(ctx, stackOptions{DataDir: t.TempDir(), Listen: "127.0.0.1:0", NoRunners: true,
+	st, err := fleet.Start(ctx, fleet.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", NoRunners: true,
 		Gates: gates.NewSet(test), Tick: 200 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatalf("start stack: %v", err)

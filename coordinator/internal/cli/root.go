@@ -1,6 +1,6 @@
 // Package cli is the coordinator binary's command line: the service
-// (serve), the embedded default (dev, demo), the user's commands (submit,
-// status, watch, logs, cancel) and the benchmark (bench).
+// (serve), the embedded default (dev, demo) and the user's commands
+// (submit, status, watch, logs, cancel, gate).
 package cli
 
 import (
@@ -93,7 +93,7 @@ Exit codes: 0 succeeded; 1 error; 2 workflow failed; 3 workflow cancelled;
 	root.PersistentFlags().String("nats", jobrun.DefaultNATSURL, "NATS server URL(s), comma-separated")
 	root.PersistentFlags().Duration("timeout", 30*time.Second, "how long to wait for NATS and the coordinator to answer")
 	addGateSourceFlags(root.PersistentFlags())
-	root.AddCommand(newServe(), newDev(), newDemo(), newSubmit(), newStatus(), newWatch(), newLogs(), newCancel(), newGate(), newBench())
+	root.AddCommand(newServe(), newDev(), newDemo(), newSubmit(), newStatus(), newWatch(), newLogs(), newCancel(), newGate())
 	return root
 }
 

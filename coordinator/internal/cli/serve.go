@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/engine"
+	"github.com/supervisorhq/supervisor/coordinator/internal/service"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/state/backends"
@@ -47,12 +48,14 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 			if err != nil {
 				return err
 			}
-			eng, err := engine.New(b, store, engine.Options{DataDir: dataDir, ID: jobrun.HostName(e.v.GetString("id")), Log: e.log, Gates: lower})
+			id := jobrun.HostName(e.v.GetString("id"))
+			eng, err := engine.New(b, store, engine.Options{DataDir: dataDir, ID: id, Log: e.log})
 			if err != nil {
 				return err
 			}
+			svc := service.New(eng, b, service.Options{ID: id, Gates: lower, Log: e.log})
 			e.log.Info("coordinator starting", "nats", bus.RedactURL(e.v.GetString("nats")), "state", store.Backend(), "data_dir", dataDir)
-			if err := eng.Run(ctx); err != nil && ctx.Err() == nil {
+			if err := eng.Run(ctx, svc.Serve); err != nil && ctx.Err() == nil {
 				return fmt.Errorf("coordinator stopped: %w", err)
 			}
 			return nil

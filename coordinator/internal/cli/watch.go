@@ -16,6 +16,7 @@ import (
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
 	"github.com/supervisorhq/supervisor/shared/workspace"
 )
 
@@ -95,12 +96,13 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
-		var ev protocol.Event
-		if err := protocol.Decode(msg.Data(), &ev); err != nil {
+		ev, err := eventlog.Decode(msg.Data())
+		if err != nil {
 			continue
 		}
-		printEvent(e.out, &ev)
-		if ev.Type != protocol.EvWorkflowFinished {
+		printEvent(e.out, ev)
+		fin, ok := ev.Body.(eventlog.WorkflowFinished)
+		if !ok {
 			continue
 		}
 		if md, err := msg.Metadata(); err == nil && md.NumPending > 0 {
@@ -108,13 +110,13 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 		}
 		// Accepted work is delivered whatever the outcome: on failure the
 		// branch holds the nodes that passed their gates.
-		if repoPath != "" && ev.Commit != "" && ev.Commit != sum.BaseCommit {
-			if err := fetchResult(ctx, b, repoPath, wf, sum.Branch, ev.Commit); err != nil {
+		if repoPath != "" && fin.Commit != "" && fin.Commit != sum.BaseCommit {
+			if err := fetchResult(ctx, b, repoPath, wf, sum.Branch, fin.Commit); err != nil {
 				return &ExitError{Code: ExitFault, Err: err}
 			}
-			fmt.Fprintf(e.out, "branch %s in %s is at %s\n", sum.Branch, repoPath, short(ev.Commit))
+			fmt.Fprintf(e.out, "branch %s in %s is at %s\n", sum.Branch, repoPath, short(fin.Commit))
 		}
-		switch ev.WorkflowStatus {
+		switch fin.Status {
 		case protocol.WorkflowSucceeded:
 			return nil
 		case protocol.WorkflowCancelled:
@@ -154,62 +156,57 @@ func short(commit string) string {
 }
 
 // printEvent writes one human line for an event.
-func printEvent(w io.Writer, ev *protocol.Event) {
+func printEvent(w io.Writer, ev eventlog.Event) {
 	ts := ev.Time.Local().Format("15:04:05")
 	subject := "workflow " + ev.WorkflowID
 	if ev.NodeID != "" {
 		subject = "node " + ev.NodeID
 	}
-	var what string
-	switch ev.Type {
-	case protocol.EvWorkflowSubmitted:
-		what = fmt.Sprintf("submitted: %s, %d tasks, base %s", ev.Workflow.Name, len(ev.Workflow.Tasks), short(ev.Repo.BaseCommit))
-	case protocol.EvWorkflowCancelled:
-		what = "cancel requested"
-	case protocol.EvWorkflowFinished:
-		what = string(ev.WorkflowStatus)
-		if ev.Reason != "" {
-			what += ": " + ev.Reason
+	withReason := func(what, reason string) string {
+		if reason != "" {
+			return what + ": " + reason
 		}
-	case protocol.EvNodeReady:
-		what = fmt.Sprintf("ready (attempt %d)", ev.Attempt)
-	case protocol.EvNodeStarted:
-		what = fmt.Sprintf("running on %s (lease %d)", ev.Host, ev.LeaseToken)
-	case protocol.EvNodeAgentDone:
-		what = fmt.Sprintf("agent %s (exit %d)", ev.Agent.Status, ev.Agent.ExitCode)
-		if ev.Agent.Patch == nil && ev.Agent.Status == protocol.AgentSucceeded {
+		return what
+	}
+	var what string
+	switch b := ev.Body.(type) {
+	case eventlog.WorkflowSubmitted:
+		what = fmt.Sprintf("submitted: %s, %d tasks, base %s", b.Workflow.Name, len(b.Workflow.Tasks), short(b.Repo.BaseCommit))
+	case eventlog.WorkflowCancelRequested:
+		what = "cancel requested"
+	case eventlog.WorkflowFinished:
+		what = withReason(string(b.Status), b.Reason)
+	case eventlog.NodeReady:
+		what = fmt.Sprintf("ready (attempt %d)", b.Attempt)
+	case eventlog.NodeStarted:
+		what = fmt.Sprintf("running on %s (lease %d)", b.Host, b.LeaseToken)
+	case eventlog.NodeAgentDone:
+		what = fmt.Sprintf("agent %s (exit %d)", b.Result.Status, b.Result.ExitCode)
+		if b.Result.Patch == nil && b.Result.Status == protocol.AgentSucceeded {
 			what += ", no changes"
 		}
-	case protocol.EvGateDispatched:
-		what = fmt.Sprintf("gate %s dispatched", ev.Gate)
-	case protocol.EvGateStarted:
-		what = fmt.Sprintf("gate %s running on %s", ev.Gate, ev.Host)
-	case protocol.EvGateFinished:
-		what = fmt.Sprintf("gate %s %s", ev.Gate, ev.GateResult.Status)
-		if ev.GateResult.ExitCode != nil {
-			what += fmt.Sprintf(" (exit %d)", *ev.GateResult.ExitCode)
+	case eventlog.GateDispatched:
+		what = fmt.Sprintf("gate %s dispatched", b.Gate)
+	case eventlog.GateStarted:
+		what = fmt.Sprintf("gate %s running on %s", b.Gate, b.Host)
+	case eventlog.GateFinished:
+		what = fmt.Sprintf("gate %s %s", b.Gate, b.Result.Status)
+		if b.Result.ExitCode != nil {
+			what += fmt.Sprintf(" (exit %d)", *b.Result.ExitCode)
 		}
-		if ev.Reason != "" {
-			what += ": " + ev.Reason
-		}
-	case protocol.EvNodeIntegrated:
-		what = fmt.Sprintf("integrated onto %s at %s", ev.Branch, short(ev.Commit))
-	case protocol.EvNodeFinished:
-		what = string(ev.NodeStatus)
-		if ev.Reason != "" {
-			what += ": " + ev.Reason
-		}
-	case protocol.EvNodeGatesChanged:
-		switch c := ev.GateChange; {
-		case c != nil && c.Definition != nil:
-			what = fmt.Sprintf("gate %s added or redefined", c.Definition.Name)
-		case c != nil:
-			what = fmt.Sprintf("gate %s removed", c.Remove)
-		default:
-			what = string(ev.Type)
+		what = withReason(what, b.Reason)
+	case eventlog.NodeIntegrated:
+		what = fmt.Sprintf("integrated onto %s at %s", b.Branch, short(b.Commit))
+	case eventlog.NodeFinished:
+		what = withReason(string(b.Status), b.Reason)
+	case eventlog.NodeGatesChanged:
+		if b.Change.Definition != nil {
+			what = fmt.Sprintf("gate %s added or redefined", b.Change.Definition.Name)
+		} else {
+			what = fmt.Sprintf("gate %s removed", b.Change.Remove)
 		}
 	default:
-		what = string(ev.Type)
+		what = string(ev.Type())
 	}
 	fmt.Fprintf(w, "%s  %-28s %s\n", ts, subject, strings.TrimSpace(what))
 }

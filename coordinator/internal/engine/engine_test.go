@@ -19,8 +19,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
+	"github.com/supervisorhq/supervisor/coordinator/internal/service"
+	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
 	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
 	"github.com/supervisorhq/supervisor/shared/testserver"
 	"github.com/supervisorhq/supervisor/shared/workspace"
@@ -127,18 +131,33 @@ func newEnv(t *testing.T, cfg bus.Config) *env {
 	return e
 }
 
-// start runs a new engine on the env's bus, store and data dir and waits
-// until it is ready.
-func (e *env) start() *Engine {
+// startOptions change what env.start starts.
+type startOptions struct {
+	now   func() time.Time // the engine's clock (default time.Now)
+	gates *gates.Set       // the coordinator's own gate sources
+	tick  time.Duration
+}
+
+// start runs a new engine, serving the API, on the env's bus, store and
+// data dir and waits until it is ready. Stopping it (env.stopEng, or the
+// test's end) fails the test if Run returns an error or does not return.
+func (e *env) start(opts ...startOptions) *Engine {
 	e.t.Helper()
-	eng, err := New(e.b, e.store, Options{DataDir: e.dataDir, Tick: 100 * time.Millisecond,
-		LeaderTTL: 3 * time.Second, Log: quiet})
+	var o startOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if o.tick == 0 {
+		o.tick = 100 * time.Millisecond
+	}
+	eng, err := New(e.b, e.store, Options{DataDir: e.dataDir, Tick: o.tick, LeaderTTL: 3 * time.Second, Log: quiet, Now: o.now})
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	svc := service.New(eng, e.b, service.Options{Gates: o.gates, Log: quiet})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- eng.Run(ctx) }()
+	go func() { done <- eng.Run(ctx, svc.Serve) }()
 	stopped := false
 	stop := func() {
 		if stopped {
@@ -339,31 +358,47 @@ func (e *env) settle() {
 }
 
 // node returns a copy of a node's state, read under the engine's lock.
-func (e *env) node(wf, id string) Node {
+func (e *env) node(wf, id string) statemachine.Node {
 	e.t.Helper()
-	e.eng.mu.Lock()
-	defer e.eng.mu.Unlock()
-	w, ok := e.eng.wfs[wf]
-	if !ok {
-		e.t.Fatalf("engine has no workflow %s", wf)
-	}
-	n := w.Nodes[id]
+	var n *statemachine.Node
+	var copied statemachine.Node
+	e.eng.Read(func(s *statemachine.State) {
+		if w, ok := s.Workflow(wf); ok {
+			if n = w.Nodes[id]; n != nil {
+				copied = *n
+			}
+		}
+	})
 	if n == nil {
 		e.t.Fatalf("workflow %s has no node %s", wf, id)
 	}
-	return *n
+	return copied
 }
 
 // gate returns a copy of a gate's state, read under the engine's lock.
-func (e *env) gate(wf, node, name string) GateRun {
+func (e *env) gate(wf, node, name string) statemachine.GateRun {
 	e.t.Helper()
-	e.eng.mu.Lock()
-	defer e.eng.mu.Unlock()
-	g := e.eng.wfs[wf].Nodes[node].Gates[name]
+	var g *statemachine.GateRun
+	var copied statemachine.GateRun
+	e.eng.Read(func(s *statemachine.State) {
+		if w, ok := s.Workflow(wf); ok && w.Nodes[node] != nil {
+			if g = w.Nodes[node].Gates[name]; g != nil {
+				copied = *g
+			}
+		}
+	})
 	if g == nil {
 		e.t.Fatalf("%s/%s has no gate %s", wf, node, name)
 	}
-	return *g
+	return copied
+}
+
+// deadLetter hands the engine a dead letter as its advisory consumer does.
+func (e *env) deadLetter(d *protocol.DeadLetter) error {
+	e.t.Helper()
+	ctx := testCtx(e.t, 10*time.Second)
+	r := &protocol.Report{V: protocol.Version, Type: protocol.ReportDeadLetter, DeadLetter: d}
+	return e.eng.queues.Do(ctx, d.WorkflowID, func() error { return e.eng.handleReport(ctx, r) })
 }
 
 func (e *env) status(wf string) api.WorkflowSummary {
@@ -439,7 +474,7 @@ func (e *env) count(stream, subject string) uint64 {
 }
 
 // events returns the workflow's event log, in order.
-func (e *env) events(wf string) []protocol.Event {
+func (e *env) events(wf string) []eventlog.Event {
 	e.t.Helper()
 	ctx := testCtx(e.t, 10*time.Second)
 	cons, err := e.b.JS.OrderedConsumer(ctx, protocol.StreamEvents, jetstream.OrderedConsumerConfig{
@@ -447,14 +482,14 @@ func (e *env) events(wf string) []protocol.Event {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	var out []protocol.Event
+	var out []eventlog.Event
 	for {
 		msg, err := cons.Next(jetstream.FetchMaxWait(300 * time.Millisecond))
 		if err != nil {
 			return out
 		}
-		var ev protocol.Event
-		if err := protocol.Decode(msg.Data(), &ev); err != nil {
+		ev, err := eventlog.Decode(msg.Data())
+		if err != nil {
 			e.t.Fatal(err)
 		}
 		out = append(out, ev)
@@ -464,10 +499,10 @@ func (e *env) events(wf string) []protocol.Event {
 	}
 }
 
-func countEvents(evs []protocol.Event, typ protocol.EventType, node string) int {
+func countEvents(evs []eventlog.Event, typ eventlog.Type, node string) int {
 	n := 0
 	for _, ev := range evs {
-		if ev.Type == typ && ev.NodeID == node {
+		if ev.Type() == typ && ev.NodeID == node {
 			n++
 		}
 	}
@@ -779,7 +814,7 @@ func TestStaleReportsAreIgnored(t *testing.T) {
 	if n := e.node(wf, "n"); n.Status != protocol.NodeRunning || n.LeaseToken != 5 || n.Agent != nil {
 		t.Fatalf("after stale reports: %s token %d agent %+v", n.Status, n.LeaseToken, n.Agent)
 	}
-	if c := countEvents(e.events(wf), protocol.EvNodeAgentDone, "n"); c != 0 {
+	if c := countEvents(e.events(wf), eventlog.TypeNodeAgentDone, "n"); c != 0 {
 		t.Fatalf("stale result reached the event log (%d agent_done events)", c)
 	}
 
@@ -859,10 +894,7 @@ func TestDeadLetteredGateJobFailsNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.eng.mu.Lock()
-	err = e.eng.handleReport(testCtx(t, 10*time.Second), &protocol.Report{V: protocol.Version, Type: protocol.ReportDeadLetter, DeadLetter: dl})
-	e.eng.mu.Unlock()
-	if err != nil {
+	if err := e.deadLetter(dl); err != nil {
 		t.Fatal(err)
 	}
 	n := e.waitNode(wf, "n", protocol.NodeFailed)
@@ -939,9 +971,9 @@ tasks:
 		t.Fatalf("event log shrank: %d → %d", len(before), len(after))
 	}
 	for _, c := range []struct {
-		typ  protocol.EventType
+		typ  eventlog.Type
 		node string
-	}{{protocol.EvWorkflowSubmitted, ""}, {protocol.EvNodeReady, "x"}, {protocol.EvNodeReady, "y"}, {protocol.EvNodeStarted, "x"}} {
+	}{{eventlog.TypeWorkflowSubmitted, ""}, {eventlog.TypeNodeReady, "x"}, {eventlog.TypeNodeReady, "y"}, {eventlog.TypeNodeStarted, "x"}} {
 		if n := countEvents(after, c.typ, c.node); n != 1 {
 			t.Errorf("%d %s events for %q after the restart, want 1", n, c.typ, c.node)
 		}
@@ -1026,7 +1058,7 @@ func TestReplayOfEmptiedLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Append an event about an unknown workflow and delete it.
-	seq, err := e.b.AppendEvent(ctx, &protocol.Event{Type: protocol.EvNodeReady, WorkflowID: "wf-other", NodeID: "q"}, "")
+	seq, _, err := e.b.AppendEvent(ctx, eventlog.Event{WorkflowID: "wf-other", NodeID: "q", Body: eventlog.NodeReady{Attempt: 1}})
 	if err != nil || seq <= info.State.LastSeq {
 		t.Fatal(seq, err)
 	}

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
 	"github.com/supervisorhq/supervisor/shared/state"
 )
 
@@ -42,37 +42,6 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
-}
-
-// startWithClock is env.start with the engine's clock replaced.
-func (e *env) startWithClock(clk *fakeClock) *Engine {
-	e.t.Helper()
-	eng, err := New(e.b, e.store, Options{DataDir: e.dataDir, Tick: 50 * time.Millisecond,
-		LeaderTTL: 3 * time.Second, Log: quiet, Now: clk.Now})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- eng.Run(ctx) }()
-	e.t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				e.t.Errorf("engine Run: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			e.t.Errorf("engine Run did not return after cancel")
-		}
-	})
-	select {
-	case <-eng.Ready():
-	case <-time.After(20 * time.Second):
-		e.t.Fatal("engine not ready")
-	}
-	e.eng = eng
-	return eng
 }
 
 // gateReply is what the test runner answers for one gate job.
@@ -280,8 +249,8 @@ tasks:
 	evs := e.events(wf)
 	finished := map[string]int{}
 	for _, ev := range evs {
-		if ev.Type == protocol.EvGateFinished {
-			finished[ev.NodeID+"/"+ev.Gate]++
+		if b, ok := ev.Body.(eventlog.GateFinished); ok {
+			finished[ev.NodeID+"/"+b.Gate]++
 		}
 	}
 	for k, c := range finished {
@@ -301,7 +270,7 @@ func TestPendingGateSchedule(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
 	clk := newFakeClock()
-	e.startWithClock(clk)
+	e.start(startOptions{now: clk.Now, tick: 50 * time.Millisecond})
 	wf := e.submit(`name: pending
 defaults:
   ` + agentCmd + `gates:
@@ -378,10 +347,10 @@ tasks:
 	}
 	dispatched := 0
 	for _, ev := range e.events(wf) {
-		if ev.Type == protocol.EvGateDispatched {
+		if b, ok := ev.Body.(eventlog.GateDispatched); ok {
 			dispatched++
-			if ev.Round != dispatched || ev.Poll != (dispatched > 1) {
-				t.Errorf("dispatch %d: round %d poll %v", dispatched, ev.Round, ev.Poll)
+			if b.Round != dispatched || b.Poll != (dispatched > 1) {
+				t.Errorf("dispatch %d: round %d poll %v", dispatched, b.Round, b.Poll)
 			}
 		}
 	}
@@ -536,7 +505,7 @@ tasks:
 	if _, err := e.store.CacheGet(ctx, protocol.WorkflowFinishedKey(wf)); !errors.Is(err, state.ErrNotFound) {
 		t.Errorf("workflow-finished marker after the rerun: %v, want removed", err)
 	}
-	if c := countEvents(e.events(wf), protocol.EvNodeReopened, "a"); c != 1 {
+	if c := countEvents(e.events(wf), eventlog.TypeNodeReopened, "a"); c != 1 {
 		t.Errorf("%d node.reopened events, want 1", c)
 	}
 
@@ -575,7 +544,7 @@ tasks:
 	}
 	finished := 0
 	for _, ev := range e.events(wf) {
-		if ev.Type == protocol.EvWorkflowFinished {
+		if ev.Type() == eventlog.TypeWorkflowFinished {
 			finished++
 		}
 	}

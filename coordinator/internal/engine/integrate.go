@@ -7,19 +7,100 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
 	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/workspace"
 )
 
-// errConflict marks a patch that no longer applies to the branch.
+// integrate carries out an Integrate effect outside the state's lock: the
+// node's patch lands on the branch, and the outcome is appended.
+func (e *Engine) integrate(ctx context.Context, wf string, x statemachine.Integrate) (bool, error) {
+	var in integration
+	e.Read(func(s *statemachine.State) {
+		w, _ := s.Workflow(wf)
+		in = snapshot(w, x.Node)
+	})
+	in.commitTime = x.CommitTime
+	commit, err := e.integ.apply(ctx, in)
+	var ev statemachine.Append
+	e.Read(func(s *statemachine.State) {
+		w, _ := s.Workflow(wf)
+		switch {
+		case errors.Is(err, errConflict):
+			ev = statemachine.IntegrationConflictEvent(w, x.Node, err.Error(), e.opts.Now())
+		case err == nil:
+			ev = statemachine.IntegratedEvent(w, x.Node, x, commit, e.opts.Now())
+		}
+	})
+	if err != nil && !errors.Is(err, errConflict) {
+		return false, err
+	}
+	return e.append(ctx, ev.Event, ev.MsgID)
+}
+
+// errConflict marks a patch that no longer applies to the workflow branch.
 var errConflict = errors.New("patch does not apply to the workflow branch")
+
+// landed is one patch on a workflow's branch, as the log records it.
+type landed struct {
+	node, message, commit string
+	patch                 *protocol.PatchRef
+	time                  time.Time
+}
+
+// integration is what integrating or delivering needs of a workflow,
+// copied out of the state so the work happens without its lock.
+type integration struct {
+	wf, branch, repoPath string
+	repo                 protocol.RepoRef
+	// head is the branch's tip as the log records it ("" = the base).
+	head string
+	// history is every patch on the branch, in order.
+	history []landed
+	// The node to integrate, if any: its patch, commit message and date.
+	node       string
+	patch      *protocol.PatchRef
+	message    string
+	commitTime time.Time
+}
+
+func commitMessage(w *statemachine.Workflow, n *statemachine.Node) string {
+	return fmt.Sprintf("%s: %s\n\nSupervisor-Workflow: %s\nSupervisor-Node: %s\nSupervisor-Attempt: %d\n",
+		w.Spec.Name, n.ID, w.ID, n.ID, n.Attempt)
+}
+
+func snapshot(w *statemachine.Workflow, node string) integration {
+	in := integration{wf: w.ID, branch: w.Branch, repoPath: w.RepoPath, repo: w.Repo, head: w.Head}
+	for _, id := range w.Integrated {
+		n := w.Nodes[id]
+		in.history = append(in.history, landed{node: id, message: commitMessage(w, n), commit: n.Commit,
+			patch: n.Patch, time: n.CommitTime})
+	}
+	if n := w.Nodes[node]; n != nil {
+		in.node, in.patch, in.message = n.ID, n.Patch, commitMessage(w, n)
+	}
+	return in
+}
+
+// parent is the commit the next patch lands on.
+func (in integration) parent() string {
+	if in.head == "" {
+		return in.repo.BaseCommit
+	}
+	return in.head
+}
 
 // integrator lands accepted patches on a workflow's branch. It keeps its
 // own mirror of each repository under the coordinator's data dir, so it
 // works whether or not the submitting host's repository is visible here.
+// The branch's commits are a function of the log (patch, parent, message,
+// date), so a coordinator whose mirror lacks them — a standby taking over
+// on another host — makes them again.
 type integrator struct {
 	bus *bus.Bus
 	ws  *workspace.Manager
@@ -39,50 +120,87 @@ func newIntegrator(b *bus.Bus, dataDir string, log *slog.Logger) (*integrator, e
 	return &integrator{bus: b, ws: ws, dir: dir, log: log}, nil
 }
 
-// apply lands node n's patch on the workflow branch and returns the new
-// tip. The patch is always applied on top of the tip recorded in the event
-// log (w.Head), so re-integrating after a crash cannot apply it twice.
-func (in *integrator) apply(ctx context.Context, w *Workflow, n *Node) (string, error) {
-	parent := w.Head
-	if parent == "" {
-		parent = w.Repo.BaseCommit
-	}
-	if n.Patch == nil {
+// apply lands the node's patch on the workflow branch and returns the new
+// tip. The patch is always applied on top of the tip recorded in the log,
+// so re-integrating after a crash cannot apply it twice.
+func (in *integrator) apply(ctx context.Context, x integration) (string, error) {
+	parent := x.parent()
+	if x.patch == nil {
 		return parent, nil // nothing to land; deliver sets the branch
 	}
-	gitDir, err := in.ws.Mirror(ctx, w.Repo)
+	gitDir, err := in.ready(ctx, x)
 	if err != nil {
 		return "", err
 	}
-	if err := workspace.SetBranch(ctx, gitDir, w.Branch, parent); err != nil {
+	if err := workspace.SetBranch(ctx, gitDir, x.branch, parent); err != nil {
 		return "", err
 	}
-	patch, err := in.bus.Patches.GetBytes(ctx, n.Patch.Object)
-	if err != nil {
-		return "", fmt.Errorf("engine: fetch patch %s of %s/%s: %w", n.Patch.Object, w.ID, n.ID, err)
-	}
-	msg := fmt.Sprintf("%s: %s\n\nSupervisor-Workflow: %s\nSupervisor-Node: %s\nSupervisor-Attempt: %d\n",
-		w.Spec.Name, n.ID, w.ID, n.ID, n.Attempt)
-	commit, err := workspace.ApplyToBranch(ctx, gitDir, w.Branch, parent, patch, msg)
+	commit, err := in.land(ctx, gitDir, x, parent, *x.patch, x.message, x.commitTime)
 	if errors.Is(err, workspace.ErrConflict) {
-		return "", fmt.Errorf("%w: node %s: %v", errConflict, n.ID, err)
+		return "", fmt.Errorf("%w: node %s: %v", errConflict, x.node, err)
 	}
 	return commit, err
+}
+
+// land applies one patch on parent with message and date.
+func (in *integrator) land(ctx context.Context, gitDir string, x integration, parent string, p protocol.PatchRef, message string, date time.Time) (string, error) {
+	patch, err := in.bus.Patches.GetBytes(ctx, p.Object)
+	if err != nil {
+		return "", fmt.Errorf("engine: fetch patch %s of %s: %w", p.Object, x.wf, err)
+	}
+	var opts []workspace.CommitOption
+	if !date.IsZero() {
+		opts = append(opts, workspace.CommitDate(date))
+	}
+	return workspace.ApplyToBranch(ctx, gitDir, x.branch, parent, patch, message, opts...)
+}
+
+// ready returns the repository's mirror with the branch's recorded tip in
+// it, making the branch's commits again from the log's patches if the
+// mirror lacks them (it was made on another coordinator's host).
+func (in *integrator) ready(ctx context.Context, x integration) (string, error) {
+	gitDir, err := in.ws.Mirror(ctx, x.repo)
+	if err != nil {
+		return "", err
+	}
+	if x.head == "" {
+		return gitDir, nil
+	}
+	if ok, err := workspace.HasCommit(ctx, gitDir, x.head); err != nil || ok {
+		return gitDir, err
+	}
+	in.log.Info("rebuilding the workflow's branch from the patches in its event log", "workflow", x.wf,
+		"branch", x.branch, "head", x.head, "patches", len(x.history))
+	tip := x.repo.BaseCommit
+	if err := workspace.SetBranch(ctx, gitDir, x.branch, tip); err != nil {
+		return "", err
+	}
+	for _, l := range x.history {
+		if l.patch != nil {
+			next, err := in.land(ctx, gitDir, x, tip, *l.patch, l.message, l.time)
+			if err != nil {
+				return "", fmt.Errorf("engine: rebuild branch %s of %s at node %s: %w", x.branch, x.wf, l.node, err)
+			}
+			tip = next
+		}
+		if tip != l.commit {
+			return "", fmt.Errorf("engine: rebuild branch %s of %s: node %s makes commit %s, but the log records %s "+
+				"(integrated before commits were reproducible, or the patch changed)", x.branch, x.wf, l.node, tip, l.commit)
+		}
+	}
+	return gitDir, nil
 }
 
 // deliver publishes the finished branch as a bundle in the object store
 // and, when the submitting repository is visible on this host, writes the
 // branch into it.
-func (in *integrator) deliver(ctx context.Context, w *Workflow) error {
-	gitDir, err := in.ws.Mirror(ctx, w.Repo)
+func (in *integrator) deliver(ctx context.Context, x integration) error {
+	gitDir, err := in.ready(ctx, x)
 	if err != nil {
 		return err
 	}
-	head := w.Head
-	if head == "" {
-		head = w.Repo.BaseCommit
-	}
-	if err := workspace.SetBranch(ctx, gitDir, w.Branch, head); err != nil {
+	head := x.parent()
+	if err := workspace.SetBranch(ctx, gitDir, x.branch, head); err != nil {
 		return err
 	}
 	tmp, err := os.CreateTemp(in.dir, "result-*.bundle")
@@ -91,26 +209,26 @@ func (in *integrator) deliver(ctx context.Context, w *Workflow) error {
 	}
 	tmp.Close()
 	defer os.Remove(tmp.Name())
-	if err := workspace.ExportBranch(ctx, gitDir, w.Branch, tmp.Name()); err != nil {
+	if err := workspace.ExportBranch(ctx, gitDir, x.branch, tmp.Name()); err != nil {
 		return err
 	}
-	if err := putFile(ctx, in.bus.Bundles, ResultBundleName(w.ID), tmp.Name()); err != nil {
-		return fmt.Errorf("engine: upload result bundle of %s: %w", w.ID, err)
+	if err := putFile(ctx, in.bus.Bundles, statemachine.ResultBundleName(x.wf), tmp.Name()); err != nil {
+		return fmt.Errorf("engine: upload result bundle of %s: %w", x.wf, err)
 	}
-	if w.RepoPath == "" {
+	if x.repoPath == "" {
 		return nil
 	}
-	if fi, err := os.Stat(filepath.Join(w.RepoPath, ".git")); err != nil || fi == nil {
+	if fi, err := os.Stat(filepath.Join(x.repoPath, ".git")); err != nil || fi == nil {
 		in.log.Info("submitting repository not visible here; the branch is in the result bundle",
-			"workflow", w.ID, "repo", w.RepoPath, "bundle", ResultBundleName(w.ID))
+			"workflow", x.wf, "repo", x.repoPath, "bundle", statemachine.ResultBundleName(x.wf))
 		return nil
 	}
-	if err := workspace.ImportBranch(ctx, w.RepoPath, tmp.Name(), w.Branch); err != nil {
+	if err := workspace.ImportBranch(ctx, x.repoPath, tmp.Name(), x.branch); err != nil {
 		in.log.Warn("cannot write the branch into the submitting repository; the branch is in the result bundle",
-			"workflow", w.ID, "repo", w.RepoPath, "err", err)
+			"workflow", x.wf, "repo", x.repoPath, "err", err)
 		return nil
 	}
-	in.log.Info("branch delivered", "workflow", w.ID, "repo", w.RepoPath, "branch", w.Branch, "head", head)
+	in.log.Info("branch delivered", "workflow", x.wf, "repo", x.repoPath, "branch", x.branch, "head", head)
 	return nil
 }
 

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -12,52 +11,13 @@ import (
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
 )
 
 // These tests drive the gate registry and node-level gate changes through
 // the real API (sup.api.gate-*) of an engine on embedded NATS, with the
 // registry in its real KV bucket; the test plays the runners as
 // engine_test.go does.
-
-// startGates is env.start with the coordinator's own gate sources (the
-// built-in sets and the user file, merged).
-func (e *env) startGates(lower *gates.Set) *Engine {
-	e.t.Helper()
-	eng, err := New(e.b, e.store, Options{DataDir: e.dataDir, Tick: 100 * time.Millisecond,
-		LeaderTTL: 3 * time.Second, Log: quiet, Gates: lower})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- eng.Run(ctx) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				e.t.Errorf("engine Run: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			e.t.Errorf("engine Run did not return after cancel")
-		}
-	}
-	e.t.Cleanup(stop)
-	select {
-	case <-eng.Ready():
-	case err := <-done:
-		e.t.Fatalf("engine Run returned before ready: %v", err)
-	case <-time.After(20 * time.Second):
-		e.t.Fatal("engine not ready")
-	}
-	e.eng, e.stopEng = eng, stop
-	return eng
-}
 
 // lowerGates are a built-in "test" and a user "lint".
 func lowerGates() *gates.Set {
@@ -113,7 +73,7 @@ func gateNames(l api.GateListResponse) string {
 func TestGateRegistryRoundTrip(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
-	e.startGates(lowerGates())
+	e.start(startOptions{gates: lowerGates()})
 	ctx := testCtx(t, 30*time.Second)
 	c := e.client
 
@@ -242,7 +202,7 @@ func TestGateRegistryRoundTrip(t *testing.T) {
 func TestGateRegistryValidation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
-	e.startGates(lowerGates())
+	e.start(startOptions{gates: lowerGates()})
 	ctx := testCtx(t, 30*time.Second)
 	c := e.client
 
@@ -311,7 +271,7 @@ func TestGateRegistryValidation(t *testing.T) {
 func TestSubmissionUsesRegistryGate(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
-	e.startGates(lowerGates())
+	e.start(startOptions{gates: lowerGates()})
 	ctx := testCtx(t, 30*time.Second)
 	if _, err := e.client.GateAdd(ctx, api.GateAddRequest{Definition: "name: vet\ncommand: [go, vet, ./...]\ntimeout: 2m\n"}); err != nil {
 		t.Fatal(err)
@@ -359,7 +319,7 @@ func TestSubmissionUsesRegistryGate(t *testing.T) {
 func TestNodeGateChanges(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
-	e.startGates(lowerGates())
+	e.start(startOptions{gates: lowerGates()})
 	ctx := testCtx(t, 60*time.Second)
 	c := e.client
 	if _, err := c.GateAdd(ctx, api.GateAddRequest{Definition: "name: fmt\ncommand: [gofmt, -l, .]\n"}); err != nil {
@@ -437,7 +397,7 @@ func TestNodeGateChanges(t *testing.T) {
 
 	// The changes are events: a restarted coordinator has them.
 	e.stopEng()
-	e.startGates(lowerGates())
+	e.start(startOptions{gates: lowerGates()})
 	if n := e.node(wf, "a"); strings.Join(n.GateOrder, ",") != "extra,vet" || n.Status != protocol.NodeGating {
 		t.Fatalf("a after restart: %v %s", n.GateOrder, n.Status)
 	}
@@ -469,7 +429,7 @@ func TestNodeGateChanges(t *testing.T) {
 	if g := gateOf(nodeOf(s, "b"), "fmt"); g.Status != protocol.GateFailed {
 		t.Errorf("b's fmt = %+v", g)
 	}
-	if n := countEvents(e.events(wf), protocol.EvNodeGatesChanged, "a"); n != 3 {
+	if n := countEvents(e.events(wf), eventlog.TypeNodeGatesChanged, "a"); n != 3 {
 		t.Errorf("node.gates_changed events of a = %d, want 3", n)
 	}
 }

@@ -1,0 +1,222 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/supervisorhq/supervisor/shared/config"
+)
+
+// Exit codes of supervisor-bench.
+const (
+	ExitOK    = 0
+	ExitFault = 1  // a scenario failed
+	ExitUsage = 64 // bad command line
+)
+
+// usageError marks a bad command line.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usage(err error) error { return usageError{err} }
+
+// Main runs supervisor-bench with args and returns the exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	cmd := Command(stdout, stderr)
+	cmd.SetArgs(args)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	err := cmd.Execute()
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintln(stderr, "supervisor-bench:", err)
+	var ue usageError
+	if errors.As(err, &ue) || !errors.Is(err, errRun) {
+		return ExitUsage
+	}
+	return ExitFault
+}
+
+// errRun marks a failure of the measurements themselves.
+var errRun = errors.New("bench failed")
+
+// Command is the supervisor-bench command.
+func Command(stdout, stderr io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "supervisor-bench",
+		Short: "Measure no-op nodes' throughput and latency against raw JetStream, in one run",
+		Long: `bench measures, in this one process and one run, what Supervisor costs on top of
+its message bus. First the bus alone, on an embedded NATS with a file-store
+work-queue stream: a burst of small messages published asynchronously and
+consumed with a batched pull consumer (raw, the baseline); the same burst
+consumed the way workers and gate runners consume jobs, one Fetch(1) per free
+slot with confirmed acks (raw-fetch1); and one message at a time to an idle
+consumer (raw-serial). Then the full path, each on a fresh in-process fleet
+(embedded NATS, coordinator, worker, gate runner): workflows of independent
+no-op tasks whose agent is 'true' (nodes), the same with one 'true' gate per
+task (gated), and a chain of no-op tasks (chain). Workflows are submitted
+through the API with a bundle of a tiny git repository, as 'submit' does.
+
+It prints each scenario's count, throughput, p50/p99 latency (publish→consume
+for raw messages, ready→started for nodes) and their ratios to the raw
+figures, and what the process allocated per message or node.
+
+Then the gate engine, on a fleet of its own. cache-key generates a git
+repository of --repo-files files, changes --changed-files of them, and times
+--key-iterations runs of each of: 'git status --porcelain' (the reference),
+the gate cache key, a cache hit from the fleet's KV store (and from Redis with
+--redis-url), and the workspace integrity capture and check, each with its
+ratio to git status. gate-scale starts gaterunner processes (from --bin-dir,
+by default this executable's directory, as 'make build' lays out bin/), each
+with --concurrency 1, and measures the gate throughput of workflows of
+--gate-tasks no-op tasks with one uncached 'sleep --gate-sleep' gate each, for
+every count of --gate-runners, with the speed-up against linear scaling. The
+runners use the process sandbox, like the in-process fleet, unless
+--gate-sandbox says docker (each gate in a container of its own).
+
+Last, sandbox measures the sandboxes' cost per gate, side by side: the process
+sandbox, the Docker sandbox (as a gate runner builds and calls it), 'docker run
+--rm IMAGE COMMAND' with the docker CLI, and the same docker run with the
+Docker sandbox's hardening as flags, each --sandbox-runs times after 2
+warm-up rounds, interleaved round-robin, with p50/p90/mean, the overhead over
+the process sandbox, and the Docker variants' time split at the engine's
+events. The image is --sandbox-image (built by 'make images'; nothing is
+pulled), the command --sandbox-command (argv, no shell: one value is split at
+white space, or repeat the flag once per argument). Without a Docker engine
+the scenario is skipped, unless --scenarios names it.
+
+-o json prints the same as JSON. Never compare figures from different machines.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			v, err := config.Load(cmd)
+			if err != nil {
+				return usage(err)
+			}
+			log, err := config.Logger(v, "bench")
+			if err != nil {
+				return usage(err)
+			}
+			format := v.GetString("output")
+			if format != "table" && format != "json" {
+				return usage(fmt.Errorf("-o %q: want table or json", format))
+			}
+			var scenarios []string
+			for _, s := range v.GetStringSlice("scenarios") {
+				for _, part := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
+					scenarios = append(scenarios, part)
+				}
+			}
+			fleetLog := log
+			if !v.GetBool("verbose") {
+				fleetLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+			}
+			binDir := v.GetString("bin-dir")
+			if binDir == "" {
+				if binDir, err = executableDir(); err != nil {
+					return usage(fmt.Errorf("--bin-dir: %w", err))
+				}
+			}
+			runners, err := cmd.Flags().GetIntSlice("gate-runners")
+			if err != nil {
+				return usage(fmt.Errorf("--gate-runners: %w", err))
+			}
+			command, err := cmd.Flags().GetStringArray("sandbox-command")
+			if err != nil {
+				return usage(fmt.Errorf("--sandbox-command: %w", err))
+			}
+			cfg := Config{
+				Nodes: v.GetInt("nodes"), ChainNodes: v.GetInt("chain"), RawMessages: v.GetInt("raw-messages"),
+				PayloadBytes: v.GetInt("payload"), Concurrency: v.GetInt("concurrency"), Scenarios: scenarios,
+				WorkDir: v.GetString("dir"), MaxWait: v.GetDuration("max-wait"),
+				FleetLog: fleetLog, Progress: cmd.ErrOrStderr(),
+				RepoFiles: v.GetInt("repo-files"), ChangedFiles: v.GetInt("changed-files"),
+				KeyIterations: v.GetInt("key-iterations"), RedisURL: v.GetString("redis-url"),
+				GateTasks: v.GetInt("gate-tasks"), GateSleep: v.GetDuration("gate-sleep"), GateRunners: runners,
+				BinDir: binDir, GateSandbox: v.GetString("gate-sandbox"),
+				SandboxImage: v.GetString("sandbox-image"), SandboxCommand: sandboxArgv(command),
+				SandboxRuns: v.GetInt("sandbox-runs"),
+			}
+			if err := cfg.Validate(); err != nil {
+				return usage(err)
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			rep, err := Run(ctx, cfg)
+			if err != nil {
+				return fmt.Errorf("%w: %w", errRun, err)
+			}
+			if format == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			PrintTable(cmd.OutOrStdout(), rep)
+			return nil
+		},
+	}
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	config.AddConfigFlag(cmd.PersistentFlags())
+	fs := cmd.Flags()
+	fs.Int("nodes", 200, "no-op tasks in the nodes and gated scenarios (split into workflows of at most 500)")
+	fs.Int("chain", 20, "tasks in the chain scenario (at most 500)")
+	fs.Int("raw-messages", 20000, "messages in the raw burst scenarios (raw-serial sends at most 1000)")
+	fs.Int("payload", 64, "size of a raw message in bytes (at least 8)")
+	fs.Int("concurrency", 4, "worker and gate runner concurrency, and raw-fetch1's slots")
+	fs.StringSlice("scenarios", nil, "scenarios to run (default all): "+strings.Join(Scenarios, ","))
+	fs.StringP("output", "o", "table", "output format: table or json")
+	fs.String("dir", "", "work directory, kept afterwards (default: a temporary directory, removed)")
+	fs.Duration("max-wait", 0, "give up on a scenario after this long (default 10m)")
+	fs.Bool("verbose", false, "show the fleet's logs")
+	fs.Int("repo-files", 10000, "files in the cache-key scenario's generated repository")
+	fs.Int("changed-files", 5, "files of that repository changed, and left uncommitted, before measuring")
+	fs.Int("key-iterations", 20, "runs of each cache-key operation")
+	fs.String("redis-url", "", "also measure a cache hit against this Redis (keys under a prefix of the bench's own, removed)")
+	fs.Int("gate-tasks", 24, "tasks, one gate each, per gate-scale measurement")
+	fs.Duration("gate-sleep", 500*time.Millisecond, "what each gate-scale gate sleeps")
+	fs.IntSlice("gate-runners", []int{1, 2, 4}, "gate runner process counts gate-scale measures, increasing")
+	fs.String("bin-dir", "", "directory holding the gaterunner binary (default: this executable's directory)")
+	fs.String("gate-sandbox", "process", "the gate runner processes' --sandbox: "+strings.Join(GateSandboxes, ", "))
+	fs.String("sandbox-image", DefaultSandboxImage, "image of the sandbox scenario's Docker variants (built by make images; never pulled)")
+	fs.StringArray("sandbox-command", DefaultSandboxCommand,
+		"argv every sandbox variant runs, no shell: one value is split at white space, or repeat the flag once per argument")
+	fs.Int("sandbox-runs", DefaultSandboxRuns, "runs of each sandbox variant, after 2 warm-up rounds")
+	return cmd
+}
+
+// sandboxArgv turns --sandbox-command's values into an argv: a single
+// value is split at white space ("sleep 0.1"); several values, from a
+// repeated flag, are the arguments as given (so one may hold spaces).
+func sandboxArgv(values []string) []string {
+	if len(values) == 1 {
+		return strings.Fields(values[0])
+	}
+	return values
+}
+
+// executableDir is the directory of the running executable, symbolic
+// links resolved: bin/ when run as bin/supervisor-bench.
+func executableDir() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	if resolved, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = resolved
+	}
+	return filepath.Dir(exe), nil
+}

@@ -1,0 +1,288 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
+	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
+)
+
+// maxRounds bounds the decide-and-act rounds of one advance; each round
+// appends at least one event, so it is far above what any workflow needs.
+const maxRounds = 10000
+
+// advance decides workflow wf and carries the effects out until the state
+// machine has nothing more to do now; it runs in wf's queue. A failure is
+// logged and left to the next decision (a tick, a report, a timer).
+func (e *Engine) advance(ctx context.Context, wf string) {
+	for range maxRounds {
+		var (
+			d     statemachine.Decision
+			found bool
+		)
+		now := e.opts.Now()
+		e.Read(func(s *statemachine.State) {
+			w, ok := s.Workflow(wf)
+			if found = ok; ok {
+				d = statemachine.Decide(w, now, e.out.published)
+			}
+		})
+		if !found {
+			return
+		}
+		if !d.Wake.IsZero() {
+			e.wakes.at(wf, d.Wake.Sub(now), e.kick)
+		}
+		if len(d.Effects) == 0 {
+			return
+		}
+		changed, err := e.execute(ctx, wf, d.Effects)
+		if err != nil {
+			if ctx.Err() == nil {
+				e.log.Warn("workflow cannot advance now; will retry", "workflow", wf, "err", err)
+			}
+			return
+		}
+		if !changed {
+			return // only jobs published: nothing new to decide on
+		}
+	}
+	e.log.Error("workflow did not settle; will retry", "workflow", wf, "rounds", maxRounds)
+}
+
+// execute carries effects out in order, stopping at the first failure. It
+// reports whether the state changed (an event was folded in).
+func (e *Engine) execute(ctx context.Context, wf string, effects []statemachine.Effect) (changed bool, err error) {
+	for _, eff := range effects {
+		folded := false
+		switch x := eff.(type) {
+		case statemachine.Append:
+			folded, err = e.append(ctx, x.Event, x.MsgID)
+		case statemachine.Publish:
+			err = e.publish(ctx, wf, x)
+		case statemachine.Integrate:
+			folded, err = e.integrate(ctx, wf, x)
+		case statemachine.Finish:
+			folded, err = e.finish(ctx, wf, x)
+		case statemachine.Reopen:
+			// Runners drop jobs of finished workflows; this one runs again.
+			err = e.store.CacheDelete(ctx, protocol.WorkflowFinishedKey(wf))
+		default:
+			err = fmt.Errorf("engine: unknown effect %T", eff)
+		}
+		changed = changed || folded
+		if err != nil {
+			return changed, err
+		}
+	}
+	return changed, nil
+}
+
+// append appends an event to its workflow's log, fenced on the last event
+// this engine has folded for the workflow, and folds it in; folded is false
+// when the log already had it. If the log has moved (another coordinator
+// appended), the workflow is reloaded from the log and the append fails:
+// the next decision starts from the log's state.
+func (e *Engine) append(ctx context.Context, ev eventlog.Event, msgID string) (folded bool, err error) {
+	var last uint64
+	e.Read(func(s *statemachine.State) {
+		if w, ok := s.Workflow(ev.WorkflowID); ok {
+			last = w.LastSeq
+		}
+	})
+	seq, dup, err := e.bus.AppendEvent(ctx, ev, bus.WithMsgID(msgID), bus.ExpectLast(last))
+	if errors.Is(err, bus.ErrEventLogMoved) || (err == nil && dup && seq > last) {
+		e.log.Warn("the workflow's event log has events this coordinator has not folded; reloading it",
+			"workflow", ev.WorkflowID, "last_folded", last, "err", err)
+		if rerr := e.reload(ctx, ev.WorkflowID); rerr != nil {
+			return false, fmt.Errorf("engine: reload %s: %w", ev.WorkflowID, rerr)
+		}
+		return true, fmt.Errorf("engine: %s event for %s not appended: %w", ev.Type(), ev.WorkflowID, bus.ErrEventLogMoved)
+	}
+	if err != nil {
+		return false, err
+	}
+	if dup {
+		return false, nil // already in the log and folded
+	}
+	ev.Seq = seq
+	e.mu.Lock()
+	err = e.st.Apply(ev)
+	e.mu.Unlock()
+	if err != nil {
+		return true, fmt.Errorf("engine: fold %s event for %s: %w", ev.Type(), ev.WorkflowID, err)
+	}
+	return true, nil
+}
+
+// publish publishes a job, once per engine: the bus de-duplicates the same
+// job id anyway, so a restarted engine publishes what may be missing.
+func (e *Engine) publish(ctx context.Context, wf string, p statemachine.Publish) error {
+	var (
+		data []byte
+		err  error
+		kind protocol.JobKind
+		pool string
+	)
+	if p.Agent != nil {
+		kind, pool = protocol.KindAgent, p.Agent.Pool
+		data, err = protocol.Encode(p.Agent)
+	} else {
+		kind, pool = protocol.KindGate, p.Gate.Pool
+		data, err = protocol.Encode(p.Gate)
+	}
+	if err != nil {
+		return err
+	}
+	if err := e.bus.PublishJob(ctx, kind, pool, p.JobID(), data); err != nil {
+		return err
+	}
+	e.out.add(wf, p.JobID())
+	return nil
+}
+
+// finish delivers the workflow's branch if asked, records the workflow's
+// end, and tells runners through the state store to drop any of its jobs
+// still queued (and, for a cancellation, to stop those running).
+func (e *Engine) finish(ctx context.Context, wf string, f statemachine.Finish) (bool, error) {
+	if f.Deliver {
+		var in integration
+		e.Read(func(s *statemachine.State) {
+			w, _ := s.Workflow(wf)
+			in = snapshot(w, "")
+		})
+		if err := e.integ.deliver(ctx, in); err != nil {
+			return false, err
+		}
+	}
+	folded, err := e.append(ctx, f.Event, f.MsgID)
+	if err != nil {
+		return folded, err
+	}
+	st := f.Event.Body.(eventlog.WorkflowFinished).Status
+	if err := e.store.CachePut(ctx, protocol.WorkflowFinishedKey(wf), []byte(st), finishedMarkerTTL); err != nil {
+		e.log.Warn("cannot mark the workflow finished for runners; its queued jobs will run and be ignored",
+			"workflow", wf, "err", err)
+	}
+	e.out.forget(wf)
+	e.wakes.cancel(wf)
+	if f.Announce {
+		// Running jobs stop when they hear this; queued ones are dropped
+		// when a runner takes them and finds the finished marker.
+		_ = e.bus.NC.Publish(protocol.CancelSubject(wf), nil)
+	}
+	return folded, nil
+}
+
+// finishedMarkerTTL outlives any job that could still be queued.
+const finishedMarkerTTL = 7 * 24 * time.Hour
+
+// outbox remembers the jobs this engine has published, by workflow.
+type outbox struct {
+	mu   sync.Mutex
+	jobs map[string]map[string]struct{}
+}
+
+func newOutbox() *outbox { return &outbox{jobs: map[string]map[string]struct{}{}} }
+
+// published reports whether job id was published; Decide calls it with the
+// state read-locked. Job ids start with their workflow's id and a dot.
+func (o *outbox) published(jobID string) bool {
+	wf, _, _ := strings.Cut(jobID, ".")
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, ok := o.jobs[wf][jobID]
+	return ok
+}
+
+func (o *outbox) add(wf, jobID string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.jobs[wf] == nil {
+		o.jobs[wf] = map[string]struct{}{}
+	}
+	o.jobs[wf][jobID] = struct{}{}
+}
+
+func (o *outbox) forget(wf string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.jobs, wf)
+}
+
+// wakeups holds one timer per workflow, for the state machine's Wake.
+type wakeups struct {
+	mu      sync.Mutex
+	timers  map[string]*time.Timer
+	when    map[string]time.Time
+	stopped bool
+}
+
+func newWakeups() *wakeups {
+	return &wakeups{timers: map[string]*time.Timer{}, when: map[string]time.Time{}}
+}
+
+// at arranges for kick(wf) after d, unless an earlier one is arranged.
+func (w *wakeups) at(wf string, d time.Duration, kick func(string)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	due := time.Now().Add(max(d, 0))
+	if t, ok := w.timers[wf]; ok {
+		if !w.when[wf].After(due) {
+			return
+		}
+		t.Stop()
+	}
+	w.when[wf] = due
+	w.timers[wf] = time.AfterFunc(max(d, 0), func() {
+		w.mu.Lock()
+		delete(w.timers, wf)
+		delete(w.when, wf)
+		w.mu.Unlock()
+		kick(wf)
+	})
+}
+
+func (w *wakeups) cancel(wf string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if t, ok := w.timers[wf]; ok {
+		t.Stop()
+		delete(w.timers, wf)
+		delete(w.when, wf)
+	}
+}
+
+func (w *wakeups) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	for wf, t := range w.timers {
+		t.Stop()
+		delete(w.timers, wf)
+	}
+}
+
+// newWorkflowID returns "wf-" and 12 random base-32 characters.
+func newWorkflowID() (string, error) {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return "wf-" + string(b[:]), nil
+}

@@ -1,0 +1,185 @@
+// Package fleet runs the embedded default in one process: NATS with
+// JetStream embedded, the JetStream-KV state store, the coordinator (engine
+// and API), and optionally one worker and one gate runner — the same
+// packages the separate binaries run. `coordinator dev` and `demo`, the
+// benchmark and tests start their fleets with it.
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/engine"
+	"github.com/supervisorhq/supervisor/coordinator/internal/service"
+	"github.com/supervisorhq/supervisor/gaterunner"
+	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/embedded"
+	"github.com/supervisorhq/supervisor/shared/gates"
+	"github.com/supervisorhq/supervisor/shared/jobrun"
+	"github.com/supervisorhq/supervisor/shared/state"
+	"github.com/supervisorhq/supervisor/shared/state/kvstate"
+	"github.com/supervisorhq/supervisor/worker"
+)
+
+// ErrBadListen is in the chain of Start's error for an unusable Listen.
+var ErrBadListen = errors.New("bad listen address")
+
+// ErrNATS is in the chain of Start's error when the embedded NATS server
+// cannot start.
+var ErrNATS = errors.New("embedded NATS did not start")
+
+// Options configures an in-process fleet.
+type Options struct {
+	// DataDir holds JetStream's files, the coordinator's mirrors and the
+	// runners' workspaces.
+	DataDir string
+	// Listen is the embedded NATS server's address (port 0 picks one).
+	Listen            string
+	WorkerConcurrency int
+	GateConcurrency   int
+	// SandboxPath is PATH inside the runners' process sandbox ("" = the
+	// default).
+	SandboxPath string
+	// AckWait overrides the jobs' ack wait.
+	AckWait time.Duration
+	// Tick overrides the coordinator's re-decide period.
+	Tick time.Duration
+	// NoRunners starts only NATS and the coordinator.
+	NoRunners bool
+	// Gates are the built-in and user gates workflows may refer to.
+	Gates *gates.Set
+	Log   *slog.Logger
+}
+
+// Fleet is the embedded default running in this process.
+type Fleet struct {
+	srv    *embedded.Server
+	bus    *bus.Bus
+	store  state.Store
+	engine *engine.Engine
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	errs   []error
+}
+
+// Start starts embedded NATS, the KV state store, the coordinator and
+// (unless NoRunners) one worker and one gate runner, and waits until the
+// coordinator is ready.
+func Start(ctx context.Context, o Options) (*Fleet, error) {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	dataDir, err := filepath.Abs(o.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	host, port, err := splitHostPort(o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("%w %q: %w", ErrBadListen, o.Listen, err)
+	}
+	srv, err := embedded.Start(embedded.Options{Host: host, Port: port, StoreDir: filepath.Join(dataDir, "jetstream")})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNATS, err)
+	}
+	f := &Fleet{srv: srv}
+	f.bus, err = bus.Open(ctx, srv.URL(), "supervisor-dev", bus.Config{AckWait: o.AckWait}, o.Log)
+	if err != nil {
+		srv.Shutdown()
+		return nil, err
+	}
+	f.store, err = kvstate.New(ctx, f.bus.JS)
+	if err != nil {
+		f.bus.Close()
+		srv.Shutdown()
+		return nil, err
+	}
+	f.engine, err = engine.New(f.bus, f.store, engine.Options{
+		DataDir: filepath.Join(dataDir, "coordinator"), ID: "dev", Log: o.Log, Tick: o.Tick, LeaderTTL: 6 * time.Second,
+	})
+	if err != nil {
+		f.closeConns()
+		return nil, err
+	}
+	svc := service.New(f.engine, f.bus, service.Options{ID: "dev", Gates: o.Gates, Log: o.Log})
+	runCtx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	f.goRun("coordinator", func() error { return f.engine.Run(runCtx, svc.Serve) })
+	if !o.NoRunners {
+		deps, err := jobrun.LocalDeps(jobrun.Settings{DataDir: filepath.Join(dataDir, "runner"), SandboxPath: o.SandboxPath, Host: "dev"},
+			f.bus, f.store, o.Log)
+		if err != nil {
+			_ = f.Close()
+			return nil, err
+		}
+		wk := worker.New(deps, worker.Config{Concurrency: max(o.WorkerConcurrency, 1), DrainTimeout: 10 * time.Second})
+		gr := gaterunner.New(deps, gaterunner.Config{Concurrency: max(o.GateConcurrency, 1), DrainTimeout: 10 * time.Second})
+		f.goRun("worker", func() error { return wk.Run(runCtx) })
+		f.goRun("gaterunner", func() error { return gr.Run(runCtx) })
+	}
+	select {
+	case <-f.engine.Ready():
+		return f, nil
+	case <-ctx.Done():
+		_ = f.Close()
+		return nil, ctx.Err()
+	case <-time.After(60 * time.Second):
+		_ = f.Close()
+		return nil, errors.New("fleet: the coordinator did not become ready within 60s")
+	}
+}
+
+func (f *Fleet) goRun(name string, fn func() error) {
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		if err := fn(); err != nil {
+			f.mu.Lock()
+			f.errs = append(f.errs, fmt.Errorf("%s: %w", name, err))
+			f.mu.Unlock()
+		}
+	}()
+}
+
+// URL is the embedded NATS server's client URL.
+func (f *Fleet) URL() string { return f.srv.URL() }
+
+func (f *Fleet) closeConns() {
+	if f.store != nil {
+		f.store.Close()
+	}
+	f.bus.Close()
+	f.srv.Shutdown()
+}
+
+// Close stops everything, letting in-flight jobs drain, and returns what
+// stopped with an error.
+func (f *Fleet) Close() error {
+	if f.cancel != nil {
+		f.cancel()
+	}
+	f.wg.Wait()
+	f.closeConns()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return errors.Join(f.errs...)
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("bad port %q", p)
+	}
+	return h, port, nil
+}

@@ -1,0 +1,92 @@
+package service
+
+import (
+	"strings"
+	"time"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/api"
+	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
+	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+)
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// Summary renders a workflow for the API; withNodes adds per-node detail.
+func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
+	s := api.WorkflowSummary{
+		ID: w.ID, Name: w.Spec.Name, Status: w.Status, Source: w.Source, RepoPath: w.RepoPath,
+		BaseCommit: w.Repo.BaseCommit, Branch: w.Branch, Head: w.Head, Reason: w.Reason,
+		SubmittedAt: w.SubmittedAt, FinishedAt: timePtr(w.FinishedAt), Counts: map[string]int{},
+	}
+	if w.Status == protocol.WorkflowSucceeded {
+		s.ResultBundle = statemachine.ResultBundleName(w.ID)
+	}
+	for _, id := range w.Order {
+		n := w.Nodes[id]
+		s.Counts[string(n.Status)]++
+		if !withNodes {
+			continue
+		}
+		ns := api.NodeSummary{
+			ID: id, Status: n.Status, Attempt: n.Attempt, Host: n.Host, DependsOn: n.Task.DependsOn,
+			Commit: n.Commit, Reason: n.Reason, StartedAt: timePtr(n.StartedAt), EndedAt: timePtr(n.EndedAt),
+		}
+		if n.Agent != nil {
+			ns.Sandbox = n.Agent.Sandbox
+		}
+		for _, g := range n.GateOrder {
+			gs := api.GateSummary{Name: g, Attempt: n.Attempt}
+			if gr := n.Gates[g]; gr != nil {
+				gs.Status, gs.Host, gs.Round = gr.Status, gr.Host, gr.Round
+				if r := gr.Result; r != nil {
+					gs.ExitCode, gs.Log, gs.DurationMillis = r.ExitCode, r.Log, r.DurationMillis
+					gs.Cached, gs.CacheDisabled, gs.Output = r.Cached, r.CacheDisabled, r.Output
+					gs.IntegrityViolation, gs.Violations, gs.Error = r.IntegrityViolation, r.Violations, r.Error
+					gs.Sandbox = r.Sandbox
+					if gs.Output == "" {
+						gs.Output = strings.TrimSpace(r.Stdout + "\n" + r.Stderr)
+					}
+				}
+			}
+			ns.Gates = append(ns.Gates, gs)
+		}
+		s.Nodes = append(s.Nodes, ns)
+	}
+	return s
+}
+
+// nodeGateInfo describes one gate of a node's plan.
+func nodeGateInfo(n *statemachine.Node, name string, layer int) api.GateInfo {
+	spec := n.GateSpecs[name]
+	src := api.SourceWorkflow
+	for _, d := range n.Task.GateDefs {
+		if d.Name == name {
+			src = api.SourceTask
+		}
+	}
+	l, req := layer, n.Task.GateRequired(name)
+	info := api.GateInfo{Name: name, Source: src, DefinedAt: spec.Source, Definition: spec,
+		Layer: &l, Required: &req, OnFail: string(n.OnFail[name])}
+	if g := n.Gates[name]; g != nil {
+		info.Status = g.Status
+	}
+	return info
+}
+
+// nodeGateList is a node's gates in dispatch order.
+func nodeGateList(w *statemachine.Workflow, n *statemachine.Node) api.GateListResponse {
+	out := api.GateListResponse{WorkflowID: w.ID, NodeID: n.ID, NodeStatus: n.Status, Gates: []api.GateInfo{}}
+	layers, _ := workflow.GateLayers(w.Spec.GateDefinitions(n.Task), n.Task.Gates)
+	for i, layer := range layers {
+		for _, name := range layer {
+			out.Gates = append(out.Gates, nodeGateInfo(n, name, i))
+		}
+	}
+	return out
+}

@@ -1,0 +1,137 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/api"
+	"github.com/supervisorhq/supervisor/coordinator/internal/gateregistry"
+	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
+	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
+	"github.com/supervisorhq/supervisor/shared/gates"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+)
+
+// logTailBytes caps each log returned by the logs endpoint, so a reply
+// stays under NATS's default 1 MiB message limit.
+const logTailBytes = 192 << 10
+
+var commitRE = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+
+// submit validates a workflow against every gate source and starts it.
+func (s *Service) submit(ctx context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
+	var none api.SubmitResponse
+	// Gate sources below the project: the coordinator's built-in and user
+	// gates, then the fleet's registry, read afresh so every coordinator
+	// sees every change.
+	reg, err := s.registry.Load(ctx)
+	if err != nil {
+		return none, err
+	}
+	opts := workflow.Options{BuiltinGates: s.lower, UserGates: gateregistry.Gates(reg)}
+	if pg := req.ProjectGates; pg != nil {
+		gs, _, err := gates.ParseFile(pg.Filename, []byte(pg.Content), gates.OriginProject)
+		if err != nil {
+			return none, invalidGate("project gates", err)
+		}
+		opts.ProjectGates = gates.NewSet(gs...)
+	}
+	spec, err := workflow.ParseWithOptions(req.Filename, []byte(req.YAML), opts)
+	if err != nil {
+		var ve *workflow.ValidationError
+		if errors.As(err, &ve) {
+			return none, api.Invalid("workflow is invalid", ve.Problems)
+		}
+		return none, api.Invalid(err.Error(), nil)
+	}
+	switch {
+	case !commitRE.MatchString(req.Repo.BaseCommit):
+		return none, api.BadRequest("repo.base_commit %q is not a full commit id", req.Repo.BaseCommit)
+	case req.Repo.ID == "" || req.Repo.Bundle == "":
+		return none, api.BadRequest("repo.id and repo.bundle are required")
+	}
+	if _, err := s.bus.Bundles.GetInfo(ctx, req.Repo.Bundle); err != nil {
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			return none, api.BadRequest("repository bundle %s is not in bucket %s; upload it before submitting", req.Repo.Bundle, protocol.BucketBundles)
+		}
+		return none, err
+	}
+	id, err := s.wfs.Submit(ctx, statemachine.Submission{Spec: spec, Repo: req.Repo, RepoPath: req.RepoPath, Source: req.Filename})
+	if err != nil {
+		return none, err
+	}
+	return api.SubmitResponse{WorkflowID: id, Branch: statemachine.BranchName(id)}, nil
+}
+
+func (s *Service) status(_ context.Context, req api.IDRequest) (api.WorkflowSummary, error) {
+	return s.summary(req.WorkflowID)
+}
+
+func (s *Service) list(_ context.Context, _ api.IDRequest) (api.ListResponse, error) {
+	out := api.ListResponse{Workflows: []api.WorkflowSummary{}}
+	s.wfs.Read(func(st *statemachine.State) {
+		for _, w := range st.Workflows() {
+			out.Workflows = append(out.Workflows, Summary(w, false))
+		}
+	})
+	return out, nil
+}
+
+func (s *Service) cancel(ctx context.Context, req api.IDRequest) (api.WorkflowSummary, error) {
+	err := s.wfs.Command(ctx, req.WorkflowID, func(w *statemachine.Workflow, now time.Time) ([]statemachine.Effect, error) {
+		return statemachine.Cancel(w, now)
+	})
+	if err != nil {
+		return api.WorkflowSummary{}, refusal(err)
+	}
+	return s.summary(req.WorkflowID)
+}
+
+func (s *Service) logs(ctx context.Context, req api.IDRequest) (api.LogsResponse, error) {
+	var entries []api.LogEntry
+	err := s.readWorkflow(req.WorkflowID, func(w *statemachine.Workflow) error {
+		n := w.Nodes[req.NodeID]
+		if n == nil {
+			return api.NotFound("workflow %s has no node %q", w.ID, req.NodeID)
+		}
+		if n.Agent != nil && n.Agent.Log != "" {
+			entries = append(entries, api.LogEntry{Name: "agent", Object: n.Agent.Log})
+		}
+		for _, g := range n.GateOrder {
+			if gr := n.Gates[g]; gr != nil && gr.Result != nil && gr.Result.Log != "" {
+				entries = append(entries, api.LogEntry{Name: "gate " + g, Object: gr.Result.Log})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return api.LogsResponse{}, err
+	}
+	for i := range entries {
+		b, err := s.bus.Logs.GetBytes(ctx, entries[i].Object)
+		if err != nil {
+			entries[i].Content = fmt.Sprintf("(log unavailable: %v)", err)
+			continue
+		}
+		if len(b) > logTailBytes {
+			b, entries[i].Truncated = b[len(b)-logTailBytes:], true
+		}
+		entries[i].Content = string(b)
+	}
+	return api.LogsResponse{Logs: entries}, nil
+}
+
+func (s *Service) gateRerun(ctx context.Context, req api.GateRerunRequest) (api.WorkflowSummary, error) {
+	err := s.wfs.Command(ctx, req.WorkflowID, func(w *statemachine.Workflow, now time.Time) ([]statemachine.Effect, error) {
+		return statemachine.RerunGates(w, req.NodeID, req.Gate, req.NoCache, now)
+	})
+	if err != nil {
+		return api.WorkflowSummary{}, refusal(err)
+	}
+	return s.summary(req.WorkflowID)
+}

@@ -1,0 +1,137 @@
+package statemachine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
+)
+
+// Apply folds one event into the state. It is the only code that changes
+// state, used both live and when replaying the log, and it is
+// deterministic: the same events in the same order give the same state.
+// An event that does not fold (an unknown workflow or node, an invalid
+// gate change) is an error and changes nothing but the workflow's LastSeq.
+func (s *State) Apply(ev eventlog.Event) error {
+	if b, ok := ev.Body.(eventlog.WorkflowSubmitted); ok {
+		if _, dup := s.wfs[ev.WorkflowID]; dup {
+			return nil // a duplicate submission event
+		}
+		w, err := newWorkflow(ev.WorkflowID, b, ev.Time)
+		if err != nil {
+			return err
+		}
+		w.LastSeq = ev.Seq
+		s.Put(w)
+		return nil
+	}
+	w, ok := s.wfs[ev.WorkflowID]
+	if !ok {
+		return fmt.Errorf("event %s for unknown workflow %s", ev.Type(), ev.WorkflowID)
+	}
+	w.LastSeq = ev.Seq
+	return w.apply(ev)
+}
+
+func (w *Workflow) apply(ev eventlog.Event) error {
+	switch b := ev.Body.(type) {
+	case eventlog.WorkflowCancelRequested:
+		w.CancelRequested = true
+		return nil
+	case eventlog.WorkflowFinished:
+		w.Status, w.FinishedAt, w.Reason = b.Status, ev.Time, b.Reason
+		return nil
+	case nil:
+		return fmt.Errorf("event for %s without a body", w.ID)
+	}
+	n := w.Nodes[ev.NodeID]
+	if n == nil {
+		return fmt.Errorf("event %s for unknown node %s/%s", ev.Type(), w.ID, ev.NodeID)
+	}
+	switch b := ev.Body.(type) {
+	case eventlog.NodeReady:
+		n.Status, n.Attempt, n.ReadyAt = protocol.NodeReady, b.Attempt, ev.Time
+		n.LeaseToken, n.Host, n.Agent, n.Patch = 0, "", nil, nil
+		n.Gates = map[string]*GateRun{}
+	case eventlog.NodeStarted:
+		n.Status, n.LeaseToken, n.Host = protocol.NodeRunning, b.LeaseToken, b.Host
+		if n.StartedAt.IsZero() {
+			n.StartedAt = ev.Time
+		}
+	case eventlog.NodeAgentDone:
+		n.Agent = b.Result
+		if n.AgentSucceeded() {
+			n.Status, n.Patch = protocol.NodeGating, b.Result.Patch
+			for _, g := range n.GateOrder {
+				n.Gates[g] = &GateRun{Name: g}
+			}
+		}
+	case eventlog.GateDispatched:
+		g := n.Gate(b.Gate)
+		// A new round is a new job, whose lease (lease/<job-id>) has
+		// fencing tokens of its own; it is out until its result arrives.
+		g.Dispatched, g.Round, g.NoCache = true, g.Round+1, b.NoCache
+		g.LeaseToken, g.Awaiting = 0, true
+	case eventlog.GateRerunRequested:
+		// Its earlier outcome and pending clock no longer count; Decide
+		// dispatches it again in its layer.
+		g := n.Gate(b.Gate)
+		g.Dispatched, g.Status, g.Result, g.NoCache = false, "", nil, b.NoCache
+		g.PendingSince, g.NextPollAt = time.Time{}, time.Time{}
+	case eventlog.GateStarted:
+		g := n.Gate(b.Gate)
+		g.LeaseToken, g.Host = b.LeaseToken, b.Host
+	case eventlog.GateFinished:
+		g := n.Gate(b.Gate)
+		g.Status, g.Result, g.Awaiting = b.Result.Status, b.Result, false
+		if b.Result.Host != "" {
+			g.Host = b.Result.Host
+		}
+		if g.Status == protocol.GatePending {
+			if g.PendingSince.IsZero() {
+				g.PendingSince = ev.Time
+			}
+			g.NextPollAt = ev.Time.Add(n.GateSpecs[b.Gate].PollInterval())
+		}
+	case eventlog.NodeIntegrated:
+		n.Integrated, n.Commit, n.CommitTime, w.Head = true, b.Commit, b.CommitTime, b.Commit
+		w.Integrated = append(w.Integrated, n.ID)
+	case eventlog.NodeReopened:
+		w.reopen(n)
+	case eventlog.NodeFinished:
+		n.Status, n.Reason, n.EndedAt = b.Status, b.Reason, ev.Time
+	case eventlog.NodeGatesChanged:
+		return w.applyGateChange(n, b.Change)
+	default:
+		return fmt.Errorf("unknown event type %q", ev.Type())
+	}
+	return nil
+}
+
+// reopen puts a failed node back to gating, its skipped dependents back to
+// pending and the workflow back to running (a gate rerun after failure).
+func (w *Workflow) reopen(n *Node) {
+	w.Generation++
+	n.Status, n.Reason, n.EndedAt = protocol.NodeGating, "", time.Time{}
+	changed := true
+	for changed { // dependents skipped because of n, transitively
+		changed = false
+		for _, id := range w.Order {
+			d := w.Nodes[id]
+			if d.Status != protocol.NodeSkipped {
+				continue
+			}
+			for _, dep := range w.deps[id] {
+				if st := w.Nodes[dep].Status; !st.Terminal() || dep == n.ID {
+					d.Status, d.Reason, d.EndedAt = protocol.NodePending, "", time.Time{}
+					changed = true
+					break
+				}
+			}
+		}
+	}
+	if w.Status.Terminal() {
+		w.Status, w.FinishedAt, w.Reason = protocol.WorkflowRunning, time.Time{}, ""
+	}
+}

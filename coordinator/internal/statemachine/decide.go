@@ -1,0 +1,350 @@
+package statemachine
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
+)
+
+// Decide says what should happen next to workflow w at time now: the
+// effects to carry out, in order, and when to decide again if nothing else
+// happens first. It changes nothing. Asked again with nothing new in the
+// state it says the same again, except that Publish effects are left out
+// for jobs published reports as already published (nil: none is).
+//
+// The rules, in order: a workflow asked to cancel cancels its unfinished
+// nodes, then finishes cancelled. A pending node whose dependencies all
+// succeeded becomes ready and its agent job is published; one with a
+// dependency that ended otherwise is skipped. A node whose agent did not
+// succeed fails. A gating node dispatches its gates in dependency layers
+// (skipping those whose dependency failed in a blocking way), polls its
+// pending gates, and once every gate has reported is decided: every gate
+// passed (or only warned) → its patch is integrated and it succeeds; any
+// blocking failure → it fails, even while another gate is still pending.
+// When every node has finished, the workflow finishes.
+func Decide(w *Workflow, now time.Time, published func(jobID string) bool) Decision {
+	d := &decider{w: w, now: now, published: published}
+	if w.Status.Terminal() {
+		return d.Decision
+	}
+	if w.CancelRequested {
+		d.cancel()
+		return d.Decision
+	}
+	for _, id := range w.Order {
+		n := w.Nodes[id]
+		switch n.Status {
+		case protocol.NodePending:
+			d.pending(n)
+		case protocol.NodeReady, protocol.NodeRunning:
+			d.agentRunning(n)
+		case protocol.NodeGating:
+			d.gating(n)
+		}
+	}
+	if len(d.Effects) == 0 {
+		d.finish()
+	}
+	return d.Decision
+}
+
+type decider struct {
+	Decision
+	w         *Workflow
+	now       time.Time
+	published func(string) bool
+}
+
+func (d *decider) append(n *Node, body eventlog.Body, msgID string) {
+	ev := eventlog.Event{WorkflowID: d.w.ID, Time: d.now, Body: body}
+	if n != nil {
+		ev.NodeID = n.ID
+	}
+	d.Effects = append(d.Effects, Append{Event: ev, MsgID: d.w.msgID(msgID)})
+}
+
+func (d *decider) publish(p Publish) {
+	if d.published != nil && d.published(p.JobID()) {
+		return
+	}
+	d.Effects = append(d.Effects, p)
+}
+
+func (d *decider) wakeAt(t time.Time) {
+	if d.Wake.IsZero() || t.Before(d.Wake) {
+		d.Wake = t
+	}
+}
+
+// finishNode records a node's end.
+func (d *decider) finishNode(n *Node, st protocol.NodeStatus, reason string) {
+	d.append(n, eventlog.NodeFinished{Attempt: n.Attempt, Status: st, Reason: reason},
+		fmt.Sprintf("%s.%s.a%d.%s", d.w.ID, n.ID, n.Attempt, st))
+}
+
+func (d *decider) cancel() {
+	for _, id := range d.w.Order {
+		if n := d.w.Nodes[id]; !n.Status.Terminal() {
+			d.finishNode(n, protocol.NodeCancelled, "workflow cancelled")
+		}
+	}
+	if len(d.Effects) > 0 {
+		return // the workflow finishes once the nodes have
+	}
+	d.Effects = append(d.Effects, Finish{
+		Event: eventlog.Event{WorkflowID: d.w.ID, Time: d.now, Body: eventlog.WorkflowFinished{
+			Status: protocol.WorkflowCancelled, Branch: d.w.Branch, Commit: d.w.Head, Reason: "cancelled by request"}},
+		MsgID: d.w.msgID(d.w.ID + ".finished"), Deliver: d.w.Head != "", Announce: true,
+	})
+}
+
+func (d *decider) pending(n *Node) {
+	blocked, waiting := d.w.depState(n.ID)
+	switch {
+	case blocked != "":
+		d.finishNode(n, protocol.NodeSkipped, blocked)
+	case !waiting:
+		d.append(n, eventlog.NodeReady{Attempt: 1}, fmt.Sprintf("%s.%s.a1.ready", d.w.ID, n.ID))
+		d.publish(Publish{Agent: d.w.agentJob(n, 1, d.now)})
+	}
+}
+
+// agentRunning republishes a ready node's job if this engine has not, and
+// fails a node whose agent did not succeed.
+func (d *decider) agentRunning(n *Node) {
+	if n.Agent != nil && !n.AgentSucceeded() {
+		reason := fmt.Sprintf("agent %s (exit %d)", n.Agent.Status, n.Agent.ExitCode)
+		if n.Agent.Error != "" {
+			reason += ": " + n.Agent.Error
+		}
+		d.finishNode(n, protocol.NodeFailed, reason)
+		return
+	}
+	if n.Status == protocol.NodeReady {
+		d.publish(Publish{Agent: d.w.agentJob(n, n.Attempt, n.ReadyAt)})
+	}
+}
+
+func (d *decider) gating(n *Node) {
+	appended := false
+	for _, name := range n.GateOrder {
+		g := n.Gates[name]
+		if g == nil {
+			g = &GateRun{Name: name}
+		}
+		spec := n.GateSpecs[name]
+		if !g.Dispatched && g.Terminal() {
+			continue // skipped: it stays so until a rerun
+		}
+		if g.Dispatched {
+			switch {
+			case g.Status == protocol.GatePending:
+				appended = d.pendingGate(n, g, spec) || appended
+			case !g.Terminal():
+				d.publish(Publish{Gate: d.w.gateJob(n, g, g.Round, d.now)})
+			}
+			continue
+		}
+		blocked, waiting := n.gateDepState(spec)
+		switch {
+		case blocked != "":
+			res := &protocol.GateResult{WorkflowID: d.w.ID, NodeID: n.ID, Gate: name, Attempt: n.Attempt,
+				Status: protocol.GateSkipped, Error: "skipped: " + blocked, Round: g.Round}
+			d.append(n, eventlog.GateFinished{Gate: name, Attempt: n.Attempt, Round: g.Round, Result: res, Reason: blocked},
+				fmt.Sprintf("%s.%s.a%d.g.%s.r%d.skipped", d.w.ID, n.ID, n.Attempt, name, g.Round))
+			appended = true
+		case !waiting:
+			d.dispatch(n, g, false)
+			appended = true
+		}
+	}
+	if appended {
+		return // decide the node once these events are in
+	}
+	d.decideNode(n)
+}
+
+// dispatch starts a new round of gate g and publishes its job.
+func (d *decider) dispatch(n *Node, g *GateRun, poll bool) {
+	round := g.Round + 1
+	d.append(n, eventlog.GateDispatched{Gate: g.Name, Attempt: n.Attempt, Round: round, Poll: poll, NoCache: g.NoCache},
+		fmt.Sprintf("%s.%s.a%d.g.%s.r%d.dispatched", d.w.ID, n.ID, n.Attempt, g.Name, round))
+	d.publish(Publish{Gate: d.w.gateJob(n, g, round, d.now)})
+}
+
+// pendingGate re-runs a pending gate once its poll interval has passed, or
+// times it out once it has been pending longer than max_pending. The
+// schedule is in the log (the last pending result's time), so a restarted
+// coordinator keeps it; polls are not attempts. It reports whether it
+// appended an event.
+func (d *decider) pendingGate(n *Node, g *GateRun, spec protocol.GateSpec) bool {
+	limit := spec.MaxPending()
+	deadline := g.PendingSince.Add(limit)
+	if d.now.After(deadline) {
+		reason := fmt.Sprintf("pending since %s, longer than max_pending %s", g.PendingSince.UTC().Format(time.RFC3339), limit)
+		res := &protocol.GateResult{WorkflowID: d.w.ID, NodeID: n.ID, Gate: g.Name, Attempt: n.Attempt,
+			Status: protocol.GateTimeout, Error: reason, Round: g.Round}
+		if g.Result != nil {
+			res.Log, res.Output, res.Host = g.Result.Log, g.Result.Output, g.Result.Host
+		}
+		d.append(n, eventlog.GateFinished{Gate: g.Name, Attempt: n.Attempt, Round: g.Round, Result: res, Reason: reason},
+			fmt.Sprintf("%s.%s.a%d.g.%s.r%d.pending-timeout", d.w.ID, n.ID, n.Attempt, g.Name, g.Round))
+		return true
+	}
+	d.wakeAt(deadline.Add(time.Millisecond))
+	switch {
+	case g.Awaiting: // the last poll has not reported yet
+		d.publish(Publish{Gate: d.w.gateJob(n, g, g.Round, d.now)})
+	case d.now.Before(g.NextPollAt):
+		d.wakeAt(g.NextPollAt)
+	default:
+		d.dispatch(n, g, true)
+		return true
+	}
+	return false
+}
+
+// decideNode decides a gating node once every gate has reported: every
+// gate passed, or failed with on_fail warn (or there are none) → integrate
+// and succeed; any blocking failure → fail, even while another gate is
+// pending (failed > pending > passed); otherwise (some gate pending) keep
+// gating.
+func (d *decider) decideNode(n *Node) {
+	statuses := make([]protocol.GateStatus, 0, len(n.GateOrder))
+	for _, name := range n.GateOrder {
+		g := n.Gates[name]
+		if g == nil || g.Status == "" {
+			return // not dispatched yet, or still running
+		}
+		st := g.Status
+		if g.Terminal() && st != protocol.GatePassed && !n.Blocking(name) {
+			st = protocol.GatePassed // a warning: reported, not blocking
+		}
+		statuses = append(statuses, st)
+	}
+	switch workflow.FoldGates(statuses) {
+	case workflow.OutcomePassed:
+		if !n.Integrated {
+			d.Effects = append(d.Effects, Integrate{Node: n.ID, CommitTime: d.w.commitTime(n)})
+			return
+		}
+		d.finishNode(n, protocol.NodeSucceeded, "")
+	case workflow.OutcomePending:
+	default:
+		var bad []string
+		for _, name := range n.GateOrder {
+			if n.Blocking(name) && n.Gates[name].Status != protocol.GateSkipped {
+				what := name + " " + string(n.Gates[name].Status)
+				if r := n.Gates[name].Result; r != nil && r.IntegrityViolation {
+					what += " (integrity violation: " + strings.Join(r.Violations, ", ") + ")"
+				}
+				bad = append(bad, what)
+			}
+		}
+		sort.Strings(bad)
+		d.finishNode(n, protocol.NodeFailed, "gates did not pass: "+strings.Join(bad, ", "))
+	}
+}
+
+// finish ends a workflow whose nodes have all finished. A failed
+// workflow's accepted work is delivered too: every commit on the branch
+// passed its gates, and whoever decides what happens next needs to see it.
+func (d *decider) finish() {
+	var failed []string
+	for _, id := range d.w.Order {
+		n := d.w.Nodes[id]
+		if !n.Status.Terminal() {
+			return
+		}
+		if n.Status != protocol.NodeSucceeded {
+			failed = append(failed, id+" "+string(n.Status))
+		}
+	}
+	st, reason := protocol.WorkflowSucceeded, ""
+	if len(failed) > 0 {
+		st, reason = protocol.WorkflowFailed, "nodes did not succeed: "+strings.Join(failed, ", ")
+	}
+	d.Effects = append(d.Effects, Finish{
+		Event: eventlog.Event{WorkflowID: d.w.ID, Time: d.now, Body: eventlog.WorkflowFinished{
+			Status: st, Branch: d.w.Branch, Commit: d.w.Head, Reason: reason}},
+		MsgID: d.w.msgID(d.w.ID + ".finished"), Deliver: st == protocol.WorkflowSucceeded || d.w.Head != "",
+	})
+}
+
+// gateDepState reports whether a gate must be skipped because a dependency
+// failed in a blocking way (and the gate skips on dependency failure, the
+// default), or must still wait for a dependency. A dependency whose
+// failure only warns counts as passed.
+func (n *Node) gateDepState(spec protocol.GateSpec) (blocked string, waiting bool) {
+	for _, dep := range spec.DependsOn {
+		dg := n.Gates[dep]
+		switch {
+		case dg != nil && dg.Status == protocol.GatePassed:
+		case dg == nil || !dg.Terminal():
+			waiting = true
+		case n.Blocking(dep) && spec.SkipsOnDependencyFailure():
+			if blocked == "" {
+				blocked = fmt.Sprintf("gate %s %s", dep, dg.Status)
+			}
+		}
+	}
+	return blocked, waiting
+}
+
+// msgID keeps the de-duplication ids of a reopened workflow, which repeats
+// transitions (ready, finished …), distinct from the first time's.
+func (w *Workflow) msgID(id string) string {
+	if id == "" || w.Generation == 0 {
+		return id
+	}
+	return fmt.Sprintf("%s.g%d", id, w.Generation)
+}
+
+// commitTime is the date node n's integration commit is made with: when
+// its agent finished (the base of the workflow's submission time if the
+// result has none), to the second, so that any coordinator replaying the
+// log makes the very same commit.
+func (w *Workflow) commitTime(n *Node) time.Time {
+	t := w.SubmittedAt
+	if n.Agent != nil && !n.Agent.FinishedAt.IsZero() {
+		t = n.Agent.FinishedAt
+	}
+	return t.UTC().Truncate(time.Second)
+}
+
+// agentJob is node n's agent job for attempt, published at publishedAt.
+func (w *Workflow) agentJob(n *Node, attempt int, publishedAt time.Time) *protocol.AgentJob {
+	return &protocol.AgentJob{
+		JobID: protocol.AgentJobID(w.ID, n.ID, attempt), WorkflowID: w.ID, NodeID: n.ID,
+		Attempt: attempt, Pool: n.Task.Pool, Repo: w.Repo, Patches: w.BasePatches(n.ID),
+		Command: n.Task.Command, Prompt: n.Task.Prompt, Env: n.Task.Env,
+		TimeoutSeconds: n.Task.TimeoutSeconds, PublishedAt: publishedAt,
+	}
+}
+
+// gateJob is round round of gate g of node n: the gate runs on the
+// ancestors' accepted patches plus the node's own.
+func (w *Workflow) gateJob(n *Node, g *GateRun, round int, now time.Time) *protocol.GateJob {
+	spec := n.GateSpecs[g.Name]
+	patches := w.BasePatches(n.ID)
+	if n.Patch != nil {
+		patches = append(patches, *n.Patch)
+	}
+	def := spec
+	job := &protocol.GateJob{
+		JobID:      protocol.GateJobID(w.ID, n.ID, n.Attempt, g.Name, round),
+		WorkflowID: w.ID, NodeID: n.ID, Attempt: n.Attempt, Gate: g.Name, Pool: spec.Pool,
+		Repo: w.Repo, Patches: patches, Command: spec.Command, Env: spec.Env,
+		WorkingDir: spec.WorkingDir, TimeoutSeconds: spec.TimeoutSeconds, PublishedAt: now.UTC(),
+		Round: round, Definition: &def, NoCache: g.NoCache,
+	}
+	if job.Pool == "" {
+		job.Pool = protocol.DefaultPool
+	}
+	return job
+}

@@ -1,0 +1,113 @@
+package statemachine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
+)
+
+// OnReport turns a runner's report into the events it causes. A report
+// that no longer matters (another attempt, a node or gate that has moved
+// on, a finished workflow) causes none; one from an older lease than the
+// one the coordinator knows causes none either, and stale says why, for
+// the log. Fencing: a started report must carry a greater lease token than
+// the current one, a result at least the current one.
+func OnReport(w *Workflow, r *protocol.Report, now time.Time) (effects []Effect, stale string) {
+	if w.Status.Terminal() {
+		return nil, ""
+	}
+	ev := func(node string, body eventlog.Body, msgID string) []Effect {
+		return []Effect{Append{Event: eventlog.Event{WorkflowID: w.ID, NodeID: node, Time: now, Body: body},
+			MsgID: w.msgID(msgID)}}
+	}
+	switch r.Type {
+	case protocol.ReportStarted:
+		s := r.Started
+		n := w.Nodes[s.NodeID]
+		if n == nil || s.Attempt != n.Attempt {
+			return nil, ""
+		}
+		latency := s.StartedAt.Sub(s.PublishedAt).Microseconds()
+		if s.Kind == protocol.KindGate {
+			g := n.Gates[s.Gate]
+			if n.Status != protocol.NodeGating || g == nil || !g.Dispatched || g.Terminal() {
+				return nil, ""
+			}
+			if s.LeaseToken <= g.LeaseToken {
+				return nil, "older or same lease"
+			}
+			return ev(n.ID, eventlog.GateStarted{Gate: s.Gate, Attempt: s.Attempt, LeaseToken: s.LeaseToken,
+				Host: s.Host, LatencyMicros: latency}, fmt.Sprintf("%s.gate-started.%d", s.JobID, s.LeaseToken)), ""
+		}
+		if n.Status != protocol.NodeReady && n.Status != protocol.NodeRunning {
+			return nil, ""
+		}
+		if s.LeaseToken <= n.LeaseToken {
+			return nil, "older or same lease"
+		}
+		return ev(n.ID, eventlog.NodeStarted{Attempt: s.Attempt, LeaseToken: s.LeaseToken, Host: s.Host,
+			LatencyMicros: latency}, fmt.Sprintf("%s.started.%d", s.JobID, s.LeaseToken)), ""
+
+	case protocol.ReportAgentResult:
+		a := r.Agent
+		n := w.Nodes[a.NodeID]
+		if n == nil || a.Attempt != n.Attempt || n.Agent != nil ||
+			(n.Status != protocol.NodeRunning && n.Status != protocol.NodeReady) {
+			return nil, ""
+		}
+		if a.LeaseToken < n.LeaseToken {
+			return nil, fmt.Sprintf("lease %d is current", n.LeaseToken)
+		}
+		return ev(n.ID, eventlog.NodeAgentDone{Attempt: a.Attempt, LeaseToken: a.LeaseToken, Host: a.Host, Result: a},
+			fmt.Sprintf("%s.done.%d", a.JobID, a.LeaseToken)), ""
+
+	case protocol.ReportGateResult:
+		gr := r.Gate
+		n := w.Nodes[gr.NodeID]
+		if n == nil || gr.Attempt != n.Attempt || n.Status != protocol.NodeGating {
+			return nil, ""
+		}
+		g := n.Gates[gr.Gate]
+		if g == nil || !g.Dispatched || g.Terminal() {
+			return nil, ""
+		}
+		if gr.Round != 0 && gr.Round != g.Round {
+			return nil, fmt.Sprintf("round %d, current round %d", gr.Round, g.Round)
+		}
+		if gr.LeaseToken < g.LeaseToken {
+			return nil, fmt.Sprintf("lease %d is current", g.LeaseToken)
+		}
+		id := fmt.Sprintf("%s.finished.%d.%s", gr.JobID, gr.LeaseToken, gr.Status)
+		if gr.Status == protocol.GatePending {
+			id = "" // each poll is its own event
+		}
+		return ev(n.ID, eventlog.GateFinished{Gate: gr.Gate, Attempt: gr.Attempt, Round: g.Round,
+			LeaseToken: gr.LeaseToken, Host: gr.Host, Result: gr}, id), ""
+
+	case protocol.ReportDeadLetter:
+		dl := r.DeadLetter
+		n := w.Nodes[dl.NodeID]
+		if n == nil || dl.Attempt != n.Attempt || n.Status.Terminal() {
+			return nil, ""
+		}
+		reason := fmt.Sprintf("%s job %s dead-lettered after %d deliveries: %s", dl.Kind, dl.JobID, dl.Deliveries, dl.Reason)
+		if dl.Kind == protocol.KindGate {
+			g := n.Gates[dl.Gate]
+			if g == nil || g.Terminal() {
+				return nil, ""
+			}
+			res := &protocol.GateResult{JobID: dl.JobID, WorkflowID: w.ID, NodeID: n.ID, Gate: dl.Gate, Attempt: dl.Attempt,
+				Status: protocol.GateError, Error: reason}
+			return ev(n.ID, eventlog.GateFinished{Gate: dl.Gate, Attempt: dl.Attempt, Result: res, Reason: reason},
+				dl.JobID+".dead"), ""
+		}
+		if n.Status != protocol.NodeReady && n.Status != protocol.NodeRunning {
+			return nil, ""
+		}
+		return ev(n.ID, eventlog.NodeFinished{Attempt: n.Attempt, Status: protocol.NodeFailed, Reason: reason},
+			fmt.Sprintf("%s.%s.a%d.%s", w.ID, n.ID, n.Attempt, protocol.NodeFailed)), ""
+	}
+	return nil, ""
+}

@@ -1,0 +1,296 @@
+// Package statemachine is the coordinator's workflow state machine, with no
+// I/O: State is a fold of the event log (Apply), and Decide says what should
+// happen next — events to append, jobs to publish, patches to integrate,
+// workflows to finish, and when to look again — given the state and the
+// time. The functions for reports (OnReport) and operators' commands
+// (Cancel, RerunGates, ChangeGates) likewise turn a request into effects or
+// refuse it with an error that says why. The engine carries the effects
+// out; nothing here talks to NATS, git or the state store.
+package statemachine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
+	"github.com/supervisorhq/supervisor/shared/gates"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
+)
+
+// State is every workflow the coordinator knows, in submission order.
+// It is not safe for concurrent use: the engine guards it.
+type State struct {
+	wfs   map[string]*Workflow
+	order []string
+}
+
+// New returns an empty state.
+func New() *State { return &State{wfs: map[string]*Workflow{}} }
+
+// Workflow returns the workflow with id.
+func (s *State) Workflow(id string) (*Workflow, bool) {
+	w, ok := s.wfs[id]
+	return w, ok
+}
+
+// Workflows returns every workflow, in submission order.
+func (s *State) Workflows() []*Workflow {
+	out := make([]*Workflow, 0, len(s.order))
+	for _, id := range s.order {
+		out = append(out, s.wfs[id])
+	}
+	return out
+}
+
+// Len is the number of workflows.
+func (s *State) Len() int { return len(s.order) }
+
+// Put adds w, or replaces the workflow of its id (after the engine has
+// rebuilt it from the log).
+func (s *State) Put(w *Workflow) {
+	if _, ok := s.wfs[w.ID]; !ok {
+		s.order = append(s.order, w.ID)
+	}
+	s.wfs[w.ID] = w
+}
+
+// Workflow is one workflow's state: a fold of its events.
+type Workflow struct {
+	ID          string
+	Spec        *protocol.WorkflowSpec
+	Repo        protocol.RepoRef
+	RepoPath    string
+	Source      string
+	Status      protocol.WorkflowStatus
+	SubmittedAt time.Time
+	FinishedAt  time.Time
+	Reason      string
+	Nodes       map[string]*Node
+	// Order is the nodes' topological order (ties in declaration order).
+	Order []string
+	// Branch receives the accepted patches; Head is its tip ("" = base).
+	Branch string
+	Head   string
+	// Integrated lists nodes in the order their patches reached Branch.
+	Integrated      []string
+	CancelRequested bool
+	// LastSeq is the stream sequence of the last event folded in: the
+	// engine appends the next event only if the log still ends there.
+	LastSeq uint64
+	// Generation counts reopenings (gate reruns of failed nodes).
+	Generation int
+
+	deps map[string][]string
+}
+
+// Node is one task's state.
+type Node struct {
+	ID         string
+	Task       protocol.TaskSpec
+	Status     protocol.NodeStatus
+	Attempt    int
+	LeaseToken uint64
+	Host       string
+	Agent      *protocol.AgentResult
+	Patch      *protocol.PatchRef
+	// GateOrder is the node's gates in dispatch order (dependency layers,
+	// ties alphabetical), including gates pulled in through depends_on.
+	GateOrder []string
+	Gates     map[string]*GateRun
+	// GateSpecs are the definitions in effect for this node (workflow
+	// gates, with the task's own front-matter gates replacing them), and
+	// OnFail what each gate's failure does to it.
+	GateSpecs map[string]protocol.GateSpec
+	OnFail    map[string]gates.FailAction
+	// Integrated is set once the node's patch is on the branch, Commit
+	// being the branch's tip then and CommitTime the date it was made with.
+	Integrated bool
+	Commit     string
+	CommitTime time.Time
+	Reason     string
+	ReadyAt    time.Time
+	StartedAt  time.Time
+	EndedAt    time.Time
+}
+
+// GateRun is one gate's state for the node's current attempt.
+type GateRun struct {
+	Name       string
+	Dispatched bool
+	Round      int
+	Status     protocol.GateStatus // "" until a result arrives
+	LeaseToken uint64
+	Host       string
+	Result     *protocol.GateResult
+	// PendingSince is when the gate first reported pending in this
+	// attempt (the pending clock); NextPollAt when it runs again.
+	PendingSince time.Time
+	NextPollAt   time.Time
+	// NoCache is set when a rerun asked to bypass the gate cache.
+	NoCache bool
+	// Awaiting is true from a round's dispatch until its result, so a
+	// pending gate is not polled again while a poll is out.
+	Awaiting bool
+}
+
+// Terminal reports whether the gate has a final status.
+func (g *GateRun) Terminal() bool {
+	switch g.Status {
+	case "", protocol.GatePending:
+		return false
+	}
+	return true
+}
+
+// newWorkflow builds the initial state of a submitted workflow.
+func newWorkflow(id string, b eventlog.WorkflowSubmitted, at time.Time) (*Workflow, error) {
+	if b.Workflow == nil {
+		return nil, fmt.Errorf("workflow.submitted event for %s lacks its spec", id)
+	}
+	g, err := workflow.NewGraph(b.Workflow)
+	if err != nil {
+		return nil, fmt.Errorf("workflow %s: %w", id, err)
+	}
+	w := &Workflow{
+		ID: id, Spec: b.Workflow, Repo: b.Repo, RepoPath: b.RepoPath, Source: b.Source,
+		Status: protocol.WorkflowRunning, SubmittedAt: at, Nodes: map[string]*Node{},
+		Order: g.TopoOrder(), Branch: BranchName(id), deps: map[string][]string{},
+	}
+	for _, t := range b.Workflow.Tasks {
+		n := &Node{ID: t.ID, Status: protocol.NodePending, Gates: map[string]*GateRun{}}
+		if err := n.setTask(b.Workflow, t); err != nil {
+			return nil, fmt.Errorf("workflow %s task %s: %w", id, t.ID, err)
+		}
+		w.Nodes[t.ID] = n
+		w.deps[t.ID] = t.DependsOn
+	}
+	return w, nil
+}
+
+// setTask sets the node's task and recomputes its gate plan: the gates in
+// dependency layers, their definitions and what each one's failure does.
+func (n *Node) setTask(spec *protocol.WorkflowSpec, t protocol.TaskSpec) error {
+	defs := spec.GateDefinitions(t)
+	layers, err := workflow.GateLayers(defs, t.Gates)
+	if err != nil {
+		return err
+	}
+	byName := make(map[string]protocol.GateSpec, len(defs))
+	for _, d := range defs {
+		byName[d.Name] = d
+	}
+	n.Task, n.GateOrder = t, nil
+	n.GateSpecs, n.OnFail = map[string]protocol.GateSpec{}, map[string]gates.FailAction{}
+	for _, layer := range layers {
+		n.GateOrder = append(n.GateOrder, layer...)
+		for _, g := range layer {
+			n.GateSpecs[g] = byName[g]
+			n.OnFail[g] = gates.TaskOnFail(t, byName[g])
+		}
+	}
+	return nil
+}
+
+// Gate returns the node's run of gate name, creating an empty one.
+func (n *Node) Gate(name string) *GateRun {
+	g := n.Gates[name]
+	if g == nil {
+		g = &GateRun{Name: name}
+		n.Gates[name] = g
+	}
+	return g
+}
+
+// Blocking reports whether the gate ended in a failure that counts: any
+// non-passing final status except a failure whose on_fail is warn. An
+// integrity violation always blocks, whatever the gate's severity, and
+// skipped gates block too, so skips propagate.
+func (n *Node) Blocking(name string) bool {
+	g := n.Gates[name]
+	if g == nil || !g.Terminal() || g.Status == protocol.GatePassed {
+		return false
+	}
+	if g.Result != nil && g.Result.IntegrityViolation {
+		return true
+	}
+	if g.Status == protocol.GateSkipped {
+		return true
+	}
+	return n.OnFail[name] != gates.Warn
+}
+
+// AgentSucceeded reports whether the node's current attempt has a
+// successful agent result.
+func (n *Node) AgentSucceeded() bool {
+	return n.Agent != nil && n.Agent.Status == protocol.AgentSucceeded
+}
+
+// depState reports whether a node is blocked (a dependency ended without
+// succeeding; the reason names it) or still waiting on a dependency.
+func (w *Workflow) depState(id string) (blocked string, waiting bool) {
+	for _, d := range w.deps[id] {
+		switch ds := w.Nodes[d].Status; {
+		case ds == protocol.NodeSucceeded:
+		case ds.Terminal():
+			if blocked == "" {
+				blocked = fmt.Sprintf("dependency %s %s", d, ds)
+			}
+		default:
+			waiting = true
+		}
+	}
+	return blocked, waiting
+}
+
+// ancestors returns the transitive dependencies of a node.
+func (w *Workflow) ancestors(id string) map[string]bool {
+	seen := map[string]bool{}
+	var walk func(string)
+	walk = func(n string) {
+		for _, d := range w.deps[n] {
+			if !seen[d] {
+				seen[d] = true
+				walk(d)
+			}
+		}
+	}
+	walk(id)
+	return seen
+}
+
+// BasePatches are the accepted patches of a node's ancestors, in the order
+// they were integrated onto the branch.
+func (w *Workflow) BasePatches(id string) []protocol.PatchRef {
+	anc := w.ancestors(id)
+	var out []protocol.PatchRef
+	for _, nid := range w.Integrated {
+		if anc[nid] && w.Nodes[nid].Patch != nil {
+			out = append(out, *w.Nodes[nid].Patch)
+		}
+	}
+	return out
+}
+
+// Parent is the commit a next integration lands on: the branch's tip, or
+// the base commit while nothing has landed.
+func (w *Workflow) Parent() string {
+	if w.Head == "" {
+		return w.Repo.BaseCommit
+	}
+	return w.Head
+}
+
+// ResultBundleName is the object name of a workflow's result branch bundle.
+func ResultBundleName(wf string) string { return "results/" + wf + ".bundle" }
+
+// BranchName is the branch a workflow's accepted work lands on.
+func BranchName(wf string) string { return "supervisor/" + wf }
+
+// Skip records that the event at seq in workflow wf's log could not be
+// read: appends are fenced on the log's last event, which it may be.
+func (s *State) Skip(wf string, seq uint64) {
+	if w, ok := s.wfs[wf]; ok && seq > w.LastSeq {
+		w.LastSeq = seq
+	}
+}

@@ -1,0 +1,418 @@
+// Package eventlog is the coordinator's event log on the wire: one typed
+// body per event type in a versioned envelope, encoded as JSON on subject
+// protocol.EventSubject(workflow) of stream protocol.StreamEvents, and
+// decoded strictly. The coordinator's state is a fold of these events.
+package eventlog
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/supervisorhq/supervisor/shared/protocol"
+)
+
+// Version is the version of the event log's encoding. Version 2 is an
+// envelope (type, workflow, node, time) around one typed body per event
+// type; version 1 was a single flat record holding every type's fields.
+// Decode reads both, so logs written before version 2 still replay.
+const Version = 2
+
+// ErrUnknownType is in the chain of a Decode error for an event
+// type this build does not know.
+var ErrUnknownType = errors.New("unknown event type")
+
+// Type names a state change in the event log.
+type Type string
+
+// Event types. Every state change the coordinator makes is one of these.
+const (
+	TypeWorkflowSubmitted Type = "workflow.submitted"
+	TypeWorkflowFinished  Type = "workflow.finished"
+	TypeWorkflowCancelled Type = "workflow.cancel_requested"
+	TypeNodeReady         Type = "node.ready"
+	TypeNodeStarted       Type = "node.started"
+	TypeNodeAgentDone     Type = "node.agent_done"
+	TypeNodeFinished      Type = "node.finished"
+	TypeNodeReopened      Type = "node.reopened"
+	TypeNodeIntegrated    Type = "node.integrated"
+	TypeNodeGatesChanged  Type = "node.gates_changed"
+	TypeGateDispatched    Type = "gate.dispatched"
+	TypeGateStarted       Type = "gate.started"
+	TypeGateFinished      Type = "gate.finished"
+	TypeGateRerun         Type = "gate.rerun_requested"
+)
+
+// Event is one entry of the event log, on subject protocol.EventSubject(WorkflowID).
+// The coordinator's state is a fold of these events.
+type Event struct {
+	WorkflowID string
+	// NodeID is set on node.* and gate.* events.
+	NodeID string
+	Time   time.Time
+	// Body is what happened: one of the body types of this package.
+	Body Body
+	// Seq is the event's sequence in the stream. It is not part of the
+	// encoding: whoever reads the event from the log sets it.
+	Seq uint64
+}
+
+// Type returns the event's type, "" without a body.
+func (e Event) Type() Type {
+	if e.Body == nil {
+		return ""
+	}
+	return e.Body.Type()
+}
+
+// Body is the typed payload of an Event.
+type Body interface {
+	Type() Type
+	eventBody()
+}
+
+// WorkflowSubmitted holds the whole validated spec, so a submission is all
+// or nothing.
+type WorkflowSubmitted struct {
+	Workflow *protocol.WorkflowSpec `json:"workflow"`
+	Repo     protocol.RepoRef       `json:"repo"`
+	// RepoPath is the repository path on the submitting host.
+	RepoPath string `json:"repo_path,omitempty"`
+	// Source is the file name the workflow was submitted from.
+	Source string `json:"source,omitempty"`
+}
+
+// WorkflowCancelRequested asks for every unfinished node to be cancelled.
+type WorkflowCancelRequested struct{}
+
+// WorkflowFinished records the workflow's end and its branch's tip.
+type WorkflowFinished struct {
+	Status protocol.WorkflowStatus `json:"status"`
+	Branch string                  `json:"branch,omitempty"`
+	Commit string                  `json:"commit,omitempty"`
+	Reason string                  `json:"reason,omitempty"`
+}
+
+// NodeReady starts an attempt: the node's agent job is published after it.
+type NodeReady struct {
+	Attempt int `json:"attempt"`
+}
+
+// NodeStarted records the lease under which a worker runs the agent job.
+type NodeStarted struct {
+	Attempt    int    `json:"attempt"`
+	LeaseToken uint64 `json:"lease_token"`
+	Host       string `json:"host,omitempty"`
+	// LatencyMicros is the job's ready→started latency.
+	LatencyMicros int64 `json:"latency_us,omitempty"`
+}
+
+// NodeAgentDone records the agent's result.
+type NodeAgentDone struct {
+	Attempt    int                   `json:"attempt"`
+	LeaseToken uint64                `json:"lease_token,omitempty"`
+	Host       string                `json:"host,omitempty"`
+	Result     *protocol.AgentResult `json:"result"`
+}
+
+// NodeFinished records a node's final status.
+type NodeFinished struct {
+	Attempt int                 `json:"attempt,omitempty"`
+	Status  protocol.NodeStatus `json:"status"`
+	Reason  string              `json:"reason,omitempty"`
+}
+
+// NodeReopened puts a node that failed on its gates back to gating (a gate
+// rerun), its skipped dependents back to pending and the workflow back to
+// running.
+type NodeReopened struct {
+	Attempt int    `json:"attempt,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// NodeIntegrated records that the node's patch landed on Branch at Commit.
+type NodeIntegrated struct {
+	Attempt int    `json:"attempt,omitempty"`
+	Branch  string `json:"branch"`
+	Commit  string `json:"commit"`
+	// CommitTime is the author and committer date the commit was made
+	// with, so any coordinator can make the same commit again from the
+	// patches in the log. Zero in logs written before it existed.
+	CommitTime time.Time `json:"commit_time,omitzero"`
+}
+
+// NodeGatesChanged adds, replaces or removes one gate of a node that has
+// not finished (coordinator gate add|update|remove --task). It applies
+// from the node's next gate round: a gating node runs an added gate in its
+// dependency layer.
+type NodeGatesChanged struct {
+	Attempt int        `json:"attempt,omitempty"`
+	Change  GateChange `json:"change"`
+}
+
+// GateDispatched starts a new round of a gate; its job is published after.
+type GateDispatched struct {
+	Gate    string `json:"gate"`
+	Attempt int    `json:"attempt"`
+	Round   int    `json:"round"`
+	// Poll marks the re-run of a pending gate.
+	Poll bool `json:"poll,omitempty"`
+	// NoCache makes the run bypass the gate cache.
+	NoCache bool `json:"no_cache,omitempty"`
+}
+
+// GateStarted records the lease under which a gate runner runs a gate job.
+type GateStarted struct {
+	Gate          string `json:"gate"`
+	Attempt       int    `json:"attempt"`
+	LeaseToken    uint64 `json:"lease_token"`
+	Host          string `json:"host,omitempty"`
+	LatencyMicros int64  `json:"latency_us,omitempty"`
+}
+
+// GateFinished records one gate execution's result: exactly one per
+// execution (passed, failed, pending, timeout, error), cache hits and
+// skips included.
+type GateFinished struct {
+	Gate       string               `json:"gate"`
+	Attempt    int                  `json:"attempt"`
+	Round      int                  `json:"round,omitempty"`
+	LeaseToken uint64               `json:"lease_token,omitempty"`
+	Host       string               `json:"host,omitempty"`
+	Result     *protocol.GateResult `json:"result"`
+	Reason     string               `json:"reason,omitempty"`
+}
+
+// GateRerunRequested discards a gate's outcome so the scheduler runs it
+// again, in its dependency layer, once its dependencies have passed.
+type GateRerunRequested struct {
+	Gate    string `json:"gate"`
+	Attempt int    `json:"attempt,omitempty"`
+	Round   int    `json:"round,omitempty"`
+	NoCache bool   `json:"no_cache,omitempty"`
+}
+
+// GateChange is what a node.gates_changed event does to the node's gates:
+// exactly one of Definition and Remove is set.
+type GateChange struct {
+	// Definition is a gate added to the node, or replacing the node's gate
+	// of that name. A new gate is required unless Optional.
+	Definition *protocol.GateSpec `json:"definition,omitempty"`
+	// Remove names the gate the node no longer runs.
+	Remove string `json:"remove,omitempty"`
+	// Optional adds a new gate as optional rather than required.
+	Optional bool `json:"optional,omitempty"`
+	// OnFail, when set, is what the gate's failure does to the node:
+	// "block", "retry_with_feedback" or "warn".
+	OnFail string `json:"on_fail,omitempty"`
+}
+
+// Type implementations: one type per body.
+
+func (WorkflowSubmitted) Type() Type       { return TypeWorkflowSubmitted }
+func (WorkflowCancelRequested) Type() Type { return TypeWorkflowCancelled }
+func (WorkflowFinished) Type() Type        { return TypeWorkflowFinished }
+func (NodeReady) Type() Type               { return TypeNodeReady }
+func (NodeStarted) Type() Type             { return TypeNodeStarted }
+func (NodeAgentDone) Type() Type           { return TypeNodeAgentDone }
+func (NodeFinished) Type() Type            { return TypeNodeFinished }
+func (NodeReopened) Type() Type            { return TypeNodeReopened }
+func (NodeIntegrated) Type() Type          { return TypeNodeIntegrated }
+func (NodeGatesChanged) Type() Type        { return TypeNodeGatesChanged }
+func (GateDispatched) Type() Type          { return TypeGateDispatched }
+func (GateStarted) Type() Type             { return TypeGateStarted }
+func (GateFinished) Type() Type            { return TypeGateFinished }
+func (GateRerunRequested) Type() Type      { return TypeGateRerun }
+
+func (WorkflowSubmitted) eventBody()       {}
+func (WorkflowCancelRequested) eventBody() {}
+func (WorkflowFinished) eventBody()        {}
+func (NodeReady) eventBody()               {}
+func (NodeStarted) eventBody()             {}
+func (NodeAgentDone) eventBody()           {}
+func (NodeFinished) eventBody()            {}
+func (NodeReopened) eventBody()            {}
+func (NodeIntegrated) eventBody()          {}
+func (NodeGatesChanged) eventBody()        {}
+func (GateDispatched) eventBody()          {}
+func (GateStarted) eventBody()             {}
+func (GateFinished) eventBody()            {}
+func (GateRerunRequested) eventBody()      {}
+
+// newBody returns a pointer to a zero body of type t.
+func newBody(t Type) (Body, error) {
+	switch t {
+	case TypeWorkflowSubmitted:
+		return &WorkflowSubmitted{}, nil
+	case TypeWorkflowCancelled:
+		return &WorkflowCancelRequested{}, nil
+	case TypeWorkflowFinished:
+		return &WorkflowFinished{}, nil
+	case TypeNodeReady:
+		return &NodeReady{}, nil
+	case TypeNodeStarted:
+		return &NodeStarted{}, nil
+	case TypeNodeAgentDone:
+		return &NodeAgentDone{}, nil
+	case TypeNodeFinished:
+		return &NodeFinished{}, nil
+	case TypeNodeReopened:
+		return &NodeReopened{}, nil
+	case TypeNodeIntegrated:
+		return &NodeIntegrated{}, nil
+	case TypeNodeGatesChanged:
+		return &NodeGatesChanged{}, nil
+	case TypeGateDispatched:
+		return &GateDispatched{}, nil
+	case TypeGateStarted:
+		return &GateStarted{}, nil
+	case TypeGateFinished:
+		return &GateFinished{}, nil
+	case TypeGateRerun:
+		return &GateRerunRequested{}, nil
+	}
+	return nil, fmt.Errorf("%w %q", ErrUnknownType, t)
+}
+
+// deref turns the pointer newBody made back into the value type the
+// Body field holds.
+func deref(b Body) Body {
+	switch v := b.(type) {
+	case *WorkflowSubmitted:
+		return *v
+	case *WorkflowCancelRequested:
+		return *v
+	case *WorkflowFinished:
+		return *v
+	case *NodeReady:
+		return *v
+	case *NodeStarted:
+		return *v
+	case *NodeAgentDone:
+		return *v
+	case *NodeFinished:
+		return *v
+	case *NodeReopened:
+		return *v
+	case *NodeIntegrated:
+		return *v
+	case *NodeGatesChanged:
+		return *v
+	case *GateDispatched:
+		return *v
+	case *GateStarted:
+		return *v
+	case *GateFinished:
+		return *v
+	case *GateRerunRequested:
+		return *v
+	}
+	return b
+}
+
+// eventEnvelope is an event's encoding (version 2).
+type eventEnvelope struct {
+	V          int             `json:"v"`
+	Type       Type            `json:"type"`
+	WorkflowID string          `json:"workflow_id"`
+	NodeID     string          `json:"node_id,omitempty"`
+	Time       time.Time       `json:"time"`
+	Data       json.RawMessage `json:"data"`
+}
+
+// Encode encodes an event for the log.
+func Encode(e Event) ([]byte, error) {
+	if e.Body == nil {
+		return nil, fmt.Errorf("encode event for %s: no body", e.WorkflowID)
+	}
+	if e.WorkflowID == "" {
+		return nil, fmt.Errorf("encode %s event: no workflow id", e.Type())
+	}
+	data, err := json.Marshal(e.Body)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s event: %w", e.Type(), err)
+	}
+	return json.Marshal(eventEnvelope{V: Version, Type: e.Type(), WorkflowID: e.WorkflowID,
+		NodeID: e.NodeID, Time: e.Time, Data: data})
+}
+
+// Decode decodes an event of the log, of either version, strictly:
+// unknown fields, unknown types and a body that does not match its type
+// are errors.
+func Decode(data []byte) (Event, error) {
+	var probe struct {
+		V int `json:"v"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return Event{}, fmt.Errorf("decode event: %w", err)
+	}
+	switch probe.V {
+	case 1:
+		return decodeEventV1(data)
+	case Version:
+	default:
+		return Event{}, fmt.Errorf("decode event: version %d: %w", probe.V, protocol.ErrUnsupportedVersion)
+	}
+	var env eventEnvelope
+	if err := strictUnmarshal(data, &env); err != nil {
+		return Event{}, fmt.Errorf("decode event: %w", err)
+	}
+	body, err := newBody(env.Type)
+	if err != nil {
+		return Event{}, fmt.Errorf("decode event: %w", err)
+	}
+	if len(env.Data) == 0 {
+		return Event{}, fmt.Errorf("decode %s event: no data", env.Type)
+	}
+	if err := strictUnmarshal(env.Data, body); err != nil {
+		return Event{}, fmt.Errorf("decode %s event: %w", env.Type, err)
+	}
+	ev := Event{WorkflowID: env.WorkflowID, NodeID: env.NodeID, Time: env.Time, Body: deref(body)}
+	if err := ev.check(); err != nil {
+		return Event{}, err
+	}
+	return ev, nil
+}
+
+// check rejects events that lack what their type needs.
+func (e Event) check() error {
+	if e.WorkflowID == "" {
+		return fmt.Errorf("decode %s event: no workflow_id", e.Type())
+	}
+	switch b := e.Body.(type) {
+	case WorkflowSubmitted:
+		if b.Workflow == nil {
+			return fmt.Errorf("decode %s event for %s: no workflow spec", e.Type(), e.WorkflowID)
+		}
+	case WorkflowCancelRequested, WorkflowFinished:
+	default:
+		if e.NodeID == "" {
+			return fmt.Errorf("decode %s event for %s: no node_id", e.Type(), e.WorkflowID)
+		}
+	}
+	switch b := e.Body.(type) {
+	case NodeAgentDone:
+		if b.Result == nil {
+			return fmt.Errorf("decode %s event for %s/%s: no result", e.Type(), e.WorkflowID, e.NodeID)
+		}
+	case GateFinished:
+		if b.Result == nil {
+			return fmt.Errorf("decode %s event for %s/%s: no result", e.Type(), e.WorkflowID, e.NodeID)
+		}
+	}
+	return nil
+}
+
+func strictUnmarshal(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
+}
