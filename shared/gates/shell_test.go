@@ -6,7 +6,7 @@ import (
 )
 
 // CM-03…CM-06: shells are found directly and behind wrappers, whatever
-// options and option values the wrappers get (closing seed 000's C4).
+// options and option values the wrappers get (nice -n 10 bash -c … too).
 func TestShellCommand(t *testing.T) {
 	tests := []struct {
 		argv  []string

@@ -13,7 +13,7 @@ func one(field, value string) string {
 	return "gates:\n  g:\n    command: [x]\n    " + field + ": " + value + "\n"
 }
 
-// Seed 000 §26 TestBasicValidation and every GC-* rule: each problem at its
+// Every GC-* rule: each problem at its
 // exact file:line:col, all problems of a file collected.
 func TestBasicValidation(t *testing.T) {
 	long := strings.Repeat("a", MaxNameLen+1)
@@ -57,7 +57,7 @@ func TestBasicValidation(t *testing.T) {
 		{"GC-04/C29 a boolean is not a number", one("timeout", "true"), []want{`4:14: gate "g" timeout must be a duration such as 10m or an integer number of seconds, got a boolean`}},
 		{"GC-04 fractions of a number", one("timeout", "1.5"), []want{`4:14: gate "g" timeout must be a duration such as 10m or an integer number of seconds, got a number`}},
 		{"GC-04 bad duration", one("timeout", "soon"), []want{`4:14: invalid gate "g" timeout "soon": use a Go duration such as 90s or 10m`}},
-		{"seed 004 timeout_secs alias", one("timeout_secs", "900"), nil},
+		{"timeout_secs alias", one("timeout_secs", "900"), nil},
 		{"alias and field together", "gates:\n  g:\n    command: [x]\n    timeout: 5m\n    timeout_secs: 300\n",
 			[]want{`5:5: gate "g" sets both timeout and timeout_secs (an alias); keep one`}},
 
@@ -143,7 +143,7 @@ func TestBasicValidation(t *testing.T) {
 		}},
 		{"repeated field", "gates:\n  - name: g\n    command: [x]\n    command: [y]\n", []want{`4:5: field "command" appears twice in gate (first at line 3)`}},
 
-		// Seed 004 fields.
+		// max_retries, poll_interval and max_pending.
 		{"max_retries range", "gates:\n  a: {command: [x], max_retries: -1}\n  b: {command: [x], max_retries: 101}\n  c: {command: [x], max_retries: \"3\"}\n  d: {command: [x], max_retries: 0}\n", []want{
 			`2:34: gate "a" max_retries -1 is out of range: must be between 0 and 100`,
 			`3:34: gate "b" max_retries 101 is out of range`,
@@ -191,7 +191,7 @@ func TestBasicValidation(t *testing.T) {
 	}
 }
 
-// test_load_gate_from_yaml: defaults (GC-04, GC-06, GC-10, GC-13, seed 004)
+// Defaults (GC-04, GC-06, GC-10, GC-13, Q-8)
 // and every field, in both shapes of a gates section.
 func TestGateConfigLoadFromYAML(t *testing.T) {
 	src := `gates:
@@ -269,7 +269,8 @@ func TestGateConfigLoadFromYAML(t *testing.T) {
 }
 
 // GC-14 / PP-01…PP-04: .git/ and .supervisor/ can never be allow-listed,
-// closing seed 000's lstrip bug (C5); backslashes are normalized first.
+// literal patterns such as .git/config included; backslashes are
+// normalized first.
 func TestAllowedWritesProtectedPaths(t *testing.T) {
 	tests := []struct {
 		pattern string
