@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestParseStatusZ covers WI-11 and WI-13 with spec §30 C1 closed: status
+// TestParseStatusZ covers WI-11 and WI-13: status
 // letters are the first two bytes whatever they are (space padding
 // included), renames and copies in either column carry a second field, and
 // nothing is dropped.
