@@ -2,7 +2,7 @@ package workflow
 
 import "github.com/supervisorhq/supervisor/shared/protocol"
 
-// Outcome is the fold of a node's gate results (seed 004 Q-3).
+// Outcome is the fold of a node's gate results.
 type Outcome string
 
 // Outcomes, from lowest to highest priority.
@@ -27,7 +27,7 @@ type FoldInput struct {
 	Escalated bool
 }
 
-// Fold folds gate results into one outcome with seed 004's priority,
+// Fold folds gate results into one outcome by priority,
 // escalated > failed > pending > passed (Q-3 step 5); no gates is passed
 // (Q-3 step 2). In the fold:
 //   - failed, timeout and error (infrastructure) count as failed;
