@@ -111,7 +111,7 @@ func protectedProblem(p string) string {
 
 // sourceLike reports whether an allowed_writes pattern looks like it may
 // match source files (GC-14's warning, matched by path segment rather
-// than prefix, C33).
+// than prefix, so *.pyc or library/** do not trigger it).
 func sourceLike(p string) bool {
 	first, _, _ := strings.Cut(p, "/")
 	switch first {

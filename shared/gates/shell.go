@@ -109,7 +109,7 @@ func progName(s string) string {
 // chain of the wrappers env, command, exec, xargs, nice, nohup, timeout,
 // stdbuf, ionice, chrt, taskset, numactl, time, chronic, unbuffer, sudo,
 // doas, su, runuser, setsid, flock, chroot, busybox and script with their
-// options and option values (CM-06, closing C4). When in doubt it keeps
+// options and option values (CM-06). When in doubt it keeps
 // scanning: any later argv element naming a shell followed by -c (or cmd
 // /c, powershell -Command) counts too.
 func ShellCommand(argv []string) (string, bool) {

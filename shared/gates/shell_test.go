@@ -25,7 +25,7 @@ func TestShellCommand(t *testing.T) {
 		{[]string{"sh", "-s", "a"}, "sh"}, // ditto
 		{[]string{"zsh", "-i"}, "zsh"},
 
-		// Wrapper bypasses (CM-04), with options and their values (C4).
+		// Wrapper bypasses (CM-04), with options and their values.
 		{[]string{"nice", "-n", "10", "bash", "-c", "x"}, "bash"},
 		{[]string{"nice", "-n10", "sh", "-c", "x"}, "sh"},
 		{[]string{"nice", "-10", "sh", "-c", "x"}, "sh"},

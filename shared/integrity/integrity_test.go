@@ -177,7 +177,7 @@ func scenarios() []scenario {
 			want: []Violation{{Path: ".supervisor/cache/entry", Kind: KindModified}, {Path: ".supervisor/cache/other", Kind: KindNew}},
 		},
 		{
-			// C2: an ignored directory is one "build/" entry, reported as
+			// An ignored directory is one "build/" entry, reported as
 			// ignored and never taken for new files.
 			name: "ignored directory created",
 			gate: func(t *testing.T, f fixture) {

@@ -53,7 +53,7 @@ func TestParseStatusZ(t *testing.T) {
 }
 
 // TestParseStatusZErrors: what does not parse is an error (the caller fails
-// safe), never a silently dropped entry (C1).
+// safe), never a silently dropped entry.
 func TestParseStatusZErrors(t *testing.T) {
 	for _, in := range []string{
 		"?? unterminated",
