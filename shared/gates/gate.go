@@ -15,8 +15,8 @@ const (
 	// MaxTimeout is the longest gate timeout (GC-04).
 	MaxTimeout = 3600 * time.Second
 	// DefaultMaxRetries is how many rounds a gate may fail before its node
-	// escalates. It is separate from the node's max_attempts, which
-	// counts agent rounds in total.
+	// escalates. The feedback loop that enforces it is planned: today
+	// a blocking failure fails the node at once.
 	DefaultMaxRetries = 3
 	// MaxMaxRetries bounds max_retries.
 	MaxMaxRetries = 100
@@ -61,7 +61,9 @@ type FailAction string
 const (
 	// Block stops the node: no retry, a human decides.
 	Block FailAction = "block"
-	// RetryWithFeedback sends the failure back to the agent for another round.
+	// RetryWithFeedback is meant to send the failure back to the agent for
+	// another round. The feedback loop is planned: today it fails the node
+	// like Block.
 	RetryWithFeedback FailAction = "retry_with_feedback"
 	// Warn logs the failure and carries on; for dependency purposes the
 	// gate counts as passed (DP-07).
@@ -205,7 +207,8 @@ type Gate struct {
 	// AllowShell permits a command that runs a shell (GC-15, CM-08).
 	AllowShell bool
 	// MaxRetries caps how many rounds this gate may fail before the node
-	// escalates (Q-8; default 3).
+	// escalates (Q-8; default 3). Parsed and carried; enforced once the
+	// feedback loop is built.
 	MaxRetries int
 	// PollInterval is how often a pending gate is polled (default 30 s).
 	PollInterval time.Duration

@@ -11,8 +11,8 @@ const (
 	OutcomePassed Outcome = "passed"
 	// OutcomePending: some gate is pending (exit 75) and none failed; poll.
 	OutcomePending Outcome = "pending"
-	// OutcomeFailed: some gate did not pass; the agent gets feedback and
-	// another round if its attempts allow.
+	// OutcomeFailed: some gate did not pass. The node fails; sending the
+	// agent feedback for another round is planned.
 	OutcomeFailed Outcome = "failed"
 	// OutcomeEscalated: a human must look at the node.
 	OutcomeEscalated Outcome = "escalated"
