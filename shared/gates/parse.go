@@ -27,7 +27,7 @@ var reservedGateFields = map[string]string{
 	"required": "whether a gate is required is up to the task that runs it: list the gate under the task's gates (required: [...])",
 	"optional": "whether a gate is optional is up to the task that runs it: list the gate under the task's gates (optional: [...])",
 	"on_fail":  "on_fail is up to the task that runs the gate: set it under the task's gates (on_fail: {gate: block|retry_with_feedback|warn})",
-	"hardened_integrity": "hardened_integrity is not supported (a stricter integrity mode is planned, not built); " +
+	"hardened_integrity": "hardened_integrity is not supported: " +
 		"every gate's workspace integrity is checked already",
 }
 
