@@ -30,7 +30,7 @@ func scenarios() []scenario {
 			name: "clean",
 		},
 		{
-			// WI-18 with C1 closed: a clean tracked file (absent from git
+			// WI-18: a clean tracked file (absent from git
 			// status at capture) is modified.
 			name: "WI-18 modify tracked file",
 			gate: func(t *testing.T, f fixture) {

@@ -18,7 +18,7 @@ func TestParseStatusZ(t *testing.T) {
 		want []StatusEntry
 	}{
 		{"empty", "", nil},
-		{"C1 space-padded letters", " M a.go\x00M  b.go\x00 D c.go\x00A  d.go\x00MM e.go\x00 T f\x00",
+		{"space-padded letters", " M a.go\x00M  b.go\x00 D c.go\x00A  d.go\x00MM e.go\x00 T f\x00",
 			[]StatusEntry{
 				{X: ' ', Y: 'M', Path: "a.go"}, {X: 'M', Y: ' ', Path: "b.go"}, {X: ' ', Y: 'D', Path: "c.go"},
 				{X: 'A', Y: ' ', Path: "d.go"}, {X: 'M', Y: 'M', Path: "e.go"}, {X: ' ', Y: 'T', Path: "f"},
