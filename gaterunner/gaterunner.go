@@ -1,21 +1,19 @@
 // Package gaterunner runs gate jobs: it pulls them from its pools, takes
 // each job's lease, materializes the base commit plus the node's patches in
-// a fresh workspace, and executes the gate the way the gate engine requires
-// (seed 000 §6, adapted: every gate has a disposable workspace of its own,
-// so nothing is reset):
+// a fresh, disposable workspace of the job's own (so nothing is ever reset
+// or cleaned), and executes the gate:
 //
 //  1. The gate's definition is the job's Definition (older jobs: its
 //     Command, Env, WorkingDir and TimeoutSeconds).
 //  2. Unless the gate says cache: false, the content-addressed cache key is
-//     computed over the prepared workspace (DESIGN decision 8) and the gate
-//     runs through the fleet-wide cache: a hit reports the stored passing
-//     result without running anything, and identical keys in flight at
-//     once run once across the fleet. NoCache skips the lookup but still
-//     stores a passing result.
-//  3. The workspace is captured before the gate and checked after it
-//     (DESIGN decision 7): any change outside allowed_writes fails the gate
-//     as an integrity violation, whatever its exit code, and is never
-//     cached.
+//     computed over the prepared workspace and the gate runs through the
+//     fleet-wide cache: a hit reports the stored passing result without
+//     running anything, and identical keys in flight at once run once
+//     across the fleet. NoCache skips the lookup but still stores a
+//     passing result.
+//  3. The workspace is captured before the gate and checked after it: any
+//     change outside allowed_writes fails the gate as an integrity
+//     violation, whatever its exit code, and is never cached.
 //  4. The status follows the exit (0 passed, 75 pending, killed by the
 //     timeout timeout, anything else failed; a command that cannot start
 //     fails too); a sandbox that reports an out-of-memory kill gives status
@@ -202,7 +200,8 @@ func (r *Runner) run(ctx context.Context, job *protocol.GateJob, token uint64) j
 	env["SUPERVISOR_GATE_NAME"] = job.Gate
 	env["SUPERVISOR_ATTEMPT"] = strconv.Itoa(job.Attempt)
 	env["SUPERVISOR_REPO_ID"] = job.Repo.ID
-	// The seed's review is one agent round of one node under test.
+	// A review is one agent round of one node under test: every
+	// gate and poll of that round sees the same id.
 	env["SUPERVISOR_REVIEW_ID"] = fmt.Sprintf("%s.%s.a%d", job.WorkflowID, job.NodeID, job.Attempt)
 
 	spec := sandbox.Spec{
@@ -429,7 +428,7 @@ func joinNonEmpty(sep string, parts ...string) string {
 }
 
 // truncateOutput keeps the last protocol.OutputMaxChars characters of s
-// behind a marker saying how many were dropped (seed 000 OT-03). Callers
+// behind a marker saying how many were dropped (OT-03). Callers
 // redact first, so no secret is cut in a way that hides it from the
 // redaction.
 func truncateOutput(s string) string {

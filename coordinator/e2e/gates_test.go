@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// The gate engine end to end: seed 004's test gates for CI (always-pass,
+// The gate engine end to end: the test gates for CI (always-pass,
 // always-fail, always-pending, slow-gate, flaky-gate), pending gates that
 // pass or time out, integrity violations, severity and on_fail, skips
 // through gate and task dependencies, the fleet-wide gate cache (hits,
@@ -209,8 +209,8 @@ func TestGates(t *testing.T) {
 	t.Run("DemoCache", func(t *testing.T) { t.Parallel(); testDemoCache(f.sub(t)) })
 }
 
-// Decision 4 and seed 000 C4: a gate that runs a shell, also behind a
-// wrapper (env, nice, timeout), or written as a string, is rejected at
+// Commands are argv lists: a gate that runs a shell, also behind a
+// wrapper (env, nice -n 10, timeout), or written as a string, is rejected at
 // submit with its position, before anything is uploaded; so is a
 // denylisted variable set through env.
 func testShellWrappers(f *fleet) {
@@ -361,7 +361,7 @@ tasks:
     gates: [write-allowed]
 `
 
-// Seed 004's CI gates and everything that decides a node from its gates:
+// The CI test gates and everything that decides a node from its gates:
 // exit codes, timeouts, pending → pass and pending → timeout, warnings,
 // on_fail, gate and task dependency skips, and integrity violations (a
 // gate that exits 0 but edits a tracked file, creates a file or touches
@@ -600,7 +600,7 @@ tasks:
     gates: [counted]
 `
 
-// Seed 004's flaky gate and `coordinator gate rerun`: flaky-gate fails
+// The flaky gate and `coordinator gate rerun`: flaky-gate fails
 // twice, then passes. The first run fails the node and skips its
 // dependent; a rerun reopens the node, serves counted from the cache and
 // fails again; a rerun with --no-cache runs counted again, flaky-gate
@@ -732,7 +732,7 @@ tasks:
       @end
 `
 
-// Decision 8: passing results are cached fleet-wide, keyed by the code's
+// The gate cache: passing results are cached fleet-wide, keyed by the code's
 // tree and the gate's definition. Submitting the same workflow again on
 // the same base commit serves every cacheable gate from the cache
 // (counted does not run again), a cache: false gate runs every time, and
@@ -842,7 +842,7 @@ tasks:
     prompt: "@write twin.txt\nthe same bytes\n@end\n"
 `
 
-// Decision 8's single flight: two workflows on one base commit produce
+// The gate cache's single flight: two workflows on one base commit produce
 // byte-identical code and run the same gate, so both gate jobs have one
 // cache key. Each runs on its own runner process (twin-1 and twin-2, one
 // slot each); the command runs once, held until the second job is on the

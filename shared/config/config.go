@@ -1,6 +1,6 @@
 // Package config binds a cobra command's flags to viper, so every binary
 // reads its settings the same way: flags > SUPERVISOR_* environment >
-// --config file > defaults (DESIGN decision 14).
+// --config file > defaults.
 package config
 
 import (

@@ -195,7 +195,7 @@ func (c *Cache) Delete(ctx context.Context, key string) error {
 type RunFunc func(ctx context.Context) (e Entry, cacheable bool, err error)
 
 // Do returns key's cached entry (hit = true) or runs run, once across the
-// fleet for identical keys in flight at once (DESIGN decision 8):
+// fleet for identical keys in flight at once:
 //
 //   - On a miss, Do takes the lock LockPrefix+key, renewed while run runs,
 //     checks the cache again, runs, stores a cacheable passing result and

@@ -24,7 +24,7 @@ type inputEntry struct {
 	Digest string `json:"digest"`
 }
 
-// inputHasher hashes the matches of cache_inputs patterns (seed 000 §14.4).
+// inputHasher hashes the matches of cache_inputs patterns (CI-*).
 type inputHasher struct {
 	ctx   context.Context
 	root  string // the worktree top, symlinks resolved

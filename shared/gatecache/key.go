@@ -1,7 +1,7 @@
-// Package gatecache is the fleet-wide gate result cache (DESIGN decision 8,
-// seed 000 §14): a content-addressed key for a gate run in a workspace
-// (ComputeKey), and a store of passing results on state.Store with single
-// flight across runners (Cache).
+// Package gatecache is the fleet-wide gate result cache: a
+// content-addressed key for a gate run in a workspace (ComputeKey), and a
+// store of passing results on state.Store with single flight across runners
+// (Cache).
 //
 // # The key
 //
@@ -11,7 +11,10 @@
 // or the identity of the executable and PATH for the process sandbox),
 // resource limits, allowed_writes (sorted; they decide the integrity
 // outcome), the cache_inputs patterns (sorted) and the content of what they
-// match, and the force-hash flag.
+// match, and the force-hash flag. The workspace's path and HEAD commit are
+// not part of it: the same code on any runner, in any workspace, gives the
+// same key. A gate whose outcome depends on history (git describe, a
+// changelog from git log) must therefore set cache: false.
 //
 // The tree is computed without touching the workspace: the index is copied
 // to a temporary file (or, if it carries assume-unchanged, skip-worktree or
@@ -22,26 +25,13 @@
 // repository's objects as an alternate, so the object store is not written
 // either.
 //
-// Departures from seed 000 §14.2, on purpose:
-//
-//   - The worktree path is NOT in the key (seed CK-01). Workspaces are
-//     disposable temporary directories, one per gate job, so the same code
-//     in two workspaces on two runners must hit the same key; cross-repo
-//     collisions are impossible anyway because the key is content-addressed.
-//   - The HEAD commit is NOT in the key (seed CK-02). The tree id covers the
-//     content; two commits with identical trees give the same key, by
-//     design. A gate whose outcome depends on history (git describe, a
-//     changelog from git log) must set cache: false.
-//   - There is no `git diff` (seed CK-04, CD-03, CD-08): the tree id covers
-//     staged, unstaged and untracked changes at once.
-//   - A cache_inputs file that vanishes or cannot be read disables caching
-//     instead of mixing the time into the key (seed C34), force-hash also
-//     applies inside matched directories (C12), and a symlink's target text
-//     is always part of the key even when its content is outside (C35).
-//
-// Like the seed (CA-06), the key does not cover ignored files other than
-// those matched by cache_inputs, external state, or tool versions except
-// through the environment id.
+// Whenever the key could be unsound (too many or too large untracked files,
+// submodules not at their recorded commit or with changes, a cache_inputs
+// file that vanishes or cannot be read, an unknown environment id, the
+// deadline passing) ComputeKey disables caching for the run rather than
+// guessing. The key does not cover ignored files other than those
+// matched by cache_inputs, external state, or tool versions except through
+// the environment id (CA-06).
 package gatecache
 
 import (
@@ -61,7 +51,8 @@ import (
 	"github.com/supervisorhq/supervisor/shared/gitexec"
 )
 
-// Limits of the key computation (seed 000 §14.3, §14.4).
+// Limits of the key computation (CD-*, CI-*): past any of them caching is
+// disabled for the run.
 const (
 	// DefaultDeadline bounds the whole key computation (CD-17).
 	DefaultDeadline = 30 * time.Second

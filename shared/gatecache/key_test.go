@@ -221,7 +221,7 @@ func TestKeyLargeCacheInput(t *testing.T) {
 	if k3 := mustKey(t, in); k3.ID == k1.ID {
 		t.Fatalf("size+mtime proxy: key unchanged though mtime changed")
 	}
-	// Force applies inside matched directories too (seed C12).
+	// Force applies inside matched directories too.
 	in.CacheInputs, force.CacheInputs = []string{"build"}, []string{"build"}
 	setMtime(t, path, mt)
 	dk1, df1 := mustKey(t, in), mustKey(t, force)

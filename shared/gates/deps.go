@@ -75,7 +75,7 @@ func (s *Set) Gates() []Gate {
 
 // Merge returns a new set holding the gates of sets, lowest precedence
 // first: a gate in a later set replaces the whole gate of the same name in
-// an earlier one (DESIGN decision 5, LD-04). Nil sets are skipped.
+// an earlier one (LD-04). Nil sets are skipped.
 func Merge(sets ...*Set) *Set {
 	out := &Set{}
 	for _, s := range sets {
@@ -206,7 +206,8 @@ func PlanWith(lookup Lookup, known []string, requested []string) (*Plan, error) 
 // Layers groups the plan in dependency layers: layer 0 holds the gates
 // with no dependencies, and every other gate sits one layer after its
 // deepest dependency, so a layer's gates may run in parallel once the
-// earlier layers are done (DESIGN decision 6). Names within a layer are
+// earlier layers are done: each gate job has a workspace of its own, so
+// nothing forces them to run one at a time. Names within a layer are
 // sorted. An empty plan has no layers (nil).
 func (p *Plan) Layers() [][]string {
 	depth := make(map[string]int, len(p.Order))

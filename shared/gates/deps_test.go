@@ -26,8 +26,7 @@ func set(defs ...string) *Set {
 	return s
 }
 
-// Seed 000 §26 TestGateConfig test_resolve_dependencies, DP-01 and DP-04:
-// the transitive closure, in topological order with alphabetical ties.
+// DP-01 and DP-04: the transitive closure, in topological order with alphabetical ties.
 func TestResolve(t *testing.T) {
 	all := set("vet", "build", "test:build,vet", "lint", "race:test", "e2e:build", "docs", "type_check:lint")
 	tests := []struct {
@@ -57,9 +56,8 @@ func TestResolve(t *testing.T) {
 	}
 }
 
-// Seed 000 §26 test_circular_dependency_detection and
-// test_unknown_gate_raises_error: DP-05 names the cycle in order (without
-// gates merely downstream of it, C45); DP-06/LD-12 names the unknown gate
+// DP-05 names the cycle in order (without gates merely downstream of it);
+// DP-06/LD-12 names the unknown gate
 // and where it was referenced.
 func TestResolveErrors(t *testing.T) {
 	cyc := set("a:c", "b:a", "c:b", "d:a", "ok")

@@ -6,32 +6,31 @@
 //
 // # Schema
 //
-// A gate has seed 000's fields (GC-01…GC-15: name, command, description,
-// timeout, depends_on, severity, env, working_dir, parallel_safe, cache,
-// cache_inputs, force_hash_large_cache_inputs, skip_on_dependency_failure,
-// allowed_writes, allow_shell), seed 004's max_retries, poll_interval and
-// max_pending (with its *_secs spellings as aliases), and image, resources
-// and pool for the sandbox. Durations are Go duration strings ("2m") or
-// integer seconds. Gate documents each field and its default.
+// A gate has a name, an argv command, a description, a timeout, depends_on,
+// a severity, env, working_dir, cache settings (cache, cache_inputs,
+// force_hash_large_cache_inputs), skip_on_dependency_failure,
+// allowed_writes, allow_shell (GC-01…GC-15), the pending-gate and retry
+// limits max_retries, poll_interval and max_pending (with *_secs aliases),
+// and image, resources and pool for the sandbox. Durations are Go duration
+// strings ("2m") or integer seconds. Gate documents each field and its
+// default.
 //
 // # Validation
 //
 // Every problem is collected, each with file:line:col and a message saying
-// what to write instead (*ValidationError). Decisions beyond the seeds:
+// what to write instead (*ValidationError). In particular:
 //
-//   - Names follow GC-01 but may not contain '.', which separates NATS
-//     subject tokens, and are at most 64 characters.
-//   - Commands are argv lists (CM-01, CM-02). A command running a shell —
+//   - Names are letters, digits, '-' and '_' (no '.'), at most 64
+//     characters.
+//   - Commands are argv lists (CM-01, CM-02). A command running a shell,
 //     also behind env, nice, timeout, sudo… with any options and option
-//     values, closing seed 000's bypass (C4) — needs allow_shell: true
-//     (CM-06). See ShellCommand.
+//     values, needs allow_shell: true (CM-06). See ShellCommand.
 //   - Denylisted environment variables (PATH, HOME, USER, LD_*,
 //     PYTHONPATH, SUPERVISOR_*; any case) are errors at load, in env and
-//     through env wrappers alike (CM-07; seed 000 silently dropped the
-//     former, C16).
+//     through env wrappers alike (CM-07).
 //   - Paths are repository-relative; backslashes count as '/'; '..',
 //     absolute paths and drive letters are rejected; allowed_writes can
-//     never cover .git/ or .supervisor/ (PP-01…PP-04, closing C5).
+//     never cover .git/ or .supervisor/ (PP-01…PP-04).
 //   - Unknown keys, wrong types (a boolean must be true or false) and
 //     reserved keys (required, optional, on_fail: the task decides those,
 //     GC-16) are errors.
@@ -41,7 +40,7 @@
 // Load merges built-in gate files < the user's file < the project's
 // .supervisor/gates.yaml or .toml (only when trusted) < workflow gates <
 // task gates (front matter of the task's prompt, SplitFrontMatter); a later
-// definition replaces the whole gate of its name (DESIGN decision 5).
+// definition replaces the whole gate of its name, never single fields.
 //
 // # Dependencies and failure
 //

@@ -4,7 +4,7 @@ import (
 	"strings"
 )
 
-// Task-level gates (seed 004, "Task-level Gates in Context"): a
+// Task-level gates: a
 // task's prompt (context) may start with YAML front matter,
 //
 //	---

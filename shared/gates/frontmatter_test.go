@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Seed 004 task-level gates in the context's YAML front matter.
+// Task-level gates in the context's YAML front matter (Q-8.2).
 func TestSplitFrontMatter(t *testing.T) {
 	text := `---
 gates:

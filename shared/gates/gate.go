@@ -8,24 +8,26 @@ import (
 	"github.com/supervisorhq/supervisor/shared/protocol"
 )
 
-// Limits and defaults of the gate schema (seed 000 §2, seed 004 Q-8).
+// Limits and defaults of the gate schema (GC-*, Q-8).
 const (
 	// DefaultTimeout is a gate's timeout when it sets none (GC-04).
 	DefaultTimeout = 300 * time.Second
 	// MaxTimeout is the longest gate timeout (GC-04).
 	MaxTimeout = 3600 * time.Second
 	// DefaultMaxRetries is how many rounds a gate may fail before its node
-	// escalates (seed 004 Q-8; DESIGN decision 2).
+	// escalates. The feedback loop that enforces it is planned: today
+	// a blocking failure fails the node at once.
 	DefaultMaxRetries = 3
 	// MaxMaxRetries bounds max_retries.
 	MaxMaxRetries = 100
-	// DefaultPollInterval is how often a pending gate (exit 75) is polled
-	// (DESIGN decision 3).
+	// DefaultPollInterval is how often a pending gate (exit 75) is polled;
+	// polls are not attempts.
 	DefaultPollInterval = 30 * time.Second
 	// MinPollInterval and MaxPollInterval bound poll_interval.
 	MinPollInterval = time.Second
 	MaxPollInterval = 24 * time.Hour
-	// DefaultMaxPending is how long a gate may stay pending (DESIGN decision 3).
+	// DefaultMaxPending is how long a gate may stay pending, counted from
+	// its first pending result, before the result becomes timeout.
 	DefaultMaxPending = 24 * time.Hour
 	// MaxMaxPending bounds max_pending (30 days).
 	MaxMaxPending = 30 * 24 * time.Hour
@@ -59,7 +61,9 @@ type FailAction string
 const (
 	// Block stops the node: no retry, a human decides.
 	Block FailAction = "block"
-	// RetryWithFeedback sends the failure back to the agent for another round.
+	// RetryWithFeedback is meant to send the failure back to the agent for
+	// another round. The feedback loop is planned: today it fails the node
+	// like Block.
 	RetryWithFeedback FailAction = "retry_with_feedback"
 	// Warn logs the failure and carries on; for dependency purposes the
 	// gate counts as passed (DP-07).
@@ -95,7 +99,8 @@ func (s Severity) DefaultOnFail() FailAction {
 //     follows the severity default, so an optional error gate blocks.
 //
 // explicit is "" when the task sets no on_fail for the gate. An integrity
-// violation always blocks whatever this returns (DESIGN decision 7).
+// violation always blocks whatever this returns: a gate that changed its
+// workspace outside allowed_writes cannot be trusted, whatever its severity.
 func ResolveOnFail(g Gate, required bool, explicit FailAction) FailAction {
 	action := explicit
 	if _, ok := ParseFailAction(string(action)); !ok {
@@ -117,7 +122,8 @@ func TaskOnFail(t protocol.TaskSpec, spec protocol.GateSpec) FailAction {
 }
 
 // Origin says which source a gate definition came from. Sources are listed
-// from lowest to highest precedence (DESIGN decision 5, LD-01).
+// from lowest to highest precedence (LD-01): a definition from a later
+// source replaces the whole gate of that name.
 type Origin string
 
 // Gate sources.
@@ -154,14 +160,15 @@ func (s Source) String() string {
 // defaults.
 type Resources = protocol.GateResources
 
-// Gate is one gate definition: what to run and how (seed 000 §2 GC-01…GC-15
-// and seed 004 Q-8). Whether a gate is required, optional, and what its
+// Gate is one gate definition: what to run and how (GC-01…GC-15 and
+// Whether a gate is required, optional, and what its
 // failure does belong to the task that runs it, not to the gate (GC-16).
 type Gate struct {
 	// Name identifies the gate (GC-01). It becomes part of artifact names
 	// and job ids: letters, digits, '-' and '_', starting and ending with a
-	// letter or digit, at most 64 characters. Unlike seed 000, '.' is not
-	// allowed: it separates NATS subject tokens.
+	// letter or digit, at most 64 characters. '.' is not allowed: names
+	// are keys of the gate registry's KV bucket, where '.' separates NATS
+	// subject tokens.
 	Name string
 	// Command is the argv run without a shell (GC-02, CM-01).
 	Command []string
@@ -180,9 +187,9 @@ type Gate struct {
 	Env map[string]string
 	// WorkingDir is relative to the workspace root; "" is the root (GC-08).
 	WorkingDir string
-	// ParallelSafe is accepted for compatibility with seed 000 and has no
-	// effect: every gate job gets its own workspace, so all gates of a
-	// dependency layer run in parallel anyway (GC-09, DESIGN decision 6).
+	// ParallelSafe is accepted so that existing gate files still load, and
+	// has no effect: every gate job gets its own workspace, so all gates
+	// of a dependency layer run in parallel anyway (GC-09).
 	ParallelSafe bool
 	// Cache enables the gate cache for passing results (GC-10, default true).
 	Cache bool
@@ -200,7 +207,8 @@ type Gate struct {
 	// AllowShell permits a command that runs a shell (GC-15, CM-08).
 	AllowShell bool
 	// MaxRetries caps how many rounds this gate may fail before the node
-	// escalates (seed 004; default 3).
+	// escalates (Q-8; default 3). Parsed and carried; enforced once the
+	// feedback loop is built.
 	MaxRetries int
 	// PollInterval is how often a pending gate is polled (default 30 s).
 	PollInterval time.Duration
@@ -221,7 +229,7 @@ type Gate struct {
 }
 
 // New returns a gate with every default applied (GC-04, GC-06, GC-10,
-// GC-13, seed 004 Q-8): what a definition that sets only name and command
+// GC-13, Q-8): what a definition that sets only name and command
 // means.
 func New(name string, command ...string) Gate {
 	return Gate{

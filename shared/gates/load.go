@@ -24,11 +24,11 @@ const MaxFileSize = 1 << 20
 //
 // Shapes accepted:
 //
-//	gates:                # YAML, mapping form (seed 000)
+//	gates:                # YAML, mapping form (name → definition)
 //	  test: {command: [go, test, ./...]}
-//	gates:                # YAML, list form (seed 004, workflow files)
+//	gates:                # YAML, list form (as in workflow files)
 //	  - {name: test, command: [go, test, ./...]}
-//	[[gate]]              # TOML (seed 004's gates.toml)
+//	[[gate]]              # TOML, one table per gate
 //	name = "test"
 //	command = ["go", "test", "./..."]
 //
@@ -136,7 +136,7 @@ func LoadFile(path string, origin Origin) ([]Gate, []Problem, error) {
 }
 
 // Options selects the gate sources Load reads. Sources are listed from the
-// lowest precedence to the highest (DESIGN decision 5, LD-01); a gate of a
+// lowest precedence to the highest (LD-01); a gate of a
 // later source replaces the whole gate of the same name (LD-04).
 type Options struct {
 	// BuiltinDir holds the built-in gate files (configs/gates): every
@@ -196,7 +196,7 @@ func ProjectFiles(projectDir string) []string {
 // the whole gate of the same name (LD-01, LD-04). Missing files are
 // skipped (LD-05). Every problem of every file is collected into one
 // *ValidationError; after merging, each gate's depends_on must name a gate
-// of the result and no cycle may remain (DESIGN decision 6), reported at
+// of the result and no cycle may remain (DP-05, DP-06), reported at
 // the entry or the gate that causes it.
 func Load(o Options) (*Result, error) {
 	res := &Result{}

@@ -75,8 +75,7 @@ func (s sources) options(upTo Origin, trust bool) Options {
 	return o
 }
 
-// LD-01, LD-04, DESIGN decision 5 (test_merge_precedence_project_wins):
-// built-in < user < project < workflow < task, a later source replacing
+// LD-01, LD-04: built-in < user < project < workflow < task, a later source replacing
 // the whole gate (its env and timeout do not survive).
 func TestLoadPrecedence(t *testing.T) {
 	s := newSources(t)
@@ -227,7 +226,7 @@ func TestLoadProjectSymlinkRejected(t *testing.T) {
 	}
 }
 
-// TOML (seed 004's [[gate]] tables, *_secs spellings) and YAML give the
+// TOML ([[gate]] tables, *_secs spellings) and YAML give the
 // same gates, and TOML problems carry TOML positions.
 func TestTOMLAndYAMLEquivalence(t *testing.T) {
 	yml := `gates:

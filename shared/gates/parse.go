@@ -13,7 +13,8 @@ import (
 )
 
 // Fields of a gate definition. timeout_secs, poll_interval_secs and
-// max_pending_secs are seed 004's spellings, aliases of the others.
+// max_pending_secs are aliases of timeout, poll_interval and max_pending,
+// in whole seconds (the spelling of TOML gate files).
 var gateFields = []string{
 	"name", "command", "description", "timeout", "timeout_secs", "depends_on", "severity", "env",
 	"working_dir", "parallel_safe", "cache", "cache_inputs", "force_hash_large_cache_inputs",
@@ -26,7 +27,7 @@ var reservedGateFields = map[string]string{
 	"required": "whether a gate is required is up to the task that runs it: list the gate under the task's gates (required: [...])",
 	"optional": "whether a gate is optional is up to the task that runs it: list the gate under the task's gates (optional: [...])",
 	"on_fail":  "on_fail is up to the task that runs the gate: set it under the task's gates (on_fail: {gate: block|retry_with_feedback|warn})",
-	"hardened_integrity": "hardened_integrity is not supported (seed 000 plans it for a later phase); " +
+	"hardened_integrity": "hardened_integrity is not supported: " +
 		"every gate's workspace integrity is checked already",
 }
 
@@ -239,7 +240,8 @@ func argvExample(s string) string {
 
 // Env parses an environment mapping of names to scalar values (GC-07).
 // Names must be POSIX identifiers, and denylisted names (EnvDenied) are
-// errors (seed 000 drops them silently at run time, C16).
+// errors at load, rather than being dropped silently at run time, so the
+// author learns the variable would not reach the gate.
 func (c *Checker) Env(n *yaml.Node, what string) (map[string]string, bool) {
 	if IsNull(n) {
 		return nil, true
@@ -445,7 +447,7 @@ func (c *Checker) Resources(n *yaml.Node, what string) (Resources, bool) {
 var imageRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$`)
 
 // Gate parses one gate definition, a mapping. key is the mapping key that
-// names the gate in the mapping form of a gates section (seed 000, GY-03),
+// names the gate in the mapping form of a gates section (GY-03),
 // or nil in the list form, where the definition has a name field. ok is
 // false if the definition had any problem; the gate returned then holds
 // what could be parsed, for cross-checks.
@@ -612,7 +614,7 @@ func (c *Checker) gateName(n *yaml.Node) (string, bool) {
 	return s, true
 }
 
-// durationField parses a duration written under key or its seed 004 alias
+// durationField parses a duration written under key or its *_secs alias
 // (in seconds), rejecting both at once; def when neither is set.
 func (c *Checker) durationField(f map[string]Field, key, alias, what string, lo, hi, def time.Duration) time.Duration {
 	x, hasKey := f[key]
@@ -632,8 +634,8 @@ func (c *Checker) durationField(f map[string]Field, key, alias, what string, lo,
 	return def
 }
 
-// GateList parses a gates section: a list of definitions with names (seed
-// 004, workflows) or a mapping from name to definition (seed 000). Names
+// GateList parses a gates section: a list of definitions with names (the
+// form workflows use) or a mapping from name to definition. Names
 // must be unique; a repeated name is reported at the later definition.
 func (c *Checker) GateList(n *yaml.Node, what string, o ParseOptions) []Gate {
 	var out []Gate

@@ -8,16 +8,17 @@ import (
 	"github.com/supervisorhq/supervisor/shared/pathglob"
 )
 
-// Repository-relative paths (seed 000 GC-08, GC-11, GC-14, PP-01…PP-04).
+// Repository-relative paths (GC-08, GC-11, GC-14, PP-01…PP-04).
 //
 // working_dir, cache_inputs and allowed_writes name paths inside the
 // workspace. Backslashes are normalized to '/' before anything is checked,
 // so "..\..\x" and ".git\config" are caught like their '/' forms; absolute
 // paths, drive letters and '..' components are rejected. allowed_writes
-// can never cover .git/ or .supervisor/ (DESIGN decision 7): unlike seed
-// 000's lstrip('./') (C5), which turned ".git/config" into "git/config",
-// any component equal to .git or .supervisor once glob characters are
-// removed is rejected, and so is any wildcard pattern matching one of the
+// can never cover .git/ or .supervisor/: a gate that could write the
+// repository's metadata or Supervisor's own files could hide what it did.
+// Any component equal to .git or .supervisor once glob characters are
+// removed is rejected (so ".git/config" and "./.git/x" are caught, not
+// only wildcards), and so is any wildcard pattern matching one of the
 // probe paths below, and a lone "**".
 
 // protectedProbes are paths a pattern must not match (PP-03).
@@ -110,7 +111,7 @@ func protectedProblem(p string) string {
 
 // sourceLike reports whether an allowed_writes pattern looks like it may
 // match source files (GC-14's warning, matched by path segment rather
-// than prefix, C33).
+// than prefix, so *.pyc or library/** do not trigger it).
 func sourceLike(p string) bool {
 	first, _, _ := strings.Cut(p, "/")
 	switch first {

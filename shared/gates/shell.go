@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Shell detection (seed 000 §4, CM-03…CM-07; DESIGN decision 4).
+// Shell detection (CM-03…CM-07).
 //
 // Commands are argv lists run without a shell. A gate whose command runs a
 // shell on a command string (sh -c '…', cmd /c, powershell) is rejected at
@@ -15,10 +15,11 @@ import (
 // is given. A shell running a script file (bash scripts/check.sh) is not a
 // shell command in this sense: the script is repository code, like a test.
 //
-// The scan closes seed 000's bypass (C4), where an option's value (the 10
-// of nice -n 10) ended it: each wrapper's options that take a value are
-// known, and, whatever the structured scan concludes, every later argv
-// element that names a shell followed by -c is suspicious too.
+// The scan does not stop at an option's value (the 10 of nice -n 10),
+// which would let `nice -n 10 bash -c …` through: each wrapper's options
+// that take a value are known, and, whatever the structured scan
+// concludes, every later argv element that names a shell followed by -c is
+// suspicious too.
 
 // posixShells run their -c argument as a command string.
 var posixShells = map[string]bool{
@@ -108,7 +109,7 @@ func progName(s string) string {
 // chain of the wrappers env, command, exec, xargs, nice, nohup, timeout,
 // stdbuf, ionice, chrt, taskset, numactl, time, chronic, unbuffer, sudo,
 // doas, su, runuser, setsid, flock, chroot, busybox and script with their
-// options and option values (CM-06, closing C4). When in doubt it keeps
+// options and option values (CM-06). When in doubt it keeps
 // scanning: any later argv element naming a shell followed by -c (or cmd
 // /c, powershell -Command) counts too.
 func ShellCommand(argv []string) (string, bool) {

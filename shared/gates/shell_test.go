@@ -6,7 +6,7 @@ import (
 )
 
 // CM-03…CM-06: shells are found directly and behind wrappers, whatever
-// options and option values the wrappers get (closing seed 000's C4).
+// options and option values the wrappers get (nice -n 10 bash -c … too).
 func TestShellCommand(t *testing.T) {
 	tests := []struct {
 		argv  []string
@@ -25,7 +25,7 @@ func TestShellCommand(t *testing.T) {
 		{[]string{"sh", "-s", "a"}, "sh"}, // ditto
 		{[]string{"zsh", "-i"}, "zsh"},
 
-		// Wrapper bypasses (CM-04), with options and their values (C4).
+		// Wrapper bypasses (CM-04), with options and their values.
 		{[]string{"nice", "-n", "10", "bash", "-c", "x"}, "bash"},
 		{[]string{"nice", "-n10", "sh", "-c", "x"}, "sh"},
 		{[]string{"nice", "-10", "sh", "-c", "x"}, "sh"},

@@ -11,7 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// TOML gate files (seed 004's .overseer/gates.toml, [[gate]] tables) are
+// TOML gate files (.supervisor/gates.toml, one [[gate]] table per gate) are
 // converted into the same node tree a YAML file gives, with each key and
 // value at its position in the TOML file, so both formats go through one
 // schema walk and report the same problems at the same kind of place.

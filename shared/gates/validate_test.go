@@ -13,7 +13,7 @@ func one(field, value string) string {
 	return "gates:\n  g:\n    command: [x]\n    " + field + ": " + value + "\n"
 }
 
-// Seed 000 §26 TestBasicValidation and every GC-* rule: each problem at its
+// Every GC-* rule: each problem at its
 // exact file:line:col, all problems of a file collected.
 func TestBasicValidation(t *testing.T) {
 	long := strings.Repeat("a", MaxNameLen+1)
@@ -22,7 +22,7 @@ func TestBasicValidation(t *testing.T) {
 		src   string
 		wants []want
 	}{
-		// GC-01 names (test_gate_name_path_traversal_rejected, test_gate_name_valid_pattern).
+		// GC-01 names: the valid pattern, and no path traversal.
 		{"GC-01 path traversal rejected", "gates:\n  - name: ../etc\n    command: [x]\n", []want{`2:11: invalid gate name "../etc"`}},
 		{"GC-01 dot rejected (NATS subject token)", "gates:\n  - name: a.b\n    command: [x]\n", []want{`2:11: invalid gate name "a.b": use letters, digits, '-' and '_'`}},
 		{"GC-01 must start with alphanumeric", "gates:\n  - {name: -x, command: [x]}\n", []want{`2:12: invalid gate name "-x"`}},
@@ -37,7 +37,7 @@ func TestBasicValidation(t *testing.T) {
 		{"duplicate name", "gates:\n  - {name: g, command: [x]}\n  - {name: g, command: [y]}\n",
 			[]want{`3:12: duplicate gate name "g" (first defined at line 2)`}},
 
-		// GC-02 command (test_string_command_rejected, test_list_command_accepted).
+		// GC-02 command: a list is accepted, a string rejected.
 		{"GC-02/CM-02 string command suggests the list form", "gates:\n  g:\n    command: go test ./...\n",
 			[]want{`3:14: gate "g" command must be an argv list, e.g. [go, test, ./...], not a string: commands are not run by a shell`}},
 		{"CM-02 string with shell syntax", "gates:\n  g:\n    command: \"make lint | tee x\"\n",
@@ -54,25 +54,25 @@ func TestBasicValidation(t *testing.T) {
 		{"GC-04 zero", one("timeout", "0"), []want{`4:14: gate "g" timeout 0 is out of range: must be between 1s and 1h`}},
 		{"GC-04 above 3600 s", one("timeout", "3601"), []want{`4:14: gate "g" timeout 3601 is out of range: must be between 1s and 1h`}},
 		{"GC-04 duration above 1h", one("timeout", "2h"), []want{`4:14: gate "g" timeout 2h is out of range`}},
-		{"GC-04/C29 a boolean is not a number", one("timeout", "true"), []want{`4:14: gate "g" timeout must be a duration such as 10m or an integer number of seconds, got a boolean`}},
+		{"GC-04 a boolean is not a number", one("timeout", "true"), []want{`4:14: gate "g" timeout must be a duration such as 10m or an integer number of seconds, got a boolean`}},
 		{"GC-04 fractions of a number", one("timeout", "1.5"), []want{`4:14: gate "g" timeout must be a duration such as 10m or an integer number of seconds, got a number`}},
 		{"GC-04 bad duration", one("timeout", "soon"), []want{`4:14: invalid gate "g" timeout "soon": use a Go duration such as 90s or 10m`}},
-		{"seed 004 timeout_secs alias", one("timeout_secs", "900"), nil},
+		{"timeout_secs alias", one("timeout_secs", "900"), nil},
 		{"alias and field together", "gates:\n  g:\n    command: [x]\n    timeout: 5m\n    timeout_secs: 300\n",
 			[]want{`5:5: gate "g" sets both timeout and timeout_secs (an alias); keep one`}},
 
-		// GC-05 depends_on (test_depends_on_elements_must_be_strings).
+		// GC-05 depends_on: elements must be strings.
 		{"GC-05 must be a list", one("depends_on", "vet"), []want{`4:17: gate "g" depends_on must be a list of names, e.g. [vet], got a string`}},
 		{"GC-05 elements must be strings", one("depends_on", "[vet, [x], {a: b}]"),
 			[]want{`4:23: gate "g" depends_on entry must be a string, got a list`, `4:28: gate "g" depends_on entry must be a string, got a mapping`}},
 		{"GC-05 repeated", one("depends_on", "[vet, vet]"), []want{`4:23: gate "g" depends_on lists "vet" twice (first at line 4)`}},
 
-		// GC-06 severity (test_severity_must_be_valid_enum).
+		// GC-06 severity: one of the known values.
 		{"GC-06 invalid", one("severity", "fatal"), []want{`4:15: invalid gate "g" severity "fatal": must be one of error, warning, info`}},
 		{"GC-06 not a string", one("severity", "[error]"), []want{`4:15: gate "g" severity must be a string, got a list`}},
 		{"GC-06 case-insensitive", one("severity", "WARNING"), nil},
 
-		// GC-07 env (test_env_keys_and_values_must_be_strings) and the EV-03 denylist.
+		// GC-07 env: keys and values must be strings; the EV-03 denylist.
 		{"GC-07/EV-03 denylisted names rejected at load", one("env", "{PATH: /x, home: /y, User: me, PYTHONPATH: ., LD_AUDIT: a, ld_preload: b, Supervisor_Token: t}"), []want{
 			`4:11: gate "g" env may not set PATH: it is controlled by the runner`,
 			`4:21: gate "g" env may not set home`,
@@ -86,7 +86,7 @@ func TestBasicValidation(t *testing.T) {
 			[]want{`4:11: invalid gate "g" env name "1BAD"`, `4:20: invalid gate "g" env name "A-B"`}},
 		{"GC-07 values are scalars", one("env", "{A: {b: c}, B: [x], C: ~}"),
 			[]want{`4:14: gate "g" env value of A must be a string, got a mapping`, `4:25: gate "g" env value of B must be a string, got a list`, `4:33: gate "g" env value of C must be a string, got nothing`}},
-		{"GC-07/C41 NUL in a value", one("env", `{A: "x\0y"}`), []want{`4:14: gate "g" env value of A must not contain NUL bytes`}},
+		{"GC-07 NUL in a value", one("env", `{A: "x\0y"}`), []want{`4:14: gate "g" env value of A must not contain NUL bytes`}},
 		{"GC-07 must be a mapping", one("env", "[A=1]"), []want{`4:10: gate "g" env must be a mapping of variable names to values, got a list`}},
 		{"GC-07 repeated", one("env", "{A: 1, A: 2}"), []want{`4:17: gate "g" env sets A twice (first at line 4)`}},
 
@@ -98,7 +98,7 @@ func TestBasicValidation(t *testing.T) {
 		{"GC-08 empty", one("working_dir", `""`), []want{`4:18: gate "g" working_dir is empty`}},
 		{"GC-08 not a pattern", one("working_dir", "sub/*"), []want{`4:18: gate "g" working_dir "sub/*" must be a directory, not a pattern`}},
 
-		// GC-09, GC-10, GC-12, GC-13, GC-15 (test_boolean_fields_must_be_booleans: all five, C25).
+		// GC-09, GC-10, GC-12, GC-13, GC-15: all five boolean fields must be booleans.
 		{"booleans must be booleans", `gates:
   g:
     command: [x]
@@ -125,7 +125,7 @@ func TestBasicValidation(t *testing.T) {
 		}},
 		{"GC-11 must be a list", one("cache_inputs", "go.sum"), []want{`4:19: gate "g" cache_inputs must be a list of paths or globs, got a string`}},
 
-		// GC-16 reserved keys (test_reserved_keys_stripped: here they are errors) and unknown keys.
+		// GC-16 reserved keys (errors, never silently stripped) and unknown keys.
 		{"GC-16 required, optional and on_fail belong to the task", `gates:
   g:
     command: [x]
@@ -143,7 +143,7 @@ func TestBasicValidation(t *testing.T) {
 		}},
 		{"repeated field", "gates:\n  - name: g\n    command: [x]\n    command: [y]\n", []want{`4:5: field "command" appears twice in gate (first at line 3)`}},
 
-		// Seed 004 fields.
+		// max_retries, poll_interval and max_pending.
 		{"max_retries range", "gates:\n  a: {command: [x], max_retries: -1}\n  b: {command: [x], max_retries: 101}\n  c: {command: [x], max_retries: \"3\"}\n  d: {command: [x], max_retries: 0}\n", []want{
 			`2:34: gate "a" max_retries -1 is out of range: must be between 0 and 100`,
 			`3:34: gate "b" max_retries 101 is out of range`,
@@ -191,7 +191,7 @@ func TestBasicValidation(t *testing.T) {
 	}
 }
 
-// test_load_gate_from_yaml: defaults (GC-04, GC-06, GC-10, GC-13, seed 004)
+// Defaults (GC-04, GC-06, GC-10, GC-13, Q-8)
 // and every field, in both shapes of a gates section.
 func TestGateConfigLoadFromYAML(t *testing.T) {
 	src := `gates:
@@ -269,15 +269,16 @@ func TestGateConfigLoadFromYAML(t *testing.T) {
 }
 
 // GC-14 / PP-01…PP-04: .git/ and .supervisor/ can never be allow-listed,
-// closing seed 000's lstrip bug (C5); backslashes are normalized first.
+// literal patterns such as .git/config included; backslashes are
+// normalized first.
 func TestAllowedWritesProtectedPaths(t *testing.T) {
 	tests := []struct {
 		pattern string
 		bad     string // message substring; "" = allowed
 	}{
-		{".git/config", "names .git/"},          // C5: literal pattern used to pass
-		{".git/refs/**", "names .git/"},         // C5
-		{".supervisor/x", "names .supervisor/"}, // C5
+		{".git/config", "names .git/"}, // a literal pattern, not only wildcards
+		{".git/refs/**", "names .git/"},
+		{".supervisor/x", "names .supervisor/"},
 		{".git", "names .git/"},
 		{"./.git/HEAD", "names .git/"},
 		{`.git\config`, "names .git/"},
@@ -323,7 +324,7 @@ func TestAllowedWritesProtectedPaths(t *testing.T) {
 			t.Errorf("PP: %q: error %v, want g.yaml:4:22 … %q", tc.pattern, err, tc.bad)
 		}
 	}
-	// GC-14's warning for patterns that may match source (by segment, C33).
+	// GC-14's warning for patterns that may match source (by path segment).
 	_, warns, err := ParseFile("g.yaml", []byte("gates:\n  g:\n    command: [x]\n    allowed_writes: [src/gen/**, '**/*.go', '*.pyc', library/x]\n"), OriginUser)
 	if err != nil {
 		t.Fatal(err)

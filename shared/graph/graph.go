@@ -38,8 +38,8 @@ func FormatCycle(cycle []string) string {
 // The search visits nodes and dependencies in the order given, so the
 // result is deterministic: it starts at the first node of the cycle the
 // search entered, and each element depends on the next (the last on the
-// first). A node depending on itself is a cycle of one. Unlike seed 000's
-// sketch (C45), gates merely downstream of a cycle are not in it.
+// first). A node depending on itself is a cycle of one. Nodes merely
+// downstream of a cycle are not in it, so a message names only the loop.
 func FindCycle(nodes []string, deps func(string) []string) []string {
 	if c := cycles(nodes, deps, true); len(c) > 0 {
 		return c[0]

@@ -185,7 +185,7 @@ func TestExpectedGitDir(t *testing.T) {
 
 // TestOwnGitDoesNotWrite: capturing and checking never write .git, even
 // when the index's stat data is stale and a plain `git status` would
-// refresh it (spec §30 C20).
+// refresh it.
 func TestOwnGitDoesNotWrite(t *testing.T) {
 	for _, layout := range layouts {
 		t.Run(layout.name, func(t *testing.T) {

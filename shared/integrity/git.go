@@ -21,7 +21,7 @@ const maxGitOutput = 256 << 20
 //
 //   - GIT_OPTIONAL_LOCKS=0 / --no-optional-locks: `git status` never
 //     refreshes the index, so our own scans leave .git untouched and cannot
-//     cause a false "git" violation (spec §30 C20);
+//     cause a false "git" violation;
 //   - core.untrackedCache=false: the untracked cache trusts directory
 //     mtimes, which a gate can forge with utimes to hide a new file;
 //   - submodules are ignored (--ignore-submodules=all on status), so git

@@ -51,8 +51,8 @@ type gitLayout struct {
 // target are: inside the work tree; expected (Options.GitDir) when set;
 // otherwise a linked-worktree git directory whose "gitdir" back-pointer
 // names this work tree's .git file, i.e. one that git itself registered
-// for this work tree (the seed compared with `git rev-parse --git-dir`,
-// which only reads the same .git file back).
+// for this work tree (asking `git rev-parse --git-dir` would prove
+// nothing: it only reads the same .git file back).
 func resolveLayout(root, expected string) (l gitLayout, unsafe string, err error) {
 	dotgit := filepath.Join(root, ".git")
 	fi, err := os.Lstat(dotgit)

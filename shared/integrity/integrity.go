@@ -176,8 +176,8 @@ type Report struct {
 	// directory ends in "/") that appeared, changed or disappeared during
 	// the gate and match no allowed_writes pattern. They are reported, never
 	// violations: ignored files are outside what the gate's patch and the
-	// integrity check cover (DESIGN decision 7), and a whole ignored
-	// directory is never treated as new files (spec §30 C2). The
+	// integrity check cover (tracked and untracked-not-ignored files), and
+	// a whole ignored directory is never treated as new files. The
 	// comparison is by type, size and mtime; content inside a directory
 	// that was already ignored at capture is not examined.
 	Ignored []string `json:"ignored,omitempty"`
@@ -459,8 +459,9 @@ func Capture(ctx context.Context, dir string, opts Options) (*Baseline, error) {
 //     violation that no allowed_writes pattern can lift (GI-06, PP-01), as
 //     is a .git that is unsafe now (GI-04).
 //  2. Every recorded path is compared with the file system, whatever git
-//     says: a recorded hash is re-computed (racy git, WI-20; spec §30 C7
-//     closed the strict way), a deleted path is KindDeleted (WI-19).
+//     says: a recorded hash is re-computed (racy git, WI-20: a file
+//     rewritten with a new mtime but dropped from git status is still
+//     caught), a deleted path is KindDeleted (WI-19).
 //  3. git status lists the paths that are new since the capture. If the
 //     .git entry, gitdir, commondir or a config file changed, git is NOT
 //     run (it would read configuration the gate wrote, which could name a

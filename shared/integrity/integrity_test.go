@@ -30,7 +30,7 @@ func scenarios() []scenario {
 			name: "clean",
 		},
 		{
-			// WI-18 with C1 closed: a clean tracked file (absent from git
+			// WI-18: a clean tracked file (absent from git
 			// status at capture) is modified.
 			name: "WI-18 modify tracked file",
 			gate: func(t *testing.T, f fixture) {
@@ -177,7 +177,7 @@ func scenarios() []scenario {
 			want: []Violation{{Path: ".supervisor/cache/entry", Kind: KindModified}, {Path: ".supervisor/cache/other", Kind: KindNew}},
 		},
 		{
-			// C2: an ignored directory is one "build/" entry, reported as
+			// An ignored directory is one "build/" entry, reported as
 			// ignored and never taken for new files.
 			name: "ignored directory created",
 			gate: func(t *testing.T, f fixture) {

@@ -44,8 +44,7 @@ func isStatusLetter(c byte) bool {
 // ParseStatusZ parses the output of `git status --porcelain=v1 -z`:
 // NUL-terminated entries `XY<space>path`, where a rename or copy (R or C in
 // either column) is followed by one more NUL-terminated field holding the
-// original path (WI-11, WI-13). Unlike the seed's parser (spec §30 C1), no
-// entry is ever dropped: status letters are the first two bytes, the path
+// original path (WI-11, WI-13). No entry is ever dropped: status letters are the first two bytes, the path
 // starts at byte 3, whatever the letters are (space included). Anything
 // that does not fit the format is an error, never silently skipped, so a
 // caller can fail safe.

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestParseStatusZ covers WI-11 and WI-13 with spec §30 C1 closed: status
+// TestParseStatusZ covers WI-11 and WI-13: status
 // letters are the first two bytes whatever they are (space padding
 // included), renames and copies in either column carry a second field, and
 // nothing is dropped.
@@ -18,7 +18,7 @@ func TestParseStatusZ(t *testing.T) {
 		want []StatusEntry
 	}{
 		{"empty", "", nil},
-		{"C1 space-padded letters", " M a.go\x00M  b.go\x00 D c.go\x00A  d.go\x00MM e.go\x00 T f\x00",
+		{"space-padded letters", " M a.go\x00M  b.go\x00 D c.go\x00A  d.go\x00MM e.go\x00 T f\x00",
 			[]StatusEntry{
 				{X: ' ', Y: 'M', Path: "a.go"}, {X: 'M', Y: ' ', Path: "b.go"}, {X: ' ', Y: 'D', Path: "c.go"},
 				{X: 'A', Y: ' ', Path: "d.go"}, {X: 'M', Y: 'M', Path: "e.go"}, {X: ' ', Y: 'T', Path: "f"},
@@ -53,7 +53,7 @@ func TestParseStatusZ(t *testing.T) {
 }
 
 // TestParseStatusZErrors: what does not parse is an error (the caller fails
-// safe), never a silently dropped entry (C1).
+// safe), never a silently dropped entry.
 func TestParseStatusZErrors(t *testing.T) {
 	for _, in := range []string{
 		"?? unterminated",

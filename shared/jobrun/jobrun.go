@@ -29,7 +29,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/workspace"
 )
 
-// MaxLogBytes caps one uploaded log artifact (10 MB, spec §10); the tail
+// MaxLogBytes caps one uploaded log artifact (10 MiB); the tail
 // beyond it is dropped and a marker says so.
 const MaxLogBytes = 10 << 20
 

@@ -1,5 +1,5 @@
 // Package pathglob matches repository-relative paths against git-like glob
-// patterns (seed 000 §11.4, PM-01…PM-06): anchored, case-sensitive, whole
+// patterns (PM-01…PM-06): anchored, case-sensitive, whole
 // path. `*` matches within one path segment, `?` one character of a
 // segment, `[...]` a character class; `**/` at the start matches any depth,
 // a lone `**` everything, `a/**/b` zero or more segments, `a/**` everything

@@ -2,7 +2,7 @@ package pathglob
 
 import "testing"
 
-// PM-01…PM-06 test vectors (seed 000 §11.4).
+// PM-01…PM-06 test vectors.
 func TestMatch(t *testing.T) {
 	cases := []struct {
 		pattern, path string

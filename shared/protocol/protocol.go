@@ -106,7 +106,8 @@ const (
 	KindGate  JobKind = "gate"
 )
 
-// GateStatus is the outcome of one gate execution (DESIGN decision 1).
+// GateStatus is the outcome of one gate execution. Error is kept apart from
+// failed so that a broken runner or sandbox is never blamed on the code.
 type GateStatus string
 
 // Gate statuses.
@@ -120,7 +121,7 @@ const (
 	GateError GateStatus = "error"
 )
 
-// GateStatusFromExit maps a gate process's exit to a status (seed 004 Q-1):
+// GateStatusFromExit maps a gate process's exit to a status (Q-1):
 // 0 passed, 75 pending, killed by the timeout → timeout, anything else failed.
 func GateStatusFromExit(exitCode int, timedOut bool) GateStatus {
 	switch {
@@ -210,7 +211,7 @@ type GateResult struct {
 	FinishedAt time.Time `json:"finished_at"`
 
 	// Output is the combined output (stdout, then stderr), secrets
-	// redacted, keeping its last OutputMaxChars characters (spec OT-01).
+	// redacted, keeping its last OutputMaxChars characters (OT-01).
 	Output string `json:"output,omitempty"`
 	// DurationMillis is how long the gate ran (0 for cache hits and skips).
 	DurationMillis int64 `json:"duration_ms,omitempty"`
@@ -235,7 +236,7 @@ type GateResult struct {
 	Sandbox string `json:"sandbox,omitempty"`
 }
 
-// OutputMaxChars caps GateResult.Output (spec OT-01).
+// OutputMaxChars caps GateResult.Output (OT-01).
 const OutputMaxChars = 10000
 
 // DeadLetter reports a job that exhausted its deliveries without a result.

@@ -43,9 +43,9 @@ const (
 	// BucketGates is the JetStream KV bucket of the fleet's gate registry
 	// (coordinator gate add|update|remove): key = gate name, value = the
 	// gate as GateSpec JSON, validated before it is stored. It is the
-	// fleet-wide "user config" gate source of DESIGN decision 5: built-in
-	// < the coordinator's user file < the registry < project < workflow <
-	// task.
+	// fleet-wide user-level gate source. Sources, lowest precedence first:
+	// built-in < the coordinator's user file < the registry < project <
+	// workflow < task.
 	BucketGates = "sup-gates"
 	// GatesHistory is how many revisions of each registry gate are kept.
 	GatesHistory = 5

@@ -26,7 +26,7 @@ type TaskSpec struct {
 	// order written (dependencies are not added: the gate plan closes over
 	// depends_on).
 	Gates []string `json:"gates,omitempty"`
-	// Required and Optional split Gates (seed 000 RC-01…RC-05): a task
+	// Required and Optional split Gates (RC-01…RC-05): a task
 	// written with a plain list requires every gate. Events written before
 	// these fields existed have neither; GateRequired handles both.
 	Required []string `json:"required,omitempty"`
@@ -36,7 +36,7 @@ type TaskSpec struct {
 	OnFail map[string]string `json:"on_fail,omitempty"`
 	// GateDefs are gate definitions written in the task itself (the YAML
 	// front matter of its prompt). For this task they replace workflow
-	// gates of the same name (DESIGN decision 5).
+	// gates of the same name, as a whole (never field by field).
 	GateDefs       []GateSpec        `json:"gate_defs,omitempty"`
 	Pool           string            `json:"pool"`
 	Env            map[string]string `json:"env,omitempty"`
@@ -159,7 +159,8 @@ func (g GateSpec) MaxPending() time.Duration {
 	return time.Duration(g.MaxPendingSeconds) * time.Second
 }
 
-// NodeStatus is the state of one DAG node (DESIGN decision 1).
+// NodeStatus is the state of one DAG node: pending → ready → running →
+// gating → one of the terminal statuses.
 type NodeStatus string
 
 // Node statuses.

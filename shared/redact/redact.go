@@ -1,6 +1,6 @@
 // Package redact removes secrets from text before it leaves a runner: the
 // logs uploaded to the object store and the output tails in reports. The
-// patterns cover seed 001's CTX-07 (key/secret/password/token assignments,
+// patterns cover CTX-07 (key/secret/password/token assignments,
 // GitHub and OpenAI tokens, private keys) and a few more common formats.
 package redact
 

@@ -81,7 +81,7 @@ import (
 // Host must therefore be stable across restarts of one runner and unique
 // among runners sharing an engine.
 
-// Defaults of the Docker sandbox (seed 000 §22 SB-04, seed 001 SBX-05).
+// Defaults of the Docker sandbox (SB-04, SBX-05).
 const (
 	// DefaultDockerMemory is the memory limit of a container (swap is
 	// never added on top of it).

@@ -18,13 +18,14 @@ import (
 const processIdentityVersion = "supervisor-process-env/v1"
 
 // EnvironmentID identifies the environment spec would run in, for the gate
-// cache key (DESIGN decision 8, seed 000 CD-19): "process:" followed by the
+// cache key, which must change when the tools a gate runs change; without
+// an id the gate is not cached (CD-19). It is "process:" followed by the
 // SHA-256 of the sandbox's PATH, the program Argv[0] resolves to in that
 // PATH (absolute, and with symbolic links resolved) and the SHA-256 of the
 // program's content. A rebuilt or upgraded tool, or another PATH, gives
 // another id; what the program itself loads (shared libraries, an
 // interpreter named by a #! line, a toolchain beside it) is not covered,
-// as the seed accepts (CA-06).
+// an accepted limit of the cache (CA-06).
 //
 // A name with a slash that is relative (./check.sh) is resolved against
 // spec.Workspace/spec.WorkingDir like Run does; since workspaces are

@@ -12,13 +12,14 @@ import (
 	"time"
 )
 
-// Defaults shared by every implementation (DESIGN decision 4, seed 004 ).
+// Defaults shared by every implementation: results keep the tail of
+// each stream, and a timeout kills the whole process group, gracefully first.
 const (
 	// DefaultOutputLimit caps each of stdout and stderr in a Result.
 	DefaultOutputLimit = 64 << 10
 	// DefaultKillGrace is the time between SIGTERM and SIGKILL on timeout.
 	DefaultKillGrace = 5 * time.Second
-	// BasePath is the PATH of the minimal environment (spec EV-01).
+	// BasePath is the PATH of the minimal environment (EV-01).
 	BasePath = "/usr/local/bin:/usr/bin:/bin"
 )
 

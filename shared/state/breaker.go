@@ -12,8 +12,9 @@ const (
 	BreakerHalfOpen BreakerState = "half_open"
 )
 
-// BreakerPolicy sets when a breaker opens and when it may probe again.
-// DESIGN decision 10: open after 5 failures in 300 s, half-open after 300 s.
+// BreakerPolicy sets when a breaker opens and when it may probe again. The
+// default opens after 5 failures within 300 s and lets one probe through
+// 300 s after opening.
 type BreakerPolicy struct {
 	// Failures within Window that open the breaker.
 	Failures int
@@ -25,7 +26,7 @@ type BreakerPolicy struct {
 	Now func() time.Time
 }
 
-// DefaultBreakerPolicy is DESIGN decision 10's default.
+// DefaultBreakerPolicy is the default: 5 failures in 300 s, 300 s cool-down.
 func DefaultBreakerPolicy() BreakerPolicy {
 	return BreakerPolicy{Failures: 5, Window: 300 * time.Second, CoolDown: 300 * time.Second}
 }

@@ -2,7 +2,10 @@ package state
 
 import "time"
 
-// This file holds the pure circuit-breaker transitions (DESIGN decision 10).
+// This file holds the pure circuit-breaker transitions. A breaker is meant
+// to track repeated failures of one scope (an agent model, a gate, a
+// repository) so that work waits instead of burning attempts against
+// something that is down; the coordinator does not consult breakers yet.
 // Backends read a Breaker, apply Allow or Report, and write the result back
 // atomically, so every backend behaves the same way.
 //

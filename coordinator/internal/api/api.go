@@ -288,8 +288,8 @@ type GateListRequest struct {
 
 // Gate sources as the gate API reports them. Fleet level, lowest
 // precedence first: built-in sets < the coordinator's user file < the
-// registry (DESIGN decision 5; the project, workflow and task come above
-// them at submission). Node level: a gate of the workflow or of the task
+// registry (the project, workflow and task come above them at
+// submission). Node level: a gate of the workflow or of the task
 // itself (front matter, or added with gate add --task).
 const (
 	SourceBuiltin  = "builtin"

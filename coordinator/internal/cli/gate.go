@@ -28,9 +28,9 @@ func newGate() *cobra.Command {
 registry, or with --task WF/NODE on one node of a running workflow; results and
 rerun work on a workflow's gate runs.
 
-Gate sources, lowest precedence first (DESIGN decision 5): the coordinator's
-built-in sets (configs/gates) < its user file < the registry (shared by every
-coordinator of the fleet, changed by gate add|update|remove) < the project's
+Gate sources, lowest precedence first: the coordinator's built-in sets
+(configs/gates) < its user file < the registry (shared by every coordinator of
+the fleet, changed by gate add|update|remove) < the project's
 .supervisor/gates.yaml (trusted only) < the workflow < the task. A later
 definition replaces the whole gate of its name. New workflows may list any gate
 of the first three by name.`,
@@ -237,8 +237,8 @@ var gateFieldFlags = []gateFlag{
 }
 
 // addGateFieldFlags adds the gate's field flags. --timeout shadows the
-// global --timeout on these commands: here it is the gate's (seed 004
-// writes gate update ID --timeout 600).
+// global --timeout on these commands: here it is the gate's, as in
+// `gate update ID --timeout 600`.
 func addGateFieldFlags(fs *pflag.FlagSet) {
 	fs.StringArray("command", nil, "the gate's program, then each argument: repeat --command, or give them after -- (argv, no shell)")
 	fs.String("description", "", "free text")
@@ -253,7 +253,7 @@ func addGateFieldFlags(fs *pflag.FlagSet) {
 	fs.Bool("skip-on-dependency-failure", true, "skip the gate when a dependency failed (--skip-on-dependency-failure=false runs it anyway)")
 	fs.StringArray("allowed-writes", nil, "path or glob the gate may change in the workspace (repeat)")
 	fs.Bool("allow-shell", false, "allow a command that runs a shell")
-	fs.Int("max-retries", 0, "rounds the gate may fail before the node escalates (default 3)")
+	fs.Int("max-retries", 0, "rounds the gate may fail before the node escalates (default 3; not enforced yet: any blocking failure fails the node)")
 	fs.String("poll-interval", "", "how often a pending gate (exit 75) is polled: duration or seconds (default 30s)")
 	fs.String("max-pending", "", "how long a gate may stay pending: duration or seconds (default 24h)")
 	fs.String("image", "", "container image the gate runs in")

@@ -83,7 +83,7 @@ func TestGateCommandsRoundTrip(t *testing.T) {
 	r := run("gate", "list")
 	wantCode(t, r, 0, "NAME", "SOURCE", "COMMAND", "TIMEOUT", "SEVERITY", "DEPENDS_ON", "test", "builtin", "go test ./...", "5m")
 
-	// seed 004's string command is refused with the argv forms to use.
+	// A string command is refused with the argv forms to use.
 	r = run("gate", "add", "--name", "typecheck", "--command", "npm run typecheck")
 	wantCode(t, r, ExitUsage, "argv list run without a shell", "--command npm --command run --command typecheck",
 		"-- npm run typecheck")

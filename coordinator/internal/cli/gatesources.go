@@ -44,8 +44,8 @@ func builtinGatesDir(flag string) string {
 	return ""
 }
 
-// loadGateSources loads the built-in and user gates (DESIGN decision 5's
-// two lowest sources). Problems come back with file:line.
+// loadGateSources loads the built-in and user gates (the two lowest
+// sources). Problems come back with file:line.
 func (e *env) loadGateSources() (*gates.Set, error) {
 	res, err := gates.Load(gates.Options{
 		BuiltinDir: builtinGatesDir(e.v.GetString("builtin-gates")),

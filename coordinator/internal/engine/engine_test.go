@@ -785,7 +785,7 @@ func TestNoGatesSucceedsOnAgent(t *testing.T) {
 	e.noJob(protocol.KindGate, "default", 200*time.Millisecond, "a node whose agent failed")
 }
 
-// Decision 13 (fencing): reports carry the runner's lease token; one from
+// Fencing: reports carry the runner's lease token; one from
 // an older lease than the node's current one is ignored, one at or above it
 // is accepted. Likewise for gates, and for other attempts.
 func TestStaleReportsAreIgnored(t *testing.T) {
@@ -909,7 +909,7 @@ func TestDeadLetteredGateJobFailsNode(t *testing.T) {
 	}
 }
 
-// Decision 13 (durability): the coordinator's state is the event log. A
+// Durability: the coordinator's state is the event log. A
 // new engine on the same bus, store and data dir rebuilds it by replay,
 // folds the reports sent while no coordinator ran, and finishes the
 // workflow; a ready node's job is republished under the same Nats-Msg-Id,

@@ -111,7 +111,7 @@ func tookJob(list []string, s string) bool {
 	return false
 }
 
-// OF-01…OF-03, DP-07, DP-08 and DESIGN decision 7 in the fold: a failing
+// OF-01…OF-03, DP-07, DP-08 and integrity in the fold: a failing
 // gate whose on_fail is warn (a warning-severity optional gate, or an
 // explicit on_fail: warn) is reported but does not block, and counts as
 // passed for the gates that depend on it; a required gate never warns; an
@@ -260,7 +260,7 @@ tasks:
 	}
 }
 
-// Decision 3: a pending gate (exit 75) is polled as a new job, round + 1,
+// Pending gates: a gate that exits 75 is polled as a new job, round + 1,
 // once poll_interval has passed since its last pending result, and only
 // then: not while that round is still out; a result of an older round is
 // stale; the pending clock starts at the first pending result, and past

@@ -196,7 +196,8 @@ func planGates(specs []protocol.GateSpec, names []string) (*gates.Plan, error) {
 // GateLayers returns the gates a task runs, grouped in dependency layers:
 // layer 0 holds the gates with no dependencies, and every other gate sits
 // one layer after its deepest dependency, so the gates of a layer may run
-// in parallel once the earlier layers are done (DESIGN decision 6). Names
+// in parallel once the earlier layers are done (each gate job has its own
+// workspace, so nothing forces them to run one at a time). Names
 // within a layer are sorted alphabetically (DP-04).
 //
 // names is the task's gate list; it is closed over depends_on, so a task

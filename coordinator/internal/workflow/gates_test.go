@@ -57,7 +57,7 @@ func gateNames(specs []protocol.GateSpec) []string {
 	return out
 }
 
-// DESIGN decision 5 / LD-04: workflow gates replace lower sources' gates of
+// LD-04: workflow gates replace lower sources' gates of
 // the same name; bare names pick a lower source's gate; spec.Gates holds the
 // workflow's gates then the lower gates some task needs (closure, DP-01).
 func TestParseWithGateSources(t *testing.T) {
@@ -187,7 +187,7 @@ tasks:
 	})
 }
 
-// Seed 004 task-level gates: YAML front matter in the prompt defines gates
+// Task-level gates: YAML front matter in the prompt defines gates
 // for that task, replacing workflow gates of the same name, positioned in
 // the workflow file.
 func TestParseFrontMatterGates(t *testing.T) {

@@ -2,7 +2,7 @@ package workflow
 
 import "github.com/supervisorhq/supervisor/shared/protocol"
 
-// Outcome is the fold of a node's gate results (seed 004 Q-3).
+// Outcome is the fold of a node's gate results.
 type Outcome string
 
 // Outcomes, from lowest to highest priority.
@@ -11,8 +11,8 @@ const (
 	OutcomePassed Outcome = "passed"
 	// OutcomePending: some gate is pending (exit 75) and none failed; poll.
 	OutcomePending Outcome = "pending"
-	// OutcomeFailed: some gate did not pass; the agent gets feedback and
-	// another round if its attempts allow.
+	// OutcomeFailed: some gate did not pass. The node fails; sending the
+	// agent feedback for another round is planned.
 	OutcomeFailed Outcome = "failed"
 	// OutcomeEscalated: a human must look at the node.
 	OutcomeEscalated Outcome = "escalated"
@@ -27,7 +27,7 @@ type FoldInput struct {
 	Escalated bool
 }
 
-// Fold folds gate results into one outcome with seed 004's priority,
+// Fold folds gate results into one outcome by priority,
 // escalated > failed > pending > passed (Q-3 step 5); no gates is passed
 // (Q-3 step 2). In the fold:
 //   - failed, timeout and error (infrastructure) count as failed;

@@ -6,9 +6,9 @@ import (
 	"github.com/supervisorhq/supervisor/shared/protocol"
 )
 
-// Seed 004 Q-3: step 2 (no gates = passed) and step 5 (priority
-// escalated > failed > pending > passed), with DESIGN decision 1's extra
-// statuses: timeout and error count as failed, skipped never passes.
+// no gates = passed, and the priority escalated > failed > pending >
+// passed, with the statuses beyond those four: timeout and error count as
+// failed, skipped never passes.
 func TestFoldGates_Q3(t *testing.T) {
 	const (
 		P  = protocol.GatePassed
@@ -49,7 +49,7 @@ func TestFoldGates_Q3(t *testing.T) {
 	}
 }
 
-// The fold agrees with GateStatusFromExit (seed 004 Q-1).
+// The fold agrees with GateStatusFromExit.
 func TestFoldFromExitCodes(t *testing.T) {
 	tests := []struct {
 		exit     int

@@ -78,7 +78,7 @@ type ValidationError = gates.ValidationError
 // which agent and gate commands share.
 func ShellCommand(argv []string) (string, bool) { return gates.ShellCommand(argv) }
 
-// Options are the gate sources below a workflow's own (DESIGN decision 5):
+// Options are the gate sources below a workflow's own, lowest first:
 // built-in < user < project (the caller loads the project's gates only
 // when it is trusted). Each may be nil. A workflow-level gate replaces the
 // whole gate of the same name; a task's front-matter gates replace both,
@@ -104,13 +104,13 @@ func Parse(filename string, data []byte) (*protocol.WorkflowSpec, error) {
 // explicitly: a task that omits gates gets all workflow-level gates in
 // declaration order, and an empty list means none, so consumers never
 // re-expand it. A task's gates are a list of names (all required) or
-// {required, optional, on_fail} (seed 000 RC-01). Gate dependencies are
+// {required, optional, on_fail} (RC-01). Gate dependencies are
 // not added to the task's list: GateLayers closes over them.
 //
 // Gates are defined in the workflow's gates section — a list of
 // definitions (an entry may also be the bare name of a gate from opts'
 // sources) or a mapping from name to definition — and in YAML front matter
-// at the top of a task's prompt (seed 004's task-level gates): those go to
+// at the top of a task's prompt (task-level gates): those go to
 // the task's GateDefs, replace workflow gates of the same name for that
 // task, are run by the task (as required, unless its gates list them as
 // optional), and are cut from the prompt. Spec.Gates holds the workflow
@@ -515,7 +515,7 @@ func (p *parser) taskGates(t *taskDef, n *yaml.Node, what string) {
 			p.Addf(v, "invalid %s on_fail %q for %s: must be block, retry_with_feedback or warn", what, s, name)
 			continue
 		case action == gates.Warn && (inRequired[name] || (own[name] && !inOptional[name])):
-			p.Addf(v, "%s on_fail of %s is warn, but %s is required and a required gate never warns (seed 000 OF-02); make it optional or use block or retry_with_feedback", what, name, name)
+			p.Addf(v, "%s on_fail of %s is warn, but %s is required and a required gate never warns; make it optional or use block or retry_with_feedback", what, name, name)
 			continue
 		}
 		if t.spec.OnFail == nil {

@@ -145,7 +145,7 @@ tasks:
     env: [A, B]
 `, []want{
 			"1:7: workflow name must be a string, got a list",
-			// A mapping is the seed 000 form of a gates section (name → definition).
+			// A gates section may also be a mapping (name → definition).
 			`3:14: gate "vet" must be a mapping, got a list`,
 			`6:13: task "a" prompt must be a string, got a mapping`,
 			`7:17: task "a" depends_on must be a list of names, e.g. [b], got a string`,

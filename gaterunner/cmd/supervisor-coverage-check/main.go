@@ -1,6 +1,7 @@
 // Command supervisor-coverage-check is a gate command that fails when Go
-// test coverage is below a threshold (seed 002 EXE-002: coverage ≥ 80 %,
-// inclusive). configs/gates/go.yaml runs it as the go-coverage gate.
+// test coverage is below a threshold (EXE-002: by default coverage must be
+// at least 80 %, inclusive). configs/gates/go.yaml runs it as the
+// go-coverage gate.
 //
 // Usage:
 //
@@ -113,7 +114,7 @@ func threshold(flagVal, envVal string) (float64, error) {
 }
 
 // percent is covered/total in percent; no statements count as 0 %
-// (seed 002: coverage that cannot be measured is 0).
+// (coverage that cannot be measured counts as 0 %).
 func percent(covered, total int64) float64 {
 	if total == 0 {
 		return 0
