@@ -15,8 +15,9 @@ import (
 //	---
 //	Implement the new caching layer…
 //
-// The front matter runs from a first line of exactly "---" to the next
-// line of exactly "---" (trailing blanks and a CR ignored); its only key is
+// The front matter runs from a first line of exactly "---" (a CR before
+// its newline ignored) to the next line of exactly "---" (trailing blanks
+// and a CR ignored); its only key is
 // gates, in either shape of a gates section; the text after the closing
 // line is the prompt. Text that does not start with a "---" line has no
 // front matter. Front matter that is not closed, not valid YAML or not a

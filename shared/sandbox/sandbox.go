@@ -29,7 +29,9 @@ var (
 	// working directory outside the workspace, …). Nothing was started.
 	ErrInvalidSpec = errors.New("sandbox: invalid spec")
 	// ErrStart means the command could not be started (not found, not
-	// executable, engine refused). It is an infrastructure error.
+	// executable, engine refused). The runners treat it as a fault of the
+	// gate's or task's definition, which a redelivery would not fix: the
+	// gate or agent run fails.
 	ErrStart = errors.New("sandbox: cannot start command")
 )
 
