@@ -98,9 +98,8 @@ func jobID(t *testing.T, d *Delivery) string {
 
 // runner is one Pull loop running in the background.
 type runner struct {
-	stop    context.CancelFunc
-	done    chan error
-	stopped time.Time
+	stop context.CancelFunc
+	done chan error
 }
 
 func startPull(t *testing.T, b *Bus, opts PullOptions, h Handler) *runner {
