@@ -57,7 +57,7 @@ lint:
 test: lint
 	scripts/with-redis.sh $(MAKE) --no-print-directory test-unit test-e2e
 
-## test-unit: go vet and every package's tests but the e2e ones, with the race detector
+## test-unit: each binary built without go.work, go vet, and every package's tests but the e2e ones (race detector on)
 test-unit:
 	@# each binary builds on its own module too, without go.work
 	for m in coordinator worker gaterunner; do (cd $$m && GOWORK=off $(GO) build -o /dev/null ./cmd/$$m) || exit 1; done
