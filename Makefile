@@ -1,15 +1,27 @@
 # Supervisor — two commands do all the set-up on a fresh machine:
 #   make run    the embedded default: a demo workflow end to end, nothing installed
-#   make test   the whole suite against real NATS, Redis (installed if missing) and git
+#   make test   golangci-lint, then the whole suite against real NATS, Redis (installed if missing) and git
+#   make help   every target with its one-line description
 SHELL := /bin/bash
 GO    ?= go
 BIN   := $(CURDIR)/bin
 PKGS  := ./shared/... ./coordinator/... ./worker/... ./gaterunner/...
+MODULES := shared coordinator worker gaterunner
 export GOTOOLCHAIN := local
 
-.PHONY: all build run dev test test-unit test-e2e bench vet fmt clean
+# golangci-lint, pinned: `make lint` installs this version into bin/ when bin/ has
+# no golangci-lint or another version of it.
+GOLANGCI_LINT_VERSION := v2.15.0
+GOLANGCI_LINT := $(BIN)/golangci-lint
 
+.PHONY: all help build run dev lint test test-unit test-e2e bench vet fmt clean
+
+## all: the default target, the same as build
 all: build
+
+## help: every target with its one-line description (the `## target: ...` comments of this Makefile)
+help:
+	@awk 'match($$0, /^## [A-Za-z0-9_-]+: /) { printf "  %-14s %s\n", substr($$0, 4, RLENGTH - 5), substr($$0, RLENGTH + 1) }' $(MAKEFILE_LIST)
 
 ## build: the three binaries, the scripted test agent and a nats-server built from its Go module
 build:
@@ -30,34 +42,50 @@ run: build
 dev: build
 	$(BIN)/coordinator dev --sandbox-path $(BIN):$$(dirname $$(command -v go)):/usr/local/bin:/usr/bin:/bin
 
-## test: every test, with a redis-server of our own (installed from Debian's packages if missing)
-test:
+## lint: golangci-lint with .golangci.yml in each module (shared, coordinator, worker, gaterunner)
+lint:
+	@if ! $(GOLANGCI_LINT) version 2>/dev/null | grep -q 'has version $(GOLANGCI_LINT_VERSION:v%=%) '; then \
+	  echo "installing golangci-lint $(GOLANGCI_LINT_VERSION) into bin/"; \
+	  GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) || exit 1; \
+	fi
+	@# every module is linted even when an earlier one has findings; the exit status reports any
+	@status=0; for m in $(MODULES); do \
+	  (cd $$m && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...) || status=1; \
+	done; exit $$status
+
+## test: lint, then every test, with a redis-server of our own (installed from Debian's packages if missing)
+test: lint
 	scripts/with-redis.sh $(MAKE) --no-print-directory test-unit test-e2e
 
+## test-unit: each binary built without go.work, go vet, and every package's tests but the e2e ones (race detector on)
 test-unit:
 	@# each binary builds on its own module too, without go.work
 	for m in coordinator worker gaterunner; do (cd $$m && GOWORK=off $(GO) build -o /dev/null ./cmd/$$m) || exit 1; done
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 15m $$($(GO) list $(PKGS) | grep -v /e2e)
 
+## test-e2e: the multi-process end-to-end tests (coordinator/e2e), the Compose ones included
 # The Compose tests (coordinator/e2e/compose_test.go) need the images: they are
 # built first, outside the tests' timeout, when a Docker engine answers.
 test-e2e:
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory images; fi
 	$(GO) test -count=1 -timeout 15m ./coordinator/e2e/...
 
-## bench: throughput and latency against raw JetStream measured in the same run, and the
-## sandboxes' cost per gate (its image is built first when a Docker engine answers)
+## bench: throughput and latency against raw JetStream measured in the same run, and the sandboxes' cost per gate
+# The sandbox image is built first when a Docker engine answers.
 bench: build
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory images; fi
 	$(BIN)/supervisor-bench
 
+## vet: go vet on every package
 vet:
 	$(GO) vet $(PKGS)
 
+## fmt: gofmt -w on every module
 fmt:
 	gofmt -w shared coordinator worker gaterunner
 
+## clean: remove bin/ (golangci-lint included: the next make lint installs it again)
 clean:
 	rm -rf $(BIN)
 
@@ -78,13 +106,13 @@ endif
 
 .PHONY: images compose-up compose-demo compose-down test-compose
 
-## images: supervisor/{coordinator,worker,gaterunner,nats,redis,sandbox-base,sandbox-go}, built
-## locally from our static binaries and Debian's packages (nothing pulled); unchanged inputs are skipped
+## images: supervisor/{coordinator,worker,gaterunner,nats,redis,sandbox-base,sandbox-go}, built locally (nothing pulled)
+# They are built from our static binaries and Debian's packages; unchanged inputs are skipped.
 images:
 	GO="$(GO)" deploy/images/build.sh
 
 ## compose-up: build the images, start compose.yaml's fleet and wait for the coordinator
-## (make compose-up COMPOSE_UP_FLAGS="--scale worker=4 --scale gaterunner=3"; COMPOSE_SANDBOX=docker: gates in Docker sandboxes)
+# make compose-up COMPOSE_UP_FLAGS="--scale worker=4 --scale gaterunner=3"; COMPOSE_SANDBOX=docker: gates in Docker sandboxes
 compose-up: images
 ifeq ($(COMPOSE_SANDBOX),docker)
 	@# the runners' data directory on this host, owned by their uid (chown'd in a container: no sudo)

@@ -235,7 +235,6 @@ func (b *Bus) ensure(ctx context.Context) error {
 		},
 	}
 	for _, sc := range streams {
-		sc := sc
 		if err := retryJS(ctx, "create stream "+sc.Name, func(ctx context.Context) error {
 			// Never scale an existing stream down: a runner started with the
 			// default of one replica must not shrink a cluster's streams.
@@ -258,7 +257,6 @@ func (b *Bus) ensure(ctx context.Context) error {
 		{protocol.BucketLogs, &b.Logs, "full agent and gate logs"},
 	}
 	for _, bk := range buckets {
-		bk := bk
 		if err := retryJS(ctx, "create object store "+bk.name, func(ctx context.Context) error {
 			os, err := b.JS.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 				Bucket:      bk.name,

@@ -274,7 +274,9 @@ func TestMalformedRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-		io.WriteString(c, raw)
+		if _, err := io.WriteString(c, raw); err != nil {
+			t.Fatal(err)
+		}
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		c.Close()
 		if err != nil {
@@ -374,7 +376,9 @@ func TestTunnelLimitAndTimeouts(t *testing.T) {
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("CONNECT: %v %v", resp, err)
 	}
-	io.WriteString(c, "ping\n")
+	if _, err := io.WriteString(c, "ping\n"); err != nil {
+		t.Fatal(err)
+	}
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	line, err := br.ReadString('\n')
 	if err != nil || line != "early-ping\n" {
@@ -390,7 +394,9 @@ func TestTunnelLimitAndTimeouts(t *testing.T) {
 	// Activity keeps the tunnel open past the idle timeout...
 	for i := 0; i < 4; i++ {
 		time.Sleep(150 * time.Millisecond)
-		io.WriteString(c, "tick\n")
+		if _, err := io.WriteString(c, "tick\n"); err != nil {
+			t.Fatalf("tick %d: %v", i, err)
+		}
 		if l, err := br.ReadString('\n'); err != nil || l != "tick\n" {
 			t.Fatalf("tick %d: %q, %v", i, l, err)
 		}

@@ -18,14 +18,14 @@ import (
 func TestCheckGitFails(t *testing.T) {
 	fake := t.TempDir()
 	writeFile(t, filepath.Join(fake, "git"), "#!/bin/sh\necho 'fatal: broken on purpose' >&2\nexit 128\n")
-	os.Chmod(filepath.Join(fake, "git"), 0o755)
+	must(t, os.Chmod(filepath.Join(fake, "git"), 0o755))
 	sleep, err := exec.LookPath("sleep")
 	if err != nil {
 		t.Fatal(err)
 	}
 	slow := t.TempDir()
 	writeFile(t, filepath.Join(slow, "git"), "#!/bin/sh\nexec "+sleep+" 30\n")
-	os.Chmod(filepath.Join(slow, "git"), 0o755)
+	must(t, os.Chmod(filepath.Join(slow, "git"), 0o755))
 
 	tests := []struct {
 		name   string
@@ -128,7 +128,7 @@ func TestUnsafeGitPointer(t *testing.T) {
 				other := t.TempDir()
 				runGit(t, other, "init", "-q")
 				os.Remove(filepath.Join(dir, ".git"))
-				os.Symlink(filepath.Join(other, ".git"), filepath.Join(dir, ".git"))
+				must(t, os.Symlink(filepath.Join(other, ".git"), filepath.Join(dir, ".git")))
 			},
 			want: "symbolic link",
 		},
@@ -176,7 +176,7 @@ func TestExpectedGitDir(t *testing.T) {
 
 	// A .git file naming a git directory inside the work tree is accepted.
 	r := newRepo(t)
-	os.Rename(filepath.Join(r.dir, ".git"), filepath.Join(r.dir, ".realgit"))
+	must(t, os.Rename(filepath.Join(r.dir, ".git"), filepath.Join(r.dir, ".realgit")))
 	writeFile(t, filepath.Join(r.dir, ".git"), "gitdir: .realgit\n")
 	writeFile(t, filepath.Join(r.dir, ".realgit", "info", "exclude"), ".realgit/\n")
 	b = capture(t, r, Options{})
@@ -193,7 +193,7 @@ func TestOwnGitDoesNotWrite(t *testing.T) {
 			// Stale stat data for every tracked file: same content, new mtime.
 			later := time.Now().Add(2 * time.Second)
 			for rel := range initialFiles {
-				os.Chtimes(f.path(rel), later, later)
+				must(t, os.Chtimes(f.path(rel), later, later))
 			}
 			index := filepath.Join(f.gitDir, "index")
 			before, _ := os.Stat(index)
@@ -247,7 +247,7 @@ func TestHashLimits(t *testing.T) {
 		keepMtime(t, p, func() { writeFile(t, p, sameLength(initialFiles["big.dat"])) })
 		assertReport(t, check(t, b), nil, nil)
 		later := time.Now().Add(time.Hour)
-		os.Chtimes(p, later, later)
+		must(t, os.Chtimes(p, later, later))
 		assertReport(t, check(t, b), []Violation{{Path: "big.dat", Kind: KindModified}}, nil)
 	})
 	t.Run("budget spent", func(t *testing.T) {

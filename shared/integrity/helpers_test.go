@@ -104,7 +104,7 @@ func newWorktree(t testing.TB) fixture {
 	t.Helper()
 	base := t.TempDir()
 	src := filepath.Join(base, "src")
-	os.Mkdir(src, 0o755)
+	must(t, os.Mkdir(src, 0o755))
 	runGit(t, src, "init", "-q")
 	commitInitial(t, src)
 	mirror := filepath.Join(base, "mirror.git")
@@ -168,4 +168,12 @@ func sameLength(s string) string {
 		c = 'Y'
 	}
 	return string(c) + s[1:]
+}
+
+// must fails the test at once when a setup step returns an error.
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 }

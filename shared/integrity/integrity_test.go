@@ -71,17 +71,17 @@ func scenarios() []scenario {
 			gate: func(t *testing.T, f fixture) {
 				writeFile(t, f.path("src/a.go"), initialFiles["src/a.go"])
 				later := time.Now().Add(time.Hour)
-				os.Chtimes(f.path("src/b.go"), later, later)
+				must(t, os.Chtimes(f.path("src/b.go"), later, later))
 			},
 		},
 		{
 			name: "mode change",
-			gate: func(t *testing.T, f fixture) { os.Chmod(f.path("src/b.go"), 0o755) },
+			gate: func(t *testing.T, f fixture) { must(t, os.Chmod(f.path("src/b.go"), 0o755)) },
 			want: []Violation{{Path: "src/b.go", Kind: KindModified, Detail: "mode"}},
 		},
 		{
 			name: "gate renames a tracked file",
-			gate: func(t *testing.T, f fixture) { os.Rename(f.path("README.md"), f.path("README.txt")) },
+			gate: func(t *testing.T, f fixture) { must(t, os.Rename(f.path("README.md"), f.path("README.txt"))) },
 			want: []Violation{{Path: "README.txt", Kind: KindNew}, {Path: "README.md", Kind: KindDeleted}},
 		},
 		{
@@ -157,7 +157,7 @@ func scenarios() []scenario {
 			opts: Options{AllowedWrites: []string{"**", ".git/**", ".supervisor/**", "**/.supervisor/**"}},
 			gate: func(t *testing.T, f fixture) {
 				head := runGit(t, f.dir, "rev-parse", "HEAD")
-				os.WriteFile(filepath.Join(f.gitDir, "HEAD"), []byte(head+"\n"), 0o644)
+				must(t, os.WriteFile(filepath.Join(f.gitDir, "HEAD"), []byte(head+"\n"), 0o644))
 				writeFile(t, f.path(".supervisor/lock"), "1\n")
 				writeFile(t, f.path("anything.txt"), "allowed by **\n")
 			},
@@ -220,11 +220,11 @@ func scenarios() []scenario {
 			name: "WI-22 symlink to outside inside allowed writes",
 			opts: Options{AllowedWrites: []string{"out/**", "out", "htmlcov/**"}},
 			gate: func(t *testing.T, f fixture) {
-				os.Symlink("/etc/passwd", f.path("out"))
-				os.MkdirAll(f.path("htmlcov"), 0o755)
-				os.Symlink("../../../../../../../../../../etc", f.path("htmlcov/etc"))
-				os.Symlink("does-not-exist", f.path("htmlcov/dangling"))
-				os.Symlink("../src/a.go", f.path("htmlcov/inside")) // resolves inside: allowed
+				must(t, os.Symlink("/etc/passwd", f.path("out")))
+				must(t, os.MkdirAll(f.path("htmlcov"), 0o755))
+				must(t, os.Symlink("../../../../../../../../../../etc", f.path("htmlcov/etc")))
+				must(t, os.Symlink("does-not-exist", f.path("htmlcov/dangling")))
+				must(t, os.Symlink("../src/a.go", f.path("htmlcov/inside"))) // resolves inside: allowed
 			},
 			want: []Violation{
 				{Path: "htmlcov/dangling", Kind: KindNew, Detail: "cannot be resolved"},
@@ -244,8 +244,8 @@ func scenarios() []scenario {
 		{
 			name: "tracked directory replaced by a symlink",
 			gate: func(t *testing.T, f fixture) {
-				os.Rename(f.path("docs"), f.path("docs2"))
-				os.Symlink("docs2", f.path("docs"))
+				must(t, os.Rename(f.path("docs"), f.path("docs2")))
+				must(t, os.Symlink("docs2", f.path("docs")))
 			},
 			want: []Violation{
 				{Path: "docs/guide.txt", Kind: KindModified, Detail: "symbolic link"},
@@ -257,7 +257,7 @@ func scenarios() []scenario {
 			name: "tracked file replaced by a symlink to outside",
 			gate: func(t *testing.T, f fixture) {
 				os.Remove(f.path("src/b.go"))
-				os.Symlink("/etc/hostname", f.path("src/b.go"))
+				must(t, os.Symlink("/etc/hostname", f.path("src/b.go")))
 			},
 			want: []Violation{{Path: "src/b.go", Kind: KindModified, Detail: "outside"}},
 		},

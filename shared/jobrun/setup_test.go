@@ -138,8 +138,12 @@ func emptyImage(t *testing.T, cli *client.Client) string {
 	if err := tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(df))}); err != nil {
 		t.Fatal(err)
 	}
-	tw.Write(df)
-	tw.Close()
+	if _, err := tw.Write(df); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	resp, err := cli.ImageBuild(context.Background(), &buf, build.ImageBuildOptions{
 		Tags: []string{tag}, Remove: true, ForceRemove: true, Version: build.BuilderV1,
 	})

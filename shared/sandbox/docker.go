@@ -714,7 +714,7 @@ func makeWritable(root string) error {
 			}
 			return nil
 		}
-		if e.Type()&fs.ModeSymlink != 0 || !(e.IsDir() || e.Type().IsRegular()) {
+		if e.Type()&fs.ModeSymlink != 0 || (!e.IsDir() && !e.Type().IsRegular()) {
 			return nil
 		}
 		fi, err := e.Info()

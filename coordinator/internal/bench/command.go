@@ -116,9 +116,7 @@ the scenario is skipped, unless --scenarios names it.
 			}
 			var scenarios []string
 			for _, s := range v.GetStringSlice("scenarios") {
-				for _, part := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
-					scenarios = append(scenarios, part)
-				}
+				scenarios = append(scenarios, strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' })...)
 			}
 			fleetLog := log
 			if !v.GetBool("verbose") {

@@ -68,7 +68,9 @@ func sandboxImage(t *testing.T, c *client.Client) string {
 	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		// go test built this binary on this machine, so runtime.GOROOT is
+		// this machine's Go (the deprecation is about binaries run elsewhere).
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go") //nolint:staticcheck // SA1019 does not apply to a test binary, see above
 	}
 	bin := filepath.Join(src, "true")
 	cmd := exec.Command(goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", bin, ".")

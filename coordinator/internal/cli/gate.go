@@ -145,7 +145,9 @@ func printGateRows(w io.Writer, rows []GateRow, tail int) {
 		if r.IntegrityViolation {
 			out = dropLinesWith(out, "integrity violation:")
 		}
-		if r.Error != "" && !strings.Contains(out, r.Error) && !(r.IntegrityViolation && strings.HasPrefix(r.Error, "integrity violation")) {
+		// An error that is the integrity violation was printed just above.
+		violationError := r.IntegrityViolation && strings.HasPrefix(r.Error, "integrity violation")
+		if r.Error != "" && !strings.Contains(out, r.Error) && !violationError {
 			fmt.Fprintln(w, r.Error)
 		}
 		fmt.Fprintln(w, lastLines(out, tail))

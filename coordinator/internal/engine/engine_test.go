@@ -1095,7 +1095,7 @@ func TestCancelThroughAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sub.Unsubscribe()
+	defer func() { _ = sub.Unsubscribe() }()
 	if err := e.b.NC.Flush(); err != nil {
 		t.Fatal(err)
 	}

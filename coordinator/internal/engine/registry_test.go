@@ -149,11 +149,11 @@ func TestGateRegistryRoundTrip(t *testing.T) {
 		t.Errorf("update problems = %+v", ae.Problems)
 	}
 	_, err = c.GateUpdate(ctx, api.GateUpdateRequest{Name: "vet", Set: map[string]json.RawMessage{"poll_interval": rawJSON(t, "2h"), "max_pending": rawJSON(t, "1h")}})
-	wantAPIError(t, err, api.CodeInvalid, "max_pending shorter than poll_interval")
+	_ = wantAPIError(t, err, api.CodeInvalid, "max_pending shorter than poll_interval")
 	_, err = c.GateUpdate(ctx, api.GateUpdateRequest{Name: "vet", Set: map[string]json.RawMessage{"name": rawJSON(t, "other")}})
-	wantAPIError(t, err, api.CodeBadRequest, "rename")
+	_ = wantAPIError(t, err, api.CodeBadRequest, "rename")
 	_, err = c.GateUpdate(ctx, api.GateUpdateRequest{Name: "nope", Set: map[string]json.RawMessage{"timeout": rawJSON(t, 60)}})
-	wantAPIError(t, err, api.CodeNotFound, "update of an unknown gate")
+	_ = wantAPIError(t, err, api.CodeNotFound, "update of an unknown gate")
 	res, err = c.GateUpdate(ctx, api.GateUpdateRequest{Name: "vet", Unset: []string{"severity", "max_retries"}})
 	if err != nil || res.Gate.Definition.Severity != "error" || res.Gate.Definition.Retries() != 3 || res.Gate.Definition.TimeoutSeconds != 600 {
 		t.Fatalf("unset = %+v, %v", res, err)
@@ -173,7 +173,7 @@ func TestGateRegistryRoundTrip(t *testing.T) {
 		t.Fatalf("remove vet = %+v, %v", res, err)
 	}
 	_, err = c.GateRemove(ctx, api.GateRemoveRequest{Name: "vet"})
-	wantAPIError(t, err, api.CodeNotFound, "second remove")
+	_ = wantAPIError(t, err, api.CodeNotFound, "second remove")
 	res, err = c.GateRemove(ctx, api.GateRemoveRequest{Name: "lint"})
 	if err != nil || !strings.Contains(res.Note, "user gate") {
 		t.Fatalf("remove the lint override = %+v, %v", res, err)
@@ -189,7 +189,7 @@ func TestGateRegistryRoundTrip(t *testing.T) {
 		}
 	}
 	_, err = c.GateRemove(ctx, api.GateRemoveRequest{Name: "lint"})
-	wantAPIError(t, err, api.CodeConflict, "remove a user gate")
+	_ = wantAPIError(t, err, api.CodeConflict, "remove a user gate")
 	l, _ = c.GateList(ctx, api.GateListRequest{})
 	if got := gatesByName(l); gateNames(l) != "lint,test" || got["test"].Source != api.SourceBuiltin || got["lint"].Source != api.SourceUser ||
 		got["lint"].Definition.TimeoutSeconds != 300 {
@@ -242,7 +242,7 @@ func TestGateRegistryValidation(t *testing.T) {
 		t.Errorf("problems named %q: %v", ae.Problems[0].File, err)
 	}
 	_, err = c.GateAdd(ctx, api.GateAddRequest{Definition: "  \n"})
-	wantAPIError(t, err, api.CodeBadRequest, "empty definition")
+	_ = wantAPIError(t, err, api.CodeBadRequest, "empty definition")
 
 	// JSON works as well, and a one-gate file.
 	res, err := c.GateAdd(ctx, api.GateAddRequest{Definition: `{"name": "fmt", "command": ["gofmt", "-l", "."], "timeout": 60}`})
@@ -263,7 +263,7 @@ func TestGateRegistryValidation(t *testing.T) {
 		t.Errorf("cycle: %v", ae)
 	}
 	_, err = c.GateAdd(ctx, api.GateAddRequest{Definition: "name: x\ncommand: [x]\n", Optional: true})
-	wantAPIError(t, err, api.CodeBadRequest, "optional at fleet level")
+	_ = wantAPIError(t, err, api.CodeBadRequest, "optional at fleet level")
 }
 
 // A submission may name registry gates: the registry is read at every
@@ -367,7 +367,7 @@ func TestNodeGateChanges(t *testing.T) {
 		t.Fatalf("node list = %+v", l)
 	}
 	_, err = c.GateAdd(ctx, api.GateAddRequest{WorkflowID: wf, NodeID: "a", Definition: "name: extra\ncommand: [x]\n"})
-	wantAPIError(t, err, api.CodeConflict, "node add of an existing gate")
+	_ = wantAPIError(t, err, api.CodeConflict, "node add of an existing gate")
 	_, err = c.GateAdd(ctx, api.GateAddRequest{WorkflowID: wf, NodeID: "a", Definition: "name: bad\ncommand: [x]\ndepends_on: [nope]\n"})
 	if ae := wantAPIError(t, err, api.CodeInvalid, "node add with an unknown dependency"); ae.Problems[0].Line != 3 {
 		t.Errorf("unknown dependency problem = %+v", ae.Problems)
@@ -380,7 +380,7 @@ func TestNodeGateChanges(t *testing.T) {
 		t.Fatalf("remove late: %v", err)
 	}
 	_, err = c.GateRemove(ctx, api.GateRemoveRequest{WorkflowID: wf, NodeID: "a", Name: "late"})
-	wantAPIError(t, err, api.CodeNotFound, "remove twice")
+	_ = wantAPIError(t, err, api.CodeNotFound, "remove twice")
 
 	// b is pending: a fleet gate by name, optional, warn; then updated.
 	res, err = c.GateAdd(ctx, api.GateAddRequest{WorkflowID: wf, NodeID: "b", Name: "fmt", Optional: true, OnFail: "warn"})
@@ -393,7 +393,7 @@ func TestNodeGateChanges(t *testing.T) {
 		t.Fatalf("node update = %+v, %v", res, err)
 	}
 	_, err = c.GateUpdate(ctx, api.GateUpdateRequest{WorkflowID: wf, NodeID: "b", Name: "fmt", Set: map[string]json.RawMessage{"command": rawJSON(t, "gofmt -l .")}})
-	wantAPIError(t, err, api.CodeInvalid, "node update with a string command")
+	_ = wantAPIError(t, err, api.CodeInvalid, "node update with a string command")
 
 	// The changes are events: a restarted coordinator has them.
 	e.stopEng()
@@ -413,7 +413,7 @@ func TestNodeGateChanges(t *testing.T) {
 		t.Errorf("add to a finished node: %s", ae.Description)
 	}
 	_, err = c.GateRemove(ctx, api.GateRemoveRequest{WorkflowID: wf, NodeID: "a", Name: "vet"})
-	wantAPIError(t, err, api.CodeConflict, "remove from a finished node")
+	_ = wantAPIError(t, err, api.CodeConflict, "remove from a finished node")
 
 	// b runs its added gate; its failure only warns.
 	jb := e.next(protocol.KindAgent, "default", 5*time.Second)

@@ -105,11 +105,7 @@ func TestRunGoTest(t *testing.T) {
 	write("go.mod", "module example.com/cov\n\ngo 1.21\n")
 	write("cov.go", "package cov\n\nfunc Half(x int) int {\n\tif x > 0 {\n\t\treturn x / 2\n\t}\n\treturn 0\n}\n")
 	write("cov_test.go", "package cov\n\nimport \"testing\"\n\nfunc TestHalf(t *testing.T) {\n\tif Half(4) != 2 {\n\t\tt.Fatal(\"bad\")\n\t}\n}\n")
-	wd, _ := os.Getwd()
-	if err := os.Chdir(dir); err != nil {
-		t.Fatal(err)
-	}
-	defer os.Chdir(wd)
+	t.Chdir(dir) // back to the previous directory when the test ends
 	t.Setenv("GOFLAGS", "-mod=mod")
 	t.Setenv("GOTOOLCHAIN", "local")
 	t.Setenv("GOPROXY", "off")

@@ -206,7 +206,9 @@ func buildProbe(ctx context.Context) ([]byte, error) {
 	defer os.RemoveAll(dir)
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		// go test built this binary on this machine, so runtime.GOROOT is
+		// this machine's Go (the deprecation is about binaries run elsewhere).
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go") //nolint:staticcheck // SA1019 does not apply to a test binary, see above
 	}
 	out := filepath.Join(dir, "probe")
 	cmd := exec.CommandContext(ctx, goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", out, ProbePackage)

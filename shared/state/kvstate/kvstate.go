@@ -111,12 +111,17 @@ func encodeKey(key string) string {
 		return "h." + hex.EncodeToString(sum[:])
 	}
 	for i := 0; i < len(key); i++ {
-		c := key[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+		if !rawKeyByte(key[i]) {
 			return "b." + base64.RawURLEncoding.EncodeToString([]byte(key))
 		}
 	}
 	return "r." + key
+}
+
+// rawKeyByte reports whether c may appear in a key stored as it is:
+// [A-Za-z0-9_-].
+func rawKeyByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }
 
 func lockKey(key string) string    { return "lock." + encodeKey(key) }
