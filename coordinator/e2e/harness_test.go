@@ -61,7 +61,7 @@ func buildAndRun(m *testing.M) (int, error) {
 		{filepath.Join(root, "coordinator"), "coordinator", "./cmd/coordinator"},
 		{filepath.Join(root, "worker"), "worker", "./cmd/worker"},
 		{filepath.Join(root, "gaterunner"), "gaterunner", "./cmd/gaterunner"},
-		{filepath.Join(root, "worker"), "supervisor-test-agent", "./testdata/testagent"},
+		{filepath.Join(root, "worker"), "supervisor-test-agent", "./cmd/supervisor-test-agent"},
 		{filepath.Join(root, "coordinator"), "gatehelper", "./e2e/testdata/gatehelper"},
 		{filepath.Join(root, "shared"), "nats-server", "github.com/nats-io/nats-server/v2"},
 	}
