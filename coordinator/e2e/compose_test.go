@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // The Compose tests run the fleet of compose.yaml — a three-node NATS
@@ -80,13 +80,13 @@ type composeFleet struct {
 func composeTool(t *testing.T) []string {
 	t.Helper()
 	if _, err := exec.LookPath("docker"); err != nil {
-		testserver.Missing(t, "the docker CLI")
+		testkit.Missing(t, "the docker CLI")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
 		t.Logf("docker info: %v\n%s", err, out)
-		testserver.Missing(t, "a running Docker engine")
+		testkit.Missing(t, "a running Docker engine")
 	}
 	if exec.CommandContext(ctx, "docker", "compose", "version").Run() == nil {
 		return []string{"docker", "compose"}
@@ -94,7 +94,7 @@ func composeTool(t *testing.T) []string {
 	if _, err := exec.LookPath("docker-compose"); err == nil {
 		return []string{"docker-compose"}
 	}
-	testserver.Missing(t, "docker-compose or the docker compose plugin")
+	testkit.Missing(t, "docker-compose or the docker compose plugin")
 	return nil
 }
 

@@ -22,7 +22,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // binDir holds the binaries TestMain builds; sandboxPath is the PATH the
@@ -245,7 +245,7 @@ func (f *fleet) startNATS() string {
 	f.t.Helper()
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		port, err := testserver.FreePort()
+		port, err := testkit.FreePort()
 		if err != nil {
 			f.t.Fatal(err)
 		}
@@ -264,7 +264,7 @@ func (f *fleet) startNATS() string {
 			case <-ctx.Done():
 			}
 		}()
-		lastErr = testserver.WaitTCP(ctx, addr, 15*time.Second)
+		lastErr = testkit.WaitTCP(ctx, addr, 15*time.Second)
 		cancel()
 		if lastErr == nil && !p.exited() {
 			return "nats://" + addr
@@ -283,7 +283,7 @@ var redisDB atomic.Int32
 // prefix and the coordinator leader lock would otherwise be shared.
 func fleetRedis(t *testing.T) string {
 	t.Helper()
-	raw := testserver.Redis(t)
+	raw := testkit.Redis(t)
 	if os.Getenv("SUPERVISOR_TEST_REDIS_URL") == "" {
 		return raw // a redis-server of the test's own
 	}

@@ -17,11 +17,11 @@ import (
 
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // These tests run against a real embedded nats-server with JetStream
-// (testserver.NATS); nothing about JetStream is mocked.
+// (testkit.NATS); nothing about JetStream is mocked.
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
@@ -35,7 +35,7 @@ func testCtx(t *testing.T, d time.Duration) context.Context {
 // openBus starts a NATS server for the test and opens a Bus on it.
 func openBus(t *testing.T, cfg Config) (*Bus, string) {
 	t.Helper()
-	url := testserver.NATS(t)
+	url := testkit.NATS(t)
 	b, err := Open(testCtx(t, 20*time.Second), url, t.Name(), cfg, quiet)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
@@ -263,7 +263,7 @@ func TestOpenCreatesStreamsAndBuckets(t *testing.T) {
 
 func TestAttachWithoutResourcesFails(t *testing.T) {
 	t.Parallel()
-	url := testserver.NATS(t)
+	url := testkit.NATS(t)
 	nc, err := Connect(testCtx(t, 5*time.Second), url, "attach", quiet)
 	if err != nil {
 		t.Fatal(err)
@@ -678,7 +678,7 @@ func TestDeadLetterFromJob(t *testing.T) {
 
 func TestConnectUnreachable(t *testing.T) {
 	t.Parallel()
-	port, err := testserver.FreePort()
+	port, err := testkit.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
 	"github.com/supervisorhq/supervisor/shared/state/redisstate"
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 var nsSeq atomic.Int64
@@ -32,7 +32,7 @@ type opener func(t *testing.T) state.Store
 func backends(t *testing.T, fn func(t *testing.T, open opener)) {
 	t.Run("jetstream-kv", func(t *testing.T) {
 		t.Parallel()
-		url := testserver.NATS(t)
+		url := testkit.NATS(t)
 		bucket := fmt.Sprintf("gatecache-test-%d", nsSeq.Add(1))
 		fn(t, func(t *testing.T) state.Store {
 			nc, err := nats.Connect(url)
@@ -53,7 +53,7 @@ func backends(t *testing.T, fn func(t *testing.T, open opener)) {
 	})
 	t.Run("redis", func(t *testing.T) {
 		t.Parallel()
-		url := testserver.Redis(t)
+		url := testkit.Redis(t)
 		prefix := fmt.Sprintf("gatecache-test:%d:%d:", time.Now().UnixNano(), nsSeq.Add(1))
 		fn(t, func(t *testing.T) state.Store {
 			s, err := redisstate.Open(context.Background(), url, redisstate.WithPrefix(prefix))
@@ -483,7 +483,7 @@ func TestCacheDo(t *testing.T) {
 func TestCacheStoreDown(t *testing.T) {
 	t.Parallel()
 	// A store whose server is gone: Do still runs the gate.
-	url := testserver.Redis(t)
+	url := testkit.Redis(t)
 	s, err := redisstate.Open(context.Background(), url, redisstate.WithPrefix(fmt.Sprintf("gatecache-down:%d:", time.Now().UnixNano())))
 	if err != nil {
 		t.Fatal(err)

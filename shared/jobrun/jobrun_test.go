@@ -17,7 +17,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 func TestLogWriterCap(t *testing.T) {
@@ -87,7 +87,7 @@ func newRunEnv(t *testing.T) *runEnv {
 	t.Helper()
 	ctx := testCtx(t)
 	log := slog.New(slog.DiscardHandler)
-	b, err := bus.Open(ctx, testserver.NATS(t), "jobrun-test", bus.Config{AckWait: ackWait}, log)
+	b, err := bus.Open(ctx, testkit.NATS(t), "jobrun-test", bus.Config{AckWait: ackWait}, log)
 	if err != nil {
 		t.Fatalf("bus: %v", err)
 	}

@@ -31,7 +31,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/config"
 	"github.com/supervisorhq/supervisor/shared/egress"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // syncLog is a log destination safe for concurrent use.
@@ -122,7 +122,7 @@ func dockerClient(t *testing.T) *client.Client {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := cli.Ping(ctx); err != nil {
-		testserver.Missing(t, fmt.Sprintf("the Docker engine (%v)", err))
+		testkit.Missing(t, fmt.Sprintf("the Docker engine (%v)", err))
 	}
 	return cli
 }
@@ -198,7 +198,7 @@ func TestSelectSandboxDocker(t *testing.T) {
 	t.Cleanup(func() {
 		_ = cli.ContainerRemove(context.Background(), orphan.ID, container.RemoveOptions{Force: true})
 	})
-	port, err := testserver.FreePort()
+	port, err := testkit.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
 	"github.com/supervisorhq/supervisor/shared/state/redisstate"
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // ttl is the lease TTL the tests hold leases with: renewals happen every
@@ -28,7 +28,7 @@ var seq atomic.Int64
 func backends() map[string]func(t *testing.T) state.Store {
 	return map[string]func(t *testing.T) state.Store{
 		"kvstate": func(t *testing.T) state.Store {
-			nc, err := nats.Connect(testserver.NATS(t))
+			nc, err := nats.Connect(testkit.NATS(t))
 			if err != nil {
 				t.Fatalf("connect: %v", err)
 			}
@@ -45,7 +45,7 @@ func backends() map[string]func(t *testing.T) state.Store {
 			return s
 		},
 		"redisstate": func(t *testing.T) state.Store {
-			url := testserver.Redis(t)
+			url := testkit.Redis(t)
 			prefix := fmt.Sprintf("leasetest:%d:%d:", time.Now().UnixNano(), seq.Add(1))
 			s, err := redisstate.Open(context.Background(), url, redisstate.WithPrefix(prefix))
 			if err != nil {

@@ -22,7 +22,7 @@ import (
 	"github.com/docker/docker/api/types/strslice"
 
 	"github.com/supervisorhq/supervisor/shared/sandbox/sandboxtest"
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // The Docker tests run against the real engine with the probe image of
@@ -54,7 +54,7 @@ func dockerTest(t *testing.T, opts DockerOptions) (*Docker, string) {
 	}
 	t.Cleanup(func() { d.Close() })
 	if err := d.Available(ctx); err != nil {
-		testserver.Missing(t, fmt.Sprintf("the Docker engine (%v)", err))
+		testkit.Missing(t, fmt.Sprintf("the Docker engine (%v)", err))
 	}
 	img := sandboxtest.ProbeImage(t)
 	host := opts.Host

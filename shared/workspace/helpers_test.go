@@ -17,7 +17,7 @@ import (
 
 	"github.com/supervisorhq/supervisor/shared/gitexec"
 	"github.com/supervisorhq/supervisor/shared/protocol"
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // stores are real JetStream object stores on an embedded NATS server.
@@ -27,7 +27,7 @@ type stores struct {
 
 func newStores(t *testing.T) stores {
 	t.Helper()
-	nc, err := nats.Connect(testserver.NATS(t))
+	nc, err := nats.Connect(testkit.NATS(t))
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}

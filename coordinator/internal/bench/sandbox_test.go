@@ -24,7 +24,7 @@ import (
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/bench"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // dockerClient returns a client of the real Docker engine; without one the
@@ -39,7 +39,7 @@ func dockerClient(t *testing.T) *client.Client {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := c.Ping(ctx); err != nil {
-		testserver.Missing(t, fmt.Sprintf("the Docker engine (%v)", err))
+		testkit.Missing(t, fmt.Sprintf("the Docker engine (%v)", err))
 	}
 	return c
 }

@@ -26,7 +26,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 	"github.com/supervisorhq/supervisor/shared/workspace"
 )
 
@@ -82,7 +82,7 @@ func runGit(t *testing.T, dir string, args ...string) string {
 func newEnv(t *testing.T, cfg bus.Config) *env {
 	t.Helper()
 	ctx := testCtx(t, 30*time.Second)
-	url := testserver.NATS(t)
+	url := testkit.NATS(t)
 	b, err := bus.Open(ctx, url, t.Name(), cfg, quiet)
 	if err != nil {
 		t.Fatalf("bus: %v", err)

@@ -12,7 +12,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
 	"github.com/supervisorhq/supervisor/shared/state/redisstate"
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // A standby that takes over on another host has none of the integration
@@ -134,7 +134,7 @@ func TestTwoLeadersShareTheLogSafely(t *testing.T) {
 func startAlone(t *testing.T, e *env, id string) (*Engine, func()) {
 	t.Helper()
 	ctx := testCtx(t, 30*time.Second)
-	store, err := redisstate.Open(ctx, testserver.Redis(t), redisstate.WithPrefix(fmt.Sprintf("%s:%s:", strings.ReplaceAll(t.Name(), "/", "."), id)))
+	store, err := redisstate.Open(ctx, testkit.Redis(t), redisstate.WithPrefix(fmt.Sprintf("%s:%s:", strings.ReplaceAll(t.Name(), "/", "."), id)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@
 //	}
 //
 // Without an engine the tests that need one skip, or fail under CI=true
-// (testserver.Missing).
+// (testkit.Missing).
 //
 // This package must not import package sandbox: the sandbox package's own
 // tests import it.
@@ -49,7 +49,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 const (
@@ -94,12 +94,12 @@ func Engine(t testing.TB) *client.Client {
 		shared.cli, shared.clientErr = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	})
 	if shared.clientErr != nil {
-		testserver.Missing(t, fmt.Sprintf("the Docker engine (%v)", shared.clientErr))
+		testkit.Missing(t, fmt.Sprintf("the Docker engine (%v)", shared.clientErr))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
 	defer cancel()
 	if _, err := shared.cli.Ping(ctx); err != nil {
-		testserver.Missing(t, fmt.Sprintf("the Docker engine (%v)", err))
+		testkit.Missing(t, fmt.Sprintf("the Docker engine (%v)", err))
 	}
 	return shared.cli
 }

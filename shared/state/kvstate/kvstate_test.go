@@ -15,12 +15,12 @@ import (
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/state/statetest"
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 func connect(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(testserver.NATS(t))
+	nc, err := nats.Connect(testkit.NATS(t))
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -98,7 +98,7 @@ func TestEncodeKey(t *testing.T) {
 }
 
 func TestUnavailableAfterDisconnect(t *testing.T) {
-	nc, err := nats.Connect(testserver.NATS(t))
+	nc, err := nats.Connect(testkit.NATS(t))
 	if err != nil {
 		t.Fatal(err)
 	}
