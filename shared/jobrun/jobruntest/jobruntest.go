@@ -1,5 +1,6 @@
 // Package jobruntest is for tests only: it gives the tests of the job
-// runners (the worker's and the gate runner's) the fixture they share, a
+// runners (the worker's, the gate runner's, package jobrun's) and of the
+// coordinator's engine, which plays the runners, the fixture they share, a
 // Fleet: an embedded NATS server with the fleet's resources, a state
 // store, a sample repository uploaded as a bundle, and the reports runners
 // send. The generic helpers (logger, context, git, files) are testkit's.
@@ -8,7 +9,6 @@ package jobruntest
 import (
 	"errors"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -37,26 +37,36 @@ type Fleet struct {
 	Store *kvstate.Store
 	// Log is the test's logger (see testkit.Logger).
 	Log *slog.Logger
-	// RepoDir is the repository's working tree, at its one commit.
+	// RepoDir is the repository's working tree, at its one commit (see
+	// UploadRepo).
 	RepoDir string
 	// Repo refers to the repository's uploaded bundle and its commit.
 	Repo protocol.RepoRef
 	// Reports receives every valid report on the results stream, in order
-	// (buffered: 100).
+	// (buffered: 100; see ConsumeReports).
 	Reports chan *protocol.Report
 
 	t testing.TB
 }
 
-// NewFleet starts an embedded NATS server for the test, opens a bus on it
-// named name with cfg, a state store on that bus, commits files (paths
-// relative to the repository, and their contents) as the one commit of a
-// new repository on branch main, uploads the repository as a bundle, and
-// consumes the results stream into Reports. Everything stops when the test
-// ends; it fails the test if any step fails.
+// NewFleet is OpenFleet, with files (paths relative to the repository, and
+// their contents) uploaded as a repository (UploadRepo) and the results
+// stream consumed into Reports (ConsumeReports).
 func NewFleet(t testing.TB, name string, cfg bus.Config, files map[string]string) *Fleet {
 	t.Helper()
-	f := &Fleet{t: t, Config: cfg, Log: testkit.Logger(t), Reports: make(chan *protocol.Report, 100)}
+	f := OpenFleet(t, name, cfg)
+	f.UploadRepo(files)
+	f.ConsumeReports()
+	return f
+}
+
+// OpenFleet starts an embedded NATS server for the test, opens a bus on it
+// named name with cfg and a state store on that bus: a fleet with no
+// repository yet whose reports nobody receives. Everything stops when the
+// test ends; it fails the test if any step fails.
+func OpenFleet(t testing.TB, name string, cfg bus.Config) *Fleet {
+	t.Helper()
+	f := &Fleet{t: t, Config: cfg, Log: testkit.Logger(t)}
 	ctx := testkit.Context(t, time.Minute)
 	f.URL = testkit.NATS(t)
 	b, err := bus.Open(ctx, f.URL, name, cfg, f.Log)
@@ -68,8 +78,17 @@ func NewFleet(t testing.TB, name string, cfg bus.Config, files map[string]string
 	if f.Store, err = kvstate.New(ctx, b.JS); err != nil {
 		t.Fatalf("kvstate: %v", err)
 	}
+	return f
+}
 
-	// The user's repository, uploaded the way the CLI does.
+// UploadRepo commits files (paths relative to the repository, and their
+// contents) as the one commit of a new repository on branch main, and
+// uploads the repository as a bundle the way the CLI does; RepoDir and
+// Repo then name it.
+func (f *Fleet) UploadRepo(files map[string]string) {
+	t := f.t
+	t.Helper()
+	ctx := testkit.Context(t, time.Minute)
 	dir, commit := testkit.Repo(t, files)
 	id, err := workspace.RepoID(ctx, dir)
 	if err != nil {
@@ -79,18 +98,21 @@ func NewFleet(t testing.TB, name string, cfg bus.Config, files map[string]string
 	if err := workspace.CreateBundle(ctx, dir, commit, bundle); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(bundle)
-	if err != nil {
-		t.Fatal(err)
-	}
 	object := id + "/" + commit + ".bundle"
-	if _, err := b.Bundles.PutBytes(ctx, object, data); err != nil {
+	if _, err := f.Bus.Bundles.PutBytes(ctx, object, testkit.ReadFile(t, bundle)); err != nil {
 		t.Fatalf("upload bundle: %v", err)
 	}
 	f.RepoDir = dir
 	f.Repo = protocol.RepoRef{ID: id, BaseCommit: commit, Bundle: object}
+}
 
-	// The coordinator's side of the results stream.
+// ConsumeReports receives the results stream into Reports as the
+// coordinator's side of it does, until the test ends.
+func (f *Fleet) ConsumeReports() {
+	t, b := f.t, f.Bus
+	t.Helper()
+	ctx := testkit.Context(t, time.Minute)
+	f.Reports = make(chan *protocol.Report, 100)
 	cons, err := b.JS.CreateOrUpdateConsumer(ctx, protocol.StreamResults, jetstream.ConsumerConfig{
 		Durable: "test-results", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: protocol.SubjectResults,
 	})
@@ -112,7 +134,6 @@ func NewFleet(t testing.TB, name string, cfg bus.Config, files map[string]string
 		t.Fatalf("consume results: %v", err)
 	}
 	t.Cleanup(cc.Stop)
-	return f
 }
 
 // Next returns the next report, failing the test if none arrives within

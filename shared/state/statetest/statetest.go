@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/supervisorhq/supervisor/shared/state"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // Lease and cache TTLs the suite waits out; short so the suite stays fast.
@@ -433,29 +434,12 @@ func cacheRoundTrip(t *testing.T, s state.Store, key string, value []byte) {
 	}
 }
 
-// clock is a controllable time source for breaker policies.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
+// newClock returns a controllable time source for breaker policies.
+func newClock() *testkit.Clock {
+	return testkit.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 }
 
-func newClock() *clock {
-	return &clock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func policy(c *clock) state.BreakerPolicy {
+func policy(c *testkit.Clock) state.BreakerPolicy {
 	return state.BreakerPolicy{Failures: 3, Window: time.Minute, CoolDown: 30 * time.Second, Now: c.Now}
 }
 
@@ -487,7 +471,7 @@ func get(t *testing.T, s state.Store, scope string) state.Breaker {
 }
 
 // openBreaker reports p.Failures failures so the breaker opens at c.Now().
-func openBreaker(t *testing.T, s state.Store, scope string, c *clock, p state.BreakerPolicy) {
+func openBreaker(t *testing.T, s state.Store, scope string, c *testkit.Clock, p state.BreakerPolicy) {
 	t.Helper()
 	for range p.Failures {
 		report(t, s, scope, p, false)
