@@ -31,13 +31,7 @@ var busConfig = bus.Config{AckWait: 6 * time.Second}
 func TestMain(m *testing.M) {
 	// Process-wide so tests may run in parallel (t.Setenv forbids that).
 	os.Setenv("SUPERVISOR_TEST_HOST_VAR", hostVar)
-	code := m.Run()
-	// The probe image of the Docker tests, if one was built.
-	if err := sandboxtest.Cleanup(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = max(code, 1)
-	}
-	os.Exit(code)
+	sandboxtest.Main(m) // removes the probe image of the Docker tests, if one was built
 }
 
 // harness is a jobruntest.Fleet (an embedded NATS server with the fleet's

@@ -11,13 +11,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/strslice"
 
@@ -29,14 +27,7 @@ import (
 // package sandboxtest (FROM scratch: nothing is pulled). Without an engine
 // they skip, or fail under CI=true.
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := sandboxtest.Cleanup(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = max(code, 1)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { sandboxtest.Main(m) }
 
 // dockerTest returns a Docker sandbox whose Host label is unique to the
 // test, and the probe image. It skips (fails under CI) without an engine,
@@ -70,12 +61,9 @@ func dockerTest(t *testing.T, opts DockerOptions) (*Docker, string) {
 // listContainers lists the containers labelled with host.
 func listContainers(t *testing.T, d *Docker, host string) []container.Summary {
 	t.Helper()
-	list, err := d.Client().ContainerList(context.Background(), container.ListOptions{
-		All:     true,
-		Filters: filters.NewArgs(filters.Arg("label", LabelHost+"="+host)),
-	})
+	list, err := sandboxtest.Containers(context.Background(), d.Client(), LabelHost+"="+host)
 	if err != nil {
-		t.Fatalf("listing containers: %v", err)
+		t.Fatal(err)
 	}
 	return list
 }
@@ -473,7 +461,7 @@ func TestDockerCancel(t *testing.T) {
 	host := fmt.Sprintf("sandbox-test-%d-%s", os.Getpid(), t.Name())
 	d, img := dockerTest(t, DockerOptions{Host: host})
 	ctx, cancel := context.WithCancel(context.Background())
-	var live syncBuffer
+	var live testkit.Buffer
 	spec := probeSpec(t, img, "sleep", "60s")
 	spec.Stdout = &live
 	go func() {
@@ -498,23 +486,6 @@ func TestDockerCancel(t *testing.T) {
 	if _, err := d.Run(ctx, probeSpec(t, img, "id")); !errors.Is(err, context.Canceled) {
 		t.Errorf("Run with a cancelled context: %v", err)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestDockerForkBomb(t *testing.T) {
@@ -604,7 +575,7 @@ func TestDockerLabelsAndOrphans(t *testing.T) {
 	ctx := context.Background()
 
 	// Labels, seen from a run in progress.
-	var live syncBuffer
+	var live testkit.Buffer
 	spec := probeSpec(t, img, "sleep", "30s")
 	spec.Labels = map[string]string{"workflow": "wf1", "node": "n1", "attempt": "2", "example.com/x": "y", LabelHost: "spoofed"}
 	spec.Stdout = &live
