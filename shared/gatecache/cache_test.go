@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
@@ -35,16 +32,7 @@ func backends(t *testing.T, fn func(t *testing.T, open opener)) {
 		url := testkit.NATS(t)
 		bucket := fmt.Sprintf("gatecache-test-%d", nsSeq.Add(1))
 		fn(t, func(t *testing.T) state.Store {
-			nc, err := nats.Connect(url)
-			if err != nil {
-				t.Fatalf("connect: %v", err)
-			}
-			t.Cleanup(nc.Close)
-			js, err := jetstream.New(nc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := kvstate.New(context.Background(), js, kvstate.WithBucket(bucket))
+			s, err := kvstate.New(context.Background(), testkit.JetStream(t, url), kvstate.WithBucket(bucket))
 			if err != nil {
 				t.Fatalf("kvstate: %v", err)
 			}

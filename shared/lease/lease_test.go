@@ -8,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/supervisorhq/supervisor/shared/lease"
 	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
@@ -28,16 +25,7 @@ var seq atomic.Int64
 func backends() map[string]func(t *testing.T) state.Store {
 	return map[string]func(t *testing.T) state.Store{
 		"kvstate": func(t *testing.T) state.Store {
-			nc, err := nats.Connect(testkit.NATS(t))
-			if err != nil {
-				t.Fatalf("connect: %v", err)
-			}
-			t.Cleanup(nc.Close)
-			js, err := jetstream.New(nc)
-			if err != nil {
-				t.Fatalf("jetstream: %v", err)
-			}
-			s, err := kvstate.New(context.Background(), js)
+			s, err := kvstate.New(context.Background(), testkit.JetStream(t, testkit.NATS(t)))
 			if err != nil {
 				t.Fatalf("kvstate: %v", err)
 			}
@@ -66,12 +54,6 @@ func forEachBackend(t *testing.T, f func(t *testing.T, store state.Store)) {
 			f(t, open(t))
 		})
 	}
-}
-
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // flaky wraps a store and, while paused, fails every renewal with a
@@ -104,7 +86,7 @@ func waitDone(t *testing.T, ctx context.Context, within time.Duration) {
 
 func TestHoldRenewsWhileHeld(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, store state.Store) {
-		ctx := testCtx(t)
+		ctx := testkit.Context(t, 20*time.Second)
 		counting := &flaky{Locks: store}
 		held, jctx, err := lease.Hold(ctx, counting, "lease/job-renew", "runner-a", ttl, nil)
 		if err != nil {
@@ -166,7 +148,7 @@ func TestHoldRenewsWhileHeld(t *testing.T) {
 // cancels the job with cause ErrLost on the next renewal.
 func TestLostAfterExpiryAndSteal(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, store state.Store) {
-		ctx := testCtx(t)
+		ctx := testkit.Context(t, 20*time.Second)
 		f := &flaky{Locks: store}
 		held, jctx, err := lease.Hold(ctx, f, "lease/job-steal", "runner-a", ttl, nil)
 		if err != nil {
@@ -224,7 +206,7 @@ func TestLostAfterExpiryAndSteal(t *testing.T) {
 // holder's back) is lost at the next renewal.
 func TestLostWhenReleasedUnderneath(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, store state.Store) {
-		ctx := testCtx(t)
+		ctx := testkit.Context(t, 20*time.Second)
 		held, jctx, err := lease.Hold(ctx, store, "lease/job-gone", "runner-a", ttl, nil)
 		if err != nil {
 			t.Fatalf("Hold: %v", err)
@@ -244,7 +226,7 @@ func TestLostWhenReleasedUnderneath(t *testing.T) {
 // Cancelling the parent cancels the job, but that is not a lost lease.
 func TestParentCancelIsNotLost(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, store state.Store) {
-		parent, cancel := context.WithCancel(testCtx(t))
+		parent, cancel := context.WithCancel(testkit.Context(t, 20*time.Second))
 		held, jctx, err := lease.Hold(parent, store, "lease/job-parent", "runner-a", ttl, nil)
 		if err != nil {
 			t.Fatalf("Hold: %v", err)
@@ -254,10 +236,10 @@ func TestParentCancelIsNotLost(t *testing.T) {
 		if lease.Lost(jctx) {
 			t.Fatal("Lost is true after the parent was cancelled")
 		}
-		if err := held.Release(testCtx(t)); err != nil {
+		if err := held.Release(testkit.Context(t, 20*time.Second)); err != nil {
 			t.Fatalf("Release: %v", err)
 		}
-		if _, err := store.Acquire(testCtx(t), "lease/job-parent", "runner-b", ttl); err != nil {
+		if _, err := store.Acquire(testkit.Context(t, 20*time.Second), "lease/job-parent", "runner-b", ttl); err != nil {
 			t.Fatalf("Acquire after Release: %v", err)
 		}
 	})
@@ -270,7 +252,7 @@ func TestParentCancelIsNotLost(t *testing.T) {
 // on.
 func TestElectStepsDownBeforeExpiry(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, store state.Store) {
-		ctx := testCtx(t)
+		ctx := testkit.Context(t, 20*time.Second)
 		f := &flaky{Locks: store}
 		held, lctx, err := lease.Elect(ctx, f, "leader/stepdown", "leader-a", ttl, nil)
 		if err != nil {
@@ -308,7 +290,7 @@ func TestElectStepsDownBeforeExpiry(t *testing.T) {
 // owner lets it go; cancelling the wait returns the context's error.
 func TestElectWaitsForTheHolder(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, store state.Store) {
-		ctx := testCtx(t)
+		ctx := testkit.Context(t, 20*time.Second)
 		first, _, err := lease.Elect(ctx, store, "leader/wait", "leader-a", ttl, nil)
 		if err != nil {
 			t.Fatalf("first Elect: %v", err)
