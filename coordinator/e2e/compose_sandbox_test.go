@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // composeSandboxWorkflow runs gates that only pass in a Docker sandbox
@@ -113,7 +115,7 @@ func TestComposeDockerSandbox(t *testing.T) {
 		runner = h
 	}
 
-	repo, base := sampleRepo(t, map[string]string{"README.md": "base readme\n"})
+	repo, base := testkit.Repo(t, map[string]string{"README.md": "base readme\n"})
 	wfFile := writeFile(t, t.TempDir(), "sandbox.yaml", composeSandboxWorkflow)
 	r := c.cli(4*time.Minute, "submit", wfFile, "--repo", repo, "--wait")
 	if r.code != 0 {

@@ -464,7 +464,7 @@ func TestComposeFleet(t *testing.T) {
 	}
 
 	t.Run("Spread", func(t *testing.T) {
-		repo, base := sampleRepo(t, map[string]string{"README.md": "base readme\n", "keep.txt": "untouched\n"})
+		repo, base := testkit.Repo(t, map[string]string{"README.md": "base readme\n", "keep.txt": "untouched\n"})
 		var parts strings.Builder
 		for i := 1; i <= 4; i++ {
 			fmt.Fprintf(&parts, composeSpreadPart, i)
@@ -544,7 +544,7 @@ func TestComposeFleet(t *testing.T) {
 		if after.code != 0 || after.stdout != before.stdout {
 			t.Errorf("the workflows after the restart differ:\nbefore: %s\nafter: %s", before.stdout, after)
 		}
-		repo, base := sampleRepo(t, map[string]string{"README.md": "base\n"})
+		repo, base := testkit.Repo(t, map[string]string{"README.md": "base\n"})
 		wfFile := writeFile(t, t.TempDir(), "after-restart.yaml", composeRestartWorkflow)
 		r := c.cli(3*time.Minute, "submit", wfFile, "--repo", repo, "--wait")
 		if r.code != 0 {
@@ -556,7 +556,7 @@ func TestComposeFleet(t *testing.T) {
 	})
 
 	t.Run("GateRunnerKilled", func(t *testing.T) {
-		repo, base := sampleRepo(t, map[string]string{"README.md": "base\n"})
+		repo, base := testkit.Repo(t, map[string]string{"README.md": "base\n"})
 		wfFile := writeFile(t, t.TempDir(), "kill.yaml", composeKillWorkflow)
 		r := c.cli(time.Minute, "submit", wfFile, "--repo", repo)
 		if r.code != 0 {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,6 +10,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/supervisorhq/supervisor/shared/gitexec"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // crashAckWait is the runners' ack wait in the crash tests: a job whose
@@ -62,7 +66,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 	f.coordinator("coordinator", "coordinator")
 	workers := map[string]*proc{"worker-1": f.worker("worker-1"), "worker-2": f.worker("worker-2")}
 	f.gaterunner("gate-1")
-	repo, base := sampleRepo(t, map[string]string{"README.md": "base\n"})
+	repo, base := testkit.Repo(t, map[string]string{"README.md": "base\n"})
 	wfFile := writeFile(t, t.TempDir(), "crash.yaml", crashWorkflow)
 
 	r := f.cli(time.Minute, "submit", wfFile, "--repo", repo)
@@ -235,7 +239,7 @@ func TestCoordinatorRestartMidWorkflow(t *testing.T) {
 			coord := f.coordinator("coordinator-1", "coordinator")
 			f.worker("worker-1")
 			f.gaterunner("gate-1")
-			repo, base := sampleRepo(t, map[string]string{"README.md": "base\n"})
+			repo, base := testkit.Repo(t, map[string]string{"README.md": "base\n"})
 			wfFile := writeFile(t, t.TempDir(), "restart.yaml", restartWorkflow)
 
 			wait := f.background(3*time.Minute, "submit", wfFile, "--repo", repo, "--wait")
@@ -314,7 +318,7 @@ func TestWorkerStalledMidJob(t *testing.T) {
 	coord := f.coordinator("coordinator", "coordinator")
 	workers := map[string]*proc{"worker-1": f.worker("worker-1"), "worker-2": f.worker("worker-2")}
 	f.gaterunner("gate-1")
-	repo, base := sampleRepo(t, map[string]string{"README.md": "base\n"})
+	repo, base := testkit.Repo(t, map[string]string{"README.md": "base\n"})
 	wfFile := writeFile(t, t.TempDir(), "stall.yaml", strings.Replace(crashWorkflow, "@sleep 8s", "@sleep 5s", 1))
 
 	r := f.cli(time.Minute, "submit", wfFile, "--repo", repo)
@@ -401,7 +405,7 @@ func TestCancelMidJob(t *testing.T) {
 	f.coordinator("coordinator", "coordinator")
 	workers := []*proc{f.worker("worker-1"), f.worker("worker-2")}
 	f.gaterunner("gate-1")
-	repo, _ := sampleRepo(t, map[string]string{"README.md": "base\n"})
+	repo, _ := testkit.Repo(t, map[string]string{"README.md": "base\n"})
 	wfFile := writeFile(t, t.TempDir(), "cancel.yaml", crashWorkflow+`  - id: after
     depends_on: [slow]
     prompt: |
@@ -451,7 +455,7 @@ func TestCancelMidJob(t *testing.T) {
 	if startsLogged != 1 {
 		t.Errorf("workers started the job %d times, want once", startsLogged)
 	}
-	if out, err := gitCmd(repo, "rev-parse", "--verify", "--quiet", "refs/heads/supervisor/"+wf); err == nil {
+	if out, err := (gitexec.Runner{Dir: repo}).Text(context.Background(), "rev-parse", "--verify", "--quiet", "refs/heads/supervisor/"+wf); err == nil {
 		t.Errorf("cancelled workflow's branch was written into the repository at %s", out)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // agentCommand is the scripted stand-in for Claude Code, as a workflow
@@ -74,7 +76,7 @@ func TestFleetEndToEnd(t *testing.T) {
 	for _, g := range gaters {
 		f.gaterunner(g, "--concurrency", "1")
 	}
-	repo, base := sampleRepo(t, map[string]string{"README.md": "base readme\n", "keep.txt": "untouched\n"})
+	repo, base := testkit.Repo(t, map[string]string{"README.md": "base readme\n", "keep.txt": "untouched\n"})
 
 	var parts strings.Builder
 	for i := 1; i <= 4; i++ {

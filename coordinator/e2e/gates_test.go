@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // The gate engine end to end: seed 004's test gates for CI (always-pass,
@@ -215,7 +217,7 @@ func TestGates(t *testing.T) {
 // denylisted variable set through env.
 func testShellWrappers(f *fleet) {
 	t := f.t
-	repo, _ := sampleRepo(t, map[string]string{"README.md": "wrappers\n"})
+	repo, _ := testkit.Repo(t, map[string]string{"README.md": "wrappers\n"})
 	wfFile := writeFile(t, t.TempDir(), "wrappers.yaml", `name: wrappers
 defaults:
   agent:
@@ -369,7 +371,7 @@ tasks:
 // allowed_writes passes). `coordinator gate results` shows it all.
 func testCIGates(f *fleet) {
 	t := f.t
-	repo, base := sampleRepo(t, map[string]string{"README.md": "ci gates\n"})
+	repo, base := testkit.Repo(t, map[string]string{"README.md": "ci gates\n"})
 	done := filepath.Join(t.TempDir(), "external-check-done")
 	wfFile := writeFile(t, t.TempDir(), "ci.yaml", fmt.Sprintf(ciWorkflow, done))
 
@@ -607,7 +609,7 @@ tasks:
 // passes, the dependent runs and the workflow, failed twice, succeeds.
 func testFlakyRerun(f *fleet) {
 	t := f.t
-	repo, base := sampleRepo(t, map[string]string{"README.md": "flaky\n"})
+	repo, base := testkit.Repo(t, map[string]string{"README.md": "flaky\n"})
 	dir := t.TempDir()
 	marker, state := filepath.Join(dir, "counted-runs"), filepath.Join(dir, "flaky-state")
 	wfFile := writeFile(t, t.TempDir(), "flaky.yaml", fmt.Sprintf(flakyWorkflow, marker, state))
@@ -739,7 +741,7 @@ tasks:
 // one changed byte, env or command is a miss.
 func testCache(f *fleet) {
 	t := f.t
-	repo, _ := sampleRepo(t, map[string]string{"README.md": "cache\n"})
+	repo, _ := testkit.Repo(t, map[string]string{"README.md": "cache\n"})
 	marker := filepath.Join(t.TempDir(), "runs")
 	dir := t.TempDir()
 	wfFile := writeFile(t, dir, "cache.yaml", fmt.Sprintf(cacheWorkflow, marker))
@@ -849,7 +851,7 @@ tasks:
 // other runner, and the other job reports the cached result.
 func testSingleFlight(f *fleet) {
 	t := f.t
-	repo, _ := sampleRepo(t, map[string]string{"README.md": "twins\n"})
+	repo, _ := testkit.Repo(t, map[string]string{"README.md": "twins\n"})
 	dir := t.TempDir()
 	marker, goFile := filepath.Join(dir, "runs"), filepath.Join(dir, "go")
 	var wfs []string
@@ -927,7 +929,7 @@ func testDemoCache(f *fleet) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("demo repository: %v", err)
 	}
-	repo, _ := sampleRepo(t, files)
+	repo, _ := testkit.Repo(t, files)
 	// The runners' Go build caches are cold; the gates use the warm one of
 	// the go command that runs this test instead.
 	out, err := exec.Command("go", "env", "GOCACHE").Output()
@@ -973,8 +975,8 @@ func testDemoCache(f *fleet) {
 		}
 	}
 	// The cached run delivered the same code.
-	a := git(t, repo, "rev-parse", "supervisor/"+wfs[0]+"^{tree}")
-	b := git(t, repo, "rev-parse", "supervisor/"+wfs[1]+"^{tree}")
+	a := testkit.Git(t, repo, "rev-parse", "supervisor/"+wfs[0]+"^{tree}")
+	b := testkit.Git(t, repo, "rev-parse", "supervisor/"+wfs[1]+"^{tree}")
 	if a != b {
 		t.Errorf("the two runs' branches have different trees: %s, %s", a, b)
 	}

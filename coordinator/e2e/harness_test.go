@@ -571,16 +571,11 @@ func (f *fleet) waitNode(wf, node, want string, timeout time.Duration) wfStatus 
 	return last
 }
 
-// waitFor polls cond every 100 ms until it holds or timeout passes.
+// waitFor polls cond every 100 ms (conditions here run the CLI or scan
+// processes) until it holds, failing the test after timeout.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testkit.WaitFor(t, timeout, 100*time.Millisecond, what, cond)
 }
 
 // wfID returns the workflow id submit printed (its first stdout line).
@@ -593,61 +588,11 @@ func wfID(t testing.TB, r result) string {
 	return strings.TrimSpace(line)
 }
 
-// git runs git in dir with a clean configuration and returns its output.
-func git(t testing.TB, dir string, args ...string) string {
-	t.Helper()
-	out, err := gitCmd(dir, args...)
-	if err != nil {
-		t.Fatalf("git %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
-	}
-	return out
-}
-
-func gitCmd(dir string, args ...string) (string, error) {
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(childEnv(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-		"GIT_AUTHOR_NAME=E2E", "GIT_AUTHOR_EMAIL=e2e@example.com",
-		"GIT_COMMITTER_NAME=E2E", "GIT_COMMITTER_EMAIL=e2e@example.com")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if err != nil {
-		return stdout.String() + stderr.String(), err
-	}
-	return stdout.String(), nil
-}
-
-// sampleRepo creates a git repository with files committed on main and
-// returns its path and base commit.
-func sampleRepo(t testing.TB, files map[string]string) (string, string) {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "sample")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, body := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	git(t, dir, "init", "-q", "-b", "main")
-	git(t, dir, "add", "-A")
-	git(t, dir, "commit", "-q", "-m", "base")
-	return dir, strings.TrimSpace(git(t, dir, "rev-parse", "HEAD"))
-}
-
 // writeFile writes a file under dir and returns its path.
 func writeFile(t testing.TB, dir, name, body string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testkit.WriteFile(t, p, body)
 	return p
 }
 
@@ -655,7 +600,7 @@ func writeFile(t testing.TB, dir, name, body string) string {
 // "X\tpath" lines.
 func branchChanges(t testing.TB, repo, base, branch string) []string {
 	t.Helper()
-	out := strings.TrimSpace(git(t, repo, "diff", "--name-status", "--no-renames", base+".."+branch))
+	out := testkit.Git(t, repo, "diff", "--name-status", "--no-renames", base+".."+branch)
 	if out == "" {
 		return nil
 	}
@@ -675,33 +620,33 @@ type branchCommit struct {
 // fails the test if the history is not linear.
 func branchCommits(t testing.TB, repo, base, branch string) []branchCommit {
 	t.Helper()
-	if merges := strings.TrimSpace(git(t, repo, "rev-list", "--merges", base+".."+branch)); merges != "" {
+	if merges := testkit.Git(t, repo, "rev-list", "--merges", base+".."+branch); merges != "" {
 		t.Fatalf("branch %s has merge commits: %s", branch, merges)
 	}
-	out := strings.TrimSpace(git(t, repo, "rev-list", "--reverse", "--first-parent", base+".."+branch))
+	out := testkit.Git(t, repo, "rev-list", "--reverse", "--first-parent", base+".."+branch)
 	if out == "" {
 		return nil
 	}
 	var commits []branchCommit
 	for _, sha := range strings.Split(out, "\n") {
 		c := branchCommit{sha: sha}
-		c.subject = strings.TrimSpace(git(t, repo, "log", "-1", "--format=%s", sha))
-		c.node = strings.TrimSpace(git(t, repo, "log", "-1", "--format=%(trailers:key=Supervisor-Node,valueonly)", sha))
-		files := strings.TrimSpace(git(t, repo, "show", "--name-only", "--format=", sha))
+		c.subject = testkit.Git(t, repo, "log", "-1", "--format=%s", sha)
+		c.node = testkit.Git(t, repo, "log", "-1", "--format=%(trailers:key=Supervisor-Node,valueonly)", sha)
+		files := testkit.Git(t, repo, "show", "--name-only", "--format=", sha)
 		if files != "" {
 			c.files = strings.Split(files, "\n")
 			sort.Strings(c.files)
 		}
 		commits = append(commits, c)
 	}
-	git(t, repo, "merge-base", "--is-ancestor", base, branch) // fails unless the branch grows from base
+	testkit.Git(t, repo, "merge-base", "--is-ancestor", base, branch) // fails unless the branch grows from base
 	return commits
 }
 
 // fileAt returns a file's content at a revision.
 func fileAt(t testing.TB, repo, rev, path string) string {
 	t.Helper()
-	return git(t, repo, "show", rev+":"+path)
+	return testkit.GitOutput(t, repo, "show", rev+":"+path)
 }
 
 func equalStrings(a, b []string) bool {
