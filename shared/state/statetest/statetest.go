@@ -481,6 +481,20 @@ func openBreaker(t *testing.T, s state.Store, scope string, c *testkit.Clock, p 
 	}
 }
 
+// probing opens the breaker of scope "s" on a new clock, lets it cool
+// down and takes its probe; it returns the clock and the policy.
+func probing(t *testing.T, s state.Store) (*testkit.Clock, state.BreakerPolicy) {
+	t.Helper()
+	c := newClock()
+	p := policy(c)
+	openBreaker(t, s, "s", c, p)
+	c.Advance(p.CoolDown)
+	if d := allow(t, s, "s", p); !d.Probe {
+		t.Fatalf("no probe after cool-down: %+v", d)
+	}
+	return c, p
+}
+
 var breakerCases = []testCase{
 	{"UnknownIsClosed", func(t *testing.T, s state.Store) {
 		c := newClock()
@@ -600,13 +614,7 @@ var breakerCases = []testCase{
 		}
 	}},
 	{"ProbeSuccessCloses", func(t *testing.T, s state.Store) {
-		c := newClock()
-		p := policy(c)
-		openBreaker(t, s, "s", c, p)
-		c.Advance(p.CoolDown)
-		if d := allow(t, s, "s", p); !d.Probe {
-			t.Fatalf("no probe after cool-down: %+v", d)
-		}
+		c, p := probing(t, s)
 		c.Advance(time.Second)
 		b := report(t, s, "s", p, true)
 		if b.State != state.BreakerClosed || len(b.FailureTimes) != 0 {
@@ -621,13 +629,7 @@ var breakerCases = []testCase{
 		}
 	}},
 	{"ProbeFailureReopens", func(t *testing.T, s state.Store) {
-		c := newClock()
-		p := policy(c)
-		openBreaker(t, s, "s", c, p)
-		c.Advance(p.CoolDown)
-		if d := allow(t, s, "s", p); !d.Probe {
-			t.Fatalf("no probe after cool-down: %+v", d)
-		}
+		c, p := probing(t, s)
 		c.Advance(5 * time.Second)
 		reopened := c.Now()
 		if b := report(t, s, "s", p, false); b.State != state.BreakerOpen || !b.OpenedAt.Equal(reopened) {
@@ -643,13 +645,7 @@ var breakerCases = []testCase{
 		}
 	}},
 	{"LostProbeIsReissued", func(t *testing.T, s state.Store) {
-		c := newClock()
-		p := policy(c)
-		openBreaker(t, s, "s", c, p)
-		c.Advance(p.CoolDown)
-		if d := allow(t, s, "s", p); !d.Probe {
-			t.Fatalf("no probe after cool-down: %+v", d)
-		}
+		c, p := probing(t, s)
 		c.Advance(p.CoolDown - time.Second)
 		if d := allow(t, s, "s", p); d.Allowed {
 			t.Fatalf("second caller allowed while the probe runs: %+v", d)
