@@ -137,6 +137,15 @@ func (r *userRepo) upload(t *testing.T, s stores, rev string) protocol.RepoRef {
 	return protocol.RepoRef{ID: id, BaseCommit: commit, Bundle: name}
 }
 
+// uploadedRepo is how most tests start: stores on a new NATS server and
+// the user's repository (newUserRepo) uploaded at main.
+func uploadedRepo(t *testing.T) (stores, *userRepo, protocol.RepoRef) {
+	t.Helper()
+	s := newStores(t)
+	r := newUserRepo(t)
+	return s, r, r.upload(t, s, "main")
+}
+
 // putPatch stores a patch and returns its reference.
 func putPatch(t *testing.T, s stores, node string, data []byte) protocol.PatchRef {
 	t.Helper()

@@ -95,9 +95,7 @@ func TestCreateBundleLeavesRepoAlone(t *testing.T) {
 func TestPrepareMirrorsOnceAndChecksOutBase(t *testing.T) {
 	t.Parallel()
 	ctx := testkit.Context(t, 30*time.Second)
-	s := newStores(t)
-	r := newUserRepo(t)
-	repo := r.upload(t, s, "main")
+	s, r, repo := uploadedRepo(t)
 	bundles := &counting{Objects: s.bundles}
 	m := newManager(t, t.TempDir(), bundles, s.patches)
 
@@ -170,9 +168,7 @@ func TestPrepareMirrorsOnceAndChecksOutBase(t *testing.T) {
 func TestPatchesAppliedAndDiff(t *testing.T) {
 	t.Parallel()
 	ctx := testkit.Context(t, 30*time.Second)
-	s := newStores(t)
-	r := newUserRepo(t)
-	repo := r.upload(t, s, "main")
+	s, r, repo := uploadedRepo(t)
 	m := newManager(t, t.TempDir(), s.bundles, s.patches)
 	deps := []protocol.PatchRef{putPatch(t, s, "a", r.p1), putPatch(t, s, "b", r.p2)}
 
@@ -283,9 +279,7 @@ func checkCommitTree(t *testing.T, gitDir, commit string, files map[string][]byt
 func TestPrepareRejectsBadPatches(t *testing.T) {
 	t.Parallel()
 	ctx := testkit.Context(t, 30*time.Second)
-	s := newStores(t)
-	r := newUserRepo(t)
-	repo := r.upload(t, s, "main")
+	s, r, repo := uploadedRepo(t)
 	m := newManager(t, t.TempDir(), s.bundles, s.patches)
 	good := putPatch(t, s, "a", r.p1)
 
@@ -335,9 +329,7 @@ func TestPrepareRejectsBadPatches(t *testing.T) {
 func TestConcurrentPrepare(t *testing.T) {
 	t.Parallel()
 	ctx := testkit.Context(t, 30*time.Second)
-	s := newStores(t)
-	r := newUserRepo(t)
-	repo := r.upload(t, s, "main")
+	s, r, repo := uploadedRepo(t)
 	deps := []protocol.PatchRef{putPatch(t, s, "a", r.p1), putPatch(t, s, "b", r.p2)}
 	bundles := &counting{Objects: s.bundles}
 	root := t.TempDir()
@@ -396,9 +388,7 @@ func TestConcurrentPrepare(t *testing.T) {
 func TestSweep(t *testing.T) {
 	t.Parallel()
 	ctx := testkit.Context(t, 30*time.Second)
-	s := newStores(t)
-	r := newUserRepo(t)
-	repo := r.upload(t, s, "main")
+	s, _, repo := uploadedRepo(t)
 	m := newManager(t, t.TempDir(), s.bundles, s.patches)
 
 	live, err := m.Prepare(ctx, repo, nil, "live")
@@ -610,9 +600,7 @@ func TestExportImportBranch(t *testing.T) {
 // It cannot run in parallel: it changes the process environment.
 func TestHardenedEnvironment(t *testing.T) {
 	ctx := testkit.Context(t, 30*time.Second)
-	s := newStores(t)
-	r := newUserRepo(t)
-	repo := r.upload(t, s, "main")
+	s, r, repo := uploadedRepo(t)
 
 	marker := filepath.Join(t.TempDir(), "pwned")
 	hook := fmt.Sprintf("#!/bin/sh\ntouch %s\n", marker)
