@@ -85,11 +85,7 @@ func TestFleetEndToEnd(t *testing.T) {
 	wfFile := writeFile(t, t.TempDir(), "fleet.yaml", fmt.Sprintf(fleetWorkflow, parts.String()))
 
 	started := time.Now()
-	r := f.cli(3*time.Minute, "submit", wfFile, "--repo", repo, "--wait")
-	if r.code != 0 {
-		t.Fatalf("submit --wait did not succeed:\n%s", r)
-	}
-	wf := wfID(t, r)
+	wf := submitWait(t, f, 3*time.Minute, wfFile, repo)
 	t.Logf("workflow %s succeeded in %s", wf, time.Since(started).Round(time.Millisecond))
 	branch := "supervisor/" + wf
 
@@ -184,7 +180,7 @@ func TestFleetEndToEnd(t *testing.T) {
 	checkSpread(t, "gate jobs", gateHosts, gaters)
 
 	// logs prints the agent's log (its output included) and the gates'.
-	r = f.cli(30*time.Second, "logs", wf, "combine")
+	r := f.cli(30*time.Second, "logs", wf, "combine")
 	if r.code != 0 {
 		t.Fatalf("logs: %s", r)
 	}

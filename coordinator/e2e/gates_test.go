@@ -28,73 +28,10 @@ import (
 // Gate commands are argv lists run by gatehelper (testdata/gatehelper), so
 // no gate needs a shell.
 
-// gateDetail is a gate as `status -o json` and `gate results -o json` print it.
-type gateDetail struct {
-	Name               string   `json:"name"`
-	Status             string   `json:"status"`
-	ExitCode           *int     `json:"exit_code"`
-	Host               string   `json:"host"`
-	Log                string   `json:"log"`
-	Attempt            int      `json:"attempt"`
-	Round              int      `json:"round"`
-	DurationMillis     int64    `json:"duration_ms"`
-	Cached             bool     `json:"cached"`
-	CacheDisabled      string   `json:"cache_disabled"`
-	Output             string   `json:"output"`
-	IntegrityViolation bool     `json:"integrity_violation"`
-	Violations         []string `json:"violations"`
-	Error              string   `json:"error"`
-}
-
-type nodeDetail struct {
-	ID     string       `json:"id"`
-	Status string       `json:"status"`
-	Reason string       `json:"reason"`
-	Commit string       `json:"commit"`
-	Gates  []gateDetail `json:"gates"`
-}
-
-type wfDetail struct {
-	ID     string       `json:"id"`
-	Status string       `json:"status"`
-	Reason string       `json:"reason"`
-	Head   string       `json:"head"`
-	Nodes  []nodeDetail `json:"nodes"`
-}
-
 // gateRow is one row of `gate results -o json`.
 type gateRow struct {
 	Node string `json:"node"`
-	gateDetail
-}
-
-func (s wfDetail) node(t testing.TB, id string) nodeDetail {
-	t.Helper()
-	for _, n := range s.Nodes {
-		if n.ID == id {
-			return n
-		}
-	}
-	t.Fatalf("workflow %s has no node %q", s.ID, id)
-	return nodeDetail{}
-}
-
-func (n nodeDetail) gate(t testing.TB, name string) gateDetail {
-	t.Helper()
-	for _, g := range n.Gates {
-		if g.Name == name {
-			return g
-		}
-	}
-	t.Fatalf("node %s has no gate %q: %+v", n.ID, name, n.Gates)
-	return gateDetail{}
-}
-
-func (g gateDetail) exit() string {
-	if g.ExitCode == nil {
-		return "none"
-	}
-	return fmt.Sprint(*g.ExitCode)
+	gateStatus
 }
 
 // sub is the fleet as seen from a subtest: its failures are the subtest's.
@@ -102,22 +39,10 @@ func (f *fleet) sub(t *testing.T) *fleet {
 	return &fleet{t: t, dir: f.dir, natsURL: f.natsURL, redisURL: f.redisURL, ackWait: f.ackWait}
 }
 
-// detail runs `coordinator status WF -o json` and decodes every field the
-// gate tests read.
-func (f *fleet) detail(wf string) wfDetail {
-	f.t.Helper()
-	r := f.cli(30*time.Second, "status", wf, "-o", "json")
-	var s wfDetail
-	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
-		f.t.Fatalf("status JSON: %v\n%s", err, r)
-	}
-	return s
-}
-
 // waitEnd polls the workflow until it is no longer running.
-func (f *fleet) waitEnd(wf string, timeout time.Duration) wfDetail {
+func (f *fleet) waitEnd(wf string, timeout time.Duration) wfStatus {
 	f.t.Helper()
-	var s wfDetail
+	var s wfStatus
 	waitFor(f.t, timeout, "workflow "+wf+" to end", func() bool {
 		s = f.detail(wf)
 		return s.Status != "running"

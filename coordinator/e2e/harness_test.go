@@ -456,21 +456,29 @@ func (f *fleet) background(timeout time.Duration, args ...string) <-chan result 
 	go func() {
 		defer cancel()
 		err := cmd.Wait()
-		r := result{args: args, stdout: stdout.String(), stderr: stderr.String()}
-		var ee *exec.ExitError
-		switch {
-		case ctx.Err() != nil:
-			r.code = -1
-			r.stderr += fmt.Sprintf("\n[e2e: killed after %s]", timeout)
-		case errors.As(err, &ee):
-			r.code = ee.ExitCode()
-		case err != nil:
-			r.code = -1
-			r.stderr += "\n[e2e: " + err.Error() + "]"
-		}
-		ch <- r
+		ch <- ended(ctx, timeout, args, &stdout, &stderr, err)
 	}()
 	return ch
+}
+
+// ended is the result of a command run with args under ctx, which timeout
+// bounds, that wrote stdout and stderr and ended with err (from Run or
+// Wait): its exit code, or -1 with a note on stderr when it was killed at
+// the timeout or did not run.
+func ended(ctx context.Context, timeout time.Duration, args []string, stdout, stderr *bytes.Buffer, err error) result {
+	r := result{args: args, stdout: stdout.String(), stderr: stderr.String()}
+	var ee *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		r.code = -1
+		r.stderr += fmt.Sprintf("\n[e2e: killed after %s]", timeout)
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		r.code = -1
+		r.stderr += "\n[e2e: " + err.Error() + "]"
+	}
+	return r
 }
 
 func hasFlag(args []string, flag string) bool {
@@ -482,7 +490,8 @@ func hasFlag(args []string, flag string) bool {
 	return false
 }
 
-// The JSON `coordinator status -o json` prints, as this test reads it.
+// wfStatus is a workflow as `coordinator status -o json` prints it, as
+// the tests read it (the local fleet's and the Compose fleet's alike).
 type wfStatus struct {
 	ID         string         `json:"id"`
 	Name       string         `json:"name"`
@@ -500,21 +509,34 @@ type nodeStatus struct {
 	Status    string       `json:"status"`
 	Attempt   int          `json:"attempt"`
 	Host      string       `json:"host"`
+	Sandbox   string       `json:"sandbox"`
 	DependsOn []string     `json:"depends_on"`
 	Gates     []gateStatus `json:"gates"`
 	Commit    string       `json:"commit"`
 	Reason    string       `json:"reason"`
 }
 
+// gateStatus is a gate as `status -o json` and `gate results -o json`
+// print it.
 type gateStatus struct {
-	Name     string `json:"name"`
-	Status   string `json:"status"`
-	ExitCode *int   `json:"exit_code"`
-	Host     string `json:"host"`
-	Log      string `json:"log"`
+	Name               string   `json:"name"`
+	Status             string   `json:"status"`
+	ExitCode           *int     `json:"exit_code"`
+	Host               string   `json:"host"`
+	Sandbox            string   `json:"sandbox"`
+	Log                string   `json:"log"`
+	Attempt            int      `json:"attempt"`
+	Round              int      `json:"round"`
+	DurationMillis     int64    `json:"duration_ms"`
+	Cached             bool     `json:"cached"`
+	CacheDisabled      string   `json:"cache_disabled"`
+	Output             string   `json:"output"`
+	IntegrityViolation bool     `json:"integrity_violation"`
+	Violations         []string `json:"violations"`
+	Error              string   `json:"error"`
 }
 
-func (s *wfStatus) node(t testing.TB, id string) nodeStatus {
+func (s wfStatus) node(t testing.TB, id string) nodeStatus {
 	t.Helper()
 	for _, n := range s.Nodes {
 		if n.ID == id {
@@ -525,14 +547,44 @@ func (s *wfStatus) node(t testing.TB, id string) nodeStatus {
 	return nodeStatus{}
 }
 
+func (n nodeStatus) gate(t testing.TB, name string) gateStatus {
+	t.Helper()
+	for _, g := range n.Gates {
+		if g.Name == name {
+			return g
+		}
+	}
+	t.Fatalf("node %s has no gate %q: %+v", n.ID, name, n.Gates)
+	return gateStatus{}
+}
+
+func (g gateStatus) exit() string {
+	if g.ExitCode == nil {
+		return "none"
+	}
+	return fmt.Sprint(*g.ExitCode)
+}
+
 // status runs `coordinator status WF -o json` and decodes it; code is the
 // command's exit code (0 succeeded, 2 failed, 4 running, ...).
 func (f *fleet) status(wf string) (wfStatus, int) {
 	f.t.Helper()
-	r := f.cli(30*time.Second, "status", wf, "-o", "json")
+	return statusOf(f.t, f.cli(30*time.Second, "status", wf, "-o", "json"))
+}
+
+// detail is status without the exit code.
+func (f *fleet) detail(wf string) wfStatus {
+	f.t.Helper()
+	s, _ := f.status(wf)
+	return s
+}
+
+// statusOf decodes the result of `coordinator status WF -o json`.
+func statusOf(t testing.TB, r result) (wfStatus, int) {
+	t.Helper()
 	var s wfStatus
 	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
-		f.t.Fatalf("status JSON: %v\n%s", err, r)
+		t.Fatalf("status JSON: %v\n%s", err, r)
 	}
 	return s, r.code
 }
@@ -576,6 +628,35 @@ func (f *fleet) waitNode(wf, node, want string, timeout time.Duration) wfStatus 
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	testkit.WaitFor(t, timeout, 100*time.Millisecond, what, cond)
+}
+
+// cliRunner runs the coordinator CLI against a fleet, the local one or the
+// Compose one.
+type cliRunner interface {
+	cli(timeout time.Duration, args ...string) result
+}
+
+// submit submits wfFile against repo through c and returns the workflow's
+// id, failing the test unless submit exits 0.
+func submit(t testing.TB, c cliRunner, wfFile, repo string) string {
+	t.Helper()
+	r := c.cli(time.Minute, "submit", wfFile, "--repo", repo)
+	if r.code != 0 {
+		t.Fatalf("submit: %s", r)
+	}
+	return wfID(t, r)
+}
+
+// submitWait submits wfFile against repo with --wait through c and returns
+// the workflow's id, failing the test unless the workflow succeeded within
+// timeout.
+func submitWait(t testing.TB, c cliRunner, timeout time.Duration, wfFile, repo string) string {
+	t.Helper()
+	r := c.cli(timeout, "submit", wfFile, "--repo", repo, "--wait")
+	if r.code != 0 {
+		t.Fatalf("submit --wait did not succeed:\n%s", r)
+	}
+	return wfID(t, r)
 }
 
 // wfID returns the workflow id submit printed (its first stdout line).
