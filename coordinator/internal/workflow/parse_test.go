@@ -357,15 +357,22 @@ func TestValidationErrorFormat(t *testing.T) {
 	}
 }
 
+// parseValid parses testdata/valid/name, which must be valid.
+func parseValid(t *testing.T, name string) *protocol.WorkflowSpec {
+	t.Helper()
+	data, err := os.ReadFile("testdata/valid/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := Parse(name, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
 func TestParseValid(t *testing.T) {
-	data, err := os.ReadFile("testdata/valid/demo.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec, err := Parse("demo.yaml", data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := parseValid(t, "demo.yaml")
 	// full adds what the gate schema fills in: every default explicit, and
 	// where the gate was defined.
 	full := func(g protocol.GateSpec, line int) protocol.GateSpec {
@@ -400,14 +407,7 @@ func TestParseValid(t *testing.T) {
 }
 
 func TestParseDefaults(t *testing.T) {
-	data, err := os.ReadFile("testdata/valid/minimal.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec, err := Parse("minimal.yaml", data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := parseValid(t, "minimal.yaml")
 	task := spec.Tasks[0]
 	if task.Pool != protocol.DefaultPool || task.TimeoutSeconds != DefaultAgentTimeout || task.Adapter != "gemini" ||
 		!reflect.DeepEqual(task.Command, []string{"gemini", "--output-format", "json"}) || len(task.Gates) != 0 {
