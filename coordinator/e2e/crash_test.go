@@ -289,12 +289,7 @@ func TestCoordinatorRestartMidWorkflow(t *testing.T) {
 			f.waitCoordinator(coord2, time.Minute)
 			t.Logf("coordinator-2 ready after %s", time.Since(restarted).Round(time.Millisecond))
 
-			var r result
-			select {
-			case r = <-wait:
-			case <-time.After(3 * time.Minute):
-				t.Fatal("submit --wait did not finish")
-			}
+			r := testkit.Receive(t, wait, 3*time.Minute, "submit --wait did not finish")
 			if r.code != 0 || wfID(t, r) != wf {
 				t.Fatalf("submit --wait across the restart did not succeed:\n%s", r)
 			}

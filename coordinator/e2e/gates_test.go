@@ -328,12 +328,7 @@ func testCIGates(f *fleet) {
 		return false
 	})
 	writeFile(t, filepath.Dir(done), filepath.Base(done), "done\n")
-	var r result
-	select {
-	case r = <-sub:
-	case <-time.After(3 * time.Minute):
-		t.Fatal("submit --wait did not return")
-	}
+	r := testkit.Receive(t, sub, 3*time.Minute, "submit --wait did not return")
 	if r.code != 2 || wfID(t, r) != wf {
 		t.Fatalf("submit --wait: want exit 2 (failed) for %s\n%s", wf, r)
 	}

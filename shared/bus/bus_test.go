@@ -462,12 +462,7 @@ func TestPullIdleRunnerTakesQueuedJob(t *testing.T) {
 	defer close(release)
 
 	publish(t, b1, "default", "first")
-	var first took
-	select {
-	case first = <-got:
-	case <-time.After(5 * time.Second):
-		t.Fatal("first job not taken")
-	}
+	first := testkit.Receive(t, got, 5*time.Second, "first job not taken")
 	publish(t, b1, "default", "second")
 	select {
 	case second := <-got:
@@ -495,11 +490,7 @@ func TestPullDrainLetsJobFinish(t *testing.T) {
 		return Ack()
 	})
 	publish(t, b, "default", "drain-me")
-	select {
-	case <-started:
-	case <-time.After(5 * time.Second):
-		t.Fatal("job not started")
-	}
+	testkit.Receive(t, started, 5*time.Second, "job not started")
 	took := r.halt(t, 5*time.Second)
 	if took < 500*time.Millisecond {
 		t.Errorf("Pull returned %s after stop, before its job finished", took)
@@ -530,11 +521,7 @@ func TestPullDrainTimeoutHandsJobBack(t *testing.T) {
 		return Nak(0)
 	})
 	publish(t, b1, "default", "stuck")
-	select {
-	case <-started:
-	case <-time.After(5 * time.Second):
-		t.Fatal("job not started")
-	}
+	testkit.Receive(t, started, 5*time.Second, "job not started")
 	took := r1.halt(t, 5*time.Second)
 	if took < 300*time.Millisecond || took > 3*time.Second {
 		t.Errorf("Pull returned %s after stop, want about the 400ms drain timeout", took)

@@ -227,11 +227,7 @@ func goDo(c *Cache, ctx context.Context, key string, run RunFunc) <-chan doResul
 
 func waitStarted(t *testing.T, g *gateRun) {
 	t.Helper()
-	select {
-	case <-g.started:
-	case <-time.After(10 * time.Second):
-		t.Fatal("run did not start")
-	}
+	testkit.Receive(t, g.started, 10*time.Second, "run did not start")
 }
 
 func TestCacheDo(t *testing.T) {

@@ -77,11 +77,7 @@ func (f *flaky) Renew(ctx context.Context, l state.Lease, ttl time.Duration) (st
 
 func waitDone(t *testing.T, ctx context.Context, within time.Duration) {
 	t.Helper()
-	select {
-	case <-ctx.Done():
-	case <-time.After(within):
-		t.Fatalf("job context not cancelled within %s", within)
-	}
+	testkit.Receive(t, ctx.Done(), within, "job context not cancelled")
 }
 
 func TestHoldRenewsWhileHeld(t *testing.T) {

@@ -156,11 +156,7 @@ func TestDockerEgressNetwork(t *testing.T) {
 	if res.ExitCode != 0 {
 		t.Skipf("a container on the bridge cannot reach %s either (firewall?): %q", addr, res.Stderr)
 	}
-	select {
-	case <-accepted:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the listener saw no connection")
-	}
+	testkit.Receive(t, accepted, 5*time.Second, "the listener saw no connection")
 }
 
 // listenOnBridge listens on the gateway of the engine's default bridge

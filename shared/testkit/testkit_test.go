@@ -93,3 +93,11 @@ func TestCheckProblems(t *testing.T) {
 	testkit.CheckProblems(t, "f.yaml", "a\nbb x\n", err, []string{"2:3: unknown field", ":: empty"}, problems)
 	testkit.CheckProblems(t, "", "", nil, nil, problems)
 }
+
+func TestReceive(t *testing.T) {
+	ch := make(chan int, 1)
+	ch <- 7
+	if got := testkit.Receive(t, ch, time.Second, "no value"); got != 7 {
+		t.Errorf("Receive = %d, want 7", got)
+	}
+}

@@ -27,3 +27,16 @@ func WaitFor(t testing.TB, timeout, interval time.Duration, what string, cond fu
 		time.Sleep(interval)
 	}
 }
+
+// Receive returns the next value from ch, failing the test with "what
+// within d" if none arrives within d (what says what did not happen).
+func Receive[T any](t testing.TB, ch <-chan T, d time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("%s within %s", what, d)
+		panic("unreachable")
+	}
+}

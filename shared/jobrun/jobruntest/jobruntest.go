@@ -140,13 +140,7 @@ func (f *Fleet) ConsumeReports() {
 // the duration given.
 func (f *Fleet) Next(within time.Duration) *protocol.Report {
 	f.t.Helper()
-	select {
-	case r := <-f.Reports:
-		return r
-	case <-time.After(within):
-		f.t.Fatalf("no report within %s", within)
-		return nil
-	}
+	return testkit.Receive(f.t, f.Reports, within, "no report")
 }
 
 // NoReports fails the test if a report arrives within d.
