@@ -373,16 +373,7 @@ func gateClient(cmd *cobra.Command, call func(ctx context.Context, e *env, clien
 	if cmd.LocalNonPersistentFlags().Lookup("timeout") != nil {
 		e.v.Set("timeout", apiDeadline(cmd, e))
 	}
-	ctx, stop := signalContext()
-	defer stop()
-	nc, client, err := e.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	rctx, cancel := context.WithTimeout(ctx, e.v.GetDuration("timeout"))
-	defer cancel()
-	return call(rctx, e, client)
+	return e.callAPI(func(ctx context.Context, client *api.Client) error { return call(ctx, e, client) })
 }
 
 func apiDeadline(cmd *cobra.Command, e *env) time.Duration {
