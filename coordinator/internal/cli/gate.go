@@ -354,6 +354,15 @@ func splitTask(s string) (string, string, error) {
 	return wf, node, nil
 }
 
+// taskFlag returns the workflow and node --task names ("" and "" without
+// --task).
+func taskFlag(fs *pflag.FlagSet) (wf, node string, err error) {
+	if task, _ := fs.GetString("task"); task != "" {
+		return splitTask(task)
+	}
+	return "", "", nil
+}
+
 func outputFormat(fs *pflag.FlagSet) (string, error) {
 	f, _ := fs.GetString("output")
 	if f != "table" && f != "json" {
@@ -410,10 +419,8 @@ whether the task requires it, what its failure does (on_fail) and its status.`,
 				return err
 			}
 			var req api.GateListRequest
-			if task, _ := cmd.Flags().GetString("task"); task != "" {
-				if req.WorkflowID, req.NodeID, err = splitTask(task); err != nil {
-					return err
-				}
+			if req.WorkflowID, req.NodeID, err = taskFlag(cmd.Flags()); err != nil {
+				return err
 			}
 			return gateClient(cmd, func(ctx context.Context, e *env, client *api.Client) error {
 				resp, err := client.GateList(ctx, req)
@@ -671,10 +678,8 @@ then comes from SUPERVISOR_TIMEOUT or the config file (default 30s).`,
 				return err
 			}
 			req := api.GateUpdateRequest{Name: args[0], Set: map[string]json.RawMessage{}}
-			if task, _ := fs.GetString("task"); task != "" {
-				if req.WorkflowID, req.NodeID, err = splitTask(task); err != nil {
-					return err
-				}
+			if req.WorkflowID, req.NodeID, err = taskFlag(fs); err != nil {
+				return err
 			}
 			fields, err := gateFields(fs)
 			if err != nil {
@@ -726,10 +731,8 @@ round; a gate another of its gates depends on cannot be removed.`,
 				return err
 			}
 			req := api.GateRemoveRequest{Name: args[0]}
-			if task, _ := cmd.Flags().GetString("task"); task != "" {
-				if req.WorkflowID, req.NodeID, err = splitTask(task); err != nil {
-					return err
-				}
+			if req.WorkflowID, req.NodeID, err = taskFlag(cmd.Flags()); err != nil {
+				return err
 			}
 			return gateClient(cmd, func(ctx context.Context, e *env, client *api.Client) error {
 				resp, err := client.GateRemove(ctx, req)
