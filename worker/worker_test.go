@@ -279,15 +279,6 @@ func (h *harness) applied(patches ...[]byte) string {
 	return dir
 }
 
-func readFile(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 func lines(s string) []string { return strings.Split(strings.ReplaceAll(s, "\r\n", "\n"), "\n") }
 
 func TestAgentSucceeds(t *testing.T) {
@@ -366,7 +357,7 @@ func TestAgentSucceeds(t *testing.T) {
 		t.Fatalf("patch touches %v, want only a new hello.txt:\n%s", got, patch)
 	}
 	clone := h.applied(patch)
-	if got := readFile(t, filepath.Join(clone, "hello.txt")); got != "hello from the agent\n" {
+	if got := string(testkit.ReadFile(t, filepath.Join(clone, "hello.txt"))); got != "hello from the agent\n" {
 		t.Errorf("hello.txt after applying the patch = %q", got)
 	}
 	if st := testkit.Git(t, clone, "status", "--porcelain", "--untracked-files=all"); st != "A  hello.txt" {
@@ -605,11 +596,11 @@ func TestDependencyPatches(t *testing.T) {
 		t.Errorf("dependent's patch repeats the dependency's change:\n%s", ownPatch)
 	}
 	clone := h.applied(depPatch, ownPatch)
-	if got := readFile(t, filepath.Join(clone, "src/a.txt")); got != "a1\na2 changed by dep\na3 by own\n" {
+	if got := string(testkit.ReadFile(t, filepath.Join(clone, "src/a.txt"))); got != "a1\na2 changed by dep\na3 by own\n" {
 		t.Errorf("src/a.txt with both patches = %q", got)
 	}
 	for name, want := range map[string]string{"dep.txt": "from the dependency\n", "own.txt": "mine\n"} {
-		if got := readFile(t, filepath.Join(clone, name)); got != want {
+		if got := string(testkit.ReadFile(t, filepath.Join(clone, name))); got != want {
 			t.Errorf("%s = %q, want %q", name, got, want)
 		}
 	}
