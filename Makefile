@@ -31,7 +31,7 @@ build:
 	cd worker && $(GO) build -o $(BIN)/worker ./cmd/worker
 	cd gaterunner && $(GO) build -o $(BIN)/gaterunner ./cmd/gaterunner
 	cd gaterunner && $(GO) build -o $(BIN)/supervisor-coverage-check ./cmd/supervisor-coverage-check
-	cd worker && $(GO) build -o $(BIN)/supervisor-test-agent ./testdata/testagent
+	cd worker && $(GO) build -o $(BIN)/supervisor-test-agent ./cmd/supervisor-test-agent
 	cd shared && $(GO) build -o $(BIN)/nats-server github.com/nats-io/nats-server/v2
 
 ## run: the demo — embedded NATS, coordinator, worker and gate runner in one process

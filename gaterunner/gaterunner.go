@@ -190,15 +190,9 @@ func (r *Runner) run(ctx context.Context, job *protocol.GateJob, token uint64) j
 
 	// The SUPERVISOR_* metadata differs per job; it is not part of the
 	// cache key, which takes the definition's env only.
-	env := map[string]string{}
-	for k, v := range def.env {
-		env[k] = v
-	}
-	env["SUPERVISOR_WORKFLOW_ID"] = job.WorkflowID
-	env["SUPERVISOR_NODE_ID"] = job.NodeID
+	env := jobrun.Env(def.env, job.WorkflowID, job.NodeID, job.Attempt)
 	env["SUPERVISOR_TASK_ID"] = job.NodeID
 	env["SUPERVISOR_GATE_NAME"] = job.Gate
-	env["SUPERVISOR_ATTEMPT"] = strconv.Itoa(job.Attempt)
 	env["SUPERVISOR_REPO_ID"] = job.Repo.ID
 	// A review is one agent round of one node under test: every
 	// gate and poll of that round sees the same id.

@@ -11,13 +11,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/supervisorhq/supervisor/shared/gatecache"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
-	"github.com/supervisorhq/supervisor/shared/jobrun/jobruntest"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
 	"github.com/supervisorhq/supervisor/shared/sandbox/sandboxtest"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // gitWatch is the Docker sandbox recording, for every run, the workspace's
@@ -256,7 +257,7 @@ func TestGateIntegrityDocker(t *testing.T) {
 	}
 
 	// Every run removed its container.
-	left, err := sandboxtest.Containers(jobruntest.Context(t), sandboxtest.Engine(t), hostLabel)
+	left, err := sandboxtest.Containers(testkit.Context(t, time.Minute), sandboxtest.Engine(t), hostLabel)
 	if err != nil || len(left) != 0 {
 		t.Errorf("%d container(s) of the runner left after its gates (%v)", len(left), err)
 	}

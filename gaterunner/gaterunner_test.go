@@ -20,6 +20,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/sandbox"
 	"github.com/supervisorhq/supervisor/shared/sandbox/sandboxtest"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // hostVar is set in the test process; gates must never see it.
@@ -30,13 +31,7 @@ var busConfig = bus.Config{AckWait: 6 * time.Second}
 func TestMain(m *testing.M) {
 	// Process-wide so tests may run in parallel (t.Setenv forbids that).
 	os.Setenv("SUPERVISOR_TEST_HOST_VAR", hostVar)
-	code := m.Run()
-	// The probe image of the Docker tests, if one was built.
-	if err := sandboxtest.Cleanup(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = max(code, 1)
-	}
-	os.Exit(code)
+	sandboxtest.Main(m) // removes the probe image of the Docker tests, if one was built
 }
 
 // harness is a jobruntest.Fleet (an embedded NATS server with the fleet's
@@ -63,11 +58,11 @@ func newHarness(t *testing.T) *harness {
 	// The node's own patch, as a worker would have uploaded it; it stays
 	// staged in the repository (RepoDir).
 	dir := f.RepoDir
-	jobruntest.WriteFile(t, filepath.Join(dir, "newfile"), "made by the agent\n")
-	jobruntest.WriteFile(t, filepath.Join(dir, "src/a.txt"), "a1\na2\n")
-	jobruntest.Git(t, dir, "add", "--all")
-	patch := jobruntest.Git(t, dir, "diff", "--cached", "--binary", "--full-index", f.Repo.BaseCommit)
-	ref, err := jobrun.UploadPatch(jobruntest.Context(t), f.Bus, "node", "wf/node/a1/1.patch", []byte(patch))
+	testkit.WriteFile(t, filepath.Join(dir, "newfile"), "made by the agent\n")
+	testkit.WriteFile(t, filepath.Join(dir, "src/a.txt"), "a1\na2\n")
+	testkit.Git(t, dir, "add", "--all")
+	patch := testkit.GitOutput(t, dir, "diff", "--cached", "--binary", "--full-index", f.Repo.BaseCommit)
+	ref, err := jobrun.UploadPatch(testkit.Context(t, time.Minute), f.Bus, "node", "wf/node/a1/1.patch", []byte(patch))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,11 +75,11 @@ func newHarness(t *testing.T) *harness {
 func (h *harness) variantPatch(content string) protocol.PatchRef {
 	t := h.t
 	t.Helper()
-	jobruntest.WriteFile(t, filepath.Join(h.RepoDir, "src/a.txt"), content)
-	jobruntest.Git(t, h.RepoDir, "add", "--all")
-	patch := jobruntest.Git(t, h.RepoDir, "diff", "--cached", "--binary", "--full-index", h.Repo.BaseCommit)
+	testkit.WriteFile(t, filepath.Join(h.RepoDir, "src/a.txt"), content)
+	testkit.Git(t, h.RepoDir, "add", "--all")
+	patch := testkit.GitOutput(t, h.RepoDir, "diff", "--cached", "--binary", "--full-index", h.Repo.BaseCommit)
 	name := fmt.Sprintf("wf/node/a1/variant-%d.patch", h.patches.Add(1))
-	ref, err := jobrun.UploadPatch(jobruntest.Context(t), h.Bus, "node", name, []byte(patch))
+	ref, err := jobrun.UploadPatch(testkit.Context(t, time.Minute), h.Bus, "node", name, []byte(patch))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +120,7 @@ func (h *harness) startRunnerOpts(cfg Config, o runnerOpts) string {
 	if host == "" {
 		host = fmt.Sprintf("test-gaterunner-%d", h.hosts.Add(1))
 	}
-	ctx := jobruntest.Context(t)
+	ctx := testkit.Context(t, time.Minute)
 	rb, err := bus.Open(ctx, h.URL, host, busConfig, h.Log)
 	if err != nil {
 		t.Fatalf("runner bus: %v", err)
@@ -189,7 +184,7 @@ func (h *harness) publish(j *protocol.GateJob) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if err := h.Bus.PublishJob(jobruntest.Context(h.t), protocol.KindGate, j.Pool, j.JobID, data); err != nil {
+	if err := h.Bus.PublishJob(testkit.Context(h.t, time.Minute), protocol.KindGate, j.Pool, j.JobID, data); err != nil {
 		h.t.Fatalf("publish: %v", err)
 	}
 }
@@ -245,7 +240,7 @@ func (h *harness) run(j *protocol.GateJob) *protocol.GateResult {
 
 func (h *harness) logText(name string) string {
 	h.t.Helper()
-	data, err := h.Bus.Logs.GetBytes(jobruntest.Context(h.t), name)
+	data, err := h.Bus.Logs.GetBytes(testkit.Context(h.t, time.Minute), name)
 	if err != nil {
 		h.t.Fatalf("log %s: %v", name, err)
 	}

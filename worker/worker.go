@@ -112,13 +112,7 @@ func (w *Worker) run(ctx context.Context, job *protocol.AgentJob, token uint64) 
 	}
 	defer ws.Close() //nolint:errcheck
 
-	env := map[string]string{}
-	for k, v := range job.Env {
-		env[k] = v
-	}
-	env["SUPERVISOR_WORKFLOW_ID"] = job.WorkflowID
-	env["SUPERVISOR_NODE_ID"] = job.NodeID
-	env["SUPERVISOR_ATTEMPT"] = strconv.Itoa(job.Attempt)
+	env := jobrun.Env(job.Env, job.WorkflowID, job.NodeID, job.Attempt)
 	env["SUPERVISOR_JOB_ID"] = job.JobID
 
 	// Network: the egress proxy's allow-list (empty: no network at all).

@@ -22,6 +22,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 const (
@@ -41,7 +42,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, agentName), "./testdata/testagent")
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, agentName), "./cmd/supervisor-test-agent")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build the test agent:", err)
@@ -93,7 +94,7 @@ func (h *harness) startWorker(cfg Config) (host string, stop func()) {
 func (h *harness) workerDeps(labels map[string]string) jobrun.Deps {
 	t := h.t
 	host := fmt.Sprintf("test-worker-%d", h.hosts.Add(1))
-	ctx := jobruntest.Context(t)
+	ctx := testkit.Context(t, time.Minute)
 	wb, err := bus.Open(ctx, h.URL, host, h.Config, h.Log)
 	if err != nil {
 		t.Fatalf("worker bus: %v", err)
@@ -161,7 +162,7 @@ func (h *harness) publish(j *protocol.AgentJob) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if err := h.Bus.PublishJob(jobruntest.Context(h.t), protocol.KindAgent, j.Pool, j.JobID, data); err != nil {
+	if err := h.Bus.PublishJob(testkit.Context(h.t, time.Minute), protocol.KindAgent, j.Pool, j.JobID, data); err != nil {
 		h.t.Fatalf("publish: %v", err)
 	}
 }
@@ -204,7 +205,7 @@ func (h *harness) expectResult(j *protocol.AgentJob, within time.Duration) *prot
 
 func (h *harness) jobsInStream() uint64 {
 	h.t.Helper()
-	ctx := jobruntest.Context(h.t)
+	ctx := testkit.Context(h.t, time.Minute)
 	s, err := h.Bus.JS.Stream(ctx, protocol.StreamJobs)
 	if err != nil {
 		h.t.Fatal(err)
@@ -219,7 +220,7 @@ func (h *harness) jobsInStream() uint64 {
 // patchBytes downloads a patch and checks it against its ref.
 func (h *harness) patchBytes(ref *protocol.PatchRef) []byte {
 	h.t.Helper()
-	data, err := h.Bus.Patches.GetBytes(jobruntest.Context(h.t), ref.Object)
+	data, err := h.Bus.Patches.GetBytes(testkit.Context(h.t, time.Minute), ref.Object)
 	if err != nil {
 		h.t.Fatalf("patch %s: %v", ref.Object, err)
 	}
@@ -235,7 +236,7 @@ func (h *harness) logBytes(name string) []byte {
 	if name == "" {
 		h.t.Fatal("result names no log")
 	}
-	data, err := h.Bus.Logs.GetBytes(jobruntest.Context(h.t), name)
+	data, err := h.Bus.Logs.GetBytes(testkit.Context(h.t, time.Minute), name)
 	if err != nil {
 		h.t.Fatalf("log %s: %v", name, err)
 	}
@@ -268,23 +269,14 @@ func patchedFiles(patch []byte) map[string]string {
 func (h *harness) applied(patches ...[]byte) string {
 	h.t.Helper()
 	dir := filepath.Join(h.t.TempDir(), "clone")
-	jobruntest.Git(h.t, "", "clone", "--quiet", h.RepoDir, dir)
-	jobruntest.Git(h.t, dir, "checkout", "--quiet", "--detach", h.Repo.BaseCommit)
+	testkit.Git(h.t, "", "clone", "--quiet", h.RepoDir, dir)
+	testkit.Git(h.t, dir, "checkout", "--quiet", "--detach", h.Repo.BaseCommit)
 	for i, p := range patches {
 		file := filepath.Join(h.t.TempDir(), fmt.Sprintf("p%d.patch", i))
-		jobruntest.WriteFile(h.t, file, string(p))
-		jobruntest.Git(h.t, dir, "apply", "--binary", "--index", file)
+		testkit.WriteFile(h.t, file, p)
+		testkit.Git(h.t, dir, "apply", "--binary", "--index", file)
 	}
 	return dir
-}
-
-func readFile(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 func lines(s string) []string { return strings.Split(strings.ReplaceAll(s, "\r\n", "\n"), "\n") }
@@ -365,10 +357,10 @@ func TestAgentSucceeds(t *testing.T) {
 		t.Fatalf("patch touches %v, want only a new hello.txt:\n%s", got, patch)
 	}
 	clone := h.applied(patch)
-	if got := readFile(t, filepath.Join(clone, "hello.txt")); got != "hello from the agent\n" {
+	if got := string(testkit.ReadFile(t, filepath.Join(clone, "hello.txt"))); got != "hello from the agent\n" {
 		t.Errorf("hello.txt after applying the patch = %q", got)
 	}
-	if st := strings.TrimSpace(jobruntest.Git(t, clone, "status", "--porcelain", "--untracked-files=all")); st != "A  hello.txt" {
+	if st := testkit.Git(t, clone, "status", "--porcelain", "--untracked-files=all"); st != "A  hello.txt" {
 		t.Errorf("clone status after applying the patch = %q, want only hello.txt added", st)
 	}
 
@@ -490,7 +482,7 @@ func TestMalformedJobTerminated(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, bus.Config{AckWait: 2 * time.Second})
 	h.startWorker(Config{})
-	ctx := jobruntest.Context(t)
+	ctx := testkit.Context(t, time.Minute)
 	for id, payload := range map[string]string{
 		"bad-json":  `{"v":1,"job_id":`,
 		"too-new":   `{"v":99,"job_id":"wf.n.a1","workflow_id":"wf","node_id":"n","attempt":1}`,
@@ -604,11 +596,11 @@ func TestDependencyPatches(t *testing.T) {
 		t.Errorf("dependent's patch repeats the dependency's change:\n%s", ownPatch)
 	}
 	clone := h.applied(depPatch, ownPatch)
-	if got := readFile(t, filepath.Join(clone, "src/a.txt")); got != "a1\na2 changed by dep\na3 by own\n" {
+	if got := string(testkit.ReadFile(t, filepath.Join(clone, "src/a.txt"))); got != "a1\na2 changed by dep\na3 by own\n" {
 		t.Errorf("src/a.txt with both patches = %q", got)
 	}
 	for name, want := range map[string]string{"dep.txt": "from the dependency\n", "own.txt": "mine\n"} {
-		if got := readFile(t, filepath.Join(clone, name)); got != want {
+		if got := string(testkit.ReadFile(t, filepath.Join(clone, name))); got != want {
 			t.Errorf("%s = %q, want %q", name, got, want)
 		}
 	}
@@ -635,7 +627,7 @@ func TestInfrastructureErrorOnLastDelivery(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, bus.Config{MaxDeliver: 2})
 	h.startWorker(Config{})
-	ctx := jobruntest.Context(t)
+	ctx := testkit.Context(t, time.Minute)
 	bad := []byte("not really a patch\n")
 	if _, err := h.Bus.Patches.PutBytes(ctx, "wf/bad.patch", bad); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // TestBadInput submits invalid workflows and bad command lines through the
@@ -20,7 +22,7 @@ func TestBadInput(t *testing.T) {
 	f.coordinator("coordinator", coordData)
 	f.worker("worker-1", "--concurrency", "2")
 	f.gaterunner("gate-1", "--concurrency", "2")
-	repo, base := sampleRepo(t, map[string]string{"README.md": "base\n"})
+	repo, base := testkit.Repo(t, map[string]string{"README.md": "base\n"})
 	dir := t.TempDir()
 	notGit := filepath.Join(dir, "not-a-repo")
 	if err := os.MkdirAll(notGit, 0o755); err != nil {
@@ -241,7 +243,7 @@ func gateFails(t *testing.T, f *fleet, coordData, repo, base string) {
 	// too: the branch holds a's and d's commits, not b's.
 	branch := "supervisor/" + wf
 	m := repo
-	if tip := strings.TrimSpace(git(t, m, "rev-parse", "refs/heads/"+branch)); tip != s.Head {
+	if tip := testkit.Git(t, m, "rev-parse", "refs/heads/"+branch); tip != s.Head {
 		t.Errorf("branch at %s, status head %s", tip, s.Head)
 	}
 	if got, want := branchChanges(t, m, base, branch), []string{"A\ta.txt", "A\td.txt"}; !equalStrings(got, want) {

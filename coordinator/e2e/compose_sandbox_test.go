@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // composeSandboxWorkflow runs gates that only pass in a Docker sandbox
@@ -113,13 +115,9 @@ func TestComposeDockerSandbox(t *testing.T) {
 		runner = h
 	}
 
-	repo, base := sampleRepo(t, map[string]string{"README.md": "base readme\n"})
+	repo, base := testkit.Repo(t, map[string]string{"README.md": "base readme\n"})
 	wfFile := writeFile(t, t.TempDir(), "sandbox.yaml", composeSandboxWorkflow)
-	r := c.cli(4*time.Minute, "submit", wfFile, "--repo", repo, "--wait")
-	if r.code != 0 {
-		t.Fatalf("submit --wait did not succeed:\n%s", r)
-	}
-	wf := wfID(t, r)
+	wf := submitWait(t, c, 4*time.Minute, wfFile, repo)
 	if got := branchChanges(t, repo, base, "supervisor/"+wf); !equalStrings(got, []string{"A\tsandboxed.txt"}) {
 		t.Errorf("branch supervisor/%s changes %v, want just sandboxed.txt", wf, got)
 	}

@@ -5,8 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // The Compose tests run the fleet of compose.yaml — a three-node NATS
@@ -80,13 +78,13 @@ type composeFleet struct {
 func composeTool(t *testing.T) []string {
 	t.Helper()
 	if _, err := exec.LookPath("docker"); err != nil {
-		testserver.Missing(t, "the docker CLI")
+		testkit.Missing(t, "the docker CLI")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
 		t.Logf("docker info: %v\n%s", err, out)
-		testserver.Missing(t, "a running Docker engine")
+		testkit.Missing(t, "a running Docker engine")
 	}
 	if exec.CommandContext(ctx, "docker", "compose", "version").Run() == nil {
 		return []string{"docker", "compose"}
@@ -94,7 +92,7 @@ func composeTool(t *testing.T) []string {
 	if _, err := exec.LookPath("docker-compose"); err == nil {
 		return []string{"docker-compose"}
 	}
-	testserver.Missing(t, "docker-compose or the docker compose plugin")
+	testkit.Missing(t, "docker-compose or the docker compose plugin")
 	return nil
 }
 
@@ -243,19 +241,7 @@ func (c *composeFleet) run(timeout time.Duration, name string, args ...string) r
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
-	r := result{args: append([]string{name}, args...), stdout: stdout.String(), stderr: stderr.String()}
-	var ee *exec.ExitError
-	switch {
-	case ctx.Err() != nil:
-		r.code = -1
-		r.stderr += fmt.Sprintf("\n[e2e: killed after %s]", timeout)
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	case err != nil:
-		r.code = -1
-		r.stderr += "\n[e2e: " + err.Error() + "]"
-	}
-	return r
+	return ended(ctx, timeout, append([]string{name}, args...), &stdout, &stderr, err)
 }
 
 // containers returns the ids of a service's running containers.
@@ -293,14 +279,9 @@ func (c *composeFleet) cli(timeout time.Duration, args ...string) result {
 }
 
 // status runs `coordinator status WF -o json` and decodes it.
-func (c *composeFleet) status(wf string) (composeStatus, int) {
+func (c *composeFleet) status(wf string) (wfStatus, int) {
 	c.t.Helper()
-	r := c.cli(time.Minute, "status", wf, "-o", "json")
-	var s composeStatus
-	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
-		c.t.Fatalf("status JSON: %v\n%s", err, r)
-	}
-	return s, r.code
+	return statusOf(c.t, c.cli(time.Minute, "status", wf, "-o", "json"))
 }
 
 // dumpLogs logs the tail of every container's log.
@@ -337,36 +318,6 @@ func (c *composeFleet) removeStale() {
 		argv := append(append(append([]string(nil), c.tool[1:]...), "-p", p), c.files...)
 		c.run(3*time.Minute, c.tool[0], append(argv, "down", "-v", "--remove-orphans", "-t", "1")...)
 	}
-}
-
-// The JSON `coordinator status -o json` prints, as the Compose tests read it.
-type composeStatus struct {
-	ID     string        `json:"id"`
-	Status string        `json:"status"`
-	Reason string        `json:"reason"`
-	Branch string        `json:"branch"`
-	Head   string        `json:"head"`
-	Nodes  []composeNode `json:"nodes"`
-}
-
-type composeNode struct {
-	ID      string        `json:"id"`
-	Status  string        `json:"status"`
-	Attempt int           `json:"attempt"`
-	Host    string        `json:"host"`
-	Sandbox string        `json:"sandbox"`
-	Reason  string        `json:"reason"`
-	Gates   []composeGate `json:"gates"`
-}
-
-type composeGate struct {
-	Name     string `json:"name"`
-	Status   string `json:"status"`
-	ExitCode *int   `json:"exit_code"`
-	Host     string `json:"host"`
-	Output   string `json:"output"`
-	Error    string `json:"error"`
-	Sandbox  string `json:"sandbox"`
 }
 
 // composeSpreadWorkflow: four tasks in parallel (each agent sleeps, so
@@ -464,7 +415,7 @@ func TestComposeFleet(t *testing.T) {
 	}
 
 	t.Run("Spread", func(t *testing.T) {
-		repo, base := sampleRepo(t, map[string]string{"README.md": "base readme\n", "keep.txt": "untouched\n"})
+		repo, base := testkit.Repo(t, map[string]string{"README.md": "base readme\n", "keep.txt": "untouched\n"})
 		var parts strings.Builder
 		for i := 1; i <= 4; i++ {
 			fmt.Fprintf(&parts, composeSpreadPart, i)
@@ -472,11 +423,7 @@ func TestComposeFleet(t *testing.T) {
 		wfFile := writeFile(t, t.TempDir(), "spread.yaml", fmt.Sprintf(composeSpreadWorkflow, parts.String()))
 
 		started := time.Now()
-		r := c.cli(4*time.Minute, "submit", wfFile, "--repo", repo, "--wait")
-		if r.code != 0 {
-			t.Fatalf("submit --wait did not succeed:\n%s", r)
-		}
-		wf := wfID(t, r)
+		wf := submitWait(t, c, 4*time.Minute, wfFile, repo)
 		t.Logf("workflow %s succeeded in %s", wf, time.Since(started).Round(time.Millisecond))
 
 		// The coordinator's container cannot see this repository: the branch
@@ -544,25 +491,18 @@ func TestComposeFleet(t *testing.T) {
 		if after.code != 0 || after.stdout != before.stdout {
 			t.Errorf("the workflows after the restart differ:\nbefore: %s\nafter: %s", before.stdout, after)
 		}
-		repo, base := sampleRepo(t, map[string]string{"README.md": "base\n"})
+		repo, base := testkit.Repo(t, map[string]string{"README.md": "base\n"})
 		wfFile := writeFile(t, t.TempDir(), "after-restart.yaml", composeRestartWorkflow)
-		r := c.cli(3*time.Minute, "submit", wfFile, "--repo", repo, "--wait")
-		if r.code != 0 {
-			t.Fatalf("submit --wait after the restart did not succeed:\n%s", r)
-		}
-		if got := branchChanges(t, repo, base, "supervisor/"+wfID(t, r)); !equalStrings(got, []string{"A\tagain.txt"}) {
+		wf := submitWait(t, c, 3*time.Minute, wfFile, repo)
+		if got := branchChanges(t, repo, base, "supervisor/"+wf); !equalStrings(got, []string{"A\tagain.txt"}) {
 			t.Errorf("branch changes %v, want just again.txt", got)
 		}
 	})
 
 	t.Run("GateRunnerKilled", func(t *testing.T) {
-		repo, base := sampleRepo(t, map[string]string{"README.md": "base\n"})
+		repo, base := testkit.Repo(t, map[string]string{"README.md": "base\n"})
 		wfFile := writeFile(t, t.TempDir(), "kill.yaml", composeKillWorkflow)
-		r := c.cli(time.Minute, "submit", wfFile, "--repo", repo)
-		if r.code != 0 {
-			t.Fatalf("submit: %s", r)
-		}
-		wf := wfID(t, r)
+		wf := submit(t, c, wfFile, repo)
 
 		// Wait for the hold gate to start, and kill the container running it.
 		var victim string
@@ -598,7 +538,7 @@ func TestComposeFleet(t *testing.T) {
 		t.Logf("killed gate runner %s (container %.12s) mid-gate; %s should take the gate over after the ack wait (%s)", victim, id, survivor, composeAckWait)
 
 		// watch --repo follows the workflow to its end and fetches the branch.
-		r = c.cli(3*time.Minute, "watch", wf, "--repo", repo)
+		r := c.cli(3*time.Minute, "watch", wf, "--repo", repo)
 		if r.code != 0 {
 			t.Fatalf("watch %s did not succeed:\n%s", wf, r)
 		}

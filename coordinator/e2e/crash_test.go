@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,6 +10,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/supervisorhq/supervisor/shared/gitexec"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // crashAckWait is the runners' ack wait in the crash tests: a job whose
@@ -58,30 +62,9 @@ tasks:
 // its change must reach the branch exactly once.
 func TestWorkerKilledMidJob(t *testing.T) {
 	t.Parallel()
-	f := newFleet(t, crashAckWait)
-	f.coordinator("coordinator", "coordinator")
-	workers := map[string]*proc{"worker-1": f.worker("worker-1"), "worker-2": f.worker("worker-2")}
-	f.gaterunner("gate-1")
-	repo, base := sampleRepo(t, map[string]string{"README.md": "base\n"})
-	wfFile := writeFile(t, t.TempDir(), "crash.yaml", crashWorkflow)
+	run := startCrashRun(t, "crash.yaml", crashWorkflow)
+	f, workers, repo, base, wf, victim, survivor := run.f, run.workers, run.repo, run.base, run.wf, run.victim, run.survivor
 
-	r := f.cli(time.Minute, "submit", wfFile, "--repo", repo)
-	if r.code != 0 {
-		t.Fatalf("submit: %s", r)
-	}
-	wf := wfID(t, r)
-
-	s := f.waitNode(wf, "slow", "running", time.Minute)
-	victim := s.node(t, "slow").Host
-	var survivor string
-	for name := range workers {
-		if name != victim {
-			survivor = name
-		}
-	}
-	if workers[victim] == nil {
-		t.Fatalf("node slow runs on %q, not one of the workers", victim)
-	}
 	// "running" is reported before the workspace is ready: wait until the
 	// agent process itself runs, so that killing the worker orphans it.
 	var orphans []int
@@ -96,17 +79,12 @@ func TestWorkerKilledMidJob(t *testing.T) {
 		t.Fatalf("the agent died with its worker; the test means to leave it orphaned")
 	}
 
-	r = f.cli(2*time.Minute, "watch", wf, "--repo", repo)
+	r := f.cli(2*time.Minute, "watch", wf, "--repo", repo)
 	if r.code != 0 {
 		t.Fatalf("watch did not end in success:\n%s", r)
 	}
 
-	// The history shows the job starting on the victim, then on the
-	// survivor under a newer lease, and nowhere else.
-	st := starts(r.stdout)
-	if len(st) != 2 || st[0].host != victim || st[1].host != survivor || st[1].lease <= st[0].lease {
-		t.Errorf("starts of node slow = %+v; want one on %s, then one on %s under a newer lease\n%s", st, victim, survivor, r.stdout)
-	}
+	run.checkStarts(t, r.stdout)
 
 	s, code := f.status(wf)
 	n := s.node(t, "slow")
@@ -121,13 +99,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 	}
 
 	// Exactly one change, once.
-	branch := "supervisor/" + wf
-	if got, want := branchChanges(t, repo, base, branch), []string{"A\tslow.txt"}; !equalStrings(got, want) {
-		t.Errorf("changes on %s = %q, want %q", branch, got, want)
-	}
-	if got := fileAt(t, repo, branch, "slow.txt"); got != "written once\n" {
-		t.Errorf("slow.txt = %q, want it written exactly once", got)
-	}
+	branch := run.checkWrittenOnce(t)
 	commits := branchCommits(t, repo, base, branch)
 	if len(commits) != 1 || commits[0].node != "slow" || commits[0].sha != n.Commit {
 		t.Errorf("commits on %s = %+v, want one for node slow (%s)", branch, commits, n.Commit)
@@ -155,6 +127,64 @@ func TestWorkerKilledMidJob(t *testing.T) {
 	if s2, _ := f.status(wf); s2.Head != s.Head || s2.Status != "succeeded" {
 		t.Errorf("after the orphan finished, status moved: head %s → %s, %s", s.Head, s2.Head, s2.Status)
 	}
+}
+
+// crashRun is a crash test's fleet (a coordinator, two workers and a gate
+// runner) running a crashWorkflow whose node slow runs on the victim, the
+// worker the test harms; the other worker is the survivor.
+type crashRun struct {
+	f                *fleet
+	coord            *proc
+	workers          map[string]*proc
+	repo, base, wf   string
+	victim, survivor string
+}
+
+// startCrashRun starts the fleet, submits workflow (written to file) on a
+// new repository and waits until node slow runs.
+func startCrashRun(t *testing.T, file, workflow string) *crashRun {
+	t.Helper()
+	f := newFleet(t, crashAckWait)
+	c := &crashRun{f: f, coord: f.coordinator("coordinator", "coordinator"),
+		workers: map[string]*proc{"worker-1": f.worker("worker-1"), "worker-2": f.worker("worker-2")}}
+	f.gaterunner("gate-1")
+	c.repo, c.base = testkit.Repo(t, map[string]string{"README.md": "base\n"})
+	c.wf = submit(t, f, writeFile(t, t.TempDir(), file, workflow), c.repo)
+	s := f.waitNode(c.wf, "slow", "running", time.Minute)
+	c.victim = s.node(t, "slow").Host
+	for name := range c.workers {
+		if name != c.victim {
+			c.survivor = name
+		}
+	}
+	if c.workers[c.victim] == nil {
+		t.Fatalf("node slow runs on %q, not one of the workers", c.victim)
+	}
+	return c
+}
+
+// checkStarts checks the history `watch` printed: the job started on the
+// victim, then on the survivor under a newer lease, and nowhere else.
+func (c *crashRun) checkStarts(t *testing.T, out string) {
+	t.Helper()
+	st := starts(out)
+	if len(st) != 2 || st[0].host != c.victim || st[1].host != c.survivor || st[1].lease <= st[0].lease {
+		t.Errorf("starts of node slow = %+v; want one on %s, then one on %s under a newer lease\n%s", st, c.victim, c.survivor, out)
+	}
+}
+
+// checkWrittenOnce checks that the workflow's branch, which it returns,
+// holds one change: slow.txt, written once.
+func (c *crashRun) checkWrittenOnce(t *testing.T) string {
+	t.Helper()
+	branch := "supervisor/" + c.wf
+	if got, want := branchChanges(t, c.repo, c.base, branch), []string{"A\tslow.txt"}; !equalStrings(got, want) {
+		t.Errorf("changes on %s = %q, want %q", branch, got, want)
+	}
+	if got := fileAt(t, c.repo, branch, "slow.txt"); got != "written once\n" {
+		t.Errorf("slow.txt = %q, want it written exactly once", got)
+	}
+	return branch
 }
 
 // agentsUnder returns the test agents running with a working directory
@@ -235,7 +265,7 @@ func TestCoordinatorRestartMidWorkflow(t *testing.T) {
 			coord := f.coordinator("coordinator-1", "coordinator")
 			f.worker("worker-1")
 			f.gaterunner("gate-1")
-			repo, base := sampleRepo(t, map[string]string{"README.md": "base\n"})
+			repo, base := testkit.Repo(t, map[string]string{"README.md": "base\n"})
 			wfFile := writeFile(t, t.TempDir(), "restart.yaml", restartWorkflow)
 
 			wait := f.background(3*time.Minute, "submit", wfFile, "--repo", repo, "--wait")
@@ -259,12 +289,7 @@ func TestCoordinatorRestartMidWorkflow(t *testing.T) {
 			f.waitCoordinator(coord2, time.Minute)
 			t.Logf("coordinator-2 ready after %s", time.Since(restarted).Round(time.Millisecond))
 
-			var r result
-			select {
-			case r = <-wait:
-			case <-time.After(3 * time.Minute):
-				t.Fatal("submit --wait did not finish")
-			}
+			r := testkit.Receive(t, wait, 3*time.Minute, "submit --wait did not finish")
 			if r.code != 0 || wfID(t, r) != wf {
 				t.Fatalf("submit --wait across the restart did not succeed:\n%s", r)
 			}
@@ -310,29 +335,8 @@ func TestCoordinatorRestartMidWorkflow(t *testing.T) {
 // change lands once, from the current lease holder.
 func TestWorkerStalledMidJob(t *testing.T) {
 	t.Parallel()
-	f := newFleet(t, crashAckWait)
-	coord := f.coordinator("coordinator", "coordinator")
-	workers := map[string]*proc{"worker-1": f.worker("worker-1"), "worker-2": f.worker("worker-2")}
-	f.gaterunner("gate-1")
-	repo, base := sampleRepo(t, map[string]string{"README.md": "base\n"})
-	wfFile := writeFile(t, t.TempDir(), "stall.yaml", strings.Replace(crashWorkflow, "@sleep 8s", "@sleep 5s", 1))
-
-	r := f.cli(time.Minute, "submit", wfFile, "--repo", repo)
-	if r.code != 0 {
-		t.Fatalf("submit: %s", r)
-	}
-	wf := wfID(t, r)
-	running := f.waitNode(wf, "slow", "running", time.Minute)
-	victim := running.node(t, "slow").Host
-	var survivor string
-	for name := range workers {
-		if name != victim {
-			survivor = name
-		}
-	}
-	if workers[victim] == nil {
-		t.Fatalf("node slow runs on %q, not one of the workers", victim)
-	}
+	run := startCrashRun(t, "stall.yaml", strings.Replace(crashWorkflow, "@sleep 8s", "@sleep 5s", 1))
+	f, coord, workers, repo, base, wf, victim, survivor := run.f, run.coord, run.workers, run.repo, run.base, run.wf, run.victim, run.survivor
 	victimDir := filepath.Join(f.dir, "data", victim)
 	waitFor(t, 30*time.Second, "the agent to run on "+victim, func() bool { return len(agentsUnder(victimDir)) > 0 })
 	t.Logf("node slow runs on %s; freezing it with SIGSTOP", victim)
@@ -352,26 +356,17 @@ func TestWorkerStalledMidJob(t *testing.T) {
 	t.Logf("the job runs on %s; thawing %s", survivor, victim)
 	workers[victim].signal(t, syscall.SIGCONT)
 
-	r = f.cli(2*time.Minute, "watch", wf, "--repo", repo)
+	r := f.cli(2*time.Minute, "watch", wf, "--repo", repo)
 	if r.code != 0 {
 		t.Fatalf("watch did not end in success:\n%s", r)
 	}
-	st := starts(r.stdout)
-	if len(st) != 2 || st[0].host != victim || st[1].host != survivor || st[1].lease <= st[0].lease {
-		t.Errorf("starts of node slow = %+v; want one on %s, then one on %s under a newer lease\n%s", st, victim, survivor, r.stdout)
-	}
+	run.checkStarts(t, r.stdout)
 	s, code := f.status(wf)
 	n := s.node(t, "slow")
 	if code != 0 || s.Status != "succeeded" || n.Status != "succeeded" || n.Host != survivor || n.Attempt != 1 {
 		t.Fatalf("status: exit %d, workflow %s (%s), node %+v; want succeeded on %s at attempt 1", code, s.Status, s.Reason, n, survivor)
 	}
-	branch := "supervisor/" + wf
-	if got, want := branchChanges(t, repo, base, branch), []string{"A\tslow.txt"}; !equalStrings(got, want) {
-		t.Errorf("changes on %s = %q, want %q", branch, got, want)
-	}
-	if got := fileAt(t, repo, branch, "slow.txt"); got != "written once\n" {
-		t.Errorf("slow.txt = %q, want it written exactly once", got)
-	}
+	branch := run.checkWrittenOnce(t)
 	if commits := branchCommits(t, repo, base, branch); len(commits) != 1 || commits[0].sha != n.Commit {
 		t.Errorf("commits on %s = %+v, want one for node slow (%s)", branch, commits, n.Commit)
 	}
@@ -401,7 +396,7 @@ func TestCancelMidJob(t *testing.T) {
 	f.coordinator("coordinator", "coordinator")
 	workers := []*proc{f.worker("worker-1"), f.worker("worker-2")}
 	f.gaterunner("gate-1")
-	repo, _ := sampleRepo(t, map[string]string{"README.md": "base\n"})
+	repo, _ := testkit.Repo(t, map[string]string{"README.md": "base\n"})
 	wfFile := writeFile(t, t.TempDir(), "cancel.yaml", crashWorkflow+`  - id: after
     depends_on: [slow]
     prompt: |
@@ -409,11 +404,7 @@ func TestCancelMidJob(t *testing.T) {
       after
       @end
 `)
-	r := f.cli(time.Minute, "submit", wfFile, "--repo", repo)
-	if r.code != 0 {
-		t.Fatalf("submit: %s", r)
-	}
-	wf := wfID(t, r)
+	wf := submit(t, f, wfFile, repo)
 	f.waitNode(wf, "slow", "running", time.Minute)
 	data := filepath.Join(f.dir, "data")
 	waitFor(t, 30*time.Second, "the agent to run", func() bool { return len(agentsUnder(data)) > 0 })
@@ -451,7 +442,7 @@ func TestCancelMidJob(t *testing.T) {
 	if startsLogged != 1 {
 		t.Errorf("workers started the job %d times, want once", startsLogged)
 	}
-	if out, err := gitCmd(repo, "rev-parse", "--verify", "--quiet", "refs/heads/supervisor/"+wf); err == nil {
+	if out, err := (gitexec.Runner{Dir: repo}).Text(context.Background(), "rev-parse", "--verify", "--quiet", "refs/heads/supervisor/"+wf); err == nil {
 		t.Errorf("cancelled workflow's branch was written into the repository at %s", out)
 	}
 }

@@ -2,7 +2,7 @@
 // is real: TestMain builds the coordinator, worker and gaterunner binaries,
 // the scripted supervisor-test-agent and a nats-server (from its Go module)
 // into a temporary directory; every test starts its own nats-server process
-// with JetStream, a Redis (testserver.Redis: a redis-server process of its
+// with JetStream, a Redis (testkit.Redis: a redis-server process of its
 // own, or a private database of the server SUPERVISOR_TEST_REDIS_URL names),
 // `coordinator serve`, workers and gate runners as separate OS processes, and
 // drives them through the coordinator's command line against sample git

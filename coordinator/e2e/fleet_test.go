@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // agentCommand is the scripted stand-in for Claude Code, as a workflow
@@ -74,7 +76,7 @@ func TestFleetEndToEnd(t *testing.T) {
 	for _, g := range gaters {
 		f.gaterunner(g, "--concurrency", "1")
 	}
-	repo, base := sampleRepo(t, map[string]string{"README.md": "base readme\n", "keep.txt": "untouched\n"})
+	repo, base := testkit.Repo(t, map[string]string{"README.md": "base readme\n", "keep.txt": "untouched\n"})
 
 	var parts strings.Builder
 	for i := 1; i <= 4; i++ {
@@ -83,11 +85,7 @@ func TestFleetEndToEnd(t *testing.T) {
 	wfFile := writeFile(t, t.TempDir(), "fleet.yaml", fmt.Sprintf(fleetWorkflow, parts.String()))
 
 	started := time.Now()
-	r := f.cli(3*time.Minute, "submit", wfFile, "--repo", repo, "--wait")
-	if r.code != 0 {
-		t.Fatalf("submit --wait did not succeed:\n%s", r)
-	}
-	wf := wfID(t, r)
+	wf := submitWait(t, f, 3*time.Minute, wfFile, repo)
 	t.Logf("workflow %s succeeded in %s", wf, time.Since(started).Round(time.Millisecond))
 	branch := "supervisor/" + wf
 
@@ -182,7 +180,7 @@ func TestFleetEndToEnd(t *testing.T) {
 	checkSpread(t, "gate jobs", gateHosts, gaters)
 
 	// logs prints the agent's log (its output included) and the gates'.
-	r = f.cli(30*time.Second, "logs", wf, "combine")
+	r := f.cli(30*time.Second, "logs", wf, "combine")
 	if r.code != 0 {
 		t.Fatalf("logs: %s", r)
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // The gate engine end to end: the test gates for CI (always-pass,
@@ -26,73 +28,10 @@ import (
 // Gate commands are argv lists run by gatehelper (testdata/gatehelper), so
 // no gate needs a shell.
 
-// gateDetail is a gate as `status -o json` and `gate results -o json` print it.
-type gateDetail struct {
-	Name               string   `json:"name"`
-	Status             string   `json:"status"`
-	ExitCode           *int     `json:"exit_code"`
-	Host               string   `json:"host"`
-	Log                string   `json:"log"`
-	Attempt            int      `json:"attempt"`
-	Round              int      `json:"round"`
-	DurationMillis     int64    `json:"duration_ms"`
-	Cached             bool     `json:"cached"`
-	CacheDisabled      string   `json:"cache_disabled"`
-	Output             string   `json:"output"`
-	IntegrityViolation bool     `json:"integrity_violation"`
-	Violations         []string `json:"violations"`
-	Error              string   `json:"error"`
-}
-
-type nodeDetail struct {
-	ID     string       `json:"id"`
-	Status string       `json:"status"`
-	Reason string       `json:"reason"`
-	Commit string       `json:"commit"`
-	Gates  []gateDetail `json:"gates"`
-}
-
-type wfDetail struct {
-	ID     string       `json:"id"`
-	Status string       `json:"status"`
-	Reason string       `json:"reason"`
-	Head   string       `json:"head"`
-	Nodes  []nodeDetail `json:"nodes"`
-}
-
 // gateRow is one row of `gate results -o json`.
 type gateRow struct {
 	Node string `json:"node"`
-	gateDetail
-}
-
-func (s wfDetail) node(t testing.TB, id string) nodeDetail {
-	t.Helper()
-	for _, n := range s.Nodes {
-		if n.ID == id {
-			return n
-		}
-	}
-	t.Fatalf("workflow %s has no node %q", s.ID, id)
-	return nodeDetail{}
-}
-
-func (n nodeDetail) gate(t testing.TB, name string) gateDetail {
-	t.Helper()
-	for _, g := range n.Gates {
-		if g.Name == name {
-			return g
-		}
-	}
-	t.Fatalf("node %s has no gate %q: %+v", n.ID, name, n.Gates)
-	return gateDetail{}
-}
-
-func (g gateDetail) exit() string {
-	if g.ExitCode == nil {
-		return "none"
-	}
-	return fmt.Sprint(*g.ExitCode)
+	gateStatus
 }
 
 // sub is the fleet as seen from a subtest: its failures are the subtest's.
@@ -100,22 +39,10 @@ func (f *fleet) sub(t *testing.T) *fleet {
 	return &fleet{t: t, dir: f.dir, natsURL: f.natsURL, redisURL: f.redisURL, ackWait: f.ackWait}
 }
 
-// detail runs `coordinator status WF -o json` and decodes every field the
-// gate tests read.
-func (f *fleet) detail(wf string) wfDetail {
-	f.t.Helper()
-	r := f.cli(30*time.Second, "status", wf, "-o", "json")
-	var s wfDetail
-	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
-		f.t.Fatalf("status JSON: %v\n%s", err, r)
-	}
-	return s
-}
-
 // waitEnd polls the workflow until it is no longer running.
-func (f *fleet) waitEnd(wf string, timeout time.Duration) wfDetail {
+func (f *fleet) waitEnd(wf string, timeout time.Duration) wfStatus {
 	f.t.Helper()
-	var s wfDetail
+	var s wfStatus
 	waitFor(f.t, timeout, "workflow "+wf+" to end", func() bool {
 		s = f.detail(wf)
 		return s.Status != "running"
@@ -215,7 +142,7 @@ func TestGates(t *testing.T) {
 // denylisted variable set through env.
 func testShellWrappers(f *fleet) {
 	t := f.t
-	repo, _ := sampleRepo(t, map[string]string{"README.md": "wrappers\n"})
+	repo, _ := testkit.Repo(t, map[string]string{"README.md": "wrappers\n"})
 	wfFile := writeFile(t, t.TempDir(), "wrappers.yaml", `name: wrappers
 defaults:
   agent:
@@ -369,7 +296,7 @@ tasks:
 // allowed_writes passes). `coordinator gate results` shows it all.
 func testCIGates(f *fleet) {
 	t := f.t
-	repo, base := sampleRepo(t, map[string]string{"README.md": "ci gates\n"})
+	repo, base := testkit.Repo(t, map[string]string{"README.md": "ci gates\n"})
 	done := filepath.Join(t.TempDir(), "external-check-done")
 	wfFile := writeFile(t, t.TempDir(), "ci.yaml", fmt.Sprintf(ciWorkflow, done))
 
@@ -401,12 +328,7 @@ func testCIGates(f *fleet) {
 		return false
 	})
 	writeFile(t, filepath.Dir(done), filepath.Base(done), "done\n")
-	var r result
-	select {
-	case r = <-sub:
-	case <-time.After(3 * time.Minute):
-		t.Fatal("submit --wait did not return")
-	}
+	r := testkit.Receive(t, sub, 3*time.Minute, "submit --wait did not return")
 	if r.code != 2 || wfID(t, r) != wf {
 		t.Fatalf("submit --wait: want exit 2 (failed) for %s\n%s", wf, r)
 	}
@@ -607,7 +529,7 @@ tasks:
 // passes, the dependent runs and the workflow, failed twice, succeeds.
 func testFlakyRerun(f *fleet) {
 	t := f.t
-	repo, base := sampleRepo(t, map[string]string{"README.md": "flaky\n"})
+	repo, base := testkit.Repo(t, map[string]string{"README.md": "flaky\n"})
 	dir := t.TempDir()
 	marker, state := filepath.Join(dir, "counted-runs"), filepath.Join(dir, "flaky-state")
 	wfFile := writeFile(t, t.TempDir(), "flaky.yaml", fmt.Sprintf(flakyWorkflow, marker, state))
@@ -739,7 +661,7 @@ tasks:
 // one changed byte, env or command is a miss.
 func testCache(f *fleet) {
 	t := f.t
-	repo, _ := sampleRepo(t, map[string]string{"README.md": "cache\n"})
+	repo, _ := testkit.Repo(t, map[string]string{"README.md": "cache\n"})
 	marker := filepath.Join(t.TempDir(), "runs")
 	dir := t.TempDir()
 	wfFile := writeFile(t, dir, "cache.yaml", fmt.Sprintf(cacheWorkflow, marker))
@@ -849,7 +771,7 @@ tasks:
 // other runner, and the other job reports the cached result.
 func testSingleFlight(f *fleet) {
 	t := f.t
-	repo, _ := sampleRepo(t, map[string]string{"README.md": "twins\n"})
+	repo, _ := testkit.Repo(t, map[string]string{"README.md": "twins\n"})
 	dir := t.TempDir()
 	marker, goFile := filepath.Join(dir, "runs"), filepath.Join(dir, "go")
 	var wfs []string
@@ -927,7 +849,7 @@ func testDemoCache(f *fleet) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("demo repository: %v", err)
 	}
-	repo, _ := sampleRepo(t, files)
+	repo, _ := testkit.Repo(t, files)
 	// The runners' Go build caches are cold; the gates use the warm one of
 	// the go command that runs this test instead.
 	out, err := exec.Command("go", "env", "GOCACHE").Output()
@@ -973,8 +895,8 @@ func testDemoCache(f *fleet) {
 		}
 	}
 	// The cached run delivered the same code.
-	a := git(t, repo, "rev-parse", "supervisor/"+wfs[0]+"^{tree}")
-	b := git(t, repo, "rev-parse", "supervisor/"+wfs[1]+"^{tree}")
+	a := testkit.Git(t, repo, "rev-parse", "supervisor/"+wfs[0]+"^{tree}")
+	b := testkit.Git(t, repo, "rev-parse", "supervisor/"+wfs[1]+"^{tree}")
 	if a != b {
 		t.Errorf("the two runs' branches have different trees: %s, %s", a, b)
 	}

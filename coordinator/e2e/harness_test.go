@@ -22,7 +22,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // binDir holds the binaries TestMain builds; sandboxPath is the PATH the
@@ -61,7 +61,7 @@ func buildAndRun(m *testing.M) (int, error) {
 		{filepath.Join(root, "coordinator"), "coordinator", "./cmd/coordinator"},
 		{filepath.Join(root, "worker"), "worker", "./cmd/worker"},
 		{filepath.Join(root, "gaterunner"), "gaterunner", "./cmd/gaterunner"},
-		{filepath.Join(root, "worker"), "supervisor-test-agent", "./testdata/testagent"},
+		{filepath.Join(root, "worker"), "supervisor-test-agent", "./cmd/supervisor-test-agent"},
 		{filepath.Join(root, "coordinator"), "gatehelper", "./e2e/testdata/gatehelper"},
 		{filepath.Join(root, "shared"), "nats-server", "github.com/nats-io/nats-server/v2"},
 	}
@@ -245,7 +245,7 @@ func (f *fleet) startNATS() string {
 	f.t.Helper()
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		port, err := testserver.FreePort()
+		port, err := testkit.FreePort()
 		if err != nil {
 			f.t.Fatal(err)
 		}
@@ -264,7 +264,7 @@ func (f *fleet) startNATS() string {
 			case <-ctx.Done():
 			}
 		}()
-		lastErr = testserver.WaitTCP(ctx, addr, 15*time.Second)
+		lastErr = testkit.WaitTCP(ctx, addr, 15*time.Second)
 		cancel()
 		if lastErr == nil && !p.exited() {
 			return "nats://" + addr
@@ -283,7 +283,7 @@ var redisDB atomic.Int32
 // prefix and the coordinator leader lock would otherwise be shared.
 func fleetRedis(t *testing.T) string {
 	t.Helper()
-	raw := testserver.Redis(t)
+	raw := testkit.Redis(t)
 	if os.Getenv("SUPERVISOR_TEST_REDIS_URL") == "" {
 		return raw // a redis-server of the test's own
 	}
@@ -456,21 +456,29 @@ func (f *fleet) background(timeout time.Duration, args ...string) <-chan result 
 	go func() {
 		defer cancel()
 		err := cmd.Wait()
-		r := result{args: args, stdout: stdout.String(), stderr: stderr.String()}
-		var ee *exec.ExitError
-		switch {
-		case ctx.Err() != nil:
-			r.code = -1
-			r.stderr += fmt.Sprintf("\n[e2e: killed after %s]", timeout)
-		case errors.As(err, &ee):
-			r.code = ee.ExitCode()
-		case err != nil:
-			r.code = -1
-			r.stderr += "\n[e2e: " + err.Error() + "]"
-		}
-		ch <- r
+		ch <- ended(ctx, timeout, args, &stdout, &stderr, err)
 	}()
 	return ch
+}
+
+// ended is the result of a command run with args under ctx, which timeout
+// bounds, that wrote stdout and stderr and ended with err (from Run or
+// Wait): its exit code, or -1 with a note on stderr when it was killed at
+// the timeout or did not run.
+func ended(ctx context.Context, timeout time.Duration, args []string, stdout, stderr *bytes.Buffer, err error) result {
+	r := result{args: args, stdout: stdout.String(), stderr: stderr.String()}
+	var ee *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		r.code = -1
+		r.stderr += fmt.Sprintf("\n[e2e: killed after %s]", timeout)
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		r.code = -1
+		r.stderr += "\n[e2e: " + err.Error() + "]"
+	}
+	return r
 }
 
 func hasFlag(args []string, flag string) bool {
@@ -482,7 +490,8 @@ func hasFlag(args []string, flag string) bool {
 	return false
 }
 
-// The JSON `coordinator status -o json` prints, as this test reads it.
+// wfStatus is a workflow as `coordinator status -o json` prints it, as
+// the tests read it (the local fleet's and the Compose fleet's alike).
 type wfStatus struct {
 	ID         string         `json:"id"`
 	Name       string         `json:"name"`
@@ -500,21 +509,34 @@ type nodeStatus struct {
 	Status    string       `json:"status"`
 	Attempt   int          `json:"attempt"`
 	Host      string       `json:"host"`
+	Sandbox   string       `json:"sandbox"`
 	DependsOn []string     `json:"depends_on"`
 	Gates     []gateStatus `json:"gates"`
 	Commit    string       `json:"commit"`
 	Reason    string       `json:"reason"`
 }
 
+// gateStatus is a gate as `status -o json` and `gate results -o json`
+// print it.
 type gateStatus struct {
-	Name     string `json:"name"`
-	Status   string `json:"status"`
-	ExitCode *int   `json:"exit_code"`
-	Host     string `json:"host"`
-	Log      string `json:"log"`
+	Name               string   `json:"name"`
+	Status             string   `json:"status"`
+	ExitCode           *int     `json:"exit_code"`
+	Host               string   `json:"host"`
+	Sandbox            string   `json:"sandbox"`
+	Log                string   `json:"log"`
+	Attempt            int      `json:"attempt"`
+	Round              int      `json:"round"`
+	DurationMillis     int64    `json:"duration_ms"`
+	Cached             bool     `json:"cached"`
+	CacheDisabled      string   `json:"cache_disabled"`
+	Output             string   `json:"output"`
+	IntegrityViolation bool     `json:"integrity_violation"`
+	Violations         []string `json:"violations"`
+	Error              string   `json:"error"`
 }
 
-func (s *wfStatus) node(t testing.TB, id string) nodeStatus {
+func (s wfStatus) node(t testing.TB, id string) nodeStatus {
 	t.Helper()
 	for _, n := range s.Nodes {
 		if n.ID == id {
@@ -525,14 +547,44 @@ func (s *wfStatus) node(t testing.TB, id string) nodeStatus {
 	return nodeStatus{}
 }
 
+func (n nodeStatus) gate(t testing.TB, name string) gateStatus {
+	t.Helper()
+	for _, g := range n.Gates {
+		if g.Name == name {
+			return g
+		}
+	}
+	t.Fatalf("node %s has no gate %q: %+v", n.ID, name, n.Gates)
+	return gateStatus{}
+}
+
+func (g gateStatus) exit() string {
+	if g.ExitCode == nil {
+		return "none"
+	}
+	return fmt.Sprint(*g.ExitCode)
+}
+
 // status runs `coordinator status WF -o json` and decodes it; code is the
 // command's exit code (0 succeeded, 2 failed, 4 running, ...).
 func (f *fleet) status(wf string) (wfStatus, int) {
 	f.t.Helper()
-	r := f.cli(30*time.Second, "status", wf, "-o", "json")
+	return statusOf(f.t, f.cli(30*time.Second, "status", wf, "-o", "json"))
+}
+
+// detail is status without the exit code.
+func (f *fleet) detail(wf string) wfStatus {
+	f.t.Helper()
+	s, _ := f.status(wf)
+	return s
+}
+
+// statusOf decodes the result of `coordinator status WF -o json`.
+func statusOf(t testing.TB, r result) (wfStatus, int) {
+	t.Helper()
 	var s wfStatus
 	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
-		f.t.Fatalf("status JSON: %v\n%s", err, r)
+		t.Fatalf("status JSON: %v\n%s", err, r)
 	}
 	return s, r.code
 }
@@ -571,16 +623,40 @@ func (f *fleet) waitNode(wf, node, want string, timeout time.Duration) wfStatus 
 	return last
 }
 
-// waitFor polls cond every 100 ms until it holds or timeout passes.
+// waitFor polls cond every 100 ms (conditions here run the CLI or scan
+// processes) until it holds, failing the test after timeout.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
+	testkit.WaitFor(t, timeout, 100*time.Millisecond, what, cond)
+}
+
+// cliRunner runs the coordinator CLI against a fleet, the local one or the
+// Compose one.
+type cliRunner interface {
+	cli(timeout time.Duration, args ...string) result
+}
+
+// submit submits wfFile against repo through c and returns the workflow's
+// id, failing the test unless submit exits 0.
+func submit(t testing.TB, c cliRunner, wfFile, repo string) string {
+	t.Helper()
+	r := c.cli(time.Minute, "submit", wfFile, "--repo", repo)
+	if r.code != 0 {
+		t.Fatalf("submit: %s", r)
 	}
+	return wfID(t, r)
+}
+
+// submitWait submits wfFile against repo with --wait through c and returns
+// the workflow's id, failing the test unless the workflow succeeded within
+// timeout.
+func submitWait(t testing.TB, c cliRunner, timeout time.Duration, wfFile, repo string) string {
+	t.Helper()
+	r := c.cli(timeout, "submit", wfFile, "--repo", repo, "--wait")
+	if r.code != 0 {
+		t.Fatalf("submit --wait did not succeed:\n%s", r)
+	}
+	return wfID(t, r)
 }
 
 // wfID returns the workflow id submit printed (its first stdout line).
@@ -593,61 +669,11 @@ func wfID(t testing.TB, r result) string {
 	return strings.TrimSpace(line)
 }
 
-// git runs git in dir with a clean configuration and returns its output.
-func git(t testing.TB, dir string, args ...string) string {
-	t.Helper()
-	out, err := gitCmd(dir, args...)
-	if err != nil {
-		t.Fatalf("git %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
-	}
-	return out
-}
-
-func gitCmd(dir string, args ...string) (string, error) {
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(childEnv(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-		"GIT_AUTHOR_NAME=E2E", "GIT_AUTHOR_EMAIL=e2e@example.com",
-		"GIT_COMMITTER_NAME=E2E", "GIT_COMMITTER_EMAIL=e2e@example.com")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if err != nil {
-		return stdout.String() + stderr.String(), err
-	}
-	return stdout.String(), nil
-}
-
-// sampleRepo creates a git repository with files committed on main and
-// returns its path and base commit.
-func sampleRepo(t testing.TB, files map[string]string) (string, string) {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "sample")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, body := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	git(t, dir, "init", "-q", "-b", "main")
-	git(t, dir, "add", "-A")
-	git(t, dir, "commit", "-q", "-m", "base")
-	return dir, strings.TrimSpace(git(t, dir, "rev-parse", "HEAD"))
-}
-
 // writeFile writes a file under dir and returns its path.
 func writeFile(t testing.TB, dir, name, body string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testkit.WriteFile(t, p, body)
 	return p
 }
 
@@ -655,7 +681,7 @@ func writeFile(t testing.TB, dir, name, body string) string {
 // "X\tpath" lines.
 func branchChanges(t testing.TB, repo, base, branch string) []string {
 	t.Helper()
-	out := strings.TrimSpace(git(t, repo, "diff", "--name-status", "--no-renames", base+".."+branch))
+	out := testkit.Git(t, repo, "diff", "--name-status", "--no-renames", base+".."+branch)
 	if out == "" {
 		return nil
 	}
@@ -675,33 +701,33 @@ type branchCommit struct {
 // fails the test if the history is not linear.
 func branchCommits(t testing.TB, repo, base, branch string) []branchCommit {
 	t.Helper()
-	if merges := strings.TrimSpace(git(t, repo, "rev-list", "--merges", base+".."+branch)); merges != "" {
+	if merges := testkit.Git(t, repo, "rev-list", "--merges", base+".."+branch); merges != "" {
 		t.Fatalf("branch %s has merge commits: %s", branch, merges)
 	}
-	out := strings.TrimSpace(git(t, repo, "rev-list", "--reverse", "--first-parent", base+".."+branch))
+	out := testkit.Git(t, repo, "rev-list", "--reverse", "--first-parent", base+".."+branch)
 	if out == "" {
 		return nil
 	}
 	var commits []branchCommit
 	for _, sha := range strings.Split(out, "\n") {
 		c := branchCommit{sha: sha}
-		c.subject = strings.TrimSpace(git(t, repo, "log", "-1", "--format=%s", sha))
-		c.node = strings.TrimSpace(git(t, repo, "log", "-1", "--format=%(trailers:key=Supervisor-Node,valueonly)", sha))
-		files := strings.TrimSpace(git(t, repo, "show", "--name-only", "--format=", sha))
+		c.subject = testkit.Git(t, repo, "log", "-1", "--format=%s", sha)
+		c.node = testkit.Git(t, repo, "log", "-1", "--format=%(trailers:key=Supervisor-Node,valueonly)", sha)
+		files := testkit.Git(t, repo, "show", "--name-only", "--format=", sha)
 		if files != "" {
 			c.files = strings.Split(files, "\n")
 			sort.Strings(c.files)
 		}
 		commits = append(commits, c)
 	}
-	git(t, repo, "merge-base", "--is-ancestor", base, branch) // fails unless the branch grows from base
+	testkit.Git(t, repo, "merge-base", "--is-ancestor", base, branch) // fails unless the branch grows from base
 	return commits
 }
 
 // fileAt returns a file's content at a revision.
 func fileAt(t testing.TB, repo, rev, path string) string {
 	t.Helper()
-	return git(t, repo, "show", rev+":"+path)
+	return testkit.GitOutput(t, repo, "show", rev+":"+path)
 }
 
 func equalStrings(a, b []string) bool {

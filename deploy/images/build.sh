@@ -133,7 +133,7 @@ build_binaries() {
       worker) mod=worker pkg=./cmd/worker ;;
       gaterunner) mod=gaterunner pkg=./cmd/gaterunner ;;
       supervisor-coverage-check) mod=gaterunner pkg=./cmd/supervisor-coverage-check ;;
-      supervisor-test-agent) mod=worker pkg=./testdata/testagent ;;
+      supervisor-test-agent) mod=worker pkg=./cmd/supervisor-test-agent ;;
       nats-server) mod=shared pkg=github.com/nats-io/nats-server/v2 ;;
     esac
     (cd "$root/$mod" && CGO_ENABLED=0 "$GO" build -trimpath -ldflags='-s -w' -o "$stage/bin/$b" "$pkg") ||

@@ -17,26 +17,19 @@ import (
 
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // These tests run against a real embedded nats-server with JetStream
-// (testserver.NATS); nothing about JetStream is mocked.
+// (testkit.NATS); nothing about JetStream is mocked.
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-func testCtx(t *testing.T, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 // openBus starts a NATS server for the test and opens a Bus on it.
 func openBus(t *testing.T, cfg Config) (*Bus, string) {
 	t.Helper()
-	url := testserver.NATS(t)
-	b, err := Open(testCtx(t, 20*time.Second), url, t.Name(), cfg, quiet)
+	url := testkit.NATS(t)
+	b, err := Open(testkit.Context(t, 20*time.Second), url, t.Name(), cfg, quiet)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -47,7 +40,7 @@ func openBus(t *testing.T, cfg Config) (*Bus, string) {
 // openMore opens another Bus (another connection: another runner) on url.
 func openMore(t *testing.T, url string, cfg Config) *Bus {
 	t.Helper()
-	b, err := Open(testCtx(t, 20*time.Second), url, t.Name()+"-2", cfg, quiet)
+	b, err := Open(testkit.Context(t, 20*time.Second), url, t.Name()+"-2", cfg, quiet)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -57,7 +50,7 @@ func openMore(t *testing.T, url string, cfg Config) *Bus {
 
 func streamInfo(t *testing.T, b *Bus, name string) *jetstream.StreamInfo {
 	t.Helper()
-	ctx := testCtx(t, 5*time.Second)
+	ctx := testkit.Context(t, 5*time.Second)
 	s, err := b.JS.Stream(ctx, name)
 	if err != nil {
 		t.Fatalf("stream %s: %v", name, err)
@@ -82,7 +75,7 @@ func agentJob(t *testing.T, id string) []byte {
 
 func publish(t *testing.T, b *Bus, pool, id string) {
 	t.Helper()
-	if err := b.PublishJob(testCtx(t, 5*time.Second), protocol.KindAgent, pool, id, agentJob(t, id)); err != nil {
+	if err := b.PublishJob(testkit.Context(t, 5*time.Second), protocol.KindAgent, pool, id, agentJob(t, id)); err != nil {
 		t.Fatalf("PublishJob %s: %v", id, err)
 	}
 }
@@ -143,17 +136,6 @@ func (r *runner) halt(t *testing.T, max time.Duration) time.Duration {
 	return time.Since(start)
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestOpenCreatesStreamsAndBuckets(t *testing.T) {
 	t.Parallel()
 	cfg := Config{AckWait: 2 * time.Second, MaxDeliver: 3, DuplicateWindow: time.Minute, MaxJobBytes: 4096,
@@ -194,7 +176,7 @@ func TestOpenCreatesStreamsAndBuckets(t *testing.T) {
 				t.Errorf("%s max msg size = %d, want %d", name, c.MaxMsgSize, w.maxMsg)
 			}
 		}
-		ctx := testCtx(t, 5*time.Second)
+		ctx := testkit.Context(t, 5*time.Second)
 		for _, name := range []string{protocol.BucketBundles, protocol.BucketPatches, protocol.BucketLogs} {
 			os, err := b.JS.ObjectStore(ctx, name)
 			if err != nil {
@@ -223,7 +205,7 @@ func TestOpenCreatesStreamsAndBuckets(t *testing.T) {
 	}
 
 	// The job consumer carries the configured AckWait and MaxDeliver.
-	ctx := testCtx(t, 10*time.Second)
+	ctx := testkit.Context(t, 10*time.Second)
 	cons, err := b.JobConsumer(ctx, protocol.KindGate, "lint")
 	if err != nil {
 		t.Fatalf("JobConsumer: %v", err)
@@ -263,13 +245,13 @@ func TestOpenCreatesStreamsAndBuckets(t *testing.T) {
 
 func TestAttachWithoutResourcesFails(t *testing.T) {
 	t.Parallel()
-	url := testserver.NATS(t)
-	nc, err := Connect(testCtx(t, 5*time.Second), url, "attach", quiet)
+	url := testkit.NATS(t)
+	nc, err := Connect(testkit.Context(t, 5*time.Second), url, "attach", quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	if _, err := Attach(testCtx(t, 5*time.Second), nc, quiet); err == nil || !strings.Contains(err.Error(), protocol.BucketBundles) {
+	if _, err := Attach(testkit.Context(t, 5*time.Second), nc, quiet); err == nil || !strings.Contains(err.Error(), protocol.BucketBundles) {
 		t.Fatalf("Attach on an empty server = %v, want an error naming %s", err, protocol.BucketBundles)
 	}
 }
@@ -288,7 +270,7 @@ func TestPublishJobDedupesAndCapsSize(t *testing.T) {
 	}
 
 	// The kind header and subject tell agent from gate jobs.
-	ctx := testCtx(t, 5*time.Second)
+	ctx := testkit.Context(t, 5*time.Second)
 	if err := b.PublishJob(ctx, protocol.KindGate, "lint", "wf.n.a1.g.vet.r1", []byte(`{"v":1}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +299,7 @@ func TestPublishJobDedupesAndCapsSize(t *testing.T) {
 func TestPublishReportAndEvent(t *testing.T) {
 	t.Parallel()
 	b, _ := openBus(t, Config{})
-	ctx := testCtx(t, 5*time.Second)
+	ctx := testkit.Context(t, 5*time.Second)
 	r := &protocol.Report{Type: protocol.ReportStarted, Started: &protocol.Started{WorkflowID: "wf1", JobID: "j"}}
 	for i := 0; i < 2; i++ {
 		if err := b.PublishReport(ctx, r, "j.started.1"); err != nil {
@@ -391,7 +373,7 @@ func TestPullHeartbeatsKeepLongJob(t *testing.T) {
 	if c := calls.Load(); c != 1 {
 		t.Fatalf("handler ran %d times, want 1 (heartbeats should prevent redelivery)", c)
 	}
-	waitFor(t, "the acked job to leave the work queue", 3*time.Second, func() bool {
+	testkit.WaitFor(t, 3*time.Second, 20*time.Millisecond, "the acked job to leave the work queue", func() bool {
 		return streamInfo(t, b, protocol.StreamJobs).State.Msgs == 0
 	})
 }
@@ -422,7 +404,7 @@ func TestPullConcurrencyLimit(t *testing.T) {
 		return Ack()
 	})
 
-	ctx := testCtx(t, 15*time.Second)
+	ctx := testkit.Context(t, 15*time.Second)
 	cons, err := b.JS.Consumer(ctx, protocol.StreamJobs, protocol.ConsumerName(protocol.KindAgent, protocol.DefaultPool))
 	for err != nil { // the runner creates the consumer
 		time.Sleep(20 * time.Millisecond)
@@ -480,12 +462,7 @@ func TestPullIdleRunnerTakesQueuedJob(t *testing.T) {
 	defer close(release)
 
 	publish(t, b1, "default", "first")
-	var first took
-	select {
-	case first = <-got:
-	case <-time.After(5 * time.Second):
-		t.Fatal("first job not taken")
-	}
+	first := testkit.Receive(t, got, 5*time.Second, "first job not taken")
 	publish(t, b1, "default", "second")
 	select {
 	case second := <-got:
@@ -513,11 +490,7 @@ func TestPullDrainLetsJobFinish(t *testing.T) {
 		return Ack()
 	})
 	publish(t, b, "default", "drain-me")
-	select {
-	case <-started:
-	case <-time.After(5 * time.Second):
-		t.Fatal("job not started")
-	}
+	testkit.Receive(t, started, 5*time.Second, "job not started")
 	took := r.halt(t, 5*time.Second)
 	if took < 500*time.Millisecond {
 		t.Errorf("Pull returned %s after stop, before its job finished", took)
@@ -548,11 +521,7 @@ func TestPullDrainTimeoutHandsJobBack(t *testing.T) {
 		return Nak(0)
 	})
 	publish(t, b1, "default", "stuck")
-	select {
-	case <-started:
-	case <-time.After(5 * time.Second):
-		t.Fatal("job not started")
-	}
+	testkit.Receive(t, started, 5*time.Second, "job not started")
 	took := r1.halt(t, 5*time.Second)
 	if took < 300*time.Millisecond || took > 3*time.Second {
 		t.Errorf("Pull returned %s after stop, want about the 400ms drain timeout", took)
@@ -582,7 +551,7 @@ func TestPullTermIsNotRedelivered(t *testing.T) {
 		return Term("malformed")
 	})
 	publish(t, b, "default", "bad")
-	waitFor(t, "the job to be handled", 5*time.Second, func() bool { return calls.Load() > 0 })
+	testkit.WaitFor(t, 5*time.Second, 20*time.Millisecond, "the job to be handled", func() bool { return calls.Load() > 0 })
 	time.Sleep(1500 * time.Millisecond) // three AckWaits
 	if c := calls.Load(); c != 1 {
 		t.Fatalf("terminated job handled %d times, want 1", c)
@@ -606,7 +575,7 @@ func TestMaxDeliverLandsInDeadLetters(t *testing.T) {
 		return Nak(0)
 	})
 	publish(t, b, "default", "doomed")
-	waitFor(t, "a max-deliveries advisory", 10*time.Second, func() bool {
+	testkit.WaitFor(t, 10*time.Second, 20*time.Millisecond, "a max-deliveries advisory", func() bool {
 		return streamInfo(t, b, protocol.StreamAdvisories).State.Msgs > 0
 	})
 	if c := calls.Load(); c != 3 {
@@ -616,7 +585,7 @@ func TestMaxDeliverLandsInDeadLetters(t *testing.T) {
 		t.Errorf("the last delivery did not report Last()")
 	}
 
-	ctx := testCtx(t, 5*time.Second)
+	ctx := testkit.Context(t, 5*time.Second)
 	adv, err := b.JS.Stream(ctx, protocol.StreamAdvisories)
 	if err != nil {
 		t.Fatal(err)
@@ -678,7 +647,7 @@ func TestDeadLetterFromJob(t *testing.T) {
 
 func TestConnectUnreachable(t *testing.T) {
 	t.Parallel()
-	port, err := testserver.FreePort()
+	port, err := testkit.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // Open creates the gate registry's KV bucket (keeping a few revisions of
@@ -12,7 +13,7 @@ import (
 func TestOpenCreatesGateRegistry(t *testing.T) {
 	t.Parallel()
 	b, url := openBus(t, Config{})
-	ctx := testCtx(t, 10*time.Second)
+	ctx := testkit.Context(t, 10*time.Second)
 	if b.Gates == nil {
 		t.Fatal("Bus.Gates not set")
 	}

@@ -324,12 +324,7 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "egress: CONNECT needs host:port", http.StatusBadRequest)
 		return
 	}
-	if !p.allow.Allows(host, port) {
-		p.deny(w, r, host, port)
-		return
-	}
-	if !p.acquire() {
-		p.busy(w, r, host, port)
+	if !p.admit(w, r, host, port) {
 		return
 	}
 	defer p.release()
@@ -382,12 +377,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "egress: malformed URL", http.StatusBadRequest)
 		return
 	}
-	if !p.allow.Allows(host, port) {
-		p.deny(w, r, host, port)
-		return
-	}
-	if !p.acquire() {
-		p.busy(w, r, host, port)
+	if !p.admit(w, r, host, port) {
 		return
 	}
 	defer p.release()
@@ -410,6 +400,21 @@ func (p *Proxy) dialAllowed(ctx context.Context, network, addr string) (net.Conn
 	ctx, cancel := context.WithTimeout(ctx, p.dialTimeout)
 	defer cancel()
 	return p.dial(ctx, network, addr)
+}
+
+// admit reports whether a request for host:port may go ahead: the
+// allow-list allows it and a connection slot is free (the caller releases
+// it). Otherwise it answers the request, denied or busy.
+func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, host, port string) bool {
+	if !p.allow.Allows(host, port) {
+		p.deny(w, r, host, port)
+		return false
+	}
+	if !p.acquire() {
+		p.busy(w, r, host, port)
+		return false
+	}
+	return true
 }
 
 func (p *Proxy) deny(w http.ResponseWriter, r *http.Request, host, port string) {

@@ -2,7 +2,6 @@ package egress
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -13,9 +12,10 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 func TestParseAllowList(t *testing.T) {
@@ -67,28 +67,10 @@ func TestParseAllowList(t *testing.T) {
 	}
 }
 
-// logBuffer collects log output safely.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // startProxy serves a proxy on 127.0.0.1 and returns its address and log.
-func startProxy(t *testing.T, opts Options) (string, *logBuffer, *Proxy) {
+func startProxy(t *testing.T, opts Options) (string, *testkit.Buffer, *Proxy) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &testkit.Buffer{}
 	opts.Log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	p, err := New(opts)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/supervisorhq/supervisor/shared/gatecache/repogen"
 	"github.com/supervisorhq/supervisor/shared/gitexec"
 )
 
@@ -17,10 +18,10 @@ var benchRepo = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	benchDir = dir
-	if err := GenerateRepo(dir, 10_000); err != nil {
+	if err := repogen.Generate(dir, 10_000); err != nil {
 		return "", err
 	}
-	return dir, ModifyRepo(dir, 5, "changed")
+	return dir, repogen.Modify(dir, 5, "changed")
 })
 
 // benchDir is the generated repository, once made, removed by TestMain.

@@ -11,14 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
 	"github.com/supervisorhq/supervisor/shared/state/redisstate"
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 var nsSeq atomic.Int64
@@ -32,19 +29,10 @@ type opener func(t *testing.T) state.Store
 func backends(t *testing.T, fn func(t *testing.T, open opener)) {
 	t.Run("jetstream-kv", func(t *testing.T) {
 		t.Parallel()
-		url := testserver.NATS(t)
+		url := testkit.NATS(t)
 		bucket := fmt.Sprintf("gatecache-test-%d", nsSeq.Add(1))
 		fn(t, func(t *testing.T) state.Store {
-			nc, err := nats.Connect(url)
-			if err != nil {
-				t.Fatalf("connect: %v", err)
-			}
-			t.Cleanup(nc.Close)
-			js, err := jetstream.New(nc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := kvstate.New(context.Background(), js, kvstate.WithBucket(bucket))
+			s, err := kvstate.New(context.Background(), testkit.JetStream(t, url), kvstate.WithBucket(bucket))
 			if err != nil {
 				t.Fatalf("kvstate: %v", err)
 			}
@@ -53,7 +41,7 @@ func backends(t *testing.T, fn func(t *testing.T, open opener)) {
 	})
 	t.Run("redis", func(t *testing.T) {
 		t.Parallel()
-		url := testserver.Redis(t)
+		url := testkit.Redis(t)
 		prefix := fmt.Sprintf("gatecache-test:%d:%d:", time.Now().UnixNano(), nsSeq.Add(1))
 		fn(t, func(t *testing.T) state.Store {
 			s, err := redisstate.Open(context.Background(), url, redisstate.WithPrefix(prefix))
@@ -239,11 +227,7 @@ func goDo(c *Cache, ctx context.Context, key string, run RunFunc) <-chan doResul
 
 func waitStarted(t *testing.T, g *gateRun) {
 	t.Helper()
-	select {
-	case <-g.started:
-	case <-time.After(10 * time.Second):
-		t.Fatal("run did not start")
-	}
+	testkit.Receive(t, g.started, 10*time.Second, "run did not start")
 }
 
 func TestCacheDo(t *testing.T) {
@@ -484,7 +468,7 @@ func TestCacheDo(t *testing.T) {
 func TestCacheStoreDown(t *testing.T) {
 	t.Parallel()
 	// A store whose server is gone: Do still runs the gate.
-	url := testserver.Redis(t)
+	url := testkit.Redis(t)
 	s, err := redisstate.Open(context.Background(), url, redisstate.WithPrefix(fmt.Sprintf("gatecache-down:%d:", time.Now().UnixNano())))
 	if err != nil {
 		t.Fatal(err)

@@ -8,45 +8,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/supervisorhq/supervisor/shared/gitexec"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
-// git runs git in dir for a test and returns its trimmed output.
-func git(t testing.TB, dir string, args ...string) string {
-	t.Helper()
-	out, err := gitexec.Runner{Dir: dir}.Output(context.Background(), args...)
-	if err != nil {
-		t.Fatalf("git %s in %s: %v", strings.Join(args, " "), dir, err)
-	}
-	return strings.TrimSpace(string(out))
-}
-
+// writeFile writes content to rel (slash-separated) under dir.
 func writeFile(t testing.TB, dir, rel, content string) {
 	t.Helper()
-	path := filepath.Join(dir, filepath.FromSlash(rel))
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testkit.WriteFile(t, filepath.Join(dir, filepath.FromSlash(rel)), content)
 }
 
 // newRepo makes a committed repository with a few files and a .gitignore
 // ignoring build/ and *.log.
 func newRepo(t testing.TB) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "repo")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	git(t, dir, "-c", "init.defaultBranch=main", "init", "-q")
-	writeFile(t, dir, ".gitignore", "build/\n*.log\n")
-	writeFile(t, dir, "main.go", "package main\n\nfunc main() {}\n")
-	writeFile(t, dir, "pkg/a.go", "package pkg\n\nconst A = 1\n")
-	writeFile(t, dir, "README.md", "# test\n")
-	git(t, dir, "add", "-A")
-	git(t, dir, "commit", "-q", "--no-gpg-sign", "-m", "initial")
+	dir, _ := testkit.Repo(t, map[string]string{
+		".gitignore": "build/\n*.log\n",
+		"main.go":    "package main\n\nfunc main() {}\n",
+		"pkg/a.go":   "package pkg\n\nconst A = 1\n",
+		"README.md":  "# test\n",
+	})
 	return dir
 }
 

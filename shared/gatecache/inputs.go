@@ -125,9 +125,31 @@ func (h *inputHasher) collect(pattern string) error {
 	glob := pathglob.Compile(p)
 	anyDepth := strings.Contains(p, "**")
 	start := h.abs(strings.Join(segs[:lit], "/"))
-	err := filepath.WalkDir(start, func(path string, d fs.DirEntry, err error) error {
+	return h.walk(start, p, func(rel string, d fs.DirEntry) error {
+		if !glob.Match(rel) {
+			if d.IsDir() && tooDeep(rel, len(segs), anyDepth) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if err := h.add(rel, d.Type()); err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return filepath.SkipDir
+		}
+		return nil
+	})
+}
+
+// walk walks the tree below start without following symlinks, skipping
+// .git entries, and calls fn with each entry's slash-separated path
+// relative to the root. An error reading the tree disables caching (the
+// reason names pattern); the walk stops when the deadline passes (tick).
+func (h *inputHasher) walk(start, pattern string, fn func(rel string, d fs.DirEntry) error) error {
+	return filepath.WalkDir(start, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return disable("cache_inputs %s: %v", p, err)
+			return disable("cache_inputs %s: %v", pattern, err)
 		}
 		if err := h.tick(); err != nil {
 			return err
@@ -145,22 +167,8 @@ func (h *inputHasher) collect(pattern string) error {
 		if err != nil {
 			return err
 		}
-		rel = filepath.ToSlash(rel)
-		if !glob.Match(rel) {
-			if d.IsDir() && tooDeep(rel, len(segs), anyDepth) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if err := h.add(rel, d.Type()); err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return filepath.SkipDir
-		}
-		return nil
+		return fn(filepath.ToSlash(rel), d)
 	})
-	return err
 }
 
 // tooDeep reports whether nothing below the directory rel can match a
@@ -286,30 +294,11 @@ func (h *inputHasher) dirDigest(rel string) (string, error) {
 		mode fs.FileMode
 	}
 	var members []member
-	err := filepath.WalkDir(start, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return disable("cache_inputs %s: %v", rel, err)
-		}
-		if err := h.tick(); err != nil {
-			return err
-		}
-		if path == start {
-			return nil
-		}
-		if d.Name() == ".git" {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	err := h.walk(start, rel, func(r string, d fs.DirEntry) error {
 		if d.IsDir() {
 			return nil
 		}
-		r, err := filepath.Rel(h.root, path)
-		if err != nil {
-			return err
-		}
-		members = append(members, member{filepath.ToSlash(r), d.Type()})
+		members = append(members, member{r, d.Type()})
 		if len(members) > h.lim.dirFiles {
 			return disable("cache_inputs directory %s has more than %d files (CD-15)", rel, h.lim.dirFiles)
 		}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 func TestKeySameTreeInDifferentWorkspaces(t *testing.T) {
@@ -18,9 +20,9 @@ func TestKeySameTreeInDifferentWorkspaces(t *testing.T) {
 	a := newRepo(t)
 	base := t.TempDir()
 	clone := filepath.Join(base, "clone")
-	git(t, base, "clone", "-q", a, clone)
+	testkit.Git(t, base, "clone", "-q", a, clone)
 	wt := filepath.Join(base, "worktree")
-	git(t, a, "worktree", "add", "-q", "--detach", wt, "HEAD")
+	testkit.Git(t, a, "worktree", "add", "-q", "--detach", wt, "HEAD")
 
 	ka := mustKey(t, baseInput(a))
 	kc := mustKey(t, baseInput(clone))
@@ -31,7 +33,7 @@ func TestKeySameTreeInDifferentWorkspaces(t *testing.T) {
 	if ka.Tree == "" || ka.Tree != kc.Tree || ka.Tree != kw.Tree {
 		t.Fatalf("trees = %q %q %q; want equal and set", ka.Tree, kc.Tree, kw.Tree)
 	}
-	if want := git(t, a, "rev-parse", "HEAD^{tree}"); ka.Tree != want {
+	if want := testkit.Git(t, a, "rev-parse", "HEAD^{tree}"); ka.Tree != want {
 		t.Fatalf("Tree = %s; want HEAD's tree %s", ka.Tree, want)
 	}
 
@@ -46,7 +48,7 @@ func TestKeySameTreeInDifferentWorkspaces(t *testing.T) {
 	}
 
 	// Another commit with an identical tree: the same key, by design.
-	git(t, wt, "commit", "-q", "--allow-empty", "--no-gpg-sign", "-m", "empty")
+	testkit.Git(t, wt, "commit", "-q", "--allow-empty", "--no-gpg-sign", "-m", "empty")
 	if k := mustKey(t, baseInput(wt)); k.ID != kw.ID {
 		t.Fatalf("a new commit with the same tree changed the key: %s → %s", kw.ID, k.ID)
 	}
@@ -97,7 +99,7 @@ func TestKeyChanges(t *testing.T) {
 		}},
 		{"staged change", func(t *testing.T, dir string, in *KeyInput) {
 			writeFile(t, dir, "README.md", "# staged\n")
-			git(t, dir, "add", "README.md")
+			testkit.Git(t, dir, "add", "README.md")
 		}},
 		{"executable bit", func(t *testing.T, dir string, in *KeyInput) {
 			if err := os.Chmod(filepath.Join(dir, "main.go"), 0o755); err != nil {
@@ -353,7 +355,7 @@ func TestKeyDisabled(t *testing.T) {
 			if err := os.MkdirAll(nested, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			git(t, nested, "init", "-q")
+			testkit.Git(t, nested, "init", "-q")
 			writeFile(t, nested, "x", "x")
 		}},
 		{"no environment id", "CD-19", func(t *testing.T, dir string, in *KeyInput) { in.EnvironmentID = "" }},
@@ -369,7 +371,7 @@ func TestKeyDisabled(t *testing.T) {
 			if err := os.Mkdir(in.Dir, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			git(t, in.Dir, "init", "-q")
+			testkit.Git(t, in.Dir, "init", "-q")
 		}},
 	}
 	for _, c := range cases {
@@ -409,14 +411,14 @@ func TestKeyAssumeUnchanged(t *testing.T) {
 	t.Parallel()
 	dir := newRepo(t)
 	k0 := mustKey(t, baseInput(dir))
-	git(t, dir, "update-index", "--assume-unchanged", "main.go")
+	testkit.Git(t, dir, "update-index", "--assume-unchanged", "main.go")
 	writeFile(t, dir, "main.go", "package main // hidden change\n")
 	k1 := mustKey(t, baseInput(dir))
 	if k1.ID == k0.ID {
 		t.Fatal("an assume-unchanged file's change was not seen")
 	}
-	git(t, dir, "update-index", "--no-assume-unchanged", "main.go")
-	git(t, dir, "update-index", "--skip-worktree", "pkg/a.go")
+	testkit.Git(t, dir, "update-index", "--no-assume-unchanged", "main.go")
+	testkit.Git(t, dir, "update-index", "--skip-worktree", "pkg/a.go")
 	writeFile(t, dir, "pkg/a.go", "package pkg // hidden\n")
 	if k2 := mustKey(t, baseInput(dir)); k2.ID == k1.ID {
 		t.Fatal("a skip-worktree file's change was not seen")
@@ -428,12 +430,12 @@ func TestKeyLeavesWorkspaceUntouched(t *testing.T) {
 	dir := newRepo(t)
 	writeFile(t, dir, "pkg/a.go", "package pkg\n\nconst A = 9\n") // unstaged
 	writeFile(t, dir, "README.md", "# staged\n")
-	git(t, dir, "add", "README.md")
+	testkit.Git(t, dir, "add", "README.md")
 	writeFile(t, dir, "new.txt", "untracked\n")
 	writeFile(t, dir, "build/x", "ignored\n")
 
 	index := filepath.Join(dir, ".git", "index")
-	statusBefore := git(t, dir, "status", "--porcelain=v1", "--ignored")
+	statusBefore := testkit.Git(t, dir, "status", "--porcelain=v1", "--ignored")
 	indexBefore, err := os.ReadFile(index)
 	if err != nil {
 		t.Fatal(err)
@@ -442,7 +444,7 @@ func TestKeyLeavesWorkspaceUntouched(t *testing.T) {
 	objectsBefore := countFiles(t, filepath.Join(dir, ".git", "objects"))
 
 	k := mustKey(t, baseInput(dir))
-	if k.Tree == git(t, dir, "rev-parse", "HEAD^{tree}") {
+	if k.Tree == testkit.Git(t, dir, "rev-parse", "HEAD^{tree}") {
 		t.Fatal("the tree should include the uncommitted changes")
 	}
 
@@ -454,7 +456,7 @@ func TestKeyLeavesWorkspaceUntouched(t *testing.T) {
 	if n := countFiles(t, filepath.Join(dir, ".git", "objects")); n != objectsBefore {
 		t.Fatalf("the object store gained files: %d → %d", objectsBefore, n)
 	}
-	if statusAfter := git(t, dir, "status", "--porcelain=v1", "--ignored"); statusAfter != statusBefore {
+	if statusAfter := testkit.Git(t, dir, "status", "--porcelain=v1", "--ignored"); statusAfter != statusBefore {
 		t.Fatalf("git status changed:\nbefore:\n%s\nafter:\n%s", statusBefore, statusAfter)
 	}
 }
@@ -484,21 +486,21 @@ func TestKeySubmodules(t *testing.T) {
 	if err := os.Mkdir(sub, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	git(t, sub, "-c", "init.defaultBranch=main", "init", "-q")
+	testkit.Git(t, sub, "-c", "init.defaultBranch=main", "init", "-q")
 	writeFile(t, sub, "lib.txt", "v1\n")
-	git(t, sub, "add", "-A")
-	git(t, sub, "commit", "-q", "--no-gpg-sign", "-m", "sub")
+	testkit.Git(t, sub, "add", "-A")
+	testkit.Git(t, sub, "commit", "-q", "--no-gpg-sign", "-m", "sub")
 
 	super := newRepo(t)
-	git(t, super, "-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "deps/sub")
-	git(t, super, "commit", "-q", "--no-gpg-sign", "-m", "add submodule")
+	testkit.Git(t, super, "-c", "protocol.file.allow=always", "submodule", "add", "-q", sub, "deps/sub")
+	testkit.Git(t, super, "commit", "-q", "--no-gpg-sign", "-m", "add submodule")
 
 	clean := mustKey(t, baseInput(super))
 
 	t.Run("dirty", func(t *testing.T) {
 		writeFile(t, filepath.Join(super, "deps", "sub"), "lib.txt", "dirty\n")
 		mustDisabled(t, baseInput(super), "CD-06")
-		git(t, filepath.Join(super, "deps", "sub"), "checkout", "-q", "--", "lib.txt")
+		testkit.Git(t, filepath.Join(super, "deps", "sub"), "checkout", "-q", "--", "lib.txt")
 		writeFile(t, filepath.Join(super, "deps", "sub"), "untracked", "x")
 		mustDisabled(t, baseInput(super), "CD-06")
 		if err := os.Remove(filepath.Join(super, "deps", "sub", "untracked")); err != nil {
@@ -511,14 +513,14 @@ func TestKeySubmodules(t *testing.T) {
 	t.Run("moved", func(t *testing.T) {
 		subWT := filepath.Join(super, "deps", "sub")
 		writeFile(t, subWT, "lib.txt", "v2\n")
-		git(t, subWT, "commit", "-q", "-a", "--no-gpg-sign", "-m", "v2")
+		testkit.Git(t, subWT, "commit", "-q", "-a", "--no-gpg-sign", "-m", "v2")
 		mustDisabled(t, baseInput(super), "CD-05")
-		git(t, subWT, "checkout", "-q", "HEAD~1")
+		testkit.Git(t, subWT, "checkout", "-q", "HEAD~1")
 		mustKey(t, baseInput(super))
 	})
 	t.Run("uninitialized", func(t *testing.T) {
 		clone := filepath.Join(t.TempDir(), "clone")
-		git(t, root, "clone", "-q", super, clone)
+		testkit.Git(t, root, "clone", "-q", super, clone)
 		mustDisabled(t, baseInput(clone), "CD-05")
 	})
 }

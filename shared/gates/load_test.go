@@ -8,16 +8,14 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
+// writeFile writes data to path (see testkit.WriteFile) and returns path.
 func writeFile(t *testing.T, path, data string) string {
 	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testkit.WriteFile(t, path, data)
 	return path
 }
 

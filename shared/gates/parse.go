@@ -638,24 +638,12 @@ func (c *Checker) durationField(f map[string]Field, key, alias, what string, lo,
 // form workflows use) or a mapping from name to definition. Names
 // must be unique; a repeated name is reported at the later definition.
 func (c *Checker) GateList(n *yaml.Node, what string, o ParseOptions) []Gate {
-	var out []Gate
-	first := map[string]Source{}
-	add := func(g Gate) {
-		if g.Name == "" {
-			return
-		}
-		if prev, dup := first[g.Name]; dup {
-			c.AddAt(g.Source, "duplicate gate name %q (first defined at line %d)", g.Name, prev.Line)
-			return
-		}
-		first[g.Name] = g.Source
-		out = append(out, g)
-	}
+	gs := c.Collector()
 	switch n.Kind {
 	case yaml.SequenceNode:
 		for _, item := range n.Content {
 			g, _ := c.Gate(item, nil, o)
-			add(g)
+			gs.Add(g)
 		}
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -665,12 +653,46 @@ func (c *Checker) GateList(n *yaml.Node, what string, o ParseOptions) []Gate {
 				continue
 			}
 			g, _ := c.Gate(v, k, o)
-			add(g)
+			gs.Add(g)
 		}
 	default:
 		if !IsNull(n) {
 			c.Addf(n, "%s must be a list of gate definitions or a mapping from gate name to definition, got %s", what, Describe(n))
 		}
 	}
-	return out
+	return gs.Gates
+}
+
+// GateCollector collects gates whose names must be unique: a repeated name
+// is reported, at the later definition, to the Checker that made it.
+type GateCollector struct {
+	c     *Checker
+	first map[string]Source
+	// Gates are the gates collected, in order.
+	Gates []Gate
+}
+
+// Collector returns an empty GateCollector reporting to c.
+func (c *Checker) Collector() *GateCollector {
+	return &GateCollector{c: c, first: map[string]Source{}}
+}
+
+// Add collects g unless its name is empty (its problems are reported
+// already) or taken (reported here).
+func (gc *GateCollector) Add(g Gate) {
+	if g.Name == "" {
+		return
+	}
+	if prev, dup := gc.first[g.Name]; dup {
+		gc.c.AddAt(g.Source, "duplicate gate name %q (first defined at line %d)", g.Name, prev.Line)
+		return
+	}
+	gc.first[g.Name] = g.Source
+	gc.Gates = append(gc.Gates, g)
+}
+
+// Has reports whether a gate named name was collected.
+func (gc *GateCollector) Has(name string) bool {
+	_, ok := gc.first[name]
+	return ok
 }

@@ -20,6 +20,8 @@ func TestFindCycle(t *testing.T) {
 		{"acyclic", []string{"a", "b", "c"}, map[string][]string{"b": {"a"}, "c": {"a", "b"}}, nil},
 		{"self loop", []string{"a"}, map[string][]string{"a": {"a"}}, []string{"a"}},
 		{"three", []string{"a", "b", "c"}, map[string][]string{"a": {"b"}, "b": {"c"}, "c": {"a"}}, []string{"a", "b", "c"}},
+		{"starts where the search enters", []string{"x", "c", "a", "b"},
+			map[string][]string{"x": {"b"}, "a": {"c"}, "b": {"a"}, "c": {"b"}}, []string{"b", "a", "c"}},
 		{"unknown names ignored", []string{"a", "b"}, map[string][]string{"a": {"zz", "b"}, "b": {"zz"}}, nil},
 		{"downstream of a cycle is not in it", []string{"d", "a", "b"},
 			map[string][]string{"d": {"a"}, "a": {"b"}, "b": {"a"}}, []string{"a", "b"}},
@@ -28,6 +30,12 @@ func TestFindCycle(t *testing.T) {
 		if got := FindCycle(tc.nodes, deps(tc.edges)); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: FindCycle = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+	if got := FormatCycle([]string{"a", "b", "c"}); got != "a -> b -> c -> a" {
+		t.Errorf("FormatCycle = %q", got)
+	}
+	if got := FormatCycle(nil); got != "" {
+		t.Errorf("FormatCycle(nil) = %q", got)
 	}
 	got := FindCycles([]string{"a", "b", "c", "d"}, deps(map[string][]string{"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"c"}}))
 	if want := [][]string{{"a", "b"}, {"c", "d"}}; !reflect.DeepEqual(got, want) {

@@ -11,20 +11,22 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // TestCheckGitFails covers WI-15: git status failing after the gate is a
 // violation (fail safe), and the recorded paths are still compared.
 func TestCheckGitFails(t *testing.T) {
 	fake := t.TempDir()
-	writeFile(t, filepath.Join(fake, "git"), "#!/bin/sh\necho 'fatal: broken on purpose' >&2\nexit 128\n")
+	testkit.WriteFile(t, filepath.Join(fake, "git"), "#!/bin/sh\necho 'fatal: broken on purpose' >&2\nexit 128\n")
 	must(t, os.Chmod(filepath.Join(fake, "git"), 0o755))
 	sleep, err := exec.LookPath("sleep")
 	if err != nil {
 		t.Fatal(err)
 	}
 	slow := t.TempDir()
-	writeFile(t, filepath.Join(slow, "git"), "#!/bin/sh\nexec "+sleep+" 30\n")
+	testkit.WriteFile(t, filepath.Join(slow, "git"), "#!/bin/sh\nexec "+sleep+" 30\n")
 	must(t, os.Chmod(filepath.Join(slow, "git"), 0o755))
 
 	tests := []struct {
@@ -41,7 +43,7 @@ func TestCheckGitFails(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newWorktree(t)
 			b := capture(t, f, tt.opts)
-			writeFile(t, f.path("src/a.go"), "package changed\n")
+			testkit.WriteFile(t, f.path("src/a.go"), "package changed\n")
 			t.Setenv("PATH", tt.path)
 			r := check(t, b)
 			want := []Violation{
@@ -56,7 +58,7 @@ func TestCheckGitFails(t *testing.T) {
 // TestCaptureErrors: no baseline when the directory is not a work tree
 // (GI-05) or git fails at capture (WI-07).
 func TestCaptureErrors(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, time.Minute)
 	if _, err := Capture(ctx, t.TempDir(), Options{}); !errors.Is(err, errNotRepo) {
 		t.Errorf("Capture(not a repo) = %v, want errNotRepo", err)
 	}
@@ -96,7 +98,7 @@ func TestUnsafeGitPointer(t *testing.T) {
 			setup: func(t *testing.T, dir string) {
 				other := t.TempDir()
 				runGit(t, other, "init", "-q")
-				writeFile(t, filepath.Join(dir, ".git"), "gitdir: "+filepath.Join(other, ".git")+"\n")
+				testkit.WriteFile(t, filepath.Join(dir, ".git"), "gitdir: "+filepath.Join(other, ".git")+"\n")
 			},
 			want: "not a worktree git directory",
 		},
@@ -104,21 +106,21 @@ func TestUnsafeGitPointer(t *testing.T) {
 			name: "points at another worktree's git directory",
 			setup: func(t *testing.T, dir string) {
 				other := newWorktree(t)
-				writeFile(t, filepath.Join(dir, ".git"), "gitdir: "+other.gitDir+"\n")
+				testkit.WriteFile(t, filepath.Join(dir, ".git"), "gitdir: "+other.gitDir+"\n")
 			},
 			want: "registered for",
 		},
 		{
 			name: "points nowhere",
 			setup: func(t *testing.T, dir string) {
-				writeFile(t, filepath.Join(dir, ".git"), "gitdir: /nonexistent/x\n")
+				testkit.WriteFile(t, filepath.Join(dir, ".git"), "gitdir: /nonexistent/x\n")
 			},
 			want: "cannot be resolved",
 		},
 		{
 			name: "unexpected format",
 			setup: func(t *testing.T, dir string) {
-				writeFile(t, filepath.Join(dir, ".git"), "ref: refs/heads/main\n")
+				testkit.WriteFile(t, filepath.Join(dir, ".git"), "ref: refs/heads/main\n")
 			},
 			want: "unexpected format",
 		},
@@ -153,7 +155,7 @@ func TestUnsafeGitPointer(t *testing.T) {
 			if tt.opts != nil {
 				opts = tt.opts(f)
 			}
-			b, err := Capture(testCtx(t), f.dir, opts)
+			b, err := Capture(testkit.Context(t, time.Minute), f.dir, opts)
 			if err != nil {
 				t.Fatalf("Capture: %v", err)
 			}
@@ -171,14 +173,14 @@ func TestUnsafeGitPointer(t *testing.T) {
 func TestExpectedGitDir(t *testing.T) {
 	f := newWorktree(t)
 	b := capture(t, f, Options{GitDir: f.gitDir})
-	writeFile(t, f.path("x"), "x")
+	testkit.WriteFile(t, f.path("x"), "x")
 	assertReport(t, check(t, b), []Violation{{Path: "x", Kind: KindNew}}, nil)
 
 	// A .git file naming a git directory inside the work tree is accepted.
 	r := newRepo(t)
 	must(t, os.Rename(filepath.Join(r.dir, ".git"), filepath.Join(r.dir, ".realgit")))
-	writeFile(t, filepath.Join(r.dir, ".git"), "gitdir: .realgit\n")
-	writeFile(t, filepath.Join(r.dir, ".realgit", "info", "exclude"), ".realgit/\n")
+	testkit.WriteFile(t, filepath.Join(r.dir, ".git"), "gitdir: .realgit\n")
+	testkit.WriteFile(t, filepath.Join(r.dir, ".realgit", "info", "exclude"), ".realgit/\n")
 	b = capture(t, r, Options{})
 	assertReport(t, check(t, b), nil, nil)
 }
@@ -215,23 +217,23 @@ func TestHashLimits(t *testing.T) {
 	t.Run("large untracked file is compared by size and mtime", func(t *testing.T) {
 		f := newRepo(t)
 		big := strings.Repeat("u", 200<<10)
-		writeFile(t, f.path("untracked.bin"), big)
+		testkit.WriteFile(t, f.path("untracked.bin"), big)
 		b := capture(t, f, Options{})
 		if st := b.files["untracked.bin"]; st.hash != "" {
 			t.Fatalf("untracked file above the threshold was hashed")
 		}
 		p := f.path("untracked.bin")
-		keepMtime(t, p, func() { writeFile(t, p, sameLength(big)) })
+		keepMtime(t, p, func() { testkit.WriteFile(t, p, sameLength(big)) })
 		assertReport(t, check(t, b), nil, nil) // the limitation
-		writeFile(t, p, big+"more")
+		testkit.WriteFile(t, p, big+"more")
 		assertReport(t, check(t, b), []Violation{{Path: "untracked.bin", Kind: KindModified}}, nil)
 	})
 	t.Run("small untracked file is hashed", func(t *testing.T) {
 		f := newRepo(t)
-		writeFile(t, f.path("untracked.txt"), "small")
+		testkit.WriteFile(t, f.path("untracked.txt"), "small")
 		b := capture(t, f, Options{})
 		p := f.path("untracked.txt")
-		keepMtime(t, p, func() { writeFile(t, p, "SMALL") })
+		keepMtime(t, p, func() { testkit.WriteFile(t, p, "SMALL") })
 		assertReport(t, check(t, b), []Violation{{Path: "untracked.txt", Kind: KindModified, Detail: "size and mtime unchanged"}}, nil)
 	})
 	t.Run("tracked file above MaxHashSize", func(t *testing.T) {
@@ -244,7 +246,7 @@ func TestHashLimits(t *testing.T) {
 			t.Fatal("src/a.go not hashed although tracked and below MaxHashSize")
 		}
 		p := f.path("big.dat")
-		keepMtime(t, p, func() { writeFile(t, p, sameLength(initialFiles["big.dat"])) })
+		keepMtime(t, p, func() { testkit.WriteFile(t, p, sameLength(initialFiles["big.dat"])) })
 		assertReport(t, check(t, b), nil, nil)
 		later := time.Now().Add(time.Hour)
 		must(t, os.Chtimes(p, later, later))
@@ -257,7 +259,7 @@ func TestHashLimits(t *testing.T) {
 		if st.HashedBytes > 100 || st.Unhashed == 0 || st.Hashed+st.Unhashed != 9 {
 			t.Fatalf("stats %+v: want at most 100 bytes hashed and the rest unhashed", st)
 		}
-		writeFile(t, f.path("src/a.go"), "package changed\n")
+		testkit.WriteFile(t, f.path("src/a.go"), "package changed\n")
 		assertReport(t, check(t, b), []Violation{{Path: "src/a.go", Kind: KindModified}}, nil)
 	})
 }
@@ -361,7 +363,7 @@ func BenchmarkCaptureCheck(b *testing.B) {
 	dir := b.TempDir()
 	runGit(b, dir, "init", "-q")
 	for i := range 2000 {
-		writeFile(b, filepath.Join(dir, fmt.Sprintf("pkg%02d", i%40), fmt.Sprintf("file%04d.go", i)), strings.Repeat("x", 2000))
+		testkit.WriteFile(b, filepath.Join(dir, fmt.Sprintf("pkg%02d", i%40), fmt.Sprintf("file%04d.go", i)), strings.Repeat("x", 2000))
 	}
 	runGit(b, dir, "add", "-A")
 	runGit(b, dir, "commit", "-q", "-m", "bench")

@@ -2,46 +2,20 @@ package integrity
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/supervisorhq/supervisor/shared/gitexec"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// runGit runs git hermetically (gitexec: no host GIT_* variables, no user
-// or system configuration) in dir and fails the test on error.
+// runGit runs git in dir (see testkit.Git) with paths unquoted and the
+// local file transport allowed.
 func runGit(t testing.TB, dir string, args ...string) string {
 	t.Helper()
-	argv := append([]string{
-		"-c", "user.name=Test", "-c", "user.email=test@example.com",
-		"-c", "init.defaultBranch=main", "-c", "core.quotePath=false",
-		"-c", "protocol.file.allow=always",
-	}, args...)
-	out, err := gitexec.Runner{Dir: dir}.Text(context.Background(), argv...)
-	if err != nil {
-		t.Fatalf("git in %s: %v", dir, err)
-	}
-	return out
-}
-
-func writeFile(t testing.TB, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	return testkit.Git(t, dir, append([]string{"-c", "core.quotePath=false", "-c", "protocol.file.allow=always"}, args...)...)
 }
 
 // weirdName is a tracked file name with spaces, a newline and non-ASCII
@@ -83,19 +57,9 @@ var layouts = []struct {
 	{"worktree", newWorktree},
 }
 
-func commitInitial(t testing.TB, dir string) {
-	for rel, content := range initialFiles {
-		writeFile(t, filepath.Join(dir, filepath.FromSlash(rel)), content)
-	}
-	runGit(t, dir, "add", "-A")
-	runGit(t, dir, "commit", "-q", "-m", "initial")
-}
-
 func newRepo(t testing.TB) fixture {
 	t.Helper()
-	dir := t.TempDir()
-	runGit(t, dir, "init", "-q")
-	commitInitial(t, dir)
+	dir, _ := testkit.Repo(t, initialFiles)
 	dir, _ = filepath.EvalSymlinks(dir)
 	return fixture{dir: dir, gitDir: filepath.Join(dir, ".git"), commonDir: filepath.Join(dir, ".git")}
 }
@@ -104,9 +68,12 @@ func newWorktree(t testing.TB) fixture {
 	t.Helper()
 	base := t.TempDir()
 	src := filepath.Join(base, "src")
-	must(t, os.Mkdir(src, 0o755))
-	runGit(t, src, "init", "-q")
-	commitInitial(t, src)
+	runGit(t, "", "init", "-q", src)
+	for rel, content := range initialFiles {
+		testkit.WriteFile(t, filepath.Join(src, filepath.FromSlash(rel)), content)
+	}
+	runGit(t, src, "add", "-A")
+	runGit(t, src, "commit", "-q", "-m", "initial")
 	mirror := filepath.Join(base, "mirror.git")
 	runGit(t, base, "clone", "-q", "--bare", src, mirror)
 	runGit(t, base, "--git-dir="+mirror, "config", "gc.auto", "0")
@@ -128,7 +95,7 @@ func newWorktree(t testing.TB) fixture {
 // capture captures f and fails the test on error.
 func capture(t testing.TB, f fixture, opts Options) *Baseline {
 	t.Helper()
-	b, err := Capture(testCtx(t), f.dir, opts)
+	b, err := Capture(testkit.Context(t, time.Minute), f.dir, opts)
 	if err != nil {
 		t.Fatalf("Capture: %v", err)
 	}
@@ -141,7 +108,7 @@ func capture(t testing.TB, f fixture, opts Options) *Baseline {
 // check checks b and fails the test on error.
 func check(t testing.TB, b *Baseline) *Report {
 	t.Helper()
-	r, err := b.Check(testCtx(t))
+	r, err := b.Check(testkit.Context(t, time.Minute))
 	if err != nil {
 		t.Fatalf("Check: %v", err)
 	}

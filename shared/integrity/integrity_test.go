@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 type scenario struct {
@@ -34,13 +36,13 @@ func scenarios() []scenario {
 			// status at capture) is modified.
 			name: "WI-18 modify tracked file",
 			gate: func(t *testing.T, f fixture) {
-				writeFile(t, f.path("src/a.go"), "package a\n\nfunc A() int { return 42 }\n")
+				testkit.WriteFile(t, f.path("src/a.go"), "package a\n\nfunc A() int { return 42 }\n")
 			},
 			want: []Violation{{Path: "src/a.go", Kind: KindModified}},
 		},
 		{
 			name: "WI-18 new untracked file",
-			gate: func(t *testing.T, f fixture) { writeFile(t, f.path("x.txt"), "x\n") },
+			gate: func(t *testing.T, f fixture) { testkit.WriteFile(t, f.path("x.txt"), "x\n") },
 			want: []Violation{{Path: "x.txt", Kind: KindNew}},
 		},
 		{
@@ -52,7 +54,7 @@ func scenarios() []scenario {
 			name: "WI-20 racy rewrite with same size and mtime",
 			gate: func(t *testing.T, f fixture) {
 				p := f.path("src/a.go")
-				keepMtime(t, p, func() { writeFile(t, p, sameLength(initialFiles["src/a.go"])) })
+				keepMtime(t, p, func() { testkit.WriteFile(t, p, sameLength(initialFiles["src/a.go"])) })
 			},
 			want: []Violation{{Path: "src/a.go", Kind: KindModified, Detail: "size and mtime unchanged"}},
 		},
@@ -62,14 +64,14 @@ func scenarios() []scenario {
 			name: "WI-10 racy rewrite of a large tracked file",
 			gate: func(t *testing.T, f fixture) {
 				p := f.path("big.dat")
-				keepMtime(t, p, func() { writeFile(t, p, sameLength(initialFiles["big.dat"])) })
+				keepMtime(t, p, func() { testkit.WriteFile(t, p, sameLength(initialFiles["big.dat"])) })
 			},
 			want: []Violation{{Path: "big.dat", Kind: KindModified, Detail: "size and mtime unchanged"}},
 		},
 		{
 			name: "rewrite with identical content is not a change",
 			gate: func(t *testing.T, f fixture) {
-				writeFile(t, f.path("src/a.go"), initialFiles["src/a.go"])
+				testkit.WriteFile(t, f.path("src/a.go"), initialFiles["src/a.go"])
 				later := time.Now().Add(time.Hour)
 				must(t, os.Chtimes(f.path("src/b.go"), later, later))
 			},
@@ -88,9 +90,9 @@ func scenarios() []scenario {
 			name: "allowed writes",
 			opts: Options{AllowedWrites: []string{"coverage.out", "htmlcov/**"}},
 			gate: func(t *testing.T, f fixture) {
-				writeFile(t, f.path("coverage.out"), "new coverage\n")
-				writeFile(t, f.path("htmlcov/index.html"), "<html>\n")
-				writeFile(t, f.path("htmlcov/sub/style.css"), "p{}\n")
+				testkit.WriteFile(t, f.path("coverage.out"), "new coverage\n")
+				testkit.WriteFile(t, f.path("htmlcov/index.html"), "<html>\n")
+				testkit.WriteFile(t, f.path("htmlcov/sub/style.css"), "p{}\n")
 			},
 		},
 		{
@@ -102,9 +104,9 @@ func scenarios() []scenario {
 			name: "writes outside allowed writes",
 			opts: Options{AllowedWrites: []string{"coverage.out", "htmlcov/**"}},
 			gate: func(t *testing.T, f fixture) {
-				writeFile(t, f.path("htmlcov/index.html"), "<html>\n")
-				writeFile(t, f.path("coverage.xml"), "<xml/>\n")
-				writeFile(t, f.path("src/a.go"), "package a\n")
+				testkit.WriteFile(t, f.path("htmlcov/index.html"), "<html>\n")
+				testkit.WriteFile(t, f.path("coverage.xml"), "<xml/>\n")
+				testkit.WriteFile(t, f.path("src/a.go"), "package a\n")
 			},
 			want: []Violation{{Path: "src/a.go", Kind: KindModified}, {Path: "coverage.xml", Kind: KindNew}},
 		},
@@ -132,21 +134,21 @@ func scenarios() []scenario {
 		{
 			name: "GI-02 hook added",
 			gate: func(t *testing.T, f fixture) {
-				writeFile(t, filepath.Join(f.commonDir, "hooks", "pre-commit"), "#!/bin/sh\n")
+				testkit.WriteFile(t, filepath.Join(f.commonDir, "hooks", "pre-commit"), "#!/bin/sh\n")
 			},
 			want: []Violation{{Path: ".git/hooks/pre-commit", Kind: KindGit, Detail: "created"}},
 		},
 		{
 			name: "GI-02 ref moved",
 			gate: func(t *testing.T, f fixture) {
-				writeFile(t, filepath.Join(f.commonDir, "refs", "heads", "evil"), strings.Repeat("0", 40)+"\n")
+				testkit.WriteFile(t, filepath.Join(f.commonDir, "refs", "heads", "evil"), strings.Repeat("0", 40)+"\n")
 			},
 			want: []Violation{{Path: ".git/refs/heads/evil", Kind: KindGit, Detail: "created"}},
 		},
 		{
 			name: "index changed by git add",
 			gate: func(t *testing.T, f fixture) {
-				writeFile(t, f.path("x.txt"), "x\n")
+				testkit.WriteFile(t, f.path("x.txt"), "x\n")
 				runGit(t, f.dir, "add", "x.txt")
 			},
 			want: []Violation{{Path: "x.txt", Kind: KindNew}, {Path: ".git/index", Kind: KindGit}},
@@ -158,8 +160,8 @@ func scenarios() []scenario {
 			gate: func(t *testing.T, f fixture) {
 				head := runGit(t, f.dir, "rev-parse", "HEAD")
 				must(t, os.WriteFile(filepath.Join(f.gitDir, "HEAD"), []byte(head+"\n"), 0o644))
-				writeFile(t, f.path(".supervisor/lock"), "1\n")
-				writeFile(t, f.path("anything.txt"), "allowed by **\n")
+				testkit.WriteFile(t, f.path(".supervisor/lock"), "1\n")
+				testkit.WriteFile(t, f.path("anything.txt"), "allowed by **\n")
 			},
 			want: []Violation{{Path: ".supervisor/lock", Kind: KindNew}, {Path: ".git/HEAD", Kind: KindGit}},
 		},
@@ -168,11 +170,11 @@ func scenarios() []scenario {
 			name: "ignored .supervisor content is still protected",
 			opts: Options{AllowedWrites: []string{"**"}},
 			before: func(t *testing.T, f fixture) {
-				writeFile(t, f.path(".supervisor/cache/entry"), "cached\n")
+				testkit.WriteFile(t, f.path(".supervisor/cache/entry"), "cached\n")
 			},
 			gate: func(t *testing.T, f fixture) {
-				writeFile(t, f.path(".supervisor/cache/entry"), "poisoned\n")
-				writeFile(t, f.path(".supervisor/cache/other"), "x\n")
+				testkit.WriteFile(t, f.path(".supervisor/cache/entry"), "poisoned\n")
+				testkit.WriteFile(t, f.path(".supervisor/cache/other"), "x\n")
 			},
 			want: []Violation{{Path: ".supervisor/cache/entry", Kind: KindModified}, {Path: ".supervisor/cache/other", Kind: KindNew}},
 		},
@@ -181,21 +183,21 @@ func scenarios() []scenario {
 			// ignored and never taken for new files.
 			name: "ignored directory created",
 			gate: func(t *testing.T, f fixture) {
-				writeFile(t, f.path("build/out.o"), "obj\n")
-				writeFile(t, f.path("build/sub/more.o"), "obj\n")
-				writeFile(t, f.path("test.log"), "log\n")
+				testkit.WriteFile(t, f.path("build/out.o"), "obj\n")
+				testkit.WriteFile(t, f.path("build/sub/more.o"), "obj\n")
+				testkit.WriteFile(t, f.path("test.log"), "log\n")
 			},
 			wantIgnored: []string{"build/", "test.log"},
 		},
 		{
 			name: "pre-existing ignored directory changed",
 			before: func(t *testing.T, f fixture) {
-				writeFile(t, f.path("build/out.o"), "obj\n")
-				writeFile(t, f.path("app.log"), "log\n")
+				testkit.WriteFile(t, f.path("build/out.o"), "obj\n")
+				testkit.WriteFile(t, f.path("app.log"), "log\n")
 			},
 			gate: func(t *testing.T, f fixture) {
-				writeFile(t, f.path("build/new.o"), "obj\n")
-				writeFile(t, f.path("app.log"), "log, longer\n")
+				testkit.WriteFile(t, f.path("build/new.o"), "obj\n")
+				testkit.WriteFile(t, f.path("app.log"), "log, longer\n")
 			},
 			wantIgnored: []string{"app.log", "build/"},
 		},
@@ -203,8 +205,8 @@ func scenarios() []scenario {
 			name: "ignored paths matching allowed writes are not reported",
 			opts: Options{AllowedWrites: []string{"build/**", "*.log"}},
 			gate: func(t *testing.T, f fixture) {
-				writeFile(t, f.path("build/out.o"), "obj\n")
-				writeFile(t, f.path("test.log"), "log\n")
+				testkit.WriteFile(t, f.path("build/out.o"), "obj\n")
+				testkit.WriteFile(t, f.path("test.log"), "log\n")
 			},
 		},
 		{
@@ -236,7 +238,7 @@ func scenarios() []scenario {
 			name: "nested git repository inside allowed writes",
 			opts: Options{AllowedWrites: []string{"htmlcov/**"}},
 			gate: func(t *testing.T, f fixture) {
-				writeFile(t, f.path("htmlcov/index.html"), "<html>\n")
+				testkit.WriteFile(t, f.path("htmlcov/index.html"), "<html>\n")
 				runGit(t, f.path("htmlcov"), "init", "-q")
 			},
 			want: []Violation{{Path: "htmlcov/", Kind: KindNew, Detail: "nested git repository"}},
@@ -265,22 +267,22 @@ func scenarios() []scenario {
 			// WI-01, WI-04: untracked files in a skip candidate go unnoticed.
 			name: "WI-01 untracked file in a skip candidate",
 			gate: func(t *testing.T, f fixture) {
-				writeFile(t, f.path("node_modules/x.js"), "x\n")
-				writeFile(t, f.path("pkg/__pycache__/m.pyc"), "x\n")
+				testkit.WriteFile(t, f.path("node_modules/x.js"), "x\n")
+				testkit.WriteFile(t, f.path("pkg/__pycache__/m.pyc"), "x\n")
 			},
 		},
 		{
 			name: "WI-02 tracked file in a skip candidate",
-			gate: func(t *testing.T, f fixture) { writeFile(t, f.path("vendor/lib.go"), "package evil\n") },
+			gate: func(t *testing.T, f fixture) { testkit.WriteFile(t, f.path("vendor/lib.go"), "package evil\n") },
 			want: []Violation{{Path: "vendor/lib.go", Kind: KindModified}},
 		},
 		{
 			name: "WI-05 allowed writes turn skipping off",
 			opts: Options{AllowedWrites: []string{"node_modules/.cache/**"}},
 			gate: func(t *testing.T, f fixture) {
-				writeFile(t, f.path("node_modules/.cache/x"), "ok\n")
-				writeFile(t, f.path("node_modules/x.js"), "not ok\n")
-				writeFile(t, f.path("venv/y.py"), "still skipped\n")
+				testkit.WriteFile(t, f.path("node_modules/.cache/x"), "ok\n")
+				testkit.WriteFile(t, f.path("node_modules/x.js"), "not ok\n")
+				testkit.WriteFile(t, f.path("venv/y.py"), "still skipped\n")
 			},
 			want: []Violation{{Path: "node_modules/x.js", Kind: KindNew}},
 		},
@@ -289,24 +291,24 @@ func scenarios() []scenario {
 			// untracked, a staged rename) is the baseline, not a change.
 			name: "WI-11 dirty work tree before the gate",
 			before: func(t *testing.T, f fixture) {
-				writeFile(t, f.path("src/a.go"), "package a // edited\n")
-				writeFile(t, f.path("src/new.go"), "package a\n")
+				testkit.WriteFile(t, f.path("src/a.go"), "package a // edited\n")
+				testkit.WriteFile(t, f.path("src/new.go"), "package a\n")
 				runGit(t, f.dir, "add", "src/new.go")
 				os.Remove(f.path("README.md"))
-				writeFile(t, f.path("untracked.txt"), "u\n")
+				testkit.WriteFile(t, f.path("untracked.txt"), "u\n")
 				runGit(t, f.dir, "mv", "docs/guide.txt", "docs/manual.txt")
-				writeFile(t, f.path("node_modules/dep.js"), "dep\n")
+				testkit.WriteFile(t, f.path("node_modules/dep.js"), "dep\n")
 			},
 		},
 		{
 			name: "WI-11 changes after a staged rename",
 			before: func(t *testing.T, f fixture) {
 				runGit(t, f.dir, "mv", "docs/guide.txt", "docs/manual.txt")
-				writeFile(t, f.path("untracked.txt"), "u\n")
+				testkit.WriteFile(t, f.path("untracked.txt"), "u\n")
 			},
 			gate: func(t *testing.T, f fixture) {
-				writeFile(t, f.path("docs/manual.txt"), "changed\n")
-				writeFile(t, f.path("docs/guide.txt"), "back again\n")
+				testkit.WriteFile(t, f.path("docs/manual.txt"), "changed\n")
+				testkit.WriteFile(t, f.path("docs/guide.txt"), "back again\n")
 				os.Remove(f.path("untracked.txt"))
 			},
 			want: []Violation{
@@ -323,8 +325,8 @@ func scenarios() []scenario {
 				runGit(t, f.dir, "mv", weirdName, "dir with space/renamed\n✓ 2.txt")
 			},
 			gate: func(t *testing.T, f fixture) {
-				writeFile(t, f.path("dir with space/renamed\n✓ 2.txt"), "weird, changed\n")
-				writeFile(t, f.path("new\nfile ☃ .txt"), "x\n")
+				testkit.WriteFile(t, f.path("dir with space/renamed\n✓ 2.txt"), "weird, changed\n")
+				testkit.WriteFile(t, f.path("new\nfile ☃ .txt"), "x\n")
 			},
 			want: []Violation{
 				{Path: "dir with space/renamed\n✓ 2.txt", Kind: KindModified},
@@ -333,7 +335,7 @@ func scenarios() []scenario {
 		},
 		{
 			name: "weird tracked name modified",
-			gate: func(t *testing.T, f fixture) { writeFile(t, f.path(weirdName), "changed\n") },
+			gate: func(t *testing.T, f fixture) { testkit.WriteFile(t, f.path(weirdName), "changed\n") },
 			want: []Violation{{Path: weirdName, Kind: KindModified}},
 		},
 		{
@@ -344,7 +346,7 @@ func scenarios() []scenario {
 			gate: func(t *testing.T, f fixture) {
 				other := t.TempDir()
 				runGit(t, other, "init", "-q")
-				writeFile(t, f.path(".git"), "gitdir: "+filepath.Join(other, ".git")+"\n")
+				testkit.WriteFile(t, f.path(".git"), "gitdir: "+filepath.Join(other, ".git")+"\n")
 			},
 			want: []Violation{{Path: ".git", Kind: KindGit, Detail: "unsafe"}, {Path: UnknownNotRescanned, Kind: KindUnknown}},
 		},
@@ -383,7 +385,7 @@ func scenarios() []scenario {
 				runGit(t, f.commonDir, "--git-dir="+f.commonDir, "update-ref", "refs/supervisor/base/"+head, head)
 				// A new pack, as a bundle fetch writes.
 				src := filepath.Join(filepath.Dir(f.commonDir), "src")
-				writeFile(t, filepath.Join(src, "more.txt"), "more\n")
+				testkit.WriteFile(t, filepath.Join(src, "more.txt"), "more\n")
 				runGit(t, src, "add", "more.txt")
 				runGit(t, src, "commit", "-q", "-m", "more")
 				runGit(t, f.commonDir, "--git-dir="+f.commonDir, "-c", "fetch.unpackLimit=1", "fetch", "-q",

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -254,6 +255,20 @@ func (l *LogWriter) Bytes() []byte {
 		out = append(out, fmt.Sprintf("\n[supervisor] log capped at %d bytes; %d bytes dropped\n", MaxLogBytes, l.dropped)...)
 	}
 	return out
+}
+
+// Env returns a copy of a job's own environment with the variables every
+// job's command gets: SUPERVISOR_WORKFLOW_ID, SUPERVISOR_NODE_ID and
+// SUPERVISOR_ATTEMPT. The runner adds its kind's own.
+func Env(own map[string]string, workflow, node string, attempt int) map[string]string {
+	env := make(map[string]string, len(own)+3)
+	for k, v := range own {
+		env[k] = v
+	}
+	env["SUPERVISOR_WORKFLOW_ID"] = workflow
+	env["SUPERVISOR_NODE_ID"] = node
+	env["SUPERVISOR_ATTEMPT"] = strconv.Itoa(attempt)
+	return env
 }
 
 // UploadLog stores a log in the logs bucket under name, secrets redacted.

@@ -11,13 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/jobrun/jobruntest"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/state"
-	"github.com/supervisorhq/supervisor/shared/state/kvstate"
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 func TestLogWriterCap(t *testing.T) {
@@ -72,56 +70,22 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
-// runEnv is a real bus and state store for jobrun.Run.
+// runEnv is a real bus and state store for jobrun.Run, and the reports
+// it sends.
 type runEnv struct {
-	t       *testing.T
-	deps    Deps
-	store   state.Store
-	reports chan *protocol.Report
-	seq     atomic.Int64
+	*jobruntest.Fleet
+	t    *testing.T
+	deps Deps
+	seq  atomic.Int64
 }
 
 const ackWait = 900 * time.Millisecond
 
 func newRunEnv(t *testing.T) *runEnv {
 	t.Helper()
-	ctx := testCtx(t)
-	log := slog.New(slog.DiscardHandler)
-	b, err := bus.Open(ctx, testserver.NATS(t), "jobrun-test", bus.Config{AckWait: ackWait}, log)
-	if err != nil {
-		t.Fatalf("bus: %v", err)
-	}
-	t.Cleanup(b.Close)
-	store, err := kvstate.New(ctx, b.JS)
-	if err != nil {
-		t.Fatalf("kvstate: %v", err)
-	}
-	e := &runEnv{t: t, store: store, reports: make(chan *protocol.Report, 100),
-		deps: Deps{Bus: b, Store: store, Host: "test-host", Log: log}}
-	cons, err := b.JS.CreateOrUpdateConsumer(ctx, protocol.StreamResults, jetstream.ConsumerConfig{
-		Durable: "test-results", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: protocol.SubjectResults,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		var r protocol.Report
-		if err := protocol.Decode(m.Data(), &r); err == nil {
-			e.reports <- &r
-		}
-		_ = m.Ack()
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cc.Stop)
-	return e
-}
-
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
+	f := jobruntest.OpenFleet(t, "jobrun-test", bus.Config{AckWait: ackWait})
+	f.ConsumeReports()
+	return &runEnv{Fleet: f, t: t, deps: Deps{Bus: f.Bus, Store: f.Store, Host: "test-host", Log: slog.New(slog.DiscardHandler)}}
 }
 
 func (e *runEnv) meta() Meta {
@@ -145,13 +109,7 @@ func (e *runEnv) errReport(m Meta) ErrorReport {
 
 func (e *runEnv) next() *protocol.Report {
 	e.t.Helper()
-	select {
-	case r := <-e.reports:
-		return r
-	case <-time.After(10 * time.Second):
-		e.t.Fatal("no report")
-		return nil
-	}
+	return e.Next(10 * time.Second)
 }
 
 func (e *runEnv) expectStarted(m Meta, delivery uint64) *protocol.Started {
@@ -173,23 +131,14 @@ func (e *runEnv) expectResult(m Meta, token uint64, st protocol.GateStatus) *pro
 	return r.Gate
 }
 
-func (e *runEnv) noReports(d time.Duration) {
-	e.t.Helper()
-	select {
-	case r := <-e.reports:
-		e.t.Fatalf("unexpected %s report: %+v %+v", r.Type, r.Started, r.Gate)
-	case <-time.After(d):
-	}
-}
-
 // leaseFree checks that the job's lease was released.
 func (e *runEnv) leaseFree(m Meta) {
 	e.t.Helper()
-	l, err := e.store.Acquire(testCtx(e.t), "lease/"+m.JobID, "checker", time.Second)
+	l, err := e.Store.Acquire(testkit.Context(e.t, 30*time.Second), "lease/"+m.JobID, "checker", time.Second)
 	if err != nil {
 		e.t.Fatalf("lease of %s not released: %v", m.JobID, err)
 	}
-	_ = e.store.Release(testCtx(e.t), l)
+	_ = e.Store.Release(testkit.Context(e.t, 30*time.Second), l)
 }
 
 func TestRunDispositions(t *testing.T) {
@@ -239,7 +188,7 @@ func TestRunDispositions(t *testing.T) {
 			}
 			e.expectStarted(m, n)
 		}
-		e.noReports(200 * time.Millisecond)
+		e.NoReports(200 * time.Millisecond)
 		e.leaseFree(m)
 	})
 
@@ -259,7 +208,7 @@ func TestRunDispositions(t *testing.T) {
 
 	t.Run("lease held elsewhere is handed back for a third of AckWait", func(t *testing.T) {
 		m := e.meta()
-		l, err := e.store.Acquire(testCtx(t), "lease/"+m.JobID, "other-runner", 30*time.Second)
+		l, err := e.Store.Acquire(testkit.Context(t, 30*time.Second), "lease/"+m.JobID, "other-runner", 30*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,8 +223,8 @@ func TestRunDispositions(t *testing.T) {
 		if called {
 			t.Error("work ran without the lease")
 		}
-		e.noReports(200 * time.Millisecond)
-		if _, err := e.store.Renew(testCtx(t), l, time.Second); err != nil {
+		e.NoReports(200 * time.Millisecond)
+		if _, err := e.Store.Renew(testkit.Context(t, 30*time.Second), l, time.Second); err != nil {
 			t.Errorf("the other runner's lease was disturbed: %v", err)
 		}
 	})
@@ -292,7 +241,7 @@ func TestRunDispositions(t *testing.T) {
 			t.Fatalf("disposition %s, want nak(0s)", disp)
 		}
 		e.expectStarted(m, 1)
-		e.noReports(200 * time.Millisecond)
+		e.NoReports(200 * time.Millisecond)
 		e.leaseFree(m)
 	})
 
@@ -300,7 +249,7 @@ func TestRunDispositions(t *testing.T) {
 		m := e.meta()
 		disp := Run(context.Background(), e.deps, nil, deliv(1), m, func(jctx context.Context, token uint64) Outcome {
 			// Another runner takes over: the lease vanishes underneath.
-			if err := e.store.Release(context.Background(), state.Lease{Key: "lease/" + m.JobID, Owner: "test-host", Token: token}); err != nil {
+			if err := e.Store.Release(context.Background(), state.Lease{Key: "lease/" + m.JobID, Owner: "test-host", Token: token}); err != nil {
 				t.Errorf("release underneath: %v", err)
 			}
 			select {
@@ -314,7 +263,7 @@ func TestRunDispositions(t *testing.T) {
 			t.Fatalf("disposition %s, want abandon", disp)
 		}
 		e.expectStarted(m, 1)
-		e.noReports(200 * time.Millisecond)
+		e.NoReports(200 * time.Millisecond)
 	})
 
 	t.Run("cancellation announcement stops the workflow's job", func(t *testing.T) {

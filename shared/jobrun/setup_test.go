@@ -1,13 +1,9 @@
 package jobrun
 
 import (
-	"archive/tar"
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -15,45 +11,25 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/strslice"
-	"github.com/docker/docker/client"
 	"github.com/spf13/cobra"
 
 	"github.com/supervisorhq/supervisor/shared/config"
 	"github.com/supervisorhq/supervisor/shared/egress"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/sandbox/sandboxtest"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
-// syncLog is a log destination safe for concurrent use.
-type syncLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func captureLog() (*slog.Logger, *syncLog) {
-	l := &syncLog{}
+// captureLog returns a logger and what it logs.
+func captureLog() (*slog.Logger, *testkit.Buffer) {
+	l := &testkit.Buffer{}
 	return slog.New(slog.NewTextHandler(l, nil)), l
 }
 
@@ -110,73 +86,12 @@ func TestSelectSandboxNoEngine(t *testing.T) {
 	}
 }
 
-// dockerClient returns a client of the real engine, or skips (fails under
-// CI=true).
-func dockerClient(t *testing.T) *client.Client {
-	t.Helper()
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(ctx); err != nil {
-		testserver.Missing(t, fmt.Sprintf("the Docker engine (%v)", err))
-	}
-	return cli
-}
-
-// emptyImage builds an image with nothing in it (FROM scratch: nothing is
-// pulled) and returns its tag; it is removed when the test ends.
-func emptyImage(t *testing.T, cli *client.Client) string {
-	t.Helper()
-	tag := fmt.Sprintf("supervisor-test/jobrun-empty:%d", os.Getpid())
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	df := []byte("FROM scratch\nLABEL supervisor.test=1\n")
-	if err := tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(df))}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tw.Write(df); err != nil {
-		t.Fatal(err)
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := cli.ImageBuild(context.Background(), &buf, build.ImageBuildOptions{
-		Tags: []string{tag}, Remove: true, ForceRemove: true, Version: build.BuilderV1,
-	})
-	if err != nil {
-		t.Fatalf("build: %v", err)
-	}
-	dec := json.NewDecoder(resp.Body)
-	for {
-		var msg struct {
-			Error string `json:"error"`
-		}
-		if err := dec.Decode(&msg); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if msg.Error != "" {
-			t.Fatalf("build: %s", msg.Error)
-		}
-	}
-	resp.Body.Close()
-	t.Cleanup(func() {
-		_, _ = cli.ImageRemove(context.Background(), tag, image.RemoveOptions{Force: true})
-	})
-	return tag
-}
-
 // Against the real engine: a missing image is a fallback (auto) or an
 // error (docker); with the image, docker mode removes the runner's
 // orphans, creates the internal egress network and serves the proxy on
 // its gateway until Close.
 func TestSelectSandboxDocker(t *testing.T) {
-	cli := dockerClient(t)
+	cli := sandboxtest.Engine(t)
 	ctx := context.Background()
 	host := fmt.Sprintf("jobrun-test-%d", os.Getpid())
 	dataDir := t.TempDir()
@@ -191,7 +106,9 @@ func TestSelectSandboxDocker(t *testing.T) {
 		t.Errorf("docker without the image: %v", err)
 	}
 
-	img := emptyImage(t, cli)
+	// An image with nothing in it (FROM scratch: nothing is pulled).
+	img := sandboxtest.Image(t, fmt.Sprintf("supervisor-test/jobrun-empty:%d", os.Getpid()),
+		sandboxtest.File{Name: "Dockerfile", Mode: 0o644, Data: []byte("FROM scratch\nLABEL supervisor.test=1\n")})
 	orphan, err := cli.ContainerCreate(ctx, &container.Config{
 		Image: img, Cmd: strslice.StrSlice{"/nothing"},
 		Labels: map[string]string{sandbox.LabelSandbox: "1", sandbox.LabelHost: host},
@@ -202,7 +119,7 @@ func TestSelectSandboxDocker(t *testing.T) {
 	t.Cleanup(func() {
 		_ = cli.ContainerRemove(context.Background(), orphan.ID, container.RemoveOptions{Force: true})
 	})
-	port, err := testserver.FreePort()
+	port, err := testkit.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

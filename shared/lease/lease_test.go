@@ -8,14 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/supervisorhq/supervisor/shared/lease"
 	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
 	"github.com/supervisorhq/supervisor/shared/state/redisstate"
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // ttl is the lease TTL the tests hold leases with: renewals happen every
@@ -28,16 +25,7 @@ var seq atomic.Int64
 func backends() map[string]func(t *testing.T) state.Store {
 	return map[string]func(t *testing.T) state.Store{
 		"kvstate": func(t *testing.T) state.Store {
-			nc, err := nats.Connect(testserver.NATS(t))
-			if err != nil {
-				t.Fatalf("connect: %v", err)
-			}
-			t.Cleanup(nc.Close)
-			js, err := jetstream.New(nc)
-			if err != nil {
-				t.Fatalf("jetstream: %v", err)
-			}
-			s, err := kvstate.New(context.Background(), js)
+			s, err := kvstate.New(context.Background(), testkit.JetStream(t, testkit.NATS(t)))
 			if err != nil {
 				t.Fatalf("kvstate: %v", err)
 			}
@@ -45,7 +33,7 @@ func backends() map[string]func(t *testing.T) state.Store {
 			return s
 		},
 		"redisstate": func(t *testing.T) state.Store {
-			url := testserver.Redis(t)
+			url := testkit.Redis(t)
 			prefix := fmt.Sprintf("leasetest:%d:%d:", time.Now().UnixNano(), seq.Add(1))
 			s, err := redisstate.Open(context.Background(), url, redisstate.WithPrefix(prefix))
 			if err != nil {
@@ -66,12 +54,6 @@ func forEachBackend(t *testing.T, f func(t *testing.T, store state.Store)) {
 			f(t, open(t))
 		})
 	}
-}
-
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // flaky wraps a store and, while paused, fails every renewal with a
@@ -95,16 +77,12 @@ func (f *flaky) Renew(ctx context.Context, l state.Lease, ttl time.Duration) (st
 
 func waitDone(t *testing.T, ctx context.Context, within time.Duration) {
 	t.Helper()
-	select {
-	case <-ctx.Done():
-	case <-time.After(within):
-		t.Fatalf("job context not cancelled within %s", within)
-	}
+	testkit.Receive(t, ctx.Done(), within, "job context not cancelled")
 }
 
 func TestHoldRenewsWhileHeld(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, store state.Store) {
-		ctx := testCtx(t)
+		ctx := testkit.Context(t, 20*time.Second)
 		counting := &flaky{Locks: store}
 		held, jctx, err := lease.Hold(ctx, counting, "lease/job-renew", "runner-a", ttl, nil)
 		if err != nil {
@@ -166,7 +144,7 @@ func TestHoldRenewsWhileHeld(t *testing.T) {
 // cancels the job with cause ErrLost on the next renewal.
 func TestLostAfterExpiryAndSteal(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, store state.Store) {
-		ctx := testCtx(t)
+		ctx := testkit.Context(t, 20*time.Second)
 		f := &flaky{Locks: store}
 		held, jctx, err := lease.Hold(ctx, f, "lease/job-steal", "runner-a", ttl, nil)
 		if err != nil {
@@ -224,7 +202,7 @@ func TestLostAfterExpiryAndSteal(t *testing.T) {
 // holder's back) is lost at the next renewal.
 func TestLostWhenReleasedUnderneath(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, store state.Store) {
-		ctx := testCtx(t)
+		ctx := testkit.Context(t, 20*time.Second)
 		held, jctx, err := lease.Hold(ctx, store, "lease/job-gone", "runner-a", ttl, nil)
 		if err != nil {
 			t.Fatalf("Hold: %v", err)
@@ -244,7 +222,7 @@ func TestLostWhenReleasedUnderneath(t *testing.T) {
 // Cancelling the parent cancels the job, but that is not a lost lease.
 func TestParentCancelIsNotLost(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, store state.Store) {
-		parent, cancel := context.WithCancel(testCtx(t))
+		parent, cancel := context.WithCancel(testkit.Context(t, 20*time.Second))
 		held, jctx, err := lease.Hold(parent, store, "lease/job-parent", "runner-a", ttl, nil)
 		if err != nil {
 			t.Fatalf("Hold: %v", err)
@@ -254,10 +232,10 @@ func TestParentCancelIsNotLost(t *testing.T) {
 		if lease.Lost(jctx) {
 			t.Fatal("Lost is true after the parent was cancelled")
 		}
-		if err := held.Release(testCtx(t)); err != nil {
+		if err := held.Release(testkit.Context(t, 20*time.Second)); err != nil {
 			t.Fatalf("Release: %v", err)
 		}
-		if _, err := store.Acquire(testCtx(t), "lease/job-parent", "runner-b", ttl); err != nil {
+		if _, err := store.Acquire(testkit.Context(t, 20*time.Second), "lease/job-parent", "runner-b", ttl); err != nil {
 			t.Fatalf("Acquire after Release: %v", err)
 		}
 	})
@@ -270,7 +248,7 @@ func TestParentCancelIsNotLost(t *testing.T) {
 // on.
 func TestElectStepsDownBeforeExpiry(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, store state.Store) {
-		ctx := testCtx(t)
+		ctx := testkit.Context(t, 20*time.Second)
 		f := &flaky{Locks: store}
 		held, lctx, err := lease.Elect(ctx, f, "leader/stepdown", "leader-a", ttl, nil)
 		if err != nil {
@@ -308,7 +286,7 @@ func TestElectStepsDownBeforeExpiry(t *testing.T) {
 // owner lets it go; cancelling the wait returns the context's error.
 func TestElectWaitsForTheHolder(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, store state.Store) {
-		ctx := testCtx(t)
+		ctx := testkit.Context(t, 20*time.Second)
 		first, _, err := lease.Elect(ctx, store, "leader/wait", "leader-a", ttl, nil)
 		if err != nil {
 			t.Fatalf("first Elect: %v", err)

@@ -875,16 +875,8 @@ func (d *Docker) run(ctx context.Context, spec Spec, cfg *container.Config, host
 		}()
 	}
 
-	grace := spec.KillGrace
-	if grace == 0 {
-		grace = DefaultKillGrace
-	}
-	var timeout <-chan time.Time
-	if spec.Timeout > 0 {
-		t := time.NewTimer(spec.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
+	grace, timeout, stopTimer := spec.limits()
+	defer stopTimer()
 	var res Result
 	killed := false
 	select {

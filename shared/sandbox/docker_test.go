@@ -11,32 +11,23 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/strslice"
 
 	"github.com/supervisorhq/supervisor/shared/sandbox/sandboxtest"
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // The Docker tests run against the real engine with the probe image of
 // package sandboxtest (FROM scratch: nothing is pulled). Without an engine
 // they skip, or fail under CI=true.
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := sandboxtest.Cleanup(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = max(code, 1)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { sandboxtest.Main(m) }
 
 // dockerTest returns a Docker sandbox whose Host label is unique to the
 // test, and the probe image. It skips (fails under CI) without an engine,
@@ -54,7 +45,7 @@ func dockerTest(t *testing.T, opts DockerOptions) (*Docker, string) {
 	}
 	t.Cleanup(func() { d.Close() })
 	if err := d.Available(ctx); err != nil {
-		testserver.Missing(t, fmt.Sprintf("the Docker engine (%v)", err))
+		testkit.Missing(t, fmt.Sprintf("the Docker engine (%v)", err))
 	}
 	img := sandboxtest.ProbeImage(t)
 	host := opts.Host
@@ -70,12 +61,9 @@ func dockerTest(t *testing.T, opts DockerOptions) (*Docker, string) {
 // listContainers lists the containers labelled with host.
 func listContainers(t *testing.T, d *Docker, host string) []container.Summary {
 	t.Helper()
-	list, err := d.Client().ContainerList(context.Background(), container.ListOptions{
-		All:     true,
-		Filters: filters.NewArgs(filters.Arg("label", LabelHost+"="+host)),
-	})
+	list, err := sandboxtest.Containers(context.Background(), d.Client(), LabelHost+"="+host)
 	if err != nil {
-		t.Fatalf("listing containers: %v", err)
+		t.Fatal(err)
 	}
 	return list
 }
@@ -168,11 +156,7 @@ func TestDockerEgressNetwork(t *testing.T) {
 	if res.ExitCode != 0 {
 		t.Skipf("a container on the bridge cannot reach %s either (firewall?): %q", addr, res.Stderr)
 	}
-	select {
-	case <-accepted:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the listener saw no connection")
-	}
+	testkit.Receive(t, accepted, 5*time.Second, "the listener saw no connection")
 }
 
 // listenOnBridge listens on the gateway of the engine's default bridge
@@ -473,7 +457,7 @@ func TestDockerCancel(t *testing.T) {
 	host := fmt.Sprintf("sandbox-test-%d-%s", os.Getpid(), t.Name())
 	d, img := dockerTest(t, DockerOptions{Host: host})
 	ctx, cancel := context.WithCancel(context.Background())
-	var live syncBuffer
+	var live testkit.Buffer
 	spec := probeSpec(t, img, "sleep", "60s")
 	spec.Stdout = &live
 	go func() {
@@ -498,23 +482,6 @@ func TestDockerCancel(t *testing.T) {
 	if _, err := d.Run(ctx, probeSpec(t, img, "id")); !errors.Is(err, context.Canceled) {
 		t.Errorf("Run with a cancelled context: %v", err)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestDockerForkBomb(t *testing.T) {
@@ -604,7 +571,7 @@ func TestDockerLabelsAndOrphans(t *testing.T) {
 	ctx := context.Background()
 
 	// Labels, seen from a run in progress.
-	var live syncBuffer
+	var live testkit.Buffer
 	spec := probeSpec(t, img, "sleep", "30s")
 	spec.Labels = map[string]string{"workflow": "wf1", "node": "n1", "attempt": "2", "example.com/x": "y", LabelHost: "spoofed"}
 	spec.Stdout = &live

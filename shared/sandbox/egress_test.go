@@ -14,6 +14,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/supervisorhq/supervisor/shared/egress"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // TestDockerEgressProxy runs the whole egress path against the real engine:
@@ -37,7 +38,7 @@ func TestDockerEgressProxy(t *testing.T) {
 	// Both servers listen on this machine's loopback, which no container
 	// reaches by itself; the proxy maps the names to them.
 	backends := map[string]string{"allowed.test:443": serve("allowed"), "other.test:443": serve("other")}
-	var logs syncBuffer
+	var logs testkit.Buffer
 	netName := fmt.Sprintf("supervisor-egress-test-%d", os.Getpid())
 	gw, err := egress.StartGateway(ctx, egress.GatewayOptions{
 		Client: base.Client(), Network: netName, Host: host,

@@ -418,16 +418,8 @@ func (p *Process) start(prog, dir string, env []string, spec Spec) (*run, error)
 // wait supervises the run until the command has exited, its process group
 // is gone and its output is collected.
 func (r *run) wait(ctx context.Context, spec Spec) Result {
-	grace := spec.KillGrace
-	if grace == 0 {
-		grace = DefaultKillGrace
-	}
-	var timeout <-chan time.Time
-	if spec.Timeout > 0 {
-		t := time.NewTimer(spec.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
+	grace, timeout, stopTimer := spec.limits()
+	defer stopTimer()
 
 	var res Result
 	select {

@@ -80,6 +80,21 @@ type Spec struct {
 	Labels  map[string]string
 }
 
+// limits returns what bounds a run of s: its kill grace (DefaultKillGrace
+// if unset) and a channel that fires once its timeout has passed (nil
+// without a timeout), with the function releasing the channel's timer.
+func (s Spec) limits() (grace time.Duration, timeout <-chan time.Time, stop func()) {
+	grace = s.KillGrace
+	if grace == 0 {
+		grace = DefaultKillGrace
+	}
+	if s.Timeout <= 0 {
+		return grace, nil, func() {}
+	}
+	t := time.NewTimer(s.Timeout)
+	return grace, t.C, func() { t.Stop() }
+}
+
 // Result is what a run produced. A non-zero exit is a Result, not an error.
 type Result struct {
 	// ExitCode is the command's exit status, or -1 if it was killed.

@@ -12,12 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/supervisorhq/supervisor/shared/gitexec"
 	"github.com/supervisorhq/supervisor/shared/protocol"
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // stores are real JetStream object stores on an embedded NATS server.
@@ -27,17 +25,10 @@ type stores struct {
 
 func newStores(t *testing.T) stores {
 	t.Helper()
-	nc, err := nats.Connect(testserver.NATS(t))
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatalf("jetstream: %v", err)
-	}
-	ctx := testCtx(t)
+	js := testkit.JetStream(t, testkit.NATS(t))
+	ctx := testkit.Context(t, 30*time.Second)
 	var s stores
+	var err error
 	if s.bundles, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: protocol.BucketBundles}); err != nil {
 		t.Fatalf("create bundles bucket: %v", err)
 	}
@@ -58,49 +49,10 @@ func (c *counting) GetFile(ctx context.Context, name, file string, opts ...jetst
 	return c.Objects.GetFile(ctx, name, file, opts...)
 }
 
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// git runs git (hardened) in dir and fails the test on error.
-func git(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	out, err := gitexec.Runner{Dir: dir}.Text(context.Background(), args...)
-	if err != nil {
-		t.Fatalf("git %v in %s: %v", args, dir, err)
-	}
-	return out
-}
-
 // gitBare runs git against a bare repository.
 func gitBare(t *testing.T, gitDir string, args ...string) string {
 	t.Helper()
-	out, err := gitexec.Runner{GitDir: gitDir}.Text(context.Background(), args...)
-	if err != nil {
-		t.Fatalf("git %v in %s: %v", args, gitDir, err)
-	}
-	return out
-}
-
-func writeFile(t *testing.T, path string, data []byte) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func readFile(t *testing.T, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return testkit.Git(t, "", append([]string{"--git-dir=" + gitDir}, args...)...)
 }
 
 // binaryData is content git treats as binary.
@@ -125,31 +77,25 @@ type userRepo struct {
 
 func newUserRepo(t *testing.T) *userRepo {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "user")
-	git(t, "", "init", "--quiet", "--initial-branch=main", dir)
 	files := map[string][]byte{
 		"README.md":  []byte("hello\n"),
 		"src/a.txt":  []byte("a1\na2\na3\n"),
 		"data.bin":   binaryData(1),
 		".gitignore": []byte("*.log\n"),
 	}
-	for name, data := range files {
-		writeFile(t, filepath.Join(dir, name), data)
-	}
-	git(t, dir, "add", "--all")
-	git(t, dir, "commit", "--quiet", "-m", "init")
-	r := &userRepo{dir: dir, base: git(t, dir, "rev-parse", "HEAD"), baseFiles: files}
+	dir, base := testkit.Repo(t, files)
+	r := &userRepo{dir: dir, base: base, baseFiles: files}
 
-	git(t, dir, "checkout", "--quiet", "-b", "deps")
-	writeFile(t, filepath.Join(dir, "src/a.txt"), []byte("a1\na2 from p1\na3\n"))
-	git(t, dir, "commit", "--quiet", "-am", "p1")
-	r.c1 = git(t, dir, "rev-parse", "HEAD")
-	writeFile(t, filepath.Join(dir, "src/p2.txt"), []byte("added by p2\n"))
-	writeFile(t, filepath.Join(dir, "data.bin"), binaryData(2))
-	git(t, dir, "add", "--all")
-	git(t, dir, "commit", "--quiet", "-m", "p2")
-	r.c2 = git(t, dir, "rev-parse", "HEAD")
-	git(t, dir, "checkout", "--quiet", "main")
+	testkit.Git(t, dir, "checkout", "--quiet", "-b", "deps")
+	testkit.WriteFile(t, filepath.Join(dir, "src/a.txt"), []byte("a1\na2 from p1\na3\n"))
+	testkit.Git(t, dir, "commit", "--quiet", "-am", "p1")
+	r.c1 = testkit.Git(t, dir, "rev-parse", "HEAD")
+	testkit.WriteFile(t, filepath.Join(dir, "src/p2.txt"), []byte("added by p2\n"))
+	testkit.WriteFile(t, filepath.Join(dir, "data.bin"), binaryData(2))
+	testkit.Git(t, dir, "add", "--all")
+	testkit.Git(t, dir, "commit", "--quiet", "-m", "p2")
+	r.c2 = testkit.Git(t, dir, "rev-parse", "HEAD")
+	testkit.Git(t, dir, "checkout", "--quiet", "main")
 
 	r.p1 = diffBytes(t, dir, r.base, r.c1)
 	r.p2 = diffBytes(t, dir, r.c1, r.c2)
@@ -165,17 +111,13 @@ func newUserRepo(t *testing.T) *userRepo {
 
 func diffBytes(t *testing.T, dir, from, to string) []byte {
 	t.Helper()
-	out, err := gitexec.Runner{Dir: dir}.Output(context.Background(), "diff", "--no-ext-diff", "--no-textconv", "--binary", "--full-index", from, to)
-	if err != nil {
-		t.Fatalf("diff: %v", err)
-	}
-	return out
+	return []byte(testkit.GitOutput(t, dir, "diff", "--no-ext-diff", "--no-textconv", "--binary", "--full-index", from, to))
 }
 
 // upload puts the repository's bundle at rev into the bundles store.
 func (r *userRepo) upload(t *testing.T, s stores, rev string) protocol.RepoRef {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, 30*time.Second)
 	commit, err := ResolveCommit(ctx, r.dir, rev)
 	if err != nil {
 		t.Fatal(err)
@@ -189,17 +131,26 @@ func (r *userRepo) upload(t *testing.T, s stores, rev string) protocol.RepoRef {
 		t.Fatal(err)
 	}
 	name := id + "/" + commit + ".bundle"
-	if _, err := s.bundles.PutBytes(ctx, name, readFile(t, file)); err != nil {
+	if _, err := s.bundles.PutBytes(ctx, name, testkit.ReadFile(t, file)); err != nil {
 		t.Fatalf("put bundle: %v", err)
 	}
 	return protocol.RepoRef{ID: id, BaseCommit: commit, Bundle: name}
+}
+
+// uploadedRepo is how most tests start: stores on a new NATS server and
+// the user's repository (newUserRepo) uploaded at main.
+func uploadedRepo(t *testing.T) (stores, *userRepo, protocol.RepoRef) {
+	t.Helper()
+	s := newStores(t)
+	r := newUserRepo(t)
+	return s, r, r.upload(t, s, "main")
 }
 
 // putPatch stores a patch and returns its reference.
 func putPatch(t *testing.T, s stores, node string, data []byte) protocol.PatchRef {
 	t.Helper()
 	name := "wf1/" + node + ".patch"
-	if _, err := s.patches.PutBytes(testCtx(t), name, data); err != nil {
+	if _, err := s.patches.PutBytes(testkit.Context(t, 30*time.Second), name, data); err != nil {
 		t.Fatalf("put patch: %v", err)
 	}
 	sum := sha256.Sum256(data)
@@ -231,7 +182,7 @@ func checkTree(t *testing.T, dir string, files map[string][]byte) {
 			t.Errorf("unexpected file %s", rel)
 			return nil
 		}
-		if got := readFile(t, path); !bytes.Equal(got, want) {
+		if got := testkit.ReadFile(t, path); !bytes.Equal(got, want) {
 			t.Errorf("%s = %q, want %q", rel, trunc(got), trunc(want))
 		}
 		return nil

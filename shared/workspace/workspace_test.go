@@ -14,14 +14,15 @@ import (
 
 	"github.com/supervisorhq/supervisor/shared/gitexec"
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 func TestResolveCommitAndRepoID(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, 30*time.Second)
 	r := newUserRepo(t)
 
-	git(t, r.dir, "tag", "-a", "-m", "release", "v1", r.base)
+	testkit.Git(t, r.dir, "tag", "-a", "-m", "release", "v1", r.base)
 	got, err := ResolveCommit(ctx, r.dir, "v1")
 	if err != nil || got != r.base {
 		t.Fatalf("ResolveCommit(v1) = %q, %v; want %s", got, err, r.base)
@@ -47,17 +48,17 @@ func TestResolveCommitAndRepoID(t *testing.T) {
 		t.Fatalf("RepoID = %q", id)
 	}
 	clone := filepath.Join(t.TempDir(), "clone")
-	git(t, "", "clone", "--quiet", r.dir, clone)
-	git(t, clone, "commit", "--quiet", "--allow-empty", "-m", "more")
+	testkit.Git(t, "", "clone", "--quiet", r.dir, clone)
+	testkit.Git(t, clone, "commit", "--quiet", "--allow-empty", "-m", "more")
 	if cid, err := RepoID(ctx, clone); err != nil || cid != id {
 		t.Fatalf("RepoID(clone) = %q, %v; want %q", cid, err, id)
 	}
 	other := filepath.Join(t.TempDir(), "other")
-	git(t, "", "init", "--quiet", other)
+	testkit.Git(t, "", "init", "--quiet", other)
 	if _, err := RepoID(ctx, other); err == nil {
 		t.Fatal("RepoID of a repository without commits succeeded")
 	}
-	git(t, other, "commit", "--quiet", "--allow-empty", "-m", "other root")
+	testkit.Git(t, other, "commit", "--quiet", "--allow-empty", "-m", "other root")
 	if oid, err := RepoID(ctx, other); err != nil || oid == id {
 		t.Fatalf("RepoID(other) = %q, %v; want an id different from %q", oid, err, id)
 	}
@@ -65,23 +66,23 @@ func TestResolveCommitAndRepoID(t *testing.T) {
 
 func TestCreateBundleLeavesRepoAlone(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, 30*time.Second)
 	r := newUserRepo(t)
-	refsBefore := git(t, r.dir, "for-each-ref")
+	refsBefore := testkit.Git(t, r.dir, "for-each-ref")
 	file := filepath.Join(t.TempDir(), "c1.bundle")
 	if err := CreateBundle(ctx, r.dir, r.c1, file); err != nil {
 		t.Fatal(err)
 	}
-	if after := git(t, r.dir, "for-each-ref"); after != refsBefore {
+	if after := testkit.Git(t, r.dir, "for-each-ref"); after != refsBefore {
 		t.Fatalf("refs changed:\n%s\nwant\n%s", after, refsBefore)
 	}
-	heads := git(t, r.dir, "bundle", "list-heads", file)
+	heads := testkit.Git(t, r.dir, "bundle", "list-heads", file)
 	if heads != r.c1+" "+bundleRef {
 		t.Fatalf("bundle heads = %q", heads)
 	}
 	// The bundle is self-contained: an empty repository can fetch it.
 	clone := filepath.Join(t.TempDir(), "fromBundle")
-	git(t, "", "init", "--quiet", "--bare", clone)
+	testkit.Git(t, "", "init", "--quiet", "--bare", clone)
 	gitBare(t, clone, "fetch", "--quiet", file, "refs/*:refs/*")
 	if n := gitBare(t, clone, "rev-list", "--count", r.c1); n != "2" {
 		t.Fatalf("history in bundle: %s commits, want 2", n)
@@ -93,10 +94,8 @@ func TestCreateBundleLeavesRepoAlone(t *testing.T) {
 
 func TestPrepareMirrorsOnceAndChecksOutBase(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	s := newStores(t)
-	r := newUserRepo(t)
-	repo := r.upload(t, s, "main")
+	ctx := testkit.Context(t, 30*time.Second)
+	s, r, repo := uploadedRepo(t)
 	bundles := &counting{Objects: s.bundles}
 	m := newManager(t, t.TempDir(), bundles, s.patches)
 
@@ -168,10 +167,8 @@ func TestPrepareMirrorsOnceAndChecksOutBase(t *testing.T) {
 
 func TestPatchesAppliedAndDiff(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	s := newStores(t)
-	r := newUserRepo(t)
-	repo := r.upload(t, s, "main")
+	ctx := testkit.Context(t, 30*time.Second)
+	s, r, repo := uploadedRepo(t)
 	m := newManager(t, t.TempDir(), s.bundles, s.patches)
 	deps := []protocol.PatchRef{putPatch(t, s, "a", r.p1), putPatch(t, s, "b", r.p2)}
 
@@ -199,21 +196,21 @@ func TestPatchesAppliedAndDiff(t *testing.T) {
 	}
 
 	// The job: a commit of its own, then uncommitted edits of every kind.
-	writeFile(t, filepath.Join(ws.Dir, "README.md"), []byte("hello\ncommitted by the agent\n"))
-	git(t, ws.Dir, "commit", "--quiet", "-am", "agent work")
-	writeFile(t, filepath.Join(ws.Dir, "src/a.txt"), []byte("a1\na2 from p1\na3\nedited\n"))
+	testkit.WriteFile(t, filepath.Join(ws.Dir, "README.md"), []byte("hello\ncommitted by the agent\n"))
+	testkit.Git(t, ws.Dir, "commit", "--quiet", "-am", "agent work")
+	testkit.WriteFile(t, filepath.Join(ws.Dir, "src/a.txt"), []byte("a1\na2 from p1\na3\nedited\n"))
 	if err := os.Remove(filepath.Join(ws.Dir, "src/p2.txt")); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(ws.Dir, "src/new.go"), []byte("package src\n"))
-	writeFile(t, filepath.Join(ws.Dir, "img/new.bin"), binaryData(9))
-	writeFile(t, filepath.Join(ws.Dir, "data.bin"), binaryData(3))
-	writeFile(t, filepath.Join(ws.Dir, "build/debug.log"), []byte("ignored\n"))
+	testkit.WriteFile(t, filepath.Join(ws.Dir, "src/new.go"), []byte("package src\n"))
+	testkit.WriteFile(t, filepath.Join(ws.Dir, "img/new.bin"), binaryData(9))
+	testkit.WriteFile(t, filepath.Join(ws.Dir, "data.bin"), binaryData(3))
+	testkit.WriteFile(t, filepath.Join(ws.Dir, "build/debug.log"), []byte("ignored\n"))
 	// A rewritten .git does not redirect git, nor end up in the diff.
 	if err := os.Remove(filepath.Join(ws.Dir, ".git")); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(ws.Dir, ".git", "config"), []byte("[core]\n\tfsmonitor = touch /tmp/pwned\n"))
+	testkit.WriteFile(t, filepath.Join(ws.Dir, ".git", "config"), []byte("[core]\n\tfsmonitor = touch /tmp/pwned\n"))
 
 	patch, err := ws.Diff(ctx)
 	if err != nil {
@@ -281,10 +278,8 @@ func checkCommitTree(t *testing.T, gitDir, commit string, files map[string][]byt
 
 func TestPrepareRejectsBadPatches(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	s := newStores(t)
-	r := newUserRepo(t)
-	repo := r.upload(t, s, "main")
+	ctx := testkit.Context(t, 30*time.Second)
+	s, r, repo := uploadedRepo(t)
 	m := newManager(t, t.TempDir(), s.bundles, s.patches)
 	good := putPatch(t, s, "a", r.p1)
 
@@ -333,10 +328,8 @@ func TestPrepareRejectsBadPatches(t *testing.T) {
 
 func TestConcurrentPrepare(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	s := newStores(t)
-	r := newUserRepo(t)
-	repo := r.upload(t, s, "main")
+	ctx := testkit.Context(t, 30*time.Second)
+	s, r, repo := uploadedRepo(t)
 	deps := []protocol.PatchRef{putPatch(t, s, "a", r.p1), putPatch(t, s, "b", r.p2)}
 	bundles := &counting{Objects: s.bundles}
 	root := t.TempDir()
@@ -394,10 +387,8 @@ func TestConcurrentPrepare(t *testing.T) {
 
 func TestSweep(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	s := newStores(t)
-	r := newUserRepo(t)
-	repo := r.upload(t, s, "main")
+	ctx := testkit.Context(t, 30*time.Second)
+	s, _, repo := uploadedRepo(t)
 	m := newManager(t, t.TempDir(), s.bundles, s.patches)
 
 	live, err := m.Prepare(ctx, repo, nil, "live")
@@ -416,7 +407,7 @@ func TestSweep(t *testing.T) {
 	}
 	fresh.lock.Close()
 	stale := filepath.Join(m.Root(), "tmp", "bundle-123")
-	writeFile(t, stale, []byte("partial download"))
+	testkit.WriteFile(t, stale, []byte("partial download"))
 
 	old := time.Now().Add(-2 * time.Hour)
 	for _, p := range []string{live.Dir, crashed.Dir, stale} {
@@ -455,10 +446,10 @@ func TestSweep(t *testing.T) {
 
 func TestApplyToBranch(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, 30*time.Second)
 	r := newUserRepo(t)
 	bare := filepath.Join(t.TempDir(), "integration.git")
-	git(t, "", "clone", "--quiet", "--bare", r.dir, bare)
+	testkit.Git(t, "", "clone", "--quiet", "--bare", r.dir, bare)
 
 	c1, err := ApplyToBranch(ctx, bare, "sup/wf1", r.base, r.p1, "node a")
 	if err != nil {
@@ -518,13 +509,13 @@ func TestApplyToBranch(t *testing.T) {
 // whose mirror lacks a branch's commits can make them again.
 func TestApplyToBranchWithDateIsReproducible(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, 30*time.Second)
 	r := newUserRepo(t)
 	date := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	var tips [2][2]string
 	for i := range tips {
 		bare := filepath.Join(t.TempDir(), "integration.git")
-		git(t, "", "clone", "--quiet", "--bare", r.dir, bare)
+		testkit.Git(t, "", "clone", "--quiet", "--bare", r.dir, bare)
 		for j, p := range [][]byte{r.p1, r.p2} {
 			c, err := ApplyToBranch(ctx, bare, "sup/wf1", r.base, p, fmt.Sprintf("node %d", j), CommitDate(date.Add(time.Duration(j)*time.Minute)))
 			if err != nil {
@@ -549,10 +540,10 @@ func TestApplyToBranchWithDateIsReproducible(t *testing.T) {
 
 func TestExportImportBranch(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := testkit.Context(t, 30*time.Second)
 	r := newUserRepo(t)
 	bare := filepath.Join(t.TempDir(), "integration.git")
-	git(t, "", "clone", "--quiet", "--bare", r.dir, bare)
+	testkit.Git(t, "", "clone", "--quiet", "--bare", r.dir, bare)
 	if _, err := ApplyToBranch(ctx, bare, "sup/wf1", r.base, r.p1, "node a"); err != nil {
 		t.Fatal(err)
 	}
@@ -569,25 +560,25 @@ func TestExportImportBranch(t *testing.T) {
 	}
 
 	clone := filepath.Join(t.TempDir(), "clone")
-	git(t, "", "clone", "--quiet", "--branch", "main", r.dir, clone)
-	writeFile(t, filepath.Join(clone, "README.md"), []byte("local edit\n"))
-	head := git(t, clone, "rev-parse", "HEAD")
-	status := git(t, clone, "status", "--porcelain")
+	testkit.Git(t, "", "clone", "--quiet", "--branch", "main", r.dir, clone)
+	testkit.WriteFile(t, filepath.Join(clone, "README.md"), []byte("local edit\n"))
+	head := testkit.Git(t, clone, "rev-parse", "HEAD")
+	status := testkit.Git(t, clone, "status", "--porcelain")
 
 	if err := ImportBranch(ctx, clone, file, "sup/wf1"); err != nil {
 		t.Fatal(err)
 	}
-	if got := git(t, clone, "rev-parse", "refs/heads/sup/wf1"); got != tip {
+	if got := testkit.Git(t, clone, "rev-parse", "refs/heads/sup/wf1"); got != tip {
 		t.Fatalf("imported branch at %s, want %s", got, tip)
 	}
 	checkCommitTree(t, filepath.Join(clone, ".git"), "sup/wf1", r.afterFiles)
-	if got := git(t, clone, "rev-parse", "HEAD"); got != head {
+	if got := testkit.Git(t, clone, "rev-parse", "HEAD"); got != head {
 		t.Fatalf("HEAD moved to %s", got)
 	}
-	if got := git(t, clone, "status", "--porcelain"); got != status {
+	if got := testkit.Git(t, clone, "status", "--porcelain"); got != status {
 		t.Fatalf("working tree changed: %q, want %q", got, status)
 	}
-	if got := readFile(t, filepath.Join(clone, "README.md")); string(got) != "local edit\n" {
+	if got := testkit.ReadFile(t, filepath.Join(clone, "README.md")); string(got) != "local edit\n" {
 		t.Fatalf("working tree file changed: %q", got)
 	}
 	// Importing again is fine; the checked-out branch is refused.
@@ -598,7 +589,7 @@ func TestExportImportBranch(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "checked out") {
 		t.Fatalf("import over the checked-out branch: err = %v", err)
 	}
-	if got := git(t, clone, "rev-parse", "HEAD"); got != head {
+	if got := testkit.Git(t, clone, "rev-parse", "HEAD"); got != head {
 		t.Fatalf("HEAD moved to %s", got)
 	}
 }
@@ -608,21 +599,19 @@ func TestExportImportBranch(t *testing.T) {
 // hook in the user's repository. None of them may have any effect.
 // It cannot run in parallel: it changes the process environment.
 func TestHardenedEnvironment(t *testing.T) {
-	ctx := testCtx(t)
-	s := newStores(t)
-	r := newUserRepo(t)
-	repo := r.upload(t, s, "main")
+	ctx := testkit.Context(t, 30*time.Second)
+	s, r, repo := uploadedRepo(t)
 
 	marker := filepath.Join(t.TempDir(), "pwned")
 	hook := fmt.Sprintf("#!/bin/sh\ntouch %s\n", marker)
-	writeFile(t, filepath.Join(r.dir, ".git", "hooks", "reference-transaction"), []byte(hook))
+	testkit.WriteFile(t, filepath.Join(r.dir, ".git", "hooks", "reference-transaction"), []byte(hook))
 	if err := os.Chmod(filepath.Join(r.dir, ".git", "hooks", "reference-transaction"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	home := t.TempDir()
-	writeFile(t, filepath.Join(home, ".gitconfig"), []byte("[user]\n\tname = Evil\n[core]\n\texcludesFile = "+filepath.Join(home, "ignore")+"\n"))
-	writeFile(t, filepath.Join(home, "ignore"), []byte("*.go\n"))
-	writeFile(t, filepath.Join(home, ".config", "git", "ignore"), []byte("*.go\n"))
+	testkit.WriteFile(t, filepath.Join(home, ".gitconfig"), []byte("[user]\n\tname = Evil\n[core]\n\texcludesFile = "+filepath.Join(home, "ignore")+"\n"))
+	testkit.WriteFile(t, filepath.Join(home, "ignore"), []byte("*.go\n"))
+	testkit.WriteFile(t, filepath.Join(home, ".config", "git", "ignore"), []byte("*.go\n"))
 	t.Setenv("HOME", home)
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
 	t.Setenv("GIT_DIR", filepath.Join(t.TempDir(), "nowhere"))
@@ -640,7 +629,7 @@ func TestHardenedEnvironment(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ws.Close()
-	writeFile(t, filepath.Join(ws.Dir, "main.go"), []byte("package main\n"))
+	testkit.WriteFile(t, filepath.Join(ws.Dir, "main.go"), []byte("package main\n"))
 	patch, err := ws.Diff(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/bench"
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 func needGit(t *testing.T) {
@@ -273,7 +273,7 @@ func testRedis(t *testing.T) string {
 			return ""
 		}
 	}
-	return testserver.Redis(t)
+	return testkit.Redis(t)
 }
 
 // TestGateEngineTiny runs the gate engine's scenarios at a tiny size: a

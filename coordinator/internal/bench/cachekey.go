@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/supervisorhq/supervisor/shared/gatecache"
+	"github.com/supervisorhq/supervisor/shared/gatecache/repogen"
 	"github.com/supervisorhq/supervisor/shared/integrity"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/state"
@@ -147,10 +148,10 @@ func (r *runner) runCacheKey(ctx context.Context, fs *fleetSession) (*CacheKeyRe
 	}
 	r.progress("%s: generating a repository of %d files, %d changed", ScenarioCacheKey, r.cfg.RepoFiles, r.cfg.ChangedFiles)
 	began := time.Now()
-	if err := gatecache.GenerateRepo(dir, r.cfg.RepoFiles); err != nil {
+	if err := repogen.Generate(dir, r.cfg.RepoFiles); err != nil {
 		return nil, fmt.Errorf("generate the repository: %w", err)
 	}
-	if err := gatecache.ModifyRepo(dir, r.cfg.ChangedFiles, "bench"); err != nil {
+	if err := repogen.Modify(dir, r.cfg.ChangedFiles, "bench"); err != nil {
 		return nil, fmt.Errorf("modify the repository: %w", err)
 	}
 	generated := time.Since(began)

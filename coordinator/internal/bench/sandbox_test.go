@@ -1,12 +1,10 @@
 package bench_test
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,33 +14,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/bench"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/sandbox/sandboxtest"
 )
-
-// dockerClient returns a client of the real Docker engine; without one the
-// test skips, or fails under CI=true.
-func dockerClient(t *testing.T) *client.Client {
-	t.Helper()
-	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		t.Fatalf("docker client: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := c.Ping(ctx); err != nil {
-		testserver.Missing(t, fmt.Sprintf("the Docker engine (%v)", err))
-	}
-	return c
-}
 
 // sandboxImage returns the image the sandbox scenario runs in the test:
 // supervisor/sandbox-base:latest when make images built it, otherwise a
@@ -66,71 +45,13 @@ func sandboxImage(t *testing.T, c *client.Client) string {
 			t.Fatal(err)
 		}
 	}
-	goBin, err := exec.LookPath("go")
+	data, err := sandboxtest.StaticBinary(ctx, src, ".", "GOWORK=off", "GOFLAGS=")
 	if err != nil {
-		// go test built this binary on this machine, so runtime.GOROOT is
-		// this machine's Go (the deprecation is about binaries run elsewhere).
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go") //nolint:staticcheck // SA1019 does not apply to a test binary, see above
+		t.Fatalf("building a static true: %v", err)
 	}
-	bin := filepath.Join(src, "true")
-	cmd := exec.Command(goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
-	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOWORK=off", "GOFLAGS=")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building a static true: %v\n%s", err, out)
-	}
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, f := range []struct {
-		name string
-		mode int64
-		data []byte
-	}{{"Dockerfile", 0o644, []byte("FROM scratch\nCOPY true /usr/bin/true\n")}, {"true", 0o755, data}} {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data))}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write(f.data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	tag := fmt.Sprintf("supervisor-test/bench-true:%d", os.Getpid())
-	resp, err := c.ImageBuild(ctx, &buf, build.ImageBuildOptions{
-		Tags: []string{tag}, Remove: true, ForceRemove: true, Version: build.BuilderV1,
-		Labels: map[string]string{"supervisor.test": "1"},
-	})
-	if err != nil {
-		t.Fatalf("building %s: %v", tag, err)
-	}
-	defer resp.Body.Close()
-	dec := json.NewDecoder(resp.Body)
-	for {
-		var msg struct {
-			Error string `json:"error"`
-		}
-		if err := dec.Decode(&msg); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatalf("building %s: %v", tag, err)
-		}
-		if msg.Error != "" {
-			t.Fatalf("building %s: %s", tag, msg.Error)
-		}
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := c.ImageRemove(ctx, tag, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil {
-			t.Errorf("removing %s: %v", tag, err)
-		}
-	})
-	return tag
+	return sandboxtest.Image(t, fmt.Sprintf("supervisor-test/bench-true:%d", os.Getpid()),
+		sandboxtest.File{Name: "Dockerfile", Mode: 0o644, Data: []byte("FROM scratch\nCOPY true /usr/bin/true\n")},
+		sandboxtest.File{Name: "true", Mode: 0o755, Data: data})
 }
 
 // TestSandboxScenario runs the sandbox scenario with 2 runs of each
@@ -139,7 +60,7 @@ func sandboxImage(t *testing.T, c *client.Client) string {
 // a container costs more than a process. It never checks speed otherwise.
 func TestSandboxScenario(t *testing.T) {
 	needGit(t)
-	c := dockerClient(t)
+	c := sandboxtest.Engine(t)
 	img := sandboxImage(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -275,7 +196,7 @@ func TestSandboxScenario(t *testing.T) {
 // TestSandboxMissingImage checks that a missing image fails the scenario
 // at once, saying how to build it, and that nothing is pulled.
 func TestSandboxMissingImage(t *testing.T) {
-	c := dockerClient(t)
+	c := sandboxtest.Engine(t)
 	missing := fmt.Sprintf("supervisor-test/never-built:%d", os.Getpid())
 	var out, errOut bytes.Buffer
 	code := bench.Main([]string{"--scenarios", "raw,sandbox", "--raw-messages", "10", "--sandbox-image", missing,

@@ -356,6 +356,15 @@ func splitTask(s string) (string, string, error) {
 	return wf, node, nil
 }
 
+// taskFlag returns the workflow and node --task names ("" and "" without
+// --task).
+func taskFlag(fs *pflag.FlagSet) (wf, node string, err error) {
+	if task, _ := fs.GetString("task"); task != "" {
+		return splitTask(task)
+	}
+	return "", "", nil
+}
+
 func outputFormat(fs *pflag.FlagSet) (string, error) {
 	f, _ := fs.GetString("output")
 	if f != "table" && f != "json" {
@@ -375,16 +384,7 @@ func gateClient(cmd *cobra.Command, call func(ctx context.Context, e *env, clien
 	if cmd.LocalNonPersistentFlags().Lookup("timeout") != nil {
 		e.v.Set("timeout", apiDeadline(cmd, e))
 	}
-	ctx, stop := signalContext()
-	defer stop()
-	nc, client, err := e.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	rctx, cancel := context.WithTimeout(ctx, e.v.GetDuration("timeout"))
-	defer cancel()
-	return call(rctx, e, client)
+	return e.callAPI(func(ctx context.Context, client *api.Client) error { return call(ctx, e, client) })
 }
 
 func apiDeadline(cmd *cobra.Command, e *env) time.Duration {
@@ -421,10 +421,8 @@ whether the task requires it, what its failure does (on_fail) and its status.`,
 				return err
 			}
 			var req api.GateListRequest
-			if task, _ := cmd.Flags().GetString("task"); task != "" {
-				if req.WorkflowID, req.NodeID, err = splitTask(task); err != nil {
-					return err
-				}
+			if req.WorkflowID, req.NodeID, err = taskFlag(cmd.Flags()); err != nil {
+				return err
 			}
 			return gateClient(cmd, func(ctx context.Context, e *env, client *api.Client) error {
 				resp, err := client.GateList(ctx, req)
@@ -682,10 +680,8 @@ then comes from SUPERVISOR_TIMEOUT or the config file (default 30s).`,
 				return err
 			}
 			req := api.GateUpdateRequest{Name: args[0], Set: map[string]json.RawMessage{}}
-			if task, _ := fs.GetString("task"); task != "" {
-				if req.WorkflowID, req.NodeID, err = splitTask(task); err != nil {
-					return err
-				}
+			if req.WorkflowID, req.NodeID, err = taskFlag(fs); err != nil {
+				return err
 			}
 			fields, err := gateFields(fs)
 			if err != nil {
@@ -737,10 +733,8 @@ round; a gate another of its gates depends on cannot be removed.`,
 				return err
 			}
 			req := api.GateRemoveRequest{Name: args[0]}
-			if task, _ := cmd.Flags().GetString("task"); task != "" {
-				if req.WorkflowID, req.NodeID, err = splitTask(task); err != nil {
-					return err
-				}
+			if req.WorkflowID, req.NodeID, err = taskFlag(cmd.Flags()); err != nil {
+				return err
 			}
 			return gateClient(cmd, func(ctx context.Context, e *env, client *api.Client) error {
 				resp, err := client.GateRemove(ctx, req)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
 	"github.com/supervisorhq/supervisor/coordinator/internal/fleet"
 	"github.com/supervisorhq/supervisor/shared/gates"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // These tests run the root command, as the binary does, against an
@@ -169,23 +169,7 @@ func TestGateCommandsRoundTrip(t *testing.T) {
 func TestGateCommandsTask(t *testing.T) {
 	t.Parallel()
 	run := gateStack(t)
-	repo := t.TempDir()
-	git := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-c", "user.name=Test", "-c", "user.email=test@example.com",
-			"-c", "commit.gpgsign=false", "-c", "init.defaultBranch=main"}, args...)...)
-		cmd.Dir = repo
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
-	git("init", "--quiet")
-	if err := os.WriteFile(filepath.Join(repo, "README.md"), []byte("base\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	git("add", "--all")
-	git("commit", "--quiet", "-m", "base")
+	repo, _ := testkit.Repo(t, map[string]string{"README.md": "base\n"})
 
 	wantCode(t, run("gate", "add", "--name", "vet", "--", "go", "vet", "./..."), 0)
 	wf := filepath.Join(t.TempDir(), "wf.yaml")

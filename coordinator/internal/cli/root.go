@@ -141,17 +141,23 @@ func clientRunE(component string, call apiCall) func(*cobra.Command, []string) e
 		if err != nil {
 			return err
 		}
-		ctx, stop := signalContext()
-		defer stop()
-		nc, client, err := e.connect(ctx)
-		if err != nil {
-			return err
-		}
-		defer nc.Close()
-		rctx, cancel := context.WithTimeout(ctx, e.v.GetDuration("timeout"))
-		defer cancel()
-		return call(rctx, e, client, args)
+		return e.callAPI(func(ctx context.Context, client *api.Client) error { return call(ctx, e, client, args) })
 	}
+}
+
+// callAPI connects to NATS and runs call with a context bounded by
+// --timeout and cancelled on SIGINT/SIGTERM.
+func (e *env) callAPI(call func(ctx context.Context, client *api.Client) error) error {
+	ctx, stop := signalContext()
+	defer stop()
+	nc, client, err := e.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	rctx, cancel := context.WithTimeout(ctx, e.v.GetDuration("timeout"))
+	defer cancel()
+	return call(rctx, client)
 }
 
 // apiErr maps API errors to exit codes.

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,10 +22,11 @@ import (
 	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/gates"
+	"github.com/supervisorhq/supervisor/shared/jobrun/jobruntest"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 	"github.com/supervisorhq/supervisor/shared/workspace"
 )
 
@@ -59,73 +59,15 @@ type env struct {
 	stopEng func()
 }
 
-func testCtx(t *testing.T, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func runGit(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "user.name=Test", "-c", "user.email=test@example.com",
-		"-c", "commit.gpgsign=false", "-c", "init.defaultBranch=main"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
 func newEnv(t *testing.T, cfg bus.Config) *env {
 	t.Helper()
-	ctx := testCtx(t, 30*time.Second)
-	url := testserver.NATS(t)
-	b, err := bus.Open(ctx, url, t.Name(), cfg, quiet)
-	if err != nil {
-		t.Fatalf("bus: %v", err)
-	}
-	t.Cleanup(b.Close)
-	store, err := kvstate.New(ctx, b.JS)
-	if err != nil {
-		t.Fatalf("kvstate: %v", err)
-	}
-	e := &env{t: t, b: b, store: store, dataDir: t.TempDir(), client: &api.Client{NC: b.NC}}
-
 	// A real repository, bundled and uploaded as the CLI does before submit.
-	e.repoDir = filepath.Join(t.TempDir(), "repo")
-	if err := os.MkdirAll(e.repoDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	runGit(t, e.repoDir, "init", "--quiet")
-	if err := os.WriteFile(filepath.Join(e.repoDir, "README.md"), []byte("base\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	runGit(t, e.repoDir, "add", "--all")
-	runGit(t, e.repoDir, "commit", "--quiet", "-m", "base")
-	id, err := workspace.RepoID(ctx, e.repoDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	commit, err := workspace.ResolveCommit(ctx, e.repoDir, "HEAD")
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "repo.bundle")
-	if err := workspace.CreateBundle(ctx, e.repoDir, commit, file); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.repo = protocol.RepoRef{ID: id, BaseCommit: commit, Bundle: id + "/" + commit + ".bundle"}
-	if _, err := b.Bundles.PutBytes(ctx, e.repo.Bundle, data); err != nil {
-		t.Fatal(err)
-	}
-	if e.ws, err = workspace.NewManager(filepath.Join(t.TempDir(), "runner"), b.Bundles, b.Patches, quiet); err != nil {
+	f := jobruntest.OpenFleet(t, t.Name(), cfg)
+	f.UploadRepo(map[string]string{"README.md": "base\n"})
+	e := &env{t: t, b: f.Bus, store: f.Store, dataDir: t.TempDir(), repoDir: f.RepoDir, repo: f.Repo,
+		client: &api.Client{NC: f.Bus.NC}}
+	var err error
+	if e.ws, err = workspace.NewManager(filepath.Join(t.TempDir(), "runner"), f.Bus.Bundles, f.Bus.Patches, quiet); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -154,12 +96,21 @@ func (e *env) start(opts ...startOptions) *Engine {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	svc := service.New(eng, e.b, service.Options{Gates: o.gates, Log: quiet})
+	stop := runEngine(e.t, "engine", eng, service.New(eng, e.b, service.Options{Gates: o.gates, Log: quiet}))
+	e.eng, e.stopEng = eng, stop
+	return eng
+}
+
+// runEngine runs eng, serving the API through svc, and waits until it is
+// ready. The returned stop, which the test's end runs too, cancels Run and
+// fails the test if Run returns an error or does not return.
+func runEngine(t *testing.T, name string, eng *Engine, svc *service.Service) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- eng.Run(ctx, svc.Serve) }()
 	stopped := false
-	stop := func() {
+	stop = func() {
 		if stopped {
 			return
 		}
@@ -168,28 +119,27 @@ func (e *env) start(opts ...startOptions) *Engine {
 		select {
 		case err := <-done:
 			if err != nil {
-				e.t.Errorf("engine Run: %v", err)
+				t.Errorf("%s Run: %v", name, err)
 			}
 		case <-time.After(15 * time.Second):
-			e.t.Errorf("engine Run did not return after cancel")
+			t.Errorf("%s Run did not return after cancel", name)
 		}
 	}
-	e.t.Cleanup(stop)
+	t.Cleanup(stop)
 	select {
 	case <-eng.Ready():
 	case err := <-done:
 		done <- err // for stop
-		e.t.Fatalf("engine Run returned before ready: %v", err)
+		t.Fatalf("%s Run returned before ready: %v", name, err)
 	case <-time.After(20 * time.Second):
-		e.t.Fatal("engine not ready")
+		t.Fatalf("%s not ready", name)
 	}
-	e.eng, e.stopEng = eng, stop
-	return eng
+	return stop
 }
 
 func (e *env) submit(yaml string) string {
 	e.t.Helper()
-	res, err := e.client.Submit(testCtx(e.t, 20*time.Second), api.SubmitRequest{
+	res, err := e.client.Submit(testkit.Context(e.t, 20*time.Second), api.SubmitRequest{
 		Filename: "wf.yaml", YAML: yaml, Repo: e.repo, RepoPath: e.repoDir})
 	if err != nil {
 		e.t.Fatalf("submit: %v", err)
@@ -206,7 +156,7 @@ type taken struct {
 
 func (e *env) consumer(kind protocol.JobKind, pool string) jetstream.Consumer {
 	e.t.Helper()
-	c, err := e.b.JobConsumer(testCtx(e.t, 10*time.Second), kind, pool)
+	c, err := e.b.JobConsumer(testkit.Context(e.t, 10*time.Second), kind, pool)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -263,7 +213,7 @@ func (j *taken) id() string {
 
 func (e *env) report(r *protocol.Report, msgID string) {
 	e.t.Helper()
-	if err := e.b.PublishReport(testCtx(e.t, 10*time.Second), r, msgID); err != nil {
+	if err := e.b.PublishReport(testkit.Context(e.t, 10*time.Second), r, msgID); err != nil {
 		e.t.Fatalf("publish report: %v", err)
 	}
 }
@@ -315,7 +265,7 @@ func (e *env) gateDone(j *taken, token uint64, st protocol.GateStatus) {
 // (base commit plus dependency patches), writes file, and uploads the diff.
 func (e *env) makePatch(j *taken, file, content string) *protocol.PatchRef {
 	e.t.Helper()
-	ctx := testCtx(e.t, 30*time.Second)
+	ctx := testkit.Context(e.t, 30*time.Second)
 	w, err := e.ws.Prepare(ctx, j.agent.Repo, j.agent.Patches, j.agent.JobID)
 	if err != nil {
 		e.t.Fatalf("prepare workspace for %s: %v", j.agent.JobID, err)
@@ -340,7 +290,7 @@ func (e *env) makePatch(j *taken, file, content string) *protocol.PatchRef {
 // published so far: SUP_RESULTS is a work queue, so acked reports leave it.
 func (e *env) settle() {
 	e.t.Helper()
-	ctx := testCtx(e.t, 10*time.Second)
+	ctx := testkit.Context(e.t, 10*time.Second)
 	s, err := e.b.JS.Stream(ctx, protocol.StreamResults)
 	if err != nil {
 		e.t.Fatal(err)
@@ -396,14 +346,14 @@ func (e *env) gate(wf, node, name string) statemachine.GateRun {
 // deadLetter hands the engine a dead letter as its advisory consumer does.
 func (e *env) deadLetter(d *protocol.DeadLetter) error {
 	e.t.Helper()
-	ctx := testCtx(e.t, 10*time.Second)
+	ctx := testkit.Context(e.t, 10*time.Second)
 	r := &protocol.Report{V: protocol.Version, Type: protocol.ReportDeadLetter, DeadLetter: d}
 	return e.eng.queues.Do(ctx, d.WorkflowID, func() error { return e.eng.handleReport(ctx, r) })
 }
 
 func (e *env) status(wf string) api.WorkflowSummary {
 	e.t.Helper()
-	s, err := e.client.Status(testCtx(e.t, 10*time.Second), wf)
+	s, err := e.client.Status(testkit.Context(e.t, 10*time.Second), wf)
 	if err != nil {
 		e.t.Fatalf("status %s: %v", wf, err)
 	}
@@ -461,7 +411,7 @@ func (e *env) waitWorkflow(wf string, want protocol.WorkflowStatus) api.Workflow
 // count returns the messages on subject in stream.
 func (e *env) count(stream, subject string) uint64 {
 	e.t.Helper()
-	ctx := testCtx(e.t, 5*time.Second)
+	ctx := testkit.Context(e.t, 5*time.Second)
 	s, err := e.b.JS.Stream(ctx, stream)
 	if err != nil {
 		e.t.Fatal(err)
@@ -476,7 +426,7 @@ func (e *env) count(stream, subject string) uint64 {
 // events returns the workflow's event log, in order.
 func (e *env) events(wf string) []eventlog.Event {
 	e.t.Helper()
-	ctx := testCtx(e.t, 10*time.Second)
+	ctx := testkit.Context(e.t, 10*time.Second)
 	cons, err := e.b.JS.OrderedConsumer(ctx, protocol.StreamEvents, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{protocol.EventSubject(wf)}})
 	if err != nil {
@@ -600,19 +550,19 @@ tasks:
 	if g := gateOf(nodeOf(s, "a"), "test"); g.Status != protocol.GatePassed || g.Host != "test-runner" {
 		t.Errorf("gate test of a = %+v", g)
 	}
-	if _, err := e.b.Bundles.GetInfo(testCtx(t, 5*time.Second), s.ResultBundle); err != nil {
+	if _, err := e.b.Bundles.GetInfo(testkit.Context(t, 5*time.Second), s.ResultBundle); err != nil {
 		t.Errorf("result bundle: %v", err)
 	}
 	// The branch landed in the submitting repository with every node's work.
-	if got := runGit(t, e.repoDir, "rev-parse", "refs/heads/"+s.Branch); got != s.Head {
+	if got := testkit.Git(t, e.repoDir, "rev-parse", "refs/heads/"+s.Branch); got != s.Head {
 		t.Errorf("branch %s in the repository = %s, want %s", s.Branch, got, s.Head)
 	}
 	for f, want := range map[string]string{"a.txt": "from a", "b.txt": "from b", "c.txt": "from c", "README.md": "base"} {
-		if got := runGit(t, e.repoDir, "show", s.Head+":"+f); got != want {
+		if got := testkit.Git(t, e.repoDir, "show", s.Head+":"+f); got != want {
 			t.Errorf("%s on the branch = %q, want %q", f, got, want)
 		}
 	}
-	if n := strings.Count(runGit(t, e.repoDir, "log", "--format=%s", s.Branch), "\n") + 1; n != 4 {
+	if n := strings.Count(testkit.Git(t, e.repoDir, "log", "--format=%s", s.Branch), "\n") + 1; n != 4 {
 		t.Errorf("branch has %d commits, want base + 3", n)
 	}
 }
@@ -1006,7 +956,7 @@ tasks:
 	e.started(z, 4)
 	e.agentDone(z, 4, protocol.AgentSucceeded, nil)
 	s := e.waitWorkflow(wf, protocol.WorkflowSucceeded)
-	if got := runGit(t, e.repoDir, "show", s.Head+":x.txt"); got != "x" {
+	if got := testkit.Git(t, e.repoDir, "show", s.Head+":x.txt"); got != "x" {
 		t.Errorf("x.txt on the branch = %q", got)
 	}
 
@@ -1032,7 +982,7 @@ func TestReplayOfEmptiedLog(t *testing.T) {
 	wf := e.submit("name: gone\ndefaults:\n  " + agentCmd + "tasks:\n  - id: n\n    prompt: n\n")
 	e.waitNode(wf, "n", protocol.NodeReady)
 	e.stopEng()
-	ctx := testCtx(t, 10*time.Second)
+	ctx := testkit.Context(t, 10*time.Second)
 	s, err := e.b.JS.Stream(ctx, protocol.StreamEvents)
 	if err != nil {
 		t.Fatal(err)
@@ -1099,7 +1049,7 @@ func TestCancelThroughAPI(t *testing.T) {
 	if err := e.b.NC.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	ctx := testCtx(t, 10*time.Second)
+	ctx := testkit.Context(t, 10*time.Second)
 	s, err := e.client.Cancel(ctx, wf)
 	if err != nil {
 		t.Fatalf("cancel: %v", err)
@@ -1143,7 +1093,7 @@ func TestAPIValidation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
 	e.start()
-	ctx := testCtx(t, 20*time.Second)
+	ctx := testkit.Context(t, 20*time.Second)
 
 	_, err := e.client.Submit(ctx, api.SubmitRequest{Filename: "typos.yaml", Repo: e.repo, YAML: `name: typos
 defaults: {agent: {command: [x]}}

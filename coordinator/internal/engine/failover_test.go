@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,7 +11,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
 	"github.com/supervisorhq/supervisor/shared/state/redisstate"
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // A standby that takes over on another host has none of the integration
@@ -50,21 +49,21 @@ func TestFailoverToAnotherHostRebuildsTheBranch(t *testing.T) {
 	e.started(b, 1)
 	e.agentDone(b, 1, protocol.AgentSucceeded, e.makePatch(b, "b.txt", "from b\n"))
 	s := e.waitWorkflow(wf, protocol.WorkflowSucceeded)
-	if got := runGit(t, e.repoDir, "rev-parse", s.Head+"^"); got != aCommit {
+	if got := testkit.Git(t, e.repoDir, "rev-parse", s.Head+"^"); got != aCommit {
 		t.Errorf("b's commit sits on %s, want a's commit %s as the first coordinator made it", got, aCommit)
 	}
 	for f, want := range map[string]string{"a.txt": "from a", "b.txt": "from b"} {
-		if got := runGit(t, e.repoDir, "show", s.Head+":"+f); got != want {
+		if got := testkit.Git(t, e.repoDir, "show", s.Head+":"+f); got != want {
 			t.Errorf("%s on the branch = %q, want %q", f, got, want)
 		}
 	}
 
 	// Cancelling delivers the branch, which this host has to rebuild.
-	if _, err := e.client.Cancel(testCtx(t, 20*time.Second), held); err != nil {
+	if _, err := e.client.Cancel(testkit.Context(t, 20*time.Second), held); err != nil {
 		t.Fatalf("cancel: %v", err)
 	}
 	c := e.waitWorkflow(held, protocol.WorkflowCancelled)
-	if got := runGit(t, e.repoDir, "rev-parse", "refs/heads/"+c.Branch); got != xCommit {
+	if got := testkit.Git(t, e.repoDir, "rev-parse", "refs/heads/"+c.Branch); got != xCommit {
 		t.Errorf("cancelled workflow's branch at %s, want x's commit %s", got, xCommit)
 	}
 }
@@ -122,7 +121,7 @@ func TestTwoLeadersShareTheLogSafely(t *testing.T) {
 		}
 	}
 	for f, want := range map[string]string{"a.txt": "a", "b.txt": "b", "c.txt": "c"} {
-		if got := runGit(t, e.repoDir, "show", s.Head+":"+f); got != want {
+		if got := testkit.Git(t, e.repoDir, "show", s.Head+":"+f); got != want {
 			t.Errorf("%s on the branch = %q, want %q", f, got, want)
 		}
 	}
@@ -133,8 +132,8 @@ func TestTwoLeadersShareTheLogSafely(t *testing.T) {
 // store of its own: it leads whatever the env's engine does.
 func startAlone(t *testing.T, e *env, id string) (*Engine, func()) {
 	t.Helper()
-	ctx := testCtx(t, 30*time.Second)
-	store, err := redisstate.Open(ctx, testserver.Redis(t), redisstate.WithPrefix(fmt.Sprintf("%s:%s:", strings.ReplaceAll(t.Name(), "/", "."), id)))
+	ctx := testkit.Context(t, 30*time.Second)
+	store, err := redisstate.Open(ctx, testkit.Redis(t), redisstate.WithPrefix(fmt.Sprintf("%s:%s:", strings.ReplaceAll(t.Name(), "/", "."), id)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,28 +142,6 @@ func startAlone(t *testing.T, e *env, id string) (*Engine, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := service.New(eng, e.b, service.Options{ID: id, Log: quiet})
-	rctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- eng.Run(rctx, svc.Serve) }()
-	select {
-	case <-eng.Ready():
-	case err := <-done:
-		t.Fatalf("%s engine: %v", id, err)
-	case <-time.After(20 * time.Second):
-		t.Fatalf("%s engine not ready", id)
-	}
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("%s engine: %v", id, err)
-		}
-	}
-	t.Cleanup(stop)
+	stop := runEngine(t, id+" engine", eng, service.New(eng, e.b, service.Options{ID: id, Log: quiet}))
 	return eng, stop
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
 	"github.com/supervisorhq/supervisor/shared/state"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // Gate engine tests: how gate outcomes fold into a node under severity and
@@ -20,29 +20,6 @@ import (
 // gates are polled on the schedule kept in the event log, and how a gate
 // rerun reopens a failed node. As in engine_test.go, the test plays the
 // runners over the real wire protocol.
-
-// fakeClock is an engine clock the test moves by hand, so poll intervals
-// and max_pending pass without waiting.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // gateReply is what the test runner answers for one gate job.
 type gateReply struct {
@@ -269,7 +246,9 @@ tasks:
 func TestPendingGateSchedule(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
-	clk := newFakeClock()
+	// The engine's clock, moved by hand so poll intervals and max_pending
+	// pass without waiting.
+	clk := testkit.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 	e.start(startOptions{now: clk.Now, tick: 50 * time.Millisecond})
 	wf := e.submit(`name: pending
 defaults:
@@ -419,7 +398,7 @@ func TestGateRerunReopensFailedNode(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
 	e.start()
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testkit.Context(t, 30*time.Second)
 	wf := e.submit(`name: rerun
 defaults:
   ` + agentCmd + `gates:

@@ -12,6 +12,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // These tests drive the gate registry and node-level gate changes through
@@ -74,7 +75,7 @@ func TestGateRegistryRoundTrip(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
 	e.start(startOptions{gates: lowerGates()})
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testkit.Context(t, 30*time.Second)
 	c := e.client
 
 	l, err := c.GateList(ctx, api.GateListRequest{})
@@ -203,7 +204,7 @@ func TestGateRegistryValidation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
 	e.start(startOptions{gates: lowerGates()})
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testkit.Context(t, 30*time.Second)
 	c := e.client
 
 	cases := []struct {
@@ -272,7 +273,7 @@ func TestSubmissionUsesRegistryGate(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
 	e.start(startOptions{gates: lowerGates()})
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testkit.Context(t, 30*time.Second)
 	if _, err := e.client.GateAdd(ctx, api.GateAddRequest{Definition: "name: vet\ncommand: [go, vet, ./...]\ntimeout: 2m\n"}); err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +321,7 @@ func TestNodeGateChanges(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
 	e.start(startOptions{gates: lowerGates()})
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testkit.Context(t, 60*time.Second)
 	c := e.client
 	if _, err := c.GateAdd(ctx, api.GateAddRequest{Definition: "name: fmt\ncommand: [gofmt, -l, .]\n"}); err != nil {
 		t.Fatal(err)
@@ -460,7 +461,7 @@ func TestNodeGateRemoveAndReAdd(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
 	e.start()
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testkit.Context(t, 30*time.Second)
 	const wfYAML = "name: readd\ndefaults:\n  " + agentCmd + "gates:\n  - {name: vet, command: [go, vet]}\n  - {name: slow, command: [sleep, 1000]}\n" +
 		"tasks:\n  - id: a\n    prompt: a\n"
 	gating := func(wf string, token uint64) map[string]*taken {

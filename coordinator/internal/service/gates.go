@@ -172,15 +172,9 @@ func (s *Service) gateAdd(ctx context.Context, req api.GateAddRequest) (api.Gate
 		return none, api.Conflict("gate %q already exists (%s); pass --replace to redefine it in the registry, or use `gate update %s` to change some of its fields",
 			g.Name, where, g.Name)
 	}
-	set := gates.Merge(s.lower, gateregistry.Gates(reg), gates.NewSet(g))
-	if err := gateregistry.CheckDeps(file, g, set); err != nil {
-		return none, invalidGate("gate definition", err)
-	}
-	spec := g.Spec()
-	spec.Source = gateregistry.DefinedAt(g.Name)
-	rev, err := s.registry.Store(ctx, spec, reg)
+	spec, rev, err := s.storeGate(ctx, file, "gate definition", g, reg)
 	if err != nil {
-		return none, registryError(g.Name, err)
+		return none, err
 	}
 	resp := api.GateChangeResponse{Action: api.GateAdded, Warnings: warnings}
 	if _, inRegistry := reg[g.Name]; inRegistry {
@@ -191,6 +185,23 @@ func (s *Service) gateAdd(ctx context.Context, req api.GateAddRequest) (api.Gate
 	resp.Note = overrideNote(resp.Gate)
 	s.log.Info("registry gate "+resp.Action, "gate", g.Name, "revision", rev)
 	return resp, nil
+}
+
+// storeGate stores g in the registry once its dependencies resolve among
+// the fleet's gates (file and what name it in problems), and returns the
+// stored definition and its revision; reg is the registry as loaded.
+func (s *Service) storeGate(ctx context.Context, file, what string, g gates.Gate, reg map[string]gateregistry.Entry) (protocol.GateSpec, uint64, error) {
+	set := gates.Merge(s.lower, gateregistry.Gates(reg), gates.NewSet(g))
+	if err := gateregistry.CheckDeps(file, g, set); err != nil {
+		return protocol.GateSpec{}, 0, invalidGate(what, err)
+	}
+	spec := g.Spec()
+	spec.Source = gateregistry.DefinedAt(g.Name)
+	rev, err := s.registry.Store(ctx, spec, reg)
+	if err != nil {
+		return protocol.GateSpec{}, 0, registryError(g.Name, err)
+	}
+	return spec, rev, nil
 }
 
 // gateUpdate changes some fields of a registry or node gate.
@@ -220,15 +231,9 @@ func (s *Service) gateUpdate(ctx context.Context, req api.GateUpdateRequest) (ap
 	if err != nil {
 		return none, updateError(err)
 	}
-	set := gates.Merge(s.lower, gateregistry.Gates(reg), gates.NewSet(g))
-	if err := gateregistry.CheckDeps(gateUpdateFile, g, set); err != nil {
-		return none, invalidGate("updated gate", err)
-	}
-	spec := g.Spec()
-	spec.Source = gateregistry.DefinedAt(g.Name)
-	rev, err := s.registry.Store(ctx, spec, reg)
+	spec, rev, err := s.storeGate(ctx, gateUpdateFile, "updated gate", g, reg)
 	if err != nil {
-		return none, registryError(g.Name, err)
+		return none, err
 	}
 	reg[g.Name] = gateregistry.Entry{Spec: spec, Revision: rev}
 	resp := api.GateChangeResponse{Action: api.GateUpdated, Warnings: warnings}

@@ -30,6 +30,18 @@ type scenario struct {
 	after func(t *testing.T, w *world)
 }
 
+// agentStep is a step in which node's agent reports st under token, with
+// a patch if patch is set (see world.agentDone).
+func agentStep(name, node string, token uint64, st protocol.AgentStatus, patch bool, want ...string) step {
+	return step{name, func(w *world) []string { return w.agentDone(node, token, st, patch) }, want}
+}
+
+// gateStep is a step in which gate of node reports st under token (see
+// world.gateDone).
+func gateStep(name, node, gate string, token uint64, st protocol.GateStatus, want ...string) step {
+	return step{name, func(w *world) []string { return w.gateDone(node, gate, token, st) }, want}
+}
+
 func runScenarios(t *testing.T, scenarios []scenario) {
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
@@ -57,18 +69,15 @@ func TestScheduling(t *testing.T) {
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1", "node.ready b", "publish agent b a1"),
 		steps: []step{
 			{"a starts", func(w *world) []string { return w.started("a", 1) }, lines("node.started a")},
-			{"a succeeds with a change; c still waits on b", func(w *world) []string {
-				return w.agentDone("a", 1, protocol.AgentSucceeded, true)
-			}, lines("node.agent_done a succeeded", "integrate a", "node.integrated a", "node.finished a succeeded")},
-			{"b succeeds without one: c becomes ready on both", func(w *world) []string {
-				return w.agentDone("b", 1, protocol.AgentSucceeded, false)
-			}, lines("node.agent_done b succeeded", "integrate b", "node.integrated b", "node.finished b succeeded",
-				"node.ready c", "publish agent c a1")},
+			agentStep("a succeeds with a change; c still waits on b", "a", 1, protocol.AgentSucceeded, true,
+				"node.agent_done a succeeded", "integrate a", "node.integrated a", "node.finished a succeeded"),
+			agentStep("b succeeds without one: c becomes ready on both", "b", 1, protocol.AgentSucceeded, false,
+				"node.agent_done b succeeded", "integrate b", "node.integrated b", "node.finished b succeeded",
+				"node.ready c", "publish agent c a1"),
 			{"nothing more to do until c reports", func(w *world) []string { return w.later(time.Minute) }, nil},
-			{"c succeeds: the workflow succeeds and its branch is delivered", func(w *world) []string {
-				return w.agentDone("c", 1, protocol.AgentSucceeded, true)
-			}, lines("node.agent_done c succeeded", "integrate c", "node.integrated c", "node.finished c succeeded",
-				"finish succeeded deliver")},
+			agentStep("c succeeds: the workflow succeeds and its branch is delivered", "c", 1, protocol.AgentSucceeded, true,
+				"node.agent_done c succeeded", "integrate c", "node.integrated c", "node.finished c succeeded",
+				"finish succeeded deliver"),
 			{"a finished workflow decides nothing", func(w *world) []string { return w.later(time.Hour) }, nil},
 		},
 		after: func(t *testing.T, w *world) {
@@ -90,13 +99,12 @@ func TestScheduling(t *testing.T) {
 			"  - {id: c, prompt: c, depends_on: [b]}\n  - {id: x, prompt: x}\n",
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1", "node.ready x", "publish agent x a1"),
 		steps: []step{
-			{"a's agent fails", func(w *world) []string { return w.agentDone("a", 1, protocol.AgentFailed, false) },
-				lines("node.agent_done a failed", "node.finished a failed", "node.finished b skipped", "node.finished c skipped")},
-			{"x succeeds: the workflow fails, nothing to deliver", func(w *world) []string {
-				return w.agentDone("x", 1, protocol.AgentSucceeded, false)
-			}, lines("node.agent_done x succeeded", "integrate x", "node.integrated x", "node.finished x succeeded",
+			agentStep("a's agent fails", "a", 1, protocol.AgentFailed, false,
+				"node.agent_done a failed", "node.finished a failed", "node.finished b skipped", "node.finished c skipped"),
+			agentStep("x succeeds: the workflow fails, nothing to deliver", "x", 1, protocol.AgentSucceeded, false,
+				"node.agent_done x succeeded", "integrate x", "node.integrated x", "node.finished x succeeded",
 				// x's integration set the branch, at the base: it is delivered.
-				"finish failed deliver")},
+				"finish failed deliver"),
 		},
 		after: func(t *testing.T, w *world) {
 			if r := w.node("a").Reason; r != "agent failed (exit 3): boom" {
@@ -114,10 +122,10 @@ func TestScheduling(t *testing.T) {
 		yaml:   "name: p\n" + agent + "tasks:\n  - {id: a, prompt: a}\n  - {id: b, prompt: b}\n",
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1", "node.ready b", "publish agent b a1"),
 		steps: []step{
-			{"a lands a change", func(w *world) []string { return w.agentDone("a", 1, protocol.AgentSucceeded, true) },
-				lines("node.agent_done a succeeded", "integrate a", "node.integrated a", "node.finished a succeeded")},
-			{"b fails", func(w *world) []string { return w.agentDone("b", 1, protocol.AgentTimeout, false) },
-				lines("node.agent_done b timeout", "node.finished b failed", "finish failed deliver")},
+			agentStep("a lands a change", "a", 1, protocol.AgentSucceeded, true,
+				"node.agent_done a succeeded", "integrate a", "node.integrated a", "node.finished a succeeded"),
+			agentStep("b fails", "b", 1, protocol.AgentTimeout, false,
+				"node.agent_done b timeout", "node.finished b failed", "finish failed deliver"),
 		},
 	}, {
 		name:   "unpublished jobs are published again, published ones are not",
@@ -144,18 +152,15 @@ func TestGateFanOutAndFold(t *testing.T) {
 		yaml:   "name: g\n" + agent + gates + "tasks:\n  - {id: a, prompt: a, gates: [test, lint]}\n",
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
 		steps: []step{
-			{"agent succeeds: layer 0 dispatched", func(w *world) []string {
-				return w.agentDone("a", 1, protocol.AgentSucceeded, true)
-			}, lines("node.agent_done a succeeded", "gate.dispatched a/lint r1", "publish gate a/lint r1",
-				"gate.dispatched a/vet r1", "publish gate a/vet r1")},
-			{"vet passes: test follows", func(w *world) []string { return w.gateDone("a", "vet", 1, protocol.GatePassed) },
-				lines("gate.finished a/vet passed", "gate.dispatched a/test r1", "publish gate a/test r1")},
-			{"test passes, lint still out", func(w *world) []string { return w.gateDone("a", "test", 1, protocol.GatePassed) },
-				lines("gate.finished a/test passed")},
-			{"lint passes: integrate, succeed, finish", func(w *world) []string {
-				return w.gateDone("a", "lint", 1, protocol.GatePassed)
-			}, lines("gate.finished a/lint passed", "integrate a", "node.integrated a", "node.finished a succeeded",
-				"finish succeeded deliver")},
+			agentStep("agent succeeds: layer 0 dispatched", "a", 1, protocol.AgentSucceeded, true,
+				"node.agent_done a succeeded", "gate.dispatched a/lint r1", "publish gate a/lint r1",
+				"gate.dispatched a/vet r1", "publish gate a/vet r1"),
+			gateStep("vet passes: test follows", "a", "vet", 1, protocol.GatePassed,
+				"gate.finished a/vet passed", "gate.dispatched a/test r1", "publish gate a/test r1"),
+			gateStep("test passes, lint still out", "a", "test", 1, protocol.GatePassed, "gate.finished a/test passed"),
+			gateStep("lint passes: integrate, succeed, finish", "a", "lint", 1, protocol.GatePassed,
+				"gate.finished a/lint passed", "integrate a", "node.integrated a", "node.finished a succeeded",
+				"finish succeeded deliver"),
 		},
 		after: func(t *testing.T, w *world) {
 			in := statemachine.Integrate{}
@@ -174,15 +179,13 @@ func TestGateFanOutAndFold(t *testing.T) {
 		yaml:   "name: g\n" + agent + gates + "tasks:\n  - {id: a, prompt: a, gates: [test, lint]}\n  - {id: d, prompt: d, depends_on: [a]}\n",
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
 		steps: []step{
-			{"agent succeeds", func(w *world) []string { return w.agentDone("a", 1, protocol.AgentSucceeded, false) },
-				lines("node.agent_done a succeeded", "gate.dispatched a/lint r1", "publish gate a/lint r1",
-					"gate.dispatched a/vet r1", "publish gate a/vet r1")},
-			{"vet fails: test skipped, lint still running", func(w *world) []string {
-				return w.gateDone("a", "vet", 1, protocol.GateFailed)
-			}, lines("gate.finished a/vet failed", "gate.finished a/test skipped")},
-			{"lint passes: a fails, d skipped, workflow fails", func(w *world) []string {
-				return w.gateDone("a", "lint", 1, protocol.GatePassed)
-			}, lines("gate.finished a/lint passed", "node.finished a failed", "node.finished d skipped", "finish failed")},
+			agentStep("agent succeeds", "a", 1, protocol.AgentSucceeded, false,
+				"node.agent_done a succeeded", "gate.dispatched a/lint r1", "publish gate a/lint r1",
+				"gate.dispatched a/vet r1", "publish gate a/vet r1"),
+			gateStep("vet fails: test skipped, lint still running", "a", "vet", 1, protocol.GateFailed,
+				"gate.finished a/vet failed", "gate.finished a/test skipped"),
+			gateStep("lint passes: a fails, d skipped, workflow fails", "a", "lint", 1, protocol.GatePassed,
+				"gate.finished a/lint passed", "node.finished a failed", "node.finished d skipped", "finish failed"),
 		},
 		after: func(t *testing.T, w *world) {
 			if r := w.node("a").Reason; r != "gates did not pass: vet failed" {
@@ -195,14 +198,12 @@ func TestGateFanOutAndFold(t *testing.T) {
 			"tasks:\n  - {id: a, prompt: a, gates: [ci, vet]}\n",
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
 		steps: []step{
-			{"agent succeeds", func(w *world) []string { return w.agentDone("a", 1, protocol.AgentSucceeded, false) },
-				lines("node.agent_done a succeeded", "gate.dispatched a/ci r1", "publish gate a/ci r1",
-					"gate.dispatched a/vet r1", "publish gate a/vet r1")},
-			{"ci pending", func(w *world) []string { return w.gateDone("a", "ci", 1, protocol.GatePending) },
-				lines("gate.finished a/ci pending")},
-			{"vet fails: the node fails with ci still pending", func(w *world) []string {
-				return w.gateDone("a", "vet", 1, protocol.GateFailed)
-			}, lines("gate.finished a/vet failed", "node.finished a failed", "finish failed")},
+			agentStep("agent succeeds", "a", 1, protocol.AgentSucceeded, false,
+				"node.agent_done a succeeded", "gate.dispatched a/ci r1", "publish gate a/ci r1",
+				"gate.dispatched a/vet r1", "publish gate a/vet r1"),
+			gateStep("ci pending", "a", "ci", 1, protocol.GatePending, "gate.finished a/ci pending"),
+			gateStep("vet fails: the node fails with ci still pending", "a", "vet", 1, protocol.GateFailed,
+				"gate.finished a/vet failed", "node.finished a failed", "finish failed"),
 		},
 	}, {
 		name: "warnings do not block; integrity violations always do",
@@ -216,9 +217,8 @@ func TestGateFanOutAndFold(t *testing.T) {
 				return append(w.agentDone("w", 1, protocol.AgentSucceeded, false), w.agentDone("v", 2, protocol.AgentSucceeded, false)...)
 			}, lines("node.agent_done w succeeded", "gate.dispatched w/style r1", "publish gate w/style r1",
 				"node.agent_done v succeeded", "gate.dispatched v/audit r1", "publish gate v/audit r1")},
-			{"an optional warning fails: reported, not blocking", func(w *world) []string {
-				return w.gateDone("w", "style", 1, protocol.GateFailed)
-			}, lines("gate.finished w/style failed", "integrate w", "node.integrated w", "node.finished w succeeded")},
+			gateStep("an optional warning fails: reported, not blocking", "w", "style", 1, protocol.GateFailed,
+				"gate.finished w/style failed", "integrate w", "node.integrated w", "node.finished w succeeded"),
 			{"an optional warning breaks integrity: blocking", func(w *world) []string {
 				// The gate runner reports a violation as a failure.
 				return w.gateDone("v", "audit", 1, protocol.GateFailed, "modified README.md")
@@ -243,10 +243,9 @@ func TestPendingGates(t *testing.T) {
 		yaml:   yaml,
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
 		steps: []step{
-			{"agent succeeds", func(w *world) []string { return w.agentDone("a", 1, protocol.AgentSucceeded, false) },
-				lines("node.agent_done a succeeded", "gate.dispatched a/ci r1", "publish gate a/ci r1")},
-			{"pending", func(w *world) []string { return w.gateDone("a", "ci", 1, protocol.GatePending) },
-				lines("gate.finished a/ci pending")},
+			agentStep("agent succeeds", "a", 1, protocol.AgentSucceeded, false,
+				"node.agent_done a succeeded", "gate.dispatched a/ci r1", "publish gate a/ci r1"),
+			gateStep("pending", "a", "ci", 1, protocol.GatePending, "gate.finished a/ci pending"),
 			{"9 s later: not yet", func(w *world) []string { return w.later(9 * time.Second) }, nil},
 			{"10 s: polled as round 2", func(w *world) []string { return w.later(time.Second) },
 				lines("gate.dispatched a/ci r2 poll", "publish gate a/ci r2")},
@@ -254,18 +253,17 @@ func TestPendingGates(t *testing.T) {
 			{"a round-1 result now is stale", func(w *world) []string {
 				return w.gateRound("a", "ci", 1, 5, protocol.GatePassed)
 			}, lines("stale: round 1, current round 2")},
-			{"round 2 passes", func(w *world) []string { return w.gateDone("a", "ci", 1, protocol.GatePassed) },
-				lines("gate.finished a/ci passed", "integrate a", "node.integrated a", "node.finished a succeeded", "finish succeeded deliver")},
+			gateStep("round 2 passes", "a", "ci", 1, protocol.GatePassed,
+				"gate.finished a/ci passed", "integrate a", "node.integrated a", "node.finished a succeeded", "finish succeeded deliver"),
 		},
 	}, {
 		name:   "timed out past max_pending, even with a poll out",
 		yaml:   yaml,
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
 		steps: []step{
-			{"agent succeeds", func(w *world) []string { return w.agentDone("a", 1, protocol.AgentSucceeded, false) },
-				lines("node.agent_done a succeeded", "gate.dispatched a/ci r1", "publish gate a/ci r1")},
-			{"pending", func(w *world) []string { return w.gateDone("a", "ci", 1, protocol.GatePending) },
-				lines("gate.finished a/ci pending")},
+			agentStep("agent succeeds", "a", 1, protocol.AgentSucceeded, false,
+				"node.agent_done a succeeded", "gate.dispatched a/ci r1", "publish gate a/ci r1"),
+			gateStep("pending", "a", "ci", 1, protocol.GatePending, "gate.finished a/ci pending"),
 			{"wake-up at the next poll", func(w *world) []string {
 				d := statemachine.Decide(w.wf(), w.now, func(string) bool { return true })
 				return []string{d.Wake.Sub(w.now).String()}
@@ -278,9 +276,7 @@ func TestPendingGates(t *testing.T) {
 			}, lines("50.001s")},
 			{"a minute after the first pending result: timeout", func(w *world) []string { return w.later(51 * time.Second) },
 				lines("gate.finished a/ci timeout", "node.finished a failed", "finish failed")},
-			{"the late poll result changes nothing", func(w *world) []string {
-				return w.gateDone("a", "ci", 1, protocol.GatePassed)
-			}, nil},
+			gateStep("the late poll result changes nothing", "a", "ci", 1, protocol.GatePassed),
 		},
 		after: func(t *testing.T, w *world) {
 			if g := w.node("a").Gates["ci"]; g.Status != protocol.GateTimeout || !strings.Contains(g.Result.Error, "longer than max_pending 1m0s") {
@@ -300,28 +296,23 @@ func TestStaleReports(t *testing.T) {
 		steps: []step{
 			{"started under lease 5", func(w *world) []string { return w.started("n", 5) }, lines("node.started n")},
 			{"an older start", func(w *world) []string { return w.started("n", 4) }, lines("stale: older or same lease")},
-			{"a result under an older lease", func(w *world) []string {
-				return w.agentDone("n", 3, protocol.AgentSucceeded, false)
-			}, lines("stale: lease 5 is current")},
+			agentStep("a result under an older lease", "n", 3, protocol.AgentSucceeded, false,
+				"stale: lease 5 is current"),
 			{"another attempt's result", func(w *world) []string {
 				return w.report(&protocol.Report{Type: protocol.ReportAgentResult, Agent: &protocol.AgentResult{
 					WorkflowID: testWF, NodeID: "n", Attempt: 2, LeaseToken: 9, Status: protocol.AgentFailed}})
 			}, nil},
-			{"the current lease's result", func(w *world) []string {
-				return w.agentDone("n", 5, protocol.AgentSucceeded, false)
-			}, lines("node.agent_done n succeeded", "gate.dispatched n/vet r1", "publish gate n/vet r1")},
-			{"a second result for the attempt", func(w *world) []string {
-				return w.agentDone("n", 6, protocol.AgentFailed, false)
-			}, nil},
+			agentStep("the current lease's result", "n", 5, protocol.AgentSucceeded, false,
+				"node.agent_done n succeeded", "gate.dispatched n/vet r1", "publish gate n/vet r1"),
+			agentStep("a second result for the attempt", "n", 6, protocol.AgentFailed, false),
 			{"gate started under 7", func(w *world) []string {
 				return w.report(&protocol.Report{Type: protocol.ReportStarted, Started: &protocol.Started{Kind: protocol.KindGate,
 					WorkflowID: testWF, NodeID: "n", Gate: "vet", Attempt: 1, LeaseToken: 7}})
 			}, lines("gate.started n/vet")},
-			{"a gate result under 6", func(w *world) []string { return w.gateDone("n", "vet", 6, protocol.GateFailed) },
-				lines("stale: lease 7 is current")},
-			{"a newer lease's result", func(w *world) []string { return w.gateDone("n", "vet", 8, protocol.GatePassed) },
-				lines("gate.finished n/vet passed", "integrate n", "node.integrated n", "node.finished n succeeded", "finish succeeded deliver")},
-			{"after the end, nothing", func(w *world) []string { return w.agentDone("n", 99, protocol.AgentFailed, false) }, nil},
+			gateStep("a gate result under 6", "n", "vet", 6, protocol.GateFailed, "stale: lease 7 is current"),
+			gateStep("a newer lease's result", "n", "vet", 8, protocol.GatePassed,
+				"gate.finished n/vet passed", "integrate n", "node.integrated n", "node.finished n succeeded", "finish succeeded deliver"),
+			agentStep("after the end, nothing", "n", 99, protocol.AgentFailed, false),
 		},
 	}})
 }
@@ -344,8 +335,8 @@ func TestDeadLetters(t *testing.T) {
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1", "node.ready g", "publish agent g a1"),
 		steps: []step{
 			{"a's job dead-lettered", func(w *world) []string { return dead(w, "a", "") }, lines("node.finished a failed")},
-			{"g gating", func(w *world) []string { return w.agentDone("g", 1, protocol.AgentSucceeded, false) },
-				lines("node.agent_done g succeeded", "gate.dispatched g/vet r1", "publish gate g/vet r1")},
+			agentStep("g gating", "g", 1, protocol.AgentSucceeded, false,
+				"node.agent_done g succeeded", "gate.dispatched g/vet r1", "publish gate g/vet r1"),
 			{"vet's job dead-lettered", func(w *world) []string { return dead(w, "g", "vet") },
 				lines("gate.finished g/vet error", "node.finished g failed", "finish failed")},
 		},
@@ -369,14 +360,14 @@ func TestCommands(t *testing.T) {
 		yaml:   "name: c\n" + agent + "tasks:\n  - {id: a, prompt: a}\n  - {id: b, prompt: b, depends_on: [a]}\n",
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
 		steps: []step{
-			{"a lands a change", func(w *world) []string { return w.agentDone("a", 1, protocol.AgentSucceeded, true) },
-				lines("node.agent_done a succeeded", "integrate a", "node.integrated a", "node.finished a succeeded",
-					"node.ready b", "publish agent b a1")},
+			agentStep("a lands a change", "a", 1, protocol.AgentSucceeded, true,
+				"node.agent_done a succeeded", "integrate a", "node.integrated a", "node.finished a succeeded",
+				"node.ready b", "publish agent b a1"),
 			{"cancel", func(w *world) []string { return w.command(statemachine.Cancel(w.wf(), w.now)) },
 				lines("workflow.cancel_requested", "node.finished b cancelled", "finish cancelled deliver announce")},
 			{"cancel again", func(w *world) []string { return w.command(statemachine.Cancel(w.wf(), w.now)) },
 				lines("refused conflict: workflow wf-test already cancelled")},
-			{"a late result", func(w *world) []string { return w.agentDone("b", 1, protocol.AgentSucceeded, false) }, nil},
+			agentStep("a late result", "b", 1, protocol.AgentSucceeded, false),
 			{"rerun in a cancelled workflow", func(w *world) []string {
 				return w.command(statemachine.RerunGates(w.wf(), "a", "", false, w.now))
 			}, lines("refused conflict: workflow wf-test was cancelled")},
@@ -387,9 +378,9 @@ func TestCommands(t *testing.T) {
 			"  - {id: b, prompt: b, depends_on: [a]}\n  - {id: c, prompt: c, depends_on: [b]}\n",
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
 		steps: []step{
-			{"agent succeeds", func(w *world) []string { return w.agentDone("a", 1, protocol.AgentSucceeded, true) },
-				lines("node.agent_done a succeeded", "gate.dispatched a/flaky r1", "publish gate a/flaky r1",
-					"gate.dispatched a/vet r1", "publish gate a/vet r1")},
+			agentStep("agent succeeds", "a", 1, protocol.AgentSucceeded, true,
+				"node.agent_done a succeeded", "gate.dispatched a/flaky r1", "publish gate a/flaky r1",
+				"gate.dispatched a/vet r1", "publish gate a/vet r1"),
 			{"flaky fails, vet passes", func(w *world) []string {
 				return append(w.gateDone("a", "flaky", 1, protocol.GateFailed), w.gateDone("a", "vet", 1, protocol.GatePassed)...)
 			}, lines("gate.finished a/flaky failed", "gate.finished a/vet passed", "node.finished a failed",
@@ -407,10 +398,9 @@ func TestCommands(t *testing.T) {
 				return w.command(statemachine.RerunGates(w.wf(), "a", "flaky", true, w.now))
 			}, lines("node.reopened a", "reopen", "gate.rerun_requested a/flaky",
 				"gate.dispatched a/flaky r2", "publish gate a/flaky r2 no-cache")},
-			{"it passes: a succeeds, b and c run", func(w *world) []string {
-				return w.gateDone("a", "flaky", 1, protocol.GatePassed)
-			}, lines("gate.finished a/flaky passed", "integrate a", "node.integrated a", "node.finished a succeeded",
-				"node.ready b", "publish agent b a1")},
+			gateStep("it passes: a succeeds, b and c run", "a", "flaky", 1, protocol.GatePassed,
+				"gate.finished a/flaky passed", "integrate a", "node.integrated a", "node.finished a succeeded",
+				"node.ready b", "publish agent b a1"),
 		},
 		after: func(t *testing.T, w *world) {
 			wf := w.wf()
@@ -439,26 +429,26 @@ func TestCommands(t *testing.T) {
 			"tasks:\n  - {id: a, prompt: a, gates: [test]}\n",
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
 		steps: []step{
-			{"agent succeeds", func(w *world) []string { return w.agentDone("a", 1, protocol.AgentSucceeded, false) },
-				lines("node.agent_done a succeeded", "gate.dispatched a/vet r1", "publish gate a/vet r1")},
-			{"vet fails, test skipped", func(w *world) []string { return w.gateDone("a", "vet", 1, protocol.GateFailed) },
-				lines("gate.finished a/vet failed", "gate.finished a/test skipped", "node.finished a failed", "finish failed")},
+			agentStep("agent succeeds", "a", 1, protocol.AgentSucceeded, false,
+				"node.agent_done a succeeded", "gate.dispatched a/vet r1", "publish gate a/vet r1"),
+			gateStep("vet fails, test skipped", "a", "vet", 1, protocol.GateFailed,
+				"gate.finished a/vet failed", "gate.finished a/test skipped", "node.finished a failed", "finish failed"),
 			{"rerun vet: test waits for it", func(w *world) []string {
 				return w.command(statemachine.RerunGates(w.wf(), "a", "vet", false, w.now))
 			}, lines("node.reopened a", "reopen", "gate.rerun_requested a/vet", "gate.rerun_requested a/test",
 				"gate.dispatched a/vet r2", "publish gate a/vet r2")},
-			{"vet passes: test runs", func(w *world) []string { return w.gateDone("a", "vet", 1, protocol.GatePassed) },
-				lines("gate.finished a/vet passed", "gate.dispatched a/test r1", "publish gate a/test r1")},
-			{"test passes: a succeeds", func(w *world) []string { return w.gateDone("a", "test", 1, protocol.GatePassed) },
-				lines("gate.finished a/test passed", "integrate a", "node.integrated a", "node.finished a succeeded", "finish succeeded deliver")},
+			gateStep("vet passes: test runs", "a", "vet", 1, protocol.GatePassed,
+				"gate.finished a/vet passed", "gate.dispatched a/test r1", "publish gate a/test r1"),
+			gateStep("test passes: a succeeds", "a", "test", 1, protocol.GatePassed,
+				"gate.finished a/test passed", "integrate a", "node.integrated a", "node.finished a succeeded", "finish succeeded deliver"),
 		},
 	}, {
 		name:   "gate changes on a node",
 		yaml:   "name: ch\n" + agent + gates + "tasks:\n  - {id: a, prompt: a, gates: [vet]}\n  - {id: d, prompt: d, gates: []}\n",
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1", "node.ready d", "publish agent d a1"),
 		steps: []step{
-			{"a gating", func(w *world) []string { return w.agentDone("a", 1, protocol.AgentSucceeded, false) },
-				lines("node.agent_done a succeeded", "gate.dispatched a/vet r1", "publish gate a/vet r1")},
+			agentStep("a gating", "a", 1, protocol.AgentSucceeded, false,
+				"node.agent_done a succeeded", "gate.dispatched a/vet r1", "publish gate a/vet r1"),
 			{"add a gate depending on vet: it waits for vet", func(w *world) []string {
 				ev, err := statemachine.ChangeGates(w.wf(), w.node("a"), eventlog.GateChange{Definition: &protocol.GateSpec{
 					Name: "late", Command: []string{"late"}, DependsOn: []string{"vet"}}}, w.now)
@@ -468,8 +458,8 @@ func TestCommands(t *testing.T) {
 				ev, err := statemachine.ChangeGates(w.wf(), w.node("a"), eventlog.GateChange{Remove: "vet"}, w.now)
 				return w.command([]statemachine.Effect{ev}, err)
 			}, lines(`refused conflict: gate "vet" of node a is needed by late (depends_on); remove those first`)},
-			{"vet passes: late runs", func(w *world) []string { return w.gateDone("a", "vet", 1, protocol.GatePassed) },
-				lines("gate.finished a/vet passed", "gate.dispatched a/late r1", "publish gate a/late r1")},
+			gateStep("vet passes: late runs", "a", "vet", 1, protocol.GatePassed,
+				"gate.finished a/vet passed", "gate.dispatched a/late r1", "publish gate a/late r1"),
 			{"remove late while it runs: a is decided on vet alone", func(w *world) []string {
 				ev, err := statemachine.ChangeGates(w.wf(), w.node("a"), eventlog.GateChange{Remove: "late"}, w.now)
 				return w.command([]statemachine.Effect{ev}, err)

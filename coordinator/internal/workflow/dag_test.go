@@ -2,7 +2,6 @@ package workflow
 
 import (
 	"errors"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -151,14 +150,7 @@ func TestDependentsTransitive(t *testing.T) {
 
 // The demo workflow builds a graph; its docs task runs last.
 func TestGraphFromParsedDemo(t *testing.T) {
-	data, err := os.ReadFile("testdata/valid/demo.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec, err := Parse("demo.yaml", data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := parseValid(t, "demo.yaml")
 	g := mustGraph(t, spec)
 	if got, want := g.TopoOrder(), []string{"add-greeting", "add-farewell", "docs"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("TopoOrder = %v, want %v", got, want)
@@ -172,39 +164,6 @@ func TestGraphFromParsedDemo(t *testing.T) {
 	}
 	if want := [][]string{{"lint", "vet"}, {"test"}}; !reflect.DeepEqual(layers, want) {
 		t.Errorf("GateLayers(add-greeting) = %v, want %v", layers, want)
-	}
-}
-
-// DAG-04: FindCycle names the cycle in order, deterministically.
-func TestFindCycle_DAG04(t *testing.T) {
-	deps := func(m map[string][]string) func(string) []string {
-		return func(n string) []string { return m[n] }
-	}
-	tests := []struct {
-		name  string
-		nodes []string
-		edges map[string][]string
-		want  []string
-	}{
-		{"acyclic", []string{"a", "b", "c"}, map[string][]string{"b": {"a"}, "c": {"a", "b"}}, nil},
-		{"self loop", []string{"a"}, map[string][]string{"a": {"a"}}, []string{"a"}},
-		{"three", []string{"a", "b", "c"}, map[string][]string{"a": {"b"}, "b": {"c"}, "c": {"a"}}, []string{"a", "b", "c"}},
-		{"starts where the search enters", []string{"x", "c", "a", "b"},
-			map[string][]string{"x": {"b"}, "a": {"c"}, "b": {"a"}, "c": {"b"}}, []string{"b", "a", "c"}},
-		{"unknown names ignored", []string{"a", "b"}, map[string][]string{"a": {"zz", "b"}, "b": {"zz"}}, nil},
-		{"downstream of a cycle is not in it", []string{"d", "a", "b"},
-			map[string][]string{"d": {"a"}, "a": {"b"}, "b": {"a"}}, []string{"a", "b"}},
-	}
-	for _, tc := range tests {
-		if got := FindCycle(tc.nodes, deps(tc.edges)); !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("%s: FindCycle = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-	if got := FormatCycle([]string{"a", "b", "c"}); got != "a -> b -> c -> a" {
-		t.Errorf("FormatCycle = %q", got)
-	}
-	if got := FormatCycle(nil); got != "" {
-		t.Errorf("FormatCycle(nil) = %q", got)
 	}
 }
 

@@ -292,14 +292,7 @@ tasks:
 
 // FromSpec(Spec()) keeps every field (the wire form is lossless).
 func TestGateSpecRoundTrip(t *testing.T) {
-	data, err := os.ReadFile("testdata/valid/demo.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec, err := Parse("demo.yaml", data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := parseValid(t, "demo.yaml")
 	for _, g := range spec.Gates {
 		if back := gates.FromSpec(g).Spec(); !reflect.DeepEqual(back, g) {
 			t.Errorf("round trip of %s:\n%+v\n%+v", g.Name, back, g)

@@ -276,18 +276,7 @@ func (p *parser) items(n *yaml.Node, what string, limit int) ([]*yaml.Node, bool
 // were bare references; those gates keep the Source of their definition.
 func (p *parser) workflowGates(n *yaml.Node, o gates.ParseOptions) (out []gates.Gate, refs map[string]bool) {
 	refs = map[string]bool{}
-	first := map[string]gates.Source{}
-	add := func(g gates.Gate) {
-		if g.Name == "" {
-			return
-		}
-		if prev, dup := first[g.Name]; dup {
-			p.AddAt(g.Source, "duplicate gate name %q (first defined at line %d)", g.Name, prev.Line)
-			return
-		}
-		first[g.Name] = g.Source
-		out = append(out, g)
-	}
+	gs := p.Collector()
 	switch n.Kind {
 	case yaml.SequenceNode:
 		items, ok := p.items(n, "gates", MaxGates)
@@ -297,7 +286,7 @@ func (p *parser) workflowGates(n *yaml.Node, o gates.ParseOptions) (out []gates.
 		for _, item := range items {
 			if item.Kind != yaml.ScalarNode || gates.IsNull(item) {
 				g, _ := p.Gate(item, nil, o)
-				add(g)
+				gs.Add(g)
 				continue
 			}
 			// A bare name: a gate of the built-in, user or project sources.
@@ -314,21 +303,21 @@ func (p *parser) workflowGates(n *yaml.Node, o gates.ParseOptions) (out []gates.
 				p.Addf(item, "%s", msg)
 				continue
 			}
-			if _, dup := first[name]; !dup {
+			if !gs.Has(name) {
 				refs[name] = true
 			}
-			add(g)
+			gs.Add(g)
 		}
 	case yaml.MappingNode:
 		if len(n.Content)/2 > MaxGates {
 			p.Addf(n, "too many gates: %d (at most %d)", len(n.Content)/2, MaxGates)
 			return nil, refs
 		}
-		out = append(out, p.GateList(n, "gates", o)...)
+		return p.GateList(n, "gates", o), refs
 	default:
 		p.Addf(n, "gates must be a list of gate definitions or a mapping from gate name to definition, got %s", gates.Describe(n))
 	}
-	return out, refs
+	return gs.Gates, refs
 }
 
 // taskDef is a parsed task with the nodes cross-checks point at.

@@ -1,20 +1,15 @@
 // Package jobruntest is for tests only: it gives the tests of the job
-// runners (the worker's and the gate runner's) the fixture they share: a
-// logger writing to the test's log, a context bounded by the test, git with
-// a fixed identity, file writing, and a Fleet (an embedded NATS server with
-// the fleet's resources, a state store, a sample repository uploaded as a
-// bundle, and the reports runners send).
+// runners (the worker's, the gate runner's, package jobrun's) and of the
+// coordinator's engine, which plays the runners, the fixture they share, a
+// Fleet: an embedded NATS server with the fleet's resources, a state
+// store, a sample repository uploaded as a bundle, and the reports runners
+// send. The generic helpers (logger, context, git, files) are testkit's.
 package jobruntest
 
 import (
-	"context"
 	"errors"
 	"log/slog"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,77 +18,9 @@ import (
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 	"github.com/supervisorhq/supervisor/shared/workspace"
 )
-
-// testLog sends log lines to t.Log until the test's cleanup ends it.
-type testLog struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
-}
-
-func (w *testLog) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-// Logger returns a text logger at level Info that writes each line to
-// t.Log until the test's cleanup, and discards lines logged after it (by
-// goroutines that outlive the test).
-func Logger(t testing.TB) *slog.Logger {
-	w := &testLog{t: t}
-	t.Cleanup(func() {
-		w.mu.Lock()
-		w.done = true
-		w.mu.Unlock()
-	})
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-// Context returns a context that times out after 60 seconds and is
-// cancelled when the test ends.
-func Context(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// Git runs git in dir with a fixed identity, commit signing off and no
-// system or global configuration, and returns its combined output as is
-// (untrimmed: a diff must keep its last newline). It fails the test if git
-// fails.
-func Git(t testing.TB, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "commit.gpgsign=false"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
-		"GIT_AUTHOR_NAME=Test", "GIT_AUTHOR_EMAIL=test@example.com",
-		"GIT_COMMITTER_NAME=Test", "GIT_COMMITTER_EMAIL=test@example.com",
-		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v in %s: %v\n%s", args, dir, err, out)
-	}
-	return string(out)
-}
-
-// WriteFile writes data to path, creating its parent directories, and
-// fails the test if it cannot.
-func WriteFile(t testing.TB, path, data string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // Fleet is one embedded NATS server with the fleet's resources, a state
 // store, a repository uploaded as a bundle the way the CLI does, and the
@@ -108,30 +35,40 @@ type Fleet struct {
 	Bus *bus.Bus
 	// Store is the state store on Bus.
 	Store *kvstate.Store
-	// Log is the test's logger (see Logger).
+	// Log is the test's logger (see testkit.Logger).
 	Log *slog.Logger
-	// RepoDir is the repository's working tree, at its one commit.
+	// RepoDir is the repository's working tree, at its one commit (see
+	// UploadRepo).
 	RepoDir string
 	// Repo refers to the repository's uploaded bundle and its commit.
 	Repo protocol.RepoRef
 	// Reports receives every valid report on the results stream, in order
-	// (buffered: 100).
+	// (buffered: 100; see ConsumeReports).
 	Reports chan *protocol.Report
 
 	t testing.TB
 }
 
-// NewFleet starts an embedded NATS server for the test, opens a bus on it
-// named name with cfg, a state store on that bus, commits files (paths
-// relative to the repository, and their contents) as the one commit of a
-// new repository on branch main, uploads the repository as a bundle, and
-// consumes the results stream into Reports. Everything stops when the test
-// ends; it fails the test if any step fails.
+// NewFleet is OpenFleet, with files (paths relative to the repository, and
+// their contents) uploaded as a repository (UploadRepo) and the results
+// stream consumed into Reports (ConsumeReports).
 func NewFleet(t testing.TB, name string, cfg bus.Config, files map[string]string) *Fleet {
 	t.Helper()
-	f := &Fleet{t: t, Config: cfg, Log: Logger(t), Reports: make(chan *protocol.Report, 100)}
-	ctx := Context(t)
-	f.URL = testserver.NATS(t)
+	f := OpenFleet(t, name, cfg)
+	f.UploadRepo(files)
+	f.ConsumeReports()
+	return f
+}
+
+// OpenFleet starts an embedded NATS server for the test, opens a bus on it
+// named name with cfg and a state store on that bus: a fleet with no
+// repository yet whose reports nobody receives. Everything stops when the
+// test ends; it fails the test if any step fails.
+func OpenFleet(t testing.TB, name string, cfg bus.Config) *Fleet {
+	t.Helper()
+	f := &Fleet{t: t, Config: cfg, Log: testkit.Logger(t)}
+	ctx := testkit.Context(t, time.Minute)
+	f.URL = testkit.NATS(t)
 	b, err := bus.Open(ctx, f.URL, name, cfg, f.Log)
 	if err != nil {
 		t.Fatalf("bus: %v", err)
@@ -141,19 +78,18 @@ func NewFleet(t testing.TB, name string, cfg bus.Config, files map[string]string
 	if f.Store, err = kvstate.New(ctx, b.JS); err != nil {
 		t.Fatalf("kvstate: %v", err)
 	}
+	return f
+}
 
-	// The user's repository, uploaded the way the CLI does.
-	dir := filepath.Join(t.TempDir(), "repo")
-	Git(t, "", "init", "--quiet", "--initial-branch=main", dir)
-	for path, data := range files {
-		WriteFile(t, filepath.Join(dir, path), data)
-	}
-	Git(t, dir, "add", "--all")
-	Git(t, dir, "commit", "--quiet", "-m", "init")
-	commit, err := workspace.ResolveCommit(ctx, dir, "HEAD")
-	if err != nil {
-		t.Fatal(err)
-	}
+// UploadRepo commits files (paths relative to the repository, and their
+// contents) as the one commit of a new repository on branch main, and
+// uploads the repository as a bundle the way the CLI does; RepoDir and
+// Repo then name it.
+func (f *Fleet) UploadRepo(files map[string]string) {
+	t := f.t
+	t.Helper()
+	ctx := testkit.Context(t, time.Minute)
+	dir, commit := testkit.Repo(t, files)
 	id, err := workspace.RepoID(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -162,18 +98,21 @@ func NewFleet(t testing.TB, name string, cfg bus.Config, files map[string]string
 	if err := workspace.CreateBundle(ctx, dir, commit, bundle); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(bundle)
-	if err != nil {
-		t.Fatal(err)
-	}
 	object := id + "/" + commit + ".bundle"
-	if _, err := b.Bundles.PutBytes(ctx, object, data); err != nil {
+	if _, err := f.Bus.Bundles.PutBytes(ctx, object, testkit.ReadFile(t, bundle)); err != nil {
 		t.Fatalf("upload bundle: %v", err)
 	}
 	f.RepoDir = dir
 	f.Repo = protocol.RepoRef{ID: id, BaseCommit: commit, Bundle: object}
+}
 
-	// The coordinator's side of the results stream.
+// ConsumeReports receives the results stream into Reports as the
+// coordinator's side of it does, until the test ends.
+func (f *Fleet) ConsumeReports() {
+	t, b := f.t, f.Bus
+	t.Helper()
+	ctx := testkit.Context(t, time.Minute)
+	f.Reports = make(chan *protocol.Report, 100)
 	cons, err := b.JS.CreateOrUpdateConsumer(ctx, protocol.StreamResults, jetstream.ConsumerConfig{
 		Durable: "test-results", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: protocol.SubjectResults,
 	})
@@ -195,20 +134,13 @@ func NewFleet(t testing.TB, name string, cfg bus.Config, files map[string]string
 		t.Fatalf("consume results: %v", err)
 	}
 	t.Cleanup(cc.Stop)
-	return f
 }
 
 // Next returns the next report, failing the test if none arrives within
 // the duration given.
 func (f *Fleet) Next(within time.Duration) *protocol.Report {
 	f.t.Helper()
-	select {
-	case r := <-f.Reports:
-		return r
-	case <-time.After(within):
-		f.t.Fatalf("no report within %s", within)
-		return nil
-	}
+	return testkit.Receive(f.t, f.Reports, within, "no report")
 }
 
 // NoReports fails the test if a report arrives within d.
@@ -227,7 +159,7 @@ func (f *Fleet) NoReports(d time.Duration) {
 // test if it is not settled within 15 seconds.
 func (f *Fleet) Settled(kind protocol.JobKind) *jetstream.ConsumerInfo {
 	f.t.Helper()
-	ctx := Context(f.t)
+	ctx := testkit.Context(f.t, time.Minute)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		cons, err := f.Bus.JS.Consumer(ctx, protocol.StreamJobs, protocol.ConsumerName(kind, protocol.DefaultPool))

@@ -1,23 +1,18 @@
 // Package sandboxtest is for tests only: it gives any module's tests the
-// real Docker engine and the probe image the Docker sandbox is tested with.
+// real Docker engine, the probe image the Docker sandbox is tested with,
+// and small images built from a few files (Image, StaticBinary).
 //
 // The probe image is built from the probe program (the probe directory of
 // this package, a command whose subcommands each check one property of a
 // sandbox: write files, connect, print its environment, …) on top of
 // scratch, so nothing is ever pulled. ProbeImage builds it once per test
-// binary; the binary's TestMain must call Cleanup after m.Run to remove it:
+// binary; the binary's TestMain must remove it once the tests have run
+// (Main does, or call Cleanup after m.Run):
 //
-//	func TestMain(m *testing.M) {
-//		code := m.Run()
-//		if err := sandboxtest.Cleanup(); err != nil {
-//			fmt.Fprintln(os.Stderr, err)
-//			code = max(code, 1)
-//		}
-//		os.Exit(code)
-//	}
+//	func TestMain(m *testing.M) { sandboxtest.Main(m) }
 //
 // Without an engine the tests that need one skip, or fail under CI=true
-// (testserver.Missing).
+// (testkit.Missing).
 //
 // This package must not import package sandbox: the sandbox package's own
 // tests import it.
@@ -49,7 +44,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 const (
@@ -94,12 +89,12 @@ func Engine(t testing.TB) *client.Client {
 		shared.cli, shared.clientErr = client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	})
 	if shared.clientErr != nil {
-		testserver.Missing(t, fmt.Sprintf("the Docker engine (%v)", shared.clientErr))
+		testkit.Missing(t, fmt.Sprintf("the Docker engine (%v)", shared.clientErr))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
 	defer cancel()
 	if _, err := shared.cli.Ping(ctx); err != nil {
-		testserver.Missing(t, fmt.Sprintf("the Docker engine (%v)", err))
+		testkit.Missing(t, fmt.Sprintf("the Docker engine (%v)", err))
 	}
 	return shared.cli
 }
@@ -120,6 +115,17 @@ func ProbeImage(t testing.TB) string {
 		t.Fatalf("sandboxtest: %v", shared.probeErr)
 	}
 	return shared.image
+}
+
+// Main runs the tests of m, then Cleanup, and exits: the TestMain of a
+// test binary whose tests use ProbeImage or Engine.
+func Main(m *testing.M) {
+	code := m.Run()
+	if err := Cleanup(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = max(code, 1)
+	}
+	os.Exit(code)
 }
 
 // Cleanup removes the probe image ProbeImage built, if any, and closes the
@@ -157,16 +163,33 @@ func BuildProbeImage(ctx context.Context, cli *client.Client) (string, error) {
 	_, _ = rand.Read(nonce[:])
 	dockerfile := fmt.Sprintf("FROM scratch\nLABEL supervisor.test.build=%d-%s\nCOPY probe %s\nENTRYPOINT [%q, \"exit\", \"%d\"]\n",
 		os.Getpid(), hex.EncodeToString(nonce[:]), ProbePath, ProbePath, ProbeEntrypointExit)
-	buildCtx, err := tarFiles([]tarFile{{"Dockerfile", 0o644, []byte(dockerfile)}, {"probe", 0o755, bin}})
+	if err := BuildImage(ctx, cli, tag, File{"Dockerfile", 0o644, []byte(dockerfile)}, File{"probe", 0o755, bin}); err != nil {
+		return "", fmt.Errorf("sandboxtest: the probe image: %w", err)
+	}
+	return tag, nil
+}
+
+// File is one file of an image's build context.
+type File struct {
+	Name string
+	Mode int64
+	Data []byte
+}
+
+// BuildImage builds the image tag from a build context of files (a
+// Dockerfile among them) with the classic builder and no build cache,
+// labelled LabelTest=1. The caller removes it (RemoveImage).
+func BuildImage(ctx context.Context, cli *client.Client, tag string, files ...File) error {
+	buildCtx, err := tarFiles(files)
 	if err != nil {
-		return "", fmt.Errorf("sandboxtest: probe image context: %w", err)
+		return fmt.Errorf("build context of %s: %w", tag, err)
 	}
 	resp, err := cli.ImageBuild(ctx, buildCtx, build.ImageBuildOptions{
 		Tags: []string{tag}, Remove: true, ForceRemove: true, NoCache: true, Version: build.BuilderV1,
 		Labels: map[string]string{LabelTest: "1"},
 	})
 	if err != nil {
-		return "", fmt.Errorf("sandboxtest: building the probe image: %w", err)
+		return fmt.Errorf("building %s: %w", tag, err)
 	}
 	defer resp.Body.Close()
 	dec := json.NewDecoder(resp.Body)
@@ -175,15 +198,36 @@ func BuildProbeImage(ctx context.Context, cli *client.Client) (string, error) {
 			Error string `json:"error"`
 		}
 		if err := dec.Decode(&msg); errors.Is(err, io.EOF) {
-			break
+			return nil
 		} else if err != nil {
-			return "", fmt.Errorf("sandboxtest: building the probe image: %w", err)
+			return fmt.Errorf("building %s: %w", tag, err)
 		}
 		if msg.Error != "" {
-			return "", fmt.Errorf("sandboxtest: building the probe image: %s", msg.Error)
+			return fmt.Errorf("building %s: %s", tag, msg.Error)
 		}
 	}
-	return tag, nil
+}
+
+// Image builds the image tag from files as BuildImage does, on the engine
+// of Engine (skipping the test without one, failing it under CI=true),
+// and removes it when the test ends. It fails the test if the image cannot
+// be built.
+func Image(t testing.TB, tag string, files ...File) string {
+	t.Helper()
+	cli := Engine(t)
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	if err := BuildImage(ctx, cli, tag, files...); err != nil {
+		t.Fatalf("sandboxtest: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
+		defer cancel()
+		if err := RemoveImage(ctx, cli, tag); err != nil {
+			t.Errorf("%v", err)
+		}
+	})
+	return tag
 }
 
 // RemoveImage removes the image tagged tag (an image another tag still
@@ -199,45 +243,48 @@ func RemoveImage(ctx context.Context, cli *client.Client, tag string) error {
 // buildProbe compiles ProbePackage for Linux without cgo and returns the
 // binary.
 func buildProbe(ctx context.Context) ([]byte, error) {
-	dir, err := os.MkdirTemp("", "sandboxtest-probe-*")
-	if err != nil {
-		return nil, fmt.Errorf("sandboxtest: %w", err)
-	}
-	defer os.RemoveAll(dir)
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		// go test built this binary on this machine, so runtime.GOROOT is
-		// this machine's Go (the deprecation is about binaries run elsewhere).
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go") //nolint:staticcheck // SA1019 does not apply to a test binary, see above
-	}
-	out := filepath.Join(dir, "probe")
-	cmd := exec.CommandContext(ctx, goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", out, ProbePackage)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("sandboxtest: go build %s: %w\n%s", ProbePackage, err, msg)
-	}
-	bin, err := os.ReadFile(out)
+	bin, err := StaticBinary(ctx, "", ProbePackage)
 	if err != nil {
 		return nil, fmt.Errorf("sandboxtest: %w", err)
 	}
 	return bin, nil
 }
 
-type tarFile struct {
-	name string
-	mode int64
-	data []byte
+// StaticBinary compiles the Go package pkg with `go build` in dir ("" =
+// the current directory) for Linux without cgo, stripped, with env
+// ("KEY=VALUE") added to the environment, and returns the binary: a
+// program an image built FROM scratch can run.
+func StaticBinary(ctx context.Context, dir, pkg string, env ...string) ([]byte, error) {
+	tmp, err := os.MkdirTemp("", "sandboxtest-build-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		// go test built this binary on this machine, so runtime.GOROOT is
+		// this machine's Go (the deprecation is about binaries run elsewhere).
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go") //nolint:staticcheck // SA1019 does not apply to a test binary, see above
+	}
+	out := filepath.Join(tmp, "bin")
+	cmd := exec.CommandContext(ctx, goBin, "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux"), env...)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
+	}
+	return os.ReadFile(out)
 }
 
 // tarFiles returns a tar archive of files.
-func tarFiles(files []tarFile) (*bytes.Buffer, error) {
+func tarFiles(files []File) (*bytes.Buffer, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, f := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data))}); err != nil {
+		if err := tw.WriteHeader(&tar.Header{Name: f.Name, Mode: f.Mode, Size: int64(len(f.Data))}); err != nil {
 			return nil, err
 		}
-		if _, err := tw.Write(f.data); err != nil {
+		if _, err := tw.Write(f.Data); err != nil {
 			return nil, err
 		}
 	}

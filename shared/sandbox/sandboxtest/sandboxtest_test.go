@@ -15,14 +15,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/sandbox/sandboxtest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := sandboxtest.Cleanup(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = max(code, 1)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { sandboxtest.Main(m) }
 
 // The probe image is the probe alone on scratch, with the test label and
 // the entrypoint a sandbox must clear; RemoveImage removes it, and removing

@@ -25,7 +25,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -34,6 +33,7 @@ import (
 
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/state"
+	"github.com/supervisorhq/supervisor/shared/state/internal/backend"
 )
 
 // maxCASAttempts bounds the compare-and-swap retries of one operation.
@@ -159,7 +159,7 @@ func (s *Store) currentLease(ctx context.Context, key string) (jetstream.KeyValu
 // Acquire takes the lock on key for owner for ttl; see state.Locks.
 func (s *Store) Acquire(ctx context.Context, key, owner string, ttl time.Duration) (state.Lease, error) {
 	op := "acquire " + strconv.Quote(key)
-	if err := checkLease(key, owner, ttl); err != nil {
+	if err := backend.CheckLease(key, owner, ttl); err != nil {
 		return state.Lease{}, fmt.Errorf("kvstate: %s: %w", op, err)
 	}
 	for attempt := 1; attempt <= maxCASAttempts; attempt++ {
@@ -196,7 +196,7 @@ func (s *Store) Acquire(ctx context.Context, key, owner string, ttl time.Duratio
 // Renew extends lease by ttl from now, keeping its token; see state.Locks.
 func (s *Store) Renew(ctx context.Context, lease state.Lease, ttl time.Duration) (state.Lease, error) {
 	op := fmt.Sprintf("renew %q (token %d)", lease.Key, lease.Token)
-	if err := checkLease(lease.Key, lease.Owner, ttl); err != nil {
+	if err := backend.CheckLease(lease.Key, lease.Owner, ttl); err != nil {
 		return state.Lease{}, fmt.Errorf("kvstate: %s: %w", op, err)
 	}
 	for attempt := 1; attempt <= maxCASAttempts; attempt++ {
@@ -318,24 +318,13 @@ func (s *Store) CacheDelete(ctx context.Context, key string) error {
 // BreakerAllow reports whether work in scope may start now; see
 // state.Breakers.
 func (s *Store) BreakerAllow(ctx context.Context, scope string, p state.BreakerPolicy) (state.Decision, error) {
-	var d state.Decision
-	_, err := s.updateBreaker(ctx, "breaker allow", scope, func(b state.Breaker) state.Breaker {
-		var next state.Breaker
-		next, d = b.Allow(p.CurrentTime(), p)
-		return next
-	})
-	if err != nil {
-		return state.Decision{}, err
-	}
-	return d, nil
+	return backend.BreakerAllow(ctx, s.updateBreaker, scope, p)
 }
 
 // BreakerReport records the outcome of work in scope and returns the
 // breaker's state afterwards.
 func (s *Store) BreakerReport(ctx context.Context, scope string, p state.BreakerPolicy, success bool) (state.Breaker, error) {
-	return s.updateBreaker(ctx, "breaker report", scope, func(b state.Breaker) state.Breaker {
-		return b.Report(p.CurrentTime(), p, success)
-	})
+	return backend.BreakerReport(ctx, s.updateBreaker, scope, p, success)
 }
 
 // BreakerGet returns the breaker's current state (closed if unknown).
@@ -360,11 +349,11 @@ func (s *Store) getBreaker(ctx context.Context, scope string) (jetstream.KeyValu
 	if err != nil {
 		return nil, state.Breaker{}, err
 	}
-	var b state.Breaker
-	if err := json.Unmarshal(e.Value(), &b); err != nil {
-		return nil, state.Breaker{}, fmt.Errorf("decode breaker record: %w", err)
+	b, err := backend.DecodeBreaker(e.Value())
+	if err != nil {
+		return nil, state.Breaker{}, err
 	}
-	return e, b.Normalized(), nil
+	return e, b, nil
 }
 
 // updateBreaker applies fn to the breaker for scope with a compare-and-swap
@@ -405,7 +394,7 @@ func (s *Store) updateBreaker(ctx context.Context, op, scope string, fn func(sta
 		if !conflict(err) {
 			return state.Breaker{}, fail(ctx, op, err)
 		}
-		if err := sleepJitter(ctx, attempt); err != nil {
+		if err := backend.SleepJitter(ctx, attempt); err != nil {
 			return state.Breaker{}, fmt.Errorf("kvstate: %s: %w", op, err)
 		}
 	}
@@ -422,20 +411,6 @@ func conflict(err error) bool {
 	return errors.As(err, &apiErr) &&
 		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
-}
-
-// sleepJitter waits a short random time growing with attempt, so
-// conflicting writers spread out.
-func sleepJitter(ctx context.Context, attempt int) error {
-	d := time.Duration(rand.Int64N(int64(min(attempt, 20))*int64(time.Millisecond)) + 1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // fail wraps a NATS error, marking failures to reach the server or
@@ -460,16 +435,4 @@ func unavailable(err error) bool {
 		}
 	}
 	return false
-}
-
-func checkLease(key, owner string, ttl time.Duration) error {
-	switch {
-	case key == "":
-		return errors.New("empty key")
-	case owner == "":
-		return errors.New("empty owner")
-	case ttl <= 0:
-		return fmt.Errorf("ttl must be positive, got %s", ttl)
-	}
-	return nil
 }

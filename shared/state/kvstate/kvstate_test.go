@@ -9,27 +9,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/state/statetest"
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 func connect(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(testserver.NATS(t))
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatalf("jetstream: %v", err)
-	}
-	return js
+	return testkit.JetStream(t, testkit.NATS(t))
 }
 
 func TestConformance(t *testing.T) {
@@ -98,20 +88,13 @@ func TestEncodeKey(t *testing.T) {
 }
 
 func TestUnavailableAfterDisconnect(t *testing.T) {
-	nc, err := nats.Connect(testserver.NATS(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := connect(t)
 	ctx := context.Background()
 	s, err := New(ctx, js, WithBucket("unavail"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	nc.Close()
+	js.Conn().Close()
 	_, err = s.CacheGet(ctx, "k")
 	t.Logf("error: %v", err)
 	if !errors.Is(err, state.ErrUnavailable) {

@@ -20,7 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/url"
 	"strconv"
@@ -31,6 +30,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/supervisorhq/supervisor/shared/state"
+	"github.com/supervisorhq/supervisor/shared/state/internal/backend"
 )
 
 // DefaultPrefix is the key prefix used unless WithPrefix overrides it.
@@ -230,7 +230,7 @@ func leaseValue(token uint64, owner string) string {
 
 // Acquire takes the lock on key for owner for ttl; see state.Locks.
 func (s *Store) Acquire(ctx context.Context, key, owner string, ttl time.Duration) (state.Lease, error) {
-	if err := checkLease(key, owner, ttl); err != nil {
+	if err := backend.CheckLease(key, owner, ttl); err != nil {
 		return state.Lease{}, fmt.Errorf("redisstate: acquire %q: %w", key, err)
 	}
 	start := time.Now()
@@ -247,7 +247,7 @@ func (s *Store) Acquire(ctx context.Context, key, owner string, ttl time.Duratio
 
 // Renew extends lease by ttl from now, keeping its token; see state.Locks.
 func (s *Store) Renew(ctx context.Context, lease state.Lease, ttl time.Duration) (state.Lease, error) {
-	if err := checkLease(lease.Key, lease.Owner, ttl); err != nil {
+	if err := backend.CheckLease(lease.Key, lease.Owner, ttl); err != nil {
 		return state.Lease{}, fmt.Errorf("redisstate: renew %q: %w", lease.Key, err)
 	}
 	start := time.Now()
@@ -325,24 +325,13 @@ func (s *Store) CacheDelete(ctx context.Context, key string) error {
 // BreakerAllow reports whether work in scope may start now; see
 // state.Breakers.
 func (s *Store) BreakerAllow(ctx context.Context, scope string, p state.BreakerPolicy) (state.Decision, error) {
-	var d state.Decision
-	_, err := s.updateBreaker(ctx, "breaker allow", scope, func(b state.Breaker) state.Breaker {
-		var next state.Breaker
-		next, d = b.Allow(p.CurrentTime(), p)
-		return next
-	})
-	if err != nil {
-		return state.Decision{}, err
-	}
-	return d, nil
+	return backend.BreakerAllow(ctx, s.updateBreaker, scope, p)
 }
 
 // BreakerReport records the outcome of work in scope and returns the
 // breaker's state afterwards.
 func (s *Store) BreakerReport(ctx context.Context, scope string, p state.BreakerPolicy, success bool) (state.Breaker, error) {
-	return s.updateBreaker(ctx, "breaker report", scope, func(b state.Breaker) state.Breaker {
-		return b.Report(p.CurrentTime(), p, success)
-	})
+	return backend.BreakerReport(ctx, s.updateBreaker, scope, p, success)
 }
 
 // BreakerGet returns the breaker's current state (closed if unknown).
@@ -366,11 +355,7 @@ func getBreaker(ctx context.Context, c redis.Cmdable, key string) (state.Breaker
 	if err != nil {
 		return state.Breaker{}, err
 	}
-	var b state.Breaker
-	if err := json.Unmarshal(raw, &b); err != nil {
-		return state.Breaker{}, fmt.Errorf("decode breaker record: %w", err)
-	}
-	return b.Normalized(), nil
+	return backend.DecodeBreaker(raw)
 }
 
 // updateBreaker applies fn to the breaker for scope atomically, with
@@ -415,25 +400,11 @@ func (s *Store) updateBreaker(ctx context.Context, op, scope string, fn func(sta
 		if !errors.Is(err, redis.TxFailedErr) {
 			return state.Breaker{}, s.fail(ctx, op+" "+strconv.Quote(scope), err)
 		}
-		if err := sleepJitter(ctx, attempt); err != nil {
+		if err := backend.SleepJitter(ctx, attempt); err != nil {
 			return state.Breaker{}, fmt.Errorf("redisstate: %s %q: %w", op, scope, err)
 		}
 	}
 	return state.Breaker{}, fmt.Errorf("redisstate: %s %q: still conflicting after %d attempts", op, scope, maxTxAttempts)
-}
-
-// sleepJitter waits a short random time growing with attempt, so
-// conflicting writers spread out.
-func sleepJitter(ctx context.Context, attempt int) error {
-	d := time.Duration(rand.Int64N(int64(min(attempt, 20))*int64(time.Millisecond)) + 1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // fail wraps a client error, marking connection failures with
@@ -464,18 +435,6 @@ func unavailable(err error) bool {
 	return redis.IsLoadingError(err) || redis.IsClusterDownError(err) ||
 		redis.IsTryAgainError(err) || redis.IsMasterDownError(err) ||
 		redis.IsMaxClientsError(err)
-}
-
-func checkLease(key, owner string, ttl time.Duration) error {
-	switch {
-	case key == "":
-		return errors.New("empty key")
-	case owner == "":
-		return errors.New("empty owner")
-	case ttl <= 0:
-		return fmt.Errorf("ttl must be positive, got %s", ttl)
-	}
-	return nil
 }
 
 // millis converts ttl to whole milliseconds, at least 1.

@@ -15,7 +15,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/state/redisstate"
 	"github.com/supervisorhq/supervisor/shared/state/statetest"
-	"github.com/supervisorhq/supervisor/shared/testserver"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 var prefixSeq atomic.Int64
@@ -28,7 +28,7 @@ func uniquePrefix() string {
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	url := testserver.Redis(t)
+	url := testkit.Redis(t)
 	statetest.Run(t, func(t *testing.T) state.Store {
 		s, err := redisstate.Open(context.Background(), url, redisstate.WithPrefix(uniquePrefix()))
 		if err != nil {
@@ -44,7 +44,7 @@ func TestConformance(t *testing.T) {
 }
 
 func TestNewWithClient(t *testing.T) {
-	url := testserver.Redis(t)
+	url := testkit.Redis(t)
 	opts, err := redis.ParseURL(url)
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func TestNewWithClient(t *testing.T) {
 
 func TestOpenUnreachable(t *testing.T) {
 	t.Parallel()
-	port, err := testserver.FreePort()
+	port, err := testkit.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestOpenUnreachable(t *testing.T) {
 }
 
 func TestOpenHonoursContext(t *testing.T) {
-	port, err := testserver.FreePort()
+	port, err := testkit.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestOpenInvalidURL(t *testing.T) {
 }
 
 func TestUnavailableAfterClose(t *testing.T) {
-	s, err := redisstate.Open(context.Background(), testserver.Redis(t), redisstate.WithPrefix(uniquePrefix()))
+	s, err := redisstate.Open(context.Background(), testkit.Redis(t), redisstate.WithPrefix(uniquePrefix()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/supervisorhq/supervisor/shared/state"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 // Lease and cache TTLs the suite waits out; short so the suite stays fast.
@@ -433,29 +434,12 @@ func cacheRoundTrip(t *testing.T, s state.Store, key string, value []byte) {
 	}
 }
 
-// clock is a controllable time source for breaker policies.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
+// newClock returns a controllable time source for breaker policies.
+func newClock() *testkit.Clock {
+	return testkit.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 }
 
-func newClock() *clock {
-	return &clock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func policy(c *clock) state.BreakerPolicy {
+func policy(c *testkit.Clock) state.BreakerPolicy {
 	return state.BreakerPolicy{Failures: 3, Window: time.Minute, CoolDown: 30 * time.Second, Now: c.Now}
 }
 
@@ -487,7 +471,7 @@ func get(t *testing.T, s state.Store, scope string) state.Breaker {
 }
 
 // openBreaker reports p.Failures failures so the breaker opens at c.Now().
-func openBreaker(t *testing.T, s state.Store, scope string, c *clock, p state.BreakerPolicy) {
+func openBreaker(t *testing.T, s state.Store, scope string, c *testkit.Clock, p state.BreakerPolicy) {
 	t.Helper()
 	for range p.Failures {
 		report(t, s, scope, p, false)
@@ -495,6 +479,20 @@ func openBreaker(t *testing.T, s state.Store, scope string, c *clock, p state.Br
 	if b := get(t, s, scope); b.State != state.BreakerOpen || !b.OpenedAt.Equal(c.Now()) {
 		t.Fatalf("after %d failures: %+v, want open at %v", p.Failures, b, c.Now())
 	}
+}
+
+// probing opens the breaker of scope "s" on a new clock, lets it cool
+// down and takes its probe; it returns the clock and the policy.
+func probing(t *testing.T, s state.Store) (*testkit.Clock, state.BreakerPolicy) {
+	t.Helper()
+	c := newClock()
+	p := policy(c)
+	openBreaker(t, s, "s", c, p)
+	c.Advance(p.CoolDown)
+	if d := allow(t, s, "s", p); !d.Probe {
+		t.Fatalf("no probe after cool-down: %+v", d)
+	}
+	return c, p
 }
 
 var breakerCases = []testCase{
@@ -616,13 +614,7 @@ var breakerCases = []testCase{
 		}
 	}},
 	{"ProbeSuccessCloses", func(t *testing.T, s state.Store) {
-		c := newClock()
-		p := policy(c)
-		openBreaker(t, s, "s", c, p)
-		c.Advance(p.CoolDown)
-		if d := allow(t, s, "s", p); !d.Probe {
-			t.Fatalf("no probe after cool-down: %+v", d)
-		}
+		c, p := probing(t, s)
 		c.Advance(time.Second)
 		b := report(t, s, "s", p, true)
 		if b.State != state.BreakerClosed || len(b.FailureTimes) != 0 {
@@ -637,13 +629,7 @@ var breakerCases = []testCase{
 		}
 	}},
 	{"ProbeFailureReopens", func(t *testing.T, s state.Store) {
-		c := newClock()
-		p := policy(c)
-		openBreaker(t, s, "s", c, p)
-		c.Advance(p.CoolDown)
-		if d := allow(t, s, "s", p); !d.Probe {
-			t.Fatalf("no probe after cool-down: %+v", d)
-		}
+		c, p := probing(t, s)
 		c.Advance(5 * time.Second)
 		reopened := c.Now()
 		if b := report(t, s, "s", p, false); b.State != state.BreakerOpen || !b.OpenedAt.Equal(reopened) {
@@ -659,13 +645,7 @@ var breakerCases = []testCase{
 		}
 	}},
 	{"LostProbeIsReissued", func(t *testing.T, s state.Store) {
-		c := newClock()
-		p := policy(c)
-		openBreaker(t, s, "s", c, p)
-		c.Advance(p.CoolDown)
-		if d := allow(t, s, "s", p); !d.Probe {
-			t.Fatalf("no probe after cool-down: %+v", d)
-		}
+		c, p := probing(t, s)
 		c.Advance(p.CoolDown - time.Second)
 		if d := allow(t, s, "s", p); d.Allowed {
 			t.Fatalf("second caller allowed while the probe runs: %+v", d)

@@ -1,8 +1,4 @@
-// Package testserver starts the real servers tests run against: an embedded
-// nats-server with JetStream, and a redis-server process from the machine's
-// packages. Under CI=true a missing redis-server fails the test instead of
-// skipping it.
-package testserver
+package testkit
 
 import (
 	"bufio"
@@ -16,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/supervisorhq/supervisor/shared/embedded"
 )
@@ -36,6 +35,23 @@ func NATSServer(t testing.TB) *embedded.Server {
 	}
 	t.Cleanup(srv.Shutdown)
 	return srv
+}
+
+// JetStream connects to the NATS server at url for the test and returns a
+// JetStream context on the connection (Conn gives the connection). The
+// connection is closed when the test ends.
+func JetStream(t testing.TB, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	return js
 }
 
 // InCI reports whether the tests run under CI=true, where a missing real

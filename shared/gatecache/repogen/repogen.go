@@ -1,4 +1,8 @@
-package gatecache
+// Package repogen generates synthetic git repositories for the gate
+// cache's benchmarks (gatecache's BenchmarkKey and the cache-key scenario
+// of supervisor-bench) to compute keys on; package gatecache itself does
+// not import it.
+package repogen
 
 import (
 	"context"
@@ -10,26 +14,23 @@ import (
 	"github.com/supervisorhq/supervisor/shared/gitexec"
 )
 
-// This file is for benchmarks (BenchmarkKey here, `supervisor-bench`): it
-// builds synthetic repositories to compute keys on.
-
 // generatedPerDir is how many generated files share a directory.
 const generatedPerDir = 100
 
-// GeneratedFile is the slash-separated path, relative to the repository,
-// of the i-th file GenerateRepo writes.
-func GeneratedFile(i int) string {
+// File is the slash-separated path, relative to the repository, of the
+// i-th file Generate writes.
+func File(i int) string {
 	return fmt.Sprintf("src/d%03d/f%05d.txt", i/generatedPerDir, i)
 }
 
-// GenerateRepo creates a git repository in dir (created if needed) with
-// files small text files (a few hundred bytes each, 100 per directory, see
-// GeneratedFile) plus a .gitignore ignoring build/, all committed on branch
+// Generate creates a git repository in dir (created if needed) with files
+// small text files (a few hundred bytes each, 100 per directory, see File)
+// plus a .gitignore ignoring build/, all committed on branch
 // main. The content is deterministic, so two repositories generated with
-// the same count have the same tree. For benchmarks.
-func GenerateRepo(dir string, files int) error {
+// the same count have the same tree.
+func Generate(dir string, files int) error {
 	if files < 0 {
-		return fmt.Errorf("gatecache: GenerateRepo: negative file count %d", files)
+		return fmt.Errorf("repogen: Generate: negative file count %d", files)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -44,7 +45,7 @@ func GenerateRepo(dir string, files int) error {
 	}
 	made := map[string]bool{}
 	for i := range files {
-		rel := GeneratedFile(i)
+		rel := File(i)
 		path := filepath.Join(dir, filepath.FromSlash(rel))
 		if d := filepath.Dir(path); !made[d] {
 			if err := os.MkdirAll(d, 0o755); err != nil {
@@ -65,11 +66,11 @@ func GenerateRepo(dir string, files int) error {
 	return nil
 }
 
-// ModifyRepo appends salt to the first n files of a repository made by
-// GenerateRepo, leaving the changes uncommitted. For benchmarks.
-func ModifyRepo(dir string, n int, salt string) error {
+// Modify appends salt to the first n files of a repository made by
+// Generate, leaving the changes uncommitted.
+func Modify(dir string, n int, salt string) error {
 	for i := range n {
-		path := filepath.Join(dir, filepath.FromSlash(GeneratedFile(i)))
+		path := filepath.Join(dir, filepath.FromSlash(File(i)))
 		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 		if err != nil {
 			return err
