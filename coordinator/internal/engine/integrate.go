@@ -25,6 +25,7 @@ func (e *Engine) integrate(ctx context.Context, wf string, x statemachine.Integr
 		w, _ := s.Workflow(wf)
 		in = snapshot(w, x.Node)
 	})
+	in.history = e.history(wf)
 	in.commitTime = x.CommitTime
 	commit, err := e.integ.apply(ctx, in)
 	var ev statemachine.Append
@@ -60,8 +61,9 @@ type integration struct {
 	repo                 protocol.RepoRef
 	// head is the branch's tip as the log records it ("" = the base).
 	head string
-	// history is every patch on the branch, in order.
-	history []landed
+	// history returns every patch on the branch, in order. It is read
+	// only when the mirror lacks the branch's commits, which is rare.
+	history func() []landed
 	// The node to integrate, if any: its patch, commit message and date.
 	node       string
 	patch      *protocol.PatchRef
@@ -74,17 +76,35 @@ func commitMessage(w *statemachine.Workflow, n *statemachine.Node) string {
 		w.Spec.Name, n.ID, w.ID, n.ID, n.Attempt)
 }
 
+// snapshot copies what integrating node (or, with "", delivering) needs
+// of w out of the state, but for the history.
 func snapshot(w *statemachine.Workflow, node string) integration {
 	in := integration{wf: w.ID, branch: w.Branch, repoPath: w.RepoPath, repo: w.Repo, head: w.Head}
-	for _, id := range w.Integrated {
-		n := w.Nodes[id]
-		in.history = append(in.history, landed{node: id, message: commitMessage(w, n), commit: n.Commit,
-			patch: n.Patch, time: n.CommitTime})
-	}
 	if n := w.Nodes[node]; n != nil {
 		in.node, in.patch, in.message = n.ID, n.Patch, commitMessage(w, n)
 	}
 	return in
+}
+
+// history returns a function that reads workflow wf's integrated patches
+// from the state when called. Called in wf's queue, it sees the state the
+// snapshot was taken from: only that queue changes the workflow.
+func (e *Engine) history(wf string) func() []landed {
+	return func() []landed {
+		var out []landed
+		e.Read(func(s *statemachine.State) {
+			w, ok := s.Workflow(wf)
+			if !ok {
+				return
+			}
+			for _, id := range w.Integrated {
+				n := w.Nodes[id]
+				out = append(out, landed{node: id, message: commitMessage(w, n), commit: n.Commit,
+					patch: n.Patch, time: n.CommitTime})
+			}
+		})
+		return out
+	}
 }
 
 // parent is the commit the next patch lands on.
@@ -170,12 +190,12 @@ func (in *integrator) ready(ctx context.Context, x integration) (string, error) 
 		return gitDir, err
 	}
 	in.log.Info("rebuilding the workflow's branch from the patches in its event log", "workflow", x.wf,
-		"branch", x.branch, "head", x.head, "patches", len(x.history))
+		"branch", x.branch, "head", x.head)
 	tip := x.repo.BaseCommit
 	if err := workspace.SetBranch(ctx, gitDir, x.branch, tip); err != nil {
 		return "", err
 	}
-	for _, l := range x.history {
+	for _, l := range x.history() {
 		if l.patch != nil {
 			next, err := in.land(ctx, gitDir, x, tip, *l.patch, l.message, l.time)
 			if err != nil {

@@ -159,6 +159,7 @@ func (e *Engine) finish(ctx context.Context, wf string, f statemachine.Finish) (
 			w, _ := s.Workflow(wf)
 			in = snapshot(w, "")
 		})
+		in.history = e.history(wf)
 		if err := e.integ.deliver(ctx, in); err != nil {
 			return false, err
 		}

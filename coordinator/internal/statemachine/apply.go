@@ -52,6 +52,7 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 	switch b := ev.Body.(type) {
 	case eventlog.NodeReady:
 		n.Status, n.Attempt, n.ReadyAt = protocol.NodeReady, b.Attempt, ev.Time
+		n.jobID = protocol.AgentJobID(w.ID, n.ID, b.Attempt)
 		n.LeaseToken, n.Host, n.Agent, n.Patch = 0, "", nil, nil
 		n.Gates = map[string]*GateRun{}
 	case eventlog.NodeStarted:
@@ -73,6 +74,7 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		// fencing tokens of its own; it is out until its result arrives.
 		g.Dispatched, g.Round, g.NoCache = true, g.Round+1, b.NoCache
 		g.LeaseToken, g.Awaiting = 0, true
+		g.jobID = protocol.GateJobID(w.ID, n.ID, n.Attempt, b.Gate, g.Round)
 	case eventlog.GateRerunRequested:
 		// Its earlier outcome and pending clock no longer count; Decide
 		// dispatches it again in its layer.

@@ -68,11 +68,31 @@ func (d *decider) append(n *Node, body eventlog.Body, msgID string) {
 	d.Effects = append(d.Effects, Append{Event: ev, MsgID: d.w.msgID(msgID)})
 }
 
-func (d *decider) publish(p Publish) {
-	if d.published != nil && d.published(p.JobID()) {
+// publishAgent publishes node n's agent job for attempt, unless the engine
+// reports it published: the job is only built when it is needed, as
+// Decide runs on every change of a workflow with many nodes in flight.
+func (d *decider) publishAgent(n *Node, attempt int, at time.Time) {
+	id := n.jobID
+	if attempt != n.Attempt || id == "" {
+		id = protocol.AgentJobID(d.w.ID, n.ID, attempt)
+	}
+	if d.published != nil && d.published(id) {
 		return
 	}
-	d.Effects = append(d.Effects, p)
+	d.Effects = append(d.Effects, Publish{Agent: d.w.agentJob(n, attempt, at)})
+}
+
+// publishGate publishes round round of node n's gate g, unless the engine
+// reports it published.
+func (d *decider) publishGate(n *Node, g *GateRun, round int) {
+	id := g.jobID
+	if round != g.Round || id == "" {
+		id = protocol.GateJobID(d.w.ID, n.ID, n.Attempt, g.Name, round)
+	}
+	if d.published != nil && d.published(id) {
+		return
+	}
+	d.Effects = append(d.Effects, Publish{Gate: d.w.gateJob(n, g, round, d.now)})
 }
 
 func (d *decider) wakeAt(t time.Time) {
@@ -110,7 +130,7 @@ func (d *decider) pending(n *Node) {
 		d.finishNode(n, protocol.NodeSkipped, blocked)
 	case !waiting:
 		d.append(n, eventlog.NodeReady{Attempt: 1}, fmt.Sprintf("%s.%s.a1.ready", d.w.ID, n.ID))
-		d.publish(Publish{Agent: d.w.agentJob(n, 1, d.now)})
+		d.publishAgent(n, 1, d.now)
 	}
 }
 
@@ -126,7 +146,7 @@ func (d *decider) agentRunning(n *Node) {
 		return
 	}
 	if n.Status == protocol.NodeReady {
-		d.publish(Publish{Agent: d.w.agentJob(n, n.Attempt, n.ReadyAt)})
+		d.publishAgent(n, n.Attempt, n.ReadyAt)
 	}
 }
 
@@ -146,7 +166,7 @@ func (d *decider) gating(n *Node) {
 			case g.Status == protocol.GatePending:
 				appended = d.pendingGate(n, g, spec) || appended
 			case !g.Terminal():
-				d.publish(Publish{Gate: d.w.gateJob(n, g, g.Round, d.now)})
+				d.publishGate(n, g, g.Round)
 			}
 			continue
 		}
@@ -174,7 +194,7 @@ func (d *decider) dispatch(n *Node, g *GateRun, poll bool) {
 	round := g.Round + 1
 	d.append(n, eventlog.GateDispatched{Gate: g.Name, Attempt: n.Attempt, Round: round, Poll: poll, NoCache: g.NoCache},
 		fmt.Sprintf("%s.%s.a%d.g.%s.r%d.dispatched", d.w.ID, n.ID, n.Attempt, g.Name, round))
-	d.publish(Publish{Gate: d.w.gateJob(n, g, round, d.now)})
+	d.publishGate(n, g, round)
 }
 
 // pendingGate re-runs a pending gate once its poll interval has passed, or
@@ -199,7 +219,7 @@ func (d *decider) pendingGate(n *Node, g *GateRun, spec protocol.GateSpec) bool 
 	d.wakeAt(deadline.Add(time.Millisecond))
 	switch {
 	case g.Awaiting: // the last poll has not reported yet
-		d.publish(Publish{Gate: d.w.gateJob(n, g, g.Round, d.now)})
+		d.publishGate(n, g, g.Round)
 	case d.now.Before(g.NextPollAt):
 		d.wakeAt(g.NextPollAt)
 	default:

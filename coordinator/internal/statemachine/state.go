@@ -112,6 +112,10 @@ type Node struct {
 	ReadyAt    time.Time
 	StartedAt  time.Time
 	EndedAt    time.Time
+
+	// jobID is the current attempt's agent job id, kept so that deciding
+	// again does not build it anew for every node in flight.
+	jobID string
 }
 
 // GateRun is one gate's state for the node's current attempt.
@@ -132,6 +136,9 @@ type GateRun struct {
 	// Awaiting is true from a round's dispatch until its result, so a
 	// pending gate is not polled again while a poll is out.
 	Awaiting bool
+
+	// jobID is the current round's job id.
+	jobID string
 }
 
 // Terminal reports whether the gate has a final status.
