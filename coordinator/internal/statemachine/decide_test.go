@@ -147,6 +147,9 @@ func TestScheduling(t *testing.T) {
 func TestGateFanOutAndFold(t *testing.T) {
 	const gates = "gates:\n  - {name: vet, command: [vet]}\n  - {name: test, command: [test], depends_on: [vet]}\n" +
 		"  - {name: lint, command: [lint], pool: lint}\n"
+	const deepGates = "gates:\n  - {name: vet, command: [vet]}\n  - {name: build, command: [build]}\n" +
+		"  - {name: test, command: [test], depends_on: [build, vet]}\n  - {name: race, command: [race], depends_on: [test]}\n" +
+		"  - {name: lint, command: [lint]}\n  - {name: e2e, command: [e2e], depends_on: [build]}\n"
 	runScenarios(t, []scenario{{
 		name:   "layers, then integrate",
 		yaml:   "name: g\n" + agent + gates + "tasks:\n  - {id: a, prompt: a, gates: [test, lint]}\n",
@@ -191,6 +194,44 @@ func TestGateFanOutAndFold(t *testing.T) {
 			if r := w.node("a").Reason; r != "gates did not pass: vet failed" {
 				t.Errorf("reason %q", r)
 			}
+		},
+	}, {
+		// DP-07/DP-08 in a deeper plan: test needs build and vet, race
+		// needs test, e2e needs build.
+		name: "a gate waits for every dependency; a timeout skips its dependents transitively",
+		yaml: "name: g\n" + agent + deepGates + "tasks:\n  - {id: a, prompt: a, gates: [race, lint, e2e]}\n",
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			agentStep("agent succeeds: layer 0 dispatched", "a", 1, protocol.AgentSucceeded, false,
+				"node.agent_done a succeeded", "gate.dispatched a/build r1", "publish gate a/build r1",
+				"gate.dispatched a/lint r1", "publish gate a/lint r1", "gate.dispatched a/vet r1", "publish gate a/vet r1"),
+			gateStep("build passes: e2e follows, test still waits for vet", "a", "build", 1, protocol.GatePassed,
+				"gate.finished a/build passed", "gate.dispatched a/e2e r1", "publish gate a/e2e r1"),
+			gateStep("vet times out: test and race skipped", "a", "vet", 1, protocol.GateTimeout,
+				"gate.finished a/vet timeout", "gate.finished a/test skipped", "gate.finished a/race skipped"),
+			gateStep("e2e passes", "a", "e2e", 1, protocol.GatePassed, "gate.finished a/e2e passed"),
+			gateStep("lint passes: the node fails on vet", "a", "lint", 1, protocol.GatePassed,
+				"gate.finished a/lint passed", "node.finished a failed", "finish failed"),
+		},
+		after: func(t *testing.T, w *world) {
+			if r := w.node("a").Reason; r != "gates did not pass: vet timeout" {
+				t.Errorf("reason %q", r)
+			}
+		},
+	}, {
+		name:   "an error skips its dependents at once, though another dependency still runs",
+		yaml:   "name: g\n" + agent + deepGates + "tasks:\n  - {id: a, prompt: a, gates: [race, lint, e2e]}\n",
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			agentStep("agent succeeds: layer 0 dispatched", "a", 1, protocol.AgentSucceeded, false,
+				"node.agent_done a succeeded", "gate.dispatched a/build r1", "publish gate a/build r1",
+				"gate.dispatched a/lint r1", "publish gate a/lint r1", "gate.dispatched a/vet r1", "publish gate a/vet r1"),
+			gateStep("build errs while vet runs: e2e, test and race skipped", "a", "build", 1, protocol.GateError,
+				"gate.finished a/build error", "gate.finished a/e2e skipped", "gate.finished a/test skipped",
+				"gate.finished a/race skipped"),
+			gateStep("vet passes", "a", "vet", 1, protocol.GatePassed, "gate.finished a/vet passed"),
+			gateStep("lint passes: the node fails on build", "a", "lint", 1, protocol.GatePassed,
+				"gate.finished a/lint passed", "node.finished a failed", "finish failed"),
 		},
 	}, {
 		name: "failed outranks pending",
