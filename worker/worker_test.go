@@ -203,6 +203,15 @@ func (h *harness) expectResult(j *protocol.AgentJob, within time.Duration) *prot
 	return a
 }
 
+// run publishes an agent job and returns its result, having checked the
+// started report before it.
+func (h *harness) run(j *protocol.AgentJob) *protocol.AgentResult {
+	h.t.Helper()
+	h.publish(j)
+	h.expectStarted(j, 20*time.Second)
+	return h.expectResult(j, 30*time.Second)
+}
+
 func (h *harness) jobsInStream() uint64 {
 	h.t.Helper()
 	ctx := testkit.Context(h.t, time.Minute)
@@ -404,10 +413,8 @@ func TestAgentFailures(t *testing.T) {
 
 	t.Run("exit 3", func(t *testing.T) {
 		job := h.agentJob("fails", 1, "@write partial.txt\nhalf done\n@end\n@print giving up\n@exit 3\n@write never.txt\nx\n@end\n")
-		h.publish(job)
 		jobs++
-		h.expectStarted(job, 20*time.Second)
-		res := h.expectResult(job, 30*time.Second)
+		res := h.run(job)
 		if res.Status != protocol.AgentFailed || res.ExitCode != 3 {
 			t.Fatalf("status %s exit %d, want failed 3", res.Status, res.ExitCode)
 		}
@@ -449,10 +456,8 @@ func TestAgentFailures(t *testing.T) {
 	t.Run("missing command", func(t *testing.T) {
 		job := h.agentJob("missing", 1, "@write x.txt\nx\n@end\n")
 		job.Command = []string{"no-such-agent-cli", "-p"}
-		h.publish(job)
 		jobs++
-		h.expectStarted(job, 20*time.Second)
-		res := h.expectResult(job, 30*time.Second)
+		res := h.run(job)
 		if res.Status != protocol.AgentFailed {
 			t.Fatalf("status %s, want failed (error %q)", res.Status, res.Error)
 		}
@@ -510,9 +515,7 @@ func TestMalformedJobTerminated(t *testing.T) {
 
 	// The worker is still healthy afterwards.
 	job := h.agentJob("after", 1, "@write ok.txt\nok\n@end\n")
-	h.publish(job)
-	h.expectStarted(job, 20*time.Second)
-	if res := h.expectResult(job, 30*time.Second); res.Status != protocol.AgentSucceeded {
+	if res := h.run(job); res.Status != protocol.AgentSucceeded {
 		t.Fatalf("status %s after malformed jobs", res.Status)
 	}
 }
@@ -568,9 +571,7 @@ func TestDependencyPatches(t *testing.T) {
 	h.startWorker(Config{})
 
 	dep := h.agentJob("dep", 1, "@write dep.txt\nfrom the dependency\n@end\n@write src/a.txt\na1\na2 changed by dep\n@end\n")
-	h.publish(dep)
-	h.expectStarted(dep, 20*time.Second)
-	depRes := h.expectResult(dep, 30*time.Second)
+	depRes := h.run(dep)
 	if depRes.Status != protocol.AgentSucceeded || depRes.Patch == nil {
 		t.Fatalf("dependency: %s, patch %v", depRes.Status, depRes.Patch)
 	}
@@ -582,9 +583,7 @@ func TestDependencyPatches(t *testing.T) {
 	// The dependent writes its own file on top of the dependency's work.
 	own := h.agentJob("own", 1, "@write own.txt\nmine\n@end\n@append src/a.txt\na3 by own\n@end\n")
 	own.Patches = []protocol.PatchRef{*depRes.Patch}
-	h.publish(own)
-	h.expectStarted(own, 20*time.Second)
-	ownRes := h.expectResult(own, 30*time.Second)
+	ownRes := h.run(own)
 	if ownRes.Status != protocol.AgentSucceeded || ownRes.Patch == nil {
 		t.Fatalf("dependent: %s, patch %v, stderr %q", ownRes.Status, ownRes.Patch, ownRes.Stderr)
 	}
@@ -608,9 +607,7 @@ func TestDependencyPatches(t *testing.T) {
 	// The dependency's new file is there to delete (the agent fails if not).
 	del := h.agentJob("del", 1, "@delete dep.txt\n")
 	del.Patches = []protocol.PatchRef{*depRes.Patch}
-	h.publish(del)
-	h.expectStarted(del, 20*time.Second)
-	delRes := h.expectResult(del, 30*time.Second)
+	delRes := h.run(del)
 	if delRes.Status != protocol.AgentSucceeded || delRes.Patch == nil {
 		t.Fatalf("delete dep.txt: %s exit %d, stderr %q", delRes.Status, delRes.ExitCode, delRes.Stderr)
 	}

@@ -155,11 +155,7 @@ func TestBadInput(t *testing.T) {
 }
 
 const gateFailWorkflow = `name: gatefail
-defaults:
-  agent:
-    command: ` + agentCommand + `
-  timeout: 2m
-gates:
+` + agentDefaults + `gates:
   - name: has-a
     command: [test, -f, a.txt]
   - name: has-missing

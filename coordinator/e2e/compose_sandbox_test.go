@@ -19,11 +19,7 @@ import (
 // gates that must fail there: the network, the root file system and .git
 // are out of reach.
 const composeSandboxWorkflow = `name: compose-docker-sandbox
-defaults:
-  agent:
-    command: [supervisor-test-agent, -p, --output-format, json]
-  timeout: 2m
-gates:
+` + agentDefaults + `gates:
   - name: mounted
     command: [grep, -q, "^base readme", /workspace/README.md]
   - name: agent-work

@@ -324,11 +324,7 @@ func (c *composeFleet) removeStale() {
 // two workers with one slot each share them), each gated by gates the
 // runner image's Debian base provides, and one task depending on all four.
 const composeSpreadWorkflow = `name: compose-spread
-defaults:
-  agent:
-    command: [supervisor-test-agent, -p, --output-format, json]
-  timeout: 2m
-gates:
+` + agentDefaults + `gates:
   - name: exists
     command: [test, -f, README.md]
   - name: readme
@@ -363,11 +359,7 @@ const composeSpreadPart = `  - id: part-%[1]d
 
 // composeRestartWorkflow: one gated task, after the fleet restarted.
 const composeRestartWorkflow = `name: compose-restart
-defaults:
-  agent:
-    command: [supervisor-test-agent, -p, --output-format, json]
-  timeout: 2m
-gates:
+` + agentDefaults + `gates:
   - name: check
     command: [grep, -q, "^again$", again.txt]
 tasks:
@@ -382,11 +374,7 @@ tasks:
 // composeKillWorkflow: one task whose first gate sleeps long enough for
 // the test to kill the gate runner running it.
 const composeKillWorkflow = `name: compose-kill
-defaults:
-  agent:
-    command: [supervisor-test-agent, -p, --output-format, json]
-  timeout: 2m
-gates:
+` + agentDefaults + `gates:
   - name: hold
     command: [sleep, "8"]
   - name: check

@@ -39,11 +39,7 @@ func starts(out string) []startLine {
 }
 
 const crashWorkflow = `name: crash
-defaults:
-  agent:
-    command: ` + agentCommand + `
-  timeout: 2m
-gates:
+` + agentDefaults + `gates:
   - name: present
     command: [test, -f, slow.txt]
 tasks:
@@ -222,11 +218,7 @@ func (f *fleet) procNamed(name string) *proc {
 }
 
 const restartWorkflow = `name: restart
-defaults:
-  agent:
-    command: ` + agentCommand + `
-  timeout: 2m
-gates:
+` + agentDefaults + `gates:
   - name: present
     command: [test, -f, first.txt]
 tasks:

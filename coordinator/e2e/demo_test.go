@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/supervisorhq/supervisor/shared/config"
 )
 
 // TestDemo runs what `make run` runs: `coordinator demo`, the embedded
@@ -21,7 +23,7 @@ func TestDemo(t *testing.T) {
 	dir := t.TempDir()
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "coordinator"), "demo",
 		"--agent-dir", binDir, "--dir", dir)
-	cmd.Env = childEnv()
+	cmd.Env = config.ChildEnv()
 	out, err := cmd.CombinedOutput()
 	text := string(out)
 	if err != nil {

@@ -14,16 +14,20 @@ import (
 // YAML flow list.
 const agentCommand = "[supervisor-test-agent, -p, --output-format, json]"
 
+// agentDefaults is the defaults section of most of the tests' workflows:
+// the scripted test agent, with two minutes a task.
+const agentDefaults = `defaults:
+  agent:
+    command: ` + agentCommand + `
+  timeout: 2m
+`
+
 // fleetWorkflow: four tasks in parallel (each sleeps so that two workers
 // with one slot each must share them), and one that depends on all four.
 // Gates have dependencies of their own, and the last task's gate checks
 // that its workspace holds every dependency's work.
 const fleetWorkflow = `name: fleet
-defaults:
-  agent:
-    command: ` + agentCommand + `
-  timeout: 2m
-gates:
+` + agentDefaults + `gates:
   - name: exists
     command: [test, -f, README.md]
     timeout: 1m

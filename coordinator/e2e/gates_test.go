@@ -189,11 +189,7 @@ tasks:
 // ciWorkflow has one task per behaviour; %[1]s is the file whose
 // existence completes the external check of pending-then-pass.
 const ciWorkflow = `name: ci-gates
-defaults:
-  agent:
-    command: ` + agentCommand + `
-  timeout: 2m
-gates:
+` + agentDefaults + `gates:
   - name: always-pass
     command: ["true"]
   - name: always-fail
@@ -501,16 +497,22 @@ func testCIGates(f *fleet) {
 	}
 }
 
+// countedGate defines counted, a gate that passes and appends a line
+// ("<workflow> <node> <gate> <attempt>") to the file %[1]s names, so a
+// test counts its runs (markerLines, runsOf) and tells a run from a cache
+// hit.
+const countedGate = `  - name: counted
+    command: [gatehelper, append, "env:MARKER"]
+    env: {MARKER: %[1]q}
+`
+
 // flakyWorkflow: %[1]s counts runs of counted; %[2]s is flaky-gate's state.
 const flakyWorkflow = `name: flaky
 defaults:
   agent:
     command: ` + agentCommand + `
 gates:
-  - name: counted
-    command: [gatehelper, append, "env:MARKER"]
-    env: {MARKER: %[1]q}
-  - name: flaky-gate
+` + countedGate + `  - name: flaky-gate
     command: [gatehelper, flaky, %[2]q, "2"]
 tasks:
   - id: flaky
@@ -617,10 +619,7 @@ defaults:
   agent:
     command: ` + agentCommand + `
 gates:
-  - name: counted
-    command: [gatehelper, append, "env:MARKER"]
-    env: {MARKER: %[1]q}
-  - name: also-pass
+` + countedGate + `  - name: also-pass
     command: [gatehelper, print, ok]
   - name: uncached
     command: [gatehelper, append, "env:MARKER"]
@@ -643,10 +642,7 @@ defaults:
   agent:
     command: ` + agentCommand + `
 gates:
-  - name: counted
-    command: [gatehelper, append, "env:MARKER"]
-    env: {MARKER: %[1]q}
-tasks:
+` + countedGate + `tasks:
   - id: v
     prompt: |
 %[3]s      @write data.txt

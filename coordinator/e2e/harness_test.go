@@ -22,6 +22,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/supervisorhq/supervisor/shared/config"
 	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
@@ -206,7 +207,7 @@ func (f *fleet) start(name, bin string, args ...string) *proc {
 	}
 	cmd := exec.Command(filepath.Join(binDir, bin), args...)
 	cmd.Dir = f.dir
-	cmd.Env = childEnv()
+	cmd.Env = config.ChildEnv()
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {
 		lf.Close()
@@ -226,18 +227,6 @@ func (f *fleet) start(name, bin string, args ...string) *proc {
 		<-p.done
 	})
 	return p
-}
-
-// childEnv is the environment of every process the tests start: the
-// test's own, without SUPERVISOR_* settings that could redirect a binary.
-func childEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SUPERVISOR_") && !strings.HasPrefix(kv, "GIT_") {
-			env = append(env, kv)
-		}
-	}
-	return env
 }
 
 // startNATS runs a nats-server process with JetStream on a free port.
@@ -418,7 +407,7 @@ func runCLI(t *testing.T, dir, natsURL string, timeout time.Duration, args ...st
 	}
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "coordinator"), args...)
 	cmd.Dir = dir
-	cmd.Env = childEnv()
+	cmd.Env = config.ChildEnv()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -445,7 +434,7 @@ func (f *fleet) background(timeout time.Duration, args ...string) <-chan result 
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "coordinator"), args...)
 	cmd.Dir = f.dir
-	cmd.Env = childEnv()
+	cmd.Env = config.ChildEnv()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {

@@ -19,6 +19,21 @@ import (
 // flag --redis-url is SUPERVISOR_REDIS_URL.
 const EnvPrefix = "SUPERVISOR"
 
+// ChildEnv is the environment for a Supervisor binary this process starts
+// as a component of its own (the bench's runners, the end-to-end tests'
+// fleet): this process's environment without its SUPERVISOR_* settings,
+// which would configure the child too (point it at another state store,
+// say), or GIT_* variables, which would redirect the child's git.
+func ChildEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, EnvPrefix+"_") && !strings.HasPrefix(kv, "GIT_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
 // Load returns a viper instance for cmd: its flags (and inherited ones)
 // bound, SUPERVISOR_* variables read, and the file named by --config (if
 // the flag exists and is set) merged underneath. Keys are flag names.

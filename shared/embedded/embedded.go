@@ -5,7 +5,6 @@ package embedded
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"time"
 
@@ -72,9 +71,6 @@ func Start(opts Options) (*Server, error) {
 
 // URL is the client URL of the server.
 func (s *Server) URL() string { return s.srv.ClientURL() }
-
-// Addr is the server's listening address.
-func (s *Server) Addr() net.Addr { return s.srv.Addr() }
 
 // Shutdown stops the server and waits for it to finish.
 func (s *Server) Shutdown() {

@@ -134,107 +134,78 @@ func TestKeyChanges(t *testing.T) {
 	}
 }
 
+// Ignored files count only as cache_inputs match them: each step writes
+// one file and says whether the key, with the cache_inputs given, changes.
 func TestKeyIgnoredFilesAndCacheInputs(t *testing.T) {
 	t.Parallel()
 	dir := newRepo(t)
-	k0 := mustKey(t, baseInput(dir))
-
-	writeFile(t, dir, "build/out.bin", "v1")
-	writeFile(t, dir, "debug.log", "noise")
-	if k := mustKey(t, baseInput(dir)); k.ID != k0.ID {
-		t.Fatalf("an ignored file changed the key")
+	steps := []struct {
+		inputs        []string // cache_inputs
+		file, content string
+		changes       bool
+	}{
+		{nil, "build/out.bin", "v1", false},
+		{nil, "debug.log", "noise", false},
+		{[]string{"build/out.bin"}, "build/out.bin", "v2", true},
+		{[]string{"build/out.bin"}, "debug.log", "more noise", false}, // other ignored files still don't count
+		// A directory match and a glob match.
+		{[]string{"build/"}, "build/sub/x.o", "x", true},
+		{[]string{"build/**/*.o"}, "build/sub/x.o", "y", true},
+		{[]string{"build/**/*.o"}, "build/sub/x.txt", "not matched", false},
+		// A one-segment glob matches at the top only.
+		{[]string{"*.log"}, "build/deep/x.log", "deep", false},
+		{[]string{"*.log"}, "debug.log", "changed again", true},
 	}
-
-	in := baseInput(dir)
-	in.CacheInputs = []string{"build/out.bin"}
-	k1 := mustKey(t, in)
-	writeFile(t, dir, "build/out.bin", "v2")
-	k2 := mustKey(t, in)
-	if k1.ID == k2.ID {
-		t.Fatalf("a changed cache_inputs file left the key unchanged")
-	}
-	// Other ignored files still don't count.
-	writeFile(t, dir, "debug.log", "more noise")
-	if k := mustKey(t, in); k.ID != k2.ID {
-		t.Fatalf("an ignored file outside cache_inputs changed the key")
-	}
-
-	// A directory match and a glob match.
-	in.CacheInputs = []string{"build/"}
-	d1 := mustKey(t, in)
-	writeFile(t, dir, "build/sub/x.o", "x")
-	d2 := mustKey(t, in)
-	if d1.ID == d2.ID {
-		t.Fatalf("a new file in a cache_inputs directory left the key unchanged")
-	}
-	in.CacheInputs = []string{"build/**/*.o"}
-	g1 := mustKey(t, in)
-	writeFile(t, dir, "build/sub/x.o", "y")
-	if g2 := mustKey(t, in); g1.ID == g2.ID {
-		t.Fatalf("a changed glob match left the key unchanged")
-	}
-	g2 := mustKey(t, in)
-	writeFile(t, dir, "build/sub/x.txt", "not matched")
-	if g3 := mustKey(t, in); g3.ID != g2.ID {
-		t.Fatalf("a file the glob does not match changed the key")
-	}
-
-	// A one-segment glob matches at the top only.
-	in.CacheInputs = []string{"*.log"}
-	l1 := mustKey(t, in)
-	writeFile(t, dir, "build/deep/x.log", "deep")
-	if l2 := mustKey(t, in); l2.ID != l1.ID {
-		t.Fatalf("*.log matched a nested file")
-	}
-	writeFile(t, dir, "debug.log", "changed again")
-	if l3 := mustKey(t, in); l3.ID == l1.ID {
-		t.Fatalf("*.log did not match debug.log")
+	for _, s := range steps {
+		in := baseInput(dir)
+		in.CacheInputs = s.inputs
+		before := mustKey(t, in)
+		writeFile(t, dir, s.file, s.content)
+		if changed := mustKey(t, in).ID != before.ID; changed != s.changes {
+			t.Fatalf("cache_inputs %q: writing %s changed the key: %v, want %v", s.inputs, s.file, changed, s.changes)
+		}
 	}
 }
 
+// A large cache input (over ContentHashThreshold) is compared by size and
+// mtime unless ForceHashLarge, whether it is matched by name or inside a
+// matched directory.
 func TestKeyLargeCacheInput(t *testing.T) {
 	t.Parallel()
 	dir := newRepo(t)
 	path := filepath.Join(dir, "build", "big.bin")
 	content := bytes.Repeat([]byte("a"), ContentHashThreshold+1)
-	writeFile(t, dir, "build/big.bin", string(content))
 	mt := time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
-	setMtime(t, path, mt)
-
-	in := baseInput(dir)
-	in.CacheInputs = []string{"build/big.bin"}
-	force := in
-	force.ForceHashLarge = true
-	k1, f1 := mustKey(t, in), mustKey(t, force)
-
-	// Same size, same mtime, different content: size+mtime cannot see it,
-	// force hashing can.
-	content[0] = 'b'
-	writeFile(t, dir, "build/big.bin", string(content))
-	setMtime(t, path, mt)
-	if k2 := mustKey(t, in); k2.ID != k1.ID {
-		t.Fatalf("size+mtime proxy: key changed though size and mtime did not")
+	// write writes content with the same size and mtime every time.
+	write := func() {
+		writeFile(t, dir, "build/big.bin", string(content))
+		setMtime(t, path, mt)
 	}
-	if f2 := mustKey(t, force); f2.ID == f1.ID {
-		t.Fatalf("force hash: key unchanged though the content changed")
+	write()
+	for i, pattern := range []string{"build/big.bin", "build"} {
+		in := baseInput(dir)
+		in.CacheInputs = []string{pattern}
+		force := in
+		force.ForceHashLarge = true
+		k1, f1 := mustKey(t, in), mustKey(t, force)
+		// Same size, same mtime, different content: size+mtime cannot see
+		// it, force hashing can.
+		content[i] = 'b'
+		write()
+		if k2 := mustKey(t, in); k2.ID != k1.ID {
+			t.Fatalf("%s, size+mtime proxy: key changed though size and mtime did not", pattern)
+		}
+		if f2 := mustKey(t, force); f2.ID == f1.ID {
+			t.Fatalf("%s, force hash: key unchanged though the content changed", pattern)
+		}
 	}
 	// A new mtime changes the key without force.
+	in := baseInput(dir)
+	in.CacheInputs = []string{"build/big.bin"}
+	k1 := mustKey(t, in)
 	setMtime(t, path, mt.Add(time.Second))
-	if k3 := mustKey(t, in); k3.ID == k1.ID {
+	if k2 := mustKey(t, in); k2.ID == k1.ID {
 		t.Fatalf("size+mtime proxy: key unchanged though mtime changed")
-	}
-	// Force applies inside matched directories too.
-	in.CacheInputs, force.CacheInputs = []string{"build"}, []string{"build"}
-	setMtime(t, path, mt)
-	dk1, df1 := mustKey(t, in), mustKey(t, force)
-	content[1] = 'b'
-	writeFile(t, dir, "build/big.bin", string(content))
-	setMtime(t, path, mt)
-	if dk2 := mustKey(t, in); dk2.ID != dk1.ID {
-		t.Fatalf("directory, size+mtime proxy: key changed")
-	}
-	if df2 := mustKey(t, force); df2.ID == df1.ID {
-		t.Fatalf("directory, force hash: key unchanged")
 	}
 }
 

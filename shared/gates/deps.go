@@ -255,15 +255,6 @@ func Resolve(set *Set, requested []string) ([]string, error) {
 	return p.Order, nil
 }
 
-// Layers is Resolve grouped in dispatch layers (see Plan.Layers).
-func Layers(set *Set, requested []string) ([][]string, error) {
-	p, err := PlanWith(set.lookup, set.Names(), requested)
-	if err != nil {
-		return nil, err
-	}
-	return p.Layers(), nil
-}
-
 // CheckDeps reports, at the position of each depends_on entry, the
 // dependencies of local gates that depend on themselves or on a gate not
 // in set, and every dependency cycle through a local gate, at the first

@@ -49,9 +49,9 @@ func TestResolve(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(order, tc.order) {
 			t.Errorf("%s: Resolve = %v, %v; want %v", tc.name, order, err, tc.order)
 		}
-		layers, err := Layers(all, tc.requested)
-		if err != nil || !reflect.DeepEqual(layers, tc.layers) {
-			t.Errorf("%s: Layers = %v, %v; want %v", tc.name, layers, err, tc.layers)
+		p, err := PlanWith(all.lookup, all.Names(), tc.requested)
+		if err != nil || !reflect.DeepEqual(p.Layers(), tc.layers) {
+			t.Errorf("%s: Plan.Layers = %v, %v; want %v", tc.name, p.Layers(), err, tc.layers)
 		}
 	}
 }

@@ -39,12 +39,12 @@
 //
 // Load merges built-in gate files < the user's file < the project's
 // .supervisor/gates.yaml or .toml (only when trusted) < workflow gates <
-// task gates (front matter of the task's prompt, SplitFrontMatter); a later
+// task gates (front matter of the task's prompt, Checker.FrontMatter); a later
 // definition replaces the whole gate of its name, never single fields.
 //
 // # Dependencies and failure
 //
-// Resolve and Layers close a request over depends_on and order it
-// deterministically (DP-01…DP-06); ResolveOnFail decides what a failure does
-// (OF-01…OF-03).
+// Resolve and PlanWith close a request over depends_on and order it
+// deterministically (DP-01…DP-06), and Plan.Layers groups the order in
+// dispatch layers; ResolveOnFail decides what a failure does (OF-01…OF-03).
 package gates

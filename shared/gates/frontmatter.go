@@ -23,40 +23,6 @@ import (
 // front matter. Front matter that is not closed, not valid YAML or not a
 // mapping is an error, not prompt text (D-32).
 
-// FrontMatterOptions place a text inside a file for messages.
-type FrontMatterOptions struct {
-	// File names the file; default "front matter".
-	File string
-	// Line and Column are the file position of the text's first
-	// character (default 1, 1), so problems point into the file.
-	Line, Column int
-	// Origin is recorded in the gates' Source (default OriginTask).
-	Origin Origin
-	// DefaultPool is the pool of gates that set none ("" = "default").
-	DefaultPool string
-}
-
-// SplitFrontMatter splits a task's text into the gates its front matter
-// defines and the rest, the prompt proper. Positions in problems are
-// relative to text; see SplitFrontMatterWith.
-func SplitFrontMatter(text string) ([]Gate, string, error) {
-	return SplitFrontMatterWith(text, FrontMatterOptions{})
-}
-
-// SplitFrontMatterWith is SplitFrontMatter for a text at a known place in
-// a file: problems (a *ValidationError) carry file positions.
-func SplitFrontMatterWith(text string, o FrontMatterOptions) ([]Gate, string, error) {
-	if o.File == "" {
-		o.File = "front matter"
-	}
-	if o.Origin == "" {
-		o.Origin = OriginTask
-	}
-	c := NewChecker(o.File).Sub(o.Line, o.Column)
-	gs, rest, _ := c.FrontMatter(text, ParseOptions{Origin: o.Origin, DefaultPool: o.DefaultPool})
-	return gs, rest, c.Err()
-}
-
 // isDelimiter reports whether a line (without its newline) is "---".
 func isDelimiter(line string) bool {
 	return strings.TrimRight(line, " \t\r") == "---"

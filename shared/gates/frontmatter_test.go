@@ -5,8 +5,17 @@ import (
 	"testing"
 )
 
+// frontMatter splits text, which starts at line, col of file, as the
+// workflow parser does with a task's prompt: its front matter gates, the
+// rest, and the problems found.
+func frontMatter(text, file string, line, col int) ([]Gate, string, error) {
+	c := NewChecker(file).Sub(line, col)
+	gs, rest, _ := c.FrontMatter(text, ParseOptions{Origin: OriginTask})
+	return gs, rest, c.Err()
+}
+
 // Task-level gates in the context's YAML front matter (Q-8.2).
-func TestSplitFrontMatter(t *testing.T) {
+func TestFrontMatter(t *testing.T) {
 	text := `---
 gates:
   - name: integration-tests
@@ -17,7 +26,7 @@ gates:
 ---
 Implement the new caching layer for API responses.
 `
-	gs, rest, err := SplitFrontMatter(text)
+	gs, rest, err := frontMatter(text, "task.md", 1, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +36,7 @@ Implement the new caching layer for API responses.
 	if len(gs) != 2 || gs[0].Name != "integration-tests" || gs[0].Timeout != 900e9 || gs[1].Name != "performance-check" {
 		t.Fatalf("gates = %+v", gs)
 	}
-	if gs[0].Source != (Source{Origin: OriginTask, File: "front matter", Line: 3, Column: 11}) {
+	if gs[0].Source != (Source{Origin: OriginTask, File: "task.md", Line: 3, Column: 11}) {
 		t.Errorf("source = %+v", gs[0].Source)
 	}
 
@@ -44,7 +53,7 @@ Implement the new caching layer for API responses.
 		{"closing with trailing blanks", "---\ngates: {}\n---  \nx", "x", nil},
 	}
 	for _, tc := range tests {
-		gs, rest, err := SplitFrontMatter(tc.text)
+		gs, rest, err := frontMatter(tc.text, "task.md", 1, 1)
 		var names []string
 		for _, g := range gs {
 			names = append(names, g.Name)
@@ -57,8 +66,7 @@ Implement the new caching layer for API responses.
 
 // D-32: malformed front matter is an error with a position in the
 // containing file, never silently prompt text.
-func TestSplitFrontMatterProblems(t *testing.T) {
-	o := FrontMatterOptions{File: "task.md", Line: 10, Column: 7}
+func TestFrontMatterProblems(t *testing.T) {
 	tests := []struct {
 		name, text string
 		wants      []want
@@ -75,7 +83,7 @@ func TestSplitFrontMatterProblems(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := SplitFrontMatterWith(tc.text, o)
+			_, _, err := frontMatter(tc.text, "task.md", 10, 7)
 			checkProblems(t, "task.md", "", err, tc.wants)
 		})
 	}

@@ -45,6 +45,6 @@ func FuzzParseFile(f *testing.F) {
 			}
 			_, _ = Resolve(set, []string{g.Name})
 		}
-		_, _, _ = SplitFrontMatter(string(data))
+		_, _, _ = frontMatter(string(data), "task.md", 1, 1)
 	})
 }

@@ -125,16 +125,6 @@ func readFile(path string, noSymlink bool) ([]byte, bool, error) {
 	return data, true, nil
 }
 
-// LoadFile reads and parses one gate file. A missing file gives no gates
-// and no error (LD-05).
-func LoadFile(path string, origin Origin) ([]Gate, []Problem, error) {
-	data, ok, err := readFile(path, false)
-	if err != nil || !ok {
-		return nil, nil, err
-	}
-	return ParseFile(path, data, origin)
-}
-
 // Options selects the gate sources Load reads. Sources are listed from the
 // lowest precedence to the highest (LD-01); a gate of a
 // later source replaces the whole gate of the same name (LD-04).

@@ -164,10 +164,6 @@ func TestLoadMissingAndEmpty(t *testing.T) {
 	if err != nil || res.Set.Len() != 0 || len(res.Files) != 2 {
 		t.Errorf("empty files: %+v, %v", res, err)
 	}
-	gs, _, err := LoadFile(filepath.Join(dir, "absent.yaml"), OriginUser)
-	if gs != nil || err != nil {
-		t.Errorf("LoadFile(absent) = %v, %v", gs, err)
-	}
 }
 
 // Problems of every source are collected with their files; dependencies

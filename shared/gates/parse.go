@@ -153,23 +153,21 @@ func (c *Checker) NameList(n *yaml.Node, what string) ([]string, []*yaml.Node, b
 	names := make([]string, 0, len(n.Content))
 	nodes := make([]*yaml.Node, 0, len(n.Content))
 	first := map[string]int{}
-	ok := true
+	mark := len(c.Problems)
 	for _, item := range n.Content {
 		s, good := c.Str(item, what+" entry")
-		if !good {
-			ok = false
-			continue
-		}
-		if line, dup := first[s]; dup {
+		line, dup := first[s]
+		switch {
+		case !good:
+		case dup:
 			c.Addf(item, "%s lists %q twice (first at line %d)", what, s, line)
-			ok = false
-			continue
+		default:
+			first[s] = c.line(item)
+			names = append(names, s)
+			nodes = append(nodes, item)
 		}
-		first[s] = c.line(item)
-		names = append(names, s)
-		nodes = append(nodes, item)
 	}
-	return names, nodes, ok
+	return names, nodes, len(c.Problems) == mark
 }
 
 // Command returns an argv list of strings (GC-02), rejecting a string (with
@@ -189,21 +187,18 @@ func (c *Checker) Command(n *yaml.Node, what string) ([]string, bool) {
 		return nil, false
 	}
 	argv := make([]string, 0, len(n.Content))
-	ok := true
+	mark := len(c.Problems)
 	for i, item := range n.Content {
 		s, good := c.Str(item, fmt.Sprintf("%s[%d]", what, i))
-		if !good {
-			ok = false
-			continue
-		}
-		if i == 0 && strings.TrimSpace(s) == "" {
+		switch {
+		case !good:
+		case i == 0 && strings.TrimSpace(s) == "":
 			c.Addf(item, "%s: the program name is empty", what)
-			ok = false
-			continue
+		default:
+			argv = append(argv, s)
 		}
-		argv = append(argv, s)
 	}
-	if !ok {
+	if len(c.Problems) != mark {
 		return nil, false
 	}
 	return argv, true
@@ -252,38 +247,27 @@ func (c *Checker) Env(n *yaml.Node, what string) (map[string]string, bool) {
 	}
 	out := make(map[string]string, len(n.Content)/2)
 	line := map[string]int{}
-	ok := true
+	mark := len(c.Problems)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		key, good := c.Str(k, what+" name")
-		if !good {
-			ok = false
-			continue
-		}
-		if !ValidEnvName(key) {
+		first, dup := line[key]
+		switch why := EnvDenied(key); {
+		case !good:
+		case !ValidEnvName(key):
 			c.Addf(k, "invalid %s name %q: use letters, digits and '_', not starting with a digit", what, key)
-			ok = false
-			continue
-		}
-		if why := EnvDenied(key); why != "" {
+		case why != "":
 			c.Addf(k, "%s may not set %s: %s", what, key, why)
-			ok = false
-			continue
-		}
-		if first, dup := line[key]; dup {
+		case dup:
 			c.Addf(k, "%s sets %s twice (first at line %d)", what, key, first)
-			ok = false
-			continue
+		default:
+			line[key] = c.line(k)
+			if val, good := c.Str(v, fmt.Sprintf("%s value of %s", what, key)); good {
+				out[key] = val
+			}
 		}
-		line[key] = c.line(k)
-		val, good := c.Str(v, fmt.Sprintf("%s value of %s", what, key))
-		if !good {
-			ok = false
-			continue
-		}
-		out[key] = val
 	}
-	return out, ok
+	return out, len(c.Problems) == mark
 }
 
 // WorkingDir checks a working directory: relative, inside the repository,
@@ -322,36 +306,30 @@ func (c *Checker) Paths(n *yaml.Node, what string, protect bool) ([]string, bool
 		return nil, false
 	}
 	out := make([]string, 0, len(n.Content))
-	ok := true
+	mark := len(c.Problems)
 	for _, item := range n.Content {
 		s, good := c.Str(item, what+" entry")
 		if !good {
-			ok = false
 			continue
 		}
 		p, problem := relPath(s)
 		if problem == "" && (p == "" || p == ".") {
 			problem = "names the repository root; use a path or glob below it"
 		}
+		p = cleanPattern(p)
+		if problem == "" && protect {
+			problem = protectedProblem(p)
+		}
 		if problem != "" {
 			c.Addf(item, "%s entry %q %s", what, s, problem)
-			ok = false
 			continue
 		}
-		p = cleanPattern(p)
-		if protect {
-			if why := protectedProblem(p); why != "" {
-				c.Addf(item, "%s entry %q %s", what, s, why)
-				ok = false
-				continue
-			}
-			if sourceLike(p) {
-				c.Warnf(item, "%s entry %q may match source files; a gate that rewrites source would go unnoticed", what, s)
-			}
+		if protect && sourceLike(p) {
+			c.Warnf(item, "%s entry %q may match source files; a gate that rewrites source would go unnoticed", what, s)
 		}
 		out = append(out, p)
 	}
-	return out, ok
+	return out, len(c.Problems) == mark
 }
 
 // Warnings are problems that do not make a definition invalid.

@@ -291,52 +291,32 @@ func isAssignment(s string) bool {
 // or -i, or no script operand at all (it would read commands from
 // standard input, as in sudo -u x bash).
 func shellRunsCommands(args []string) bool {
-	if shellHasC(args) {
-		return true
-	}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "-":
-			return true
-		case a == "--":
-			return i+1 >= len(args)
-		case strings.HasPrefix(a, "--"):
-			if a == "--rcfile" || a == "--init-file" || a == "--init-command" {
-				i++
-			}
-		case len(a) > 1 && (a[0] == '-' || a[0] == '+'):
-			for k := 1; k < len(a); k++ {
-				switch a[k] {
-				case 's', 'i':
-					if a[0] == '-' {
-						return true
-					}
-				case 'o', 'O':
-					if k == len(a)-1 {
-						i++
-					}
-				}
-			}
-		default:
-			return false // a script file
-		}
-	}
-	return true
+	c, si, script := shellOptions(args)
+	return c || si || !script
 }
 
 // shellHasC reports whether a POSIX shell's options (before its first
 // operand, the script) include -c (or fish's --command).
 func shellHasC(args []string) bool {
+	c, _, _ := shellOptions(args)
+	return c
+}
+
+// shellOptions scans a POSIX shell's arguments up to its first operand:
+// c reports -c (or fish's --command), si -s or -i, and script whether a
+// script operand follows the options ("-" is standard input, not a
+// script). Options taking a value (-o, --rcfile …) skip it.
+func shellOptions(args []string) (c, si, script bool) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
-		case a == "--" || a == "-":
-			return false
+		case a == "-":
+			return c, si, false
+		case a == "--":
+			return c, si, i+1 < len(args)
+		case a == "--command" || strings.HasPrefix(a, "--command="):
+			c = true // fish
 		case strings.HasPrefix(a, "--"):
-			if a == "--command" || strings.HasPrefix(a, "--command=") {
-				return true // fish
-			}
 			if a == "--rcfile" || a == "--init-file" || a == "--init-command" {
 				i++
 			}
@@ -344,9 +324,9 @@ func shellHasC(args []string) bool {
 			for k := 1; k < len(a); k++ {
 				switch a[k] {
 				case 'c':
-					if a[0] == '-' {
-						return true
-					}
+					c = c || a[0] == '-'
+				case 's', 'i':
+					si = si || a[0] == '-'
 				case 'o', 'O':
 					if k == len(a)-1 {
 						i++
@@ -354,10 +334,10 @@ func shellHasC(args []string) bool {
 				}
 			}
 		default:
-			return false
+			return c, si, true
 		}
 	}
-	return false
+	return c, si, false
 }
 
 // winHasCommand reports whether cmd or powershell, met later in argv, is

@@ -38,6 +38,7 @@ func TestShellCommand(t *testing.T) {
 		{[]string{"env", "-S", "bash -c x"}, "bash"},
 		{[]string{"env", "--split-string=dash -c x"}, "dash"},
 		{[]string{"xargs", "-0", "sh", "-c", "x"}, "sh"},
+		{[]string{"xargs", "-n1", "-P", "4", "sh", "-c", "x"}, "sh"},
 		{[]string{"xargs", "-n1", "-P", "4", "-I", "{}", "ksh", "-c", "x"}, "ksh"},
 		{[]string{"sudo", "-u", "x", "bash"}, "bash"},
 		{[]string{"sudo", "-u", "x", "-g", "y", "PATHX=1", "bash", "-c", "x"}, "bash"},

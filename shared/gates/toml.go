@@ -62,15 +62,10 @@ func (b *tomlBuilder) build() *yaml.Node {
 		case unstable.KeyValue:
 			b.keyValue(cur, e)
 		case unstable.Table, unstable.ArrayTable:
-			keys := b.keys(e.Key())
-			if len(keys) == 0 {
+			parent, last := b.path(root, e.Key())
+			if last == nil {
 				continue
 			}
-			parent := root
-			for _, k := range keys[:len(keys)-1] {
-				parent = b.child(parent, k)
-			}
-			last := keys[len(keys)-1]
 			if e.Kind == unstable.Table {
 				cur = b.child(parent, last)
 				continue
@@ -112,6 +107,20 @@ func (b *tomlBuilder) keys(it unstable.Iterator) []*yaml.Node {
 		out = append(out, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: string(k.Data), Line: line, Column: col})
 	}
 	return out
+}
+
+// path follows a (dotted) key from table t: it returns the table holding
+// the key's last part, creating the tables on the way, and that last
+// part; nil, nil for an empty key.
+func (b *tomlBuilder) path(t *yaml.Node, it unstable.Iterator) (parent, last *yaml.Node) {
+	keys := b.keys(it)
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	for _, k := range keys[:len(keys)-1] {
+		t = b.child(t, k)
+	}
+	return t, keys[len(keys)-1]
 }
 
 // tableStart finds the '[' that opens a table header, from its key node.
@@ -166,15 +175,10 @@ func (b *tomlBuilder) child(parent, key *yaml.Node) *yaml.Node {
 
 // keyValue adds a key = value expression to table cur.
 func (b *tomlBuilder) keyValue(cur *yaml.Node, e *unstable.Node) {
-	keys := b.keys(e.Key())
-	if len(keys) == 0 {
+	target, last := b.path(cur, e.Key())
+	if last == nil {
 		return
 	}
-	target := cur
-	for _, k := range keys[:len(keys)-1] {
-		target = b.child(target, k)
-	}
-	last := keys[len(keys)-1]
 	// The value starts after '=' and blanks.
 	off := offsetOf(b.data, last.Line, last.Column) + len(last.Value)
 	if eq := bytes.IndexByte(b.data[off:], '='); eq >= 0 {

@@ -91,7 +91,7 @@ func TestUnsafeGitPointer(t *testing.T) {
 		name  string
 		setup func(t *testing.T, dir string)
 		opts  func(f fixture) Options
-		want  string // substring of Baseline.Unsafe()
+		want  string // substring of Baseline.unsafe
 	}{
 		{
 			name: "points at an unrelated repository",
@@ -159,8 +159,8 @@ func TestUnsafeGitPointer(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Capture: %v", err)
 			}
-			if !strings.Contains(b.Unsafe(), tt.want) || b.Unsafe() == "" {
-				t.Fatalf("Unsafe() = %q, want it to contain %q", b.Unsafe(), tt.want)
+			if !strings.Contains(b.unsafe, tt.want) || b.unsafe == "" {
+				t.Fatalf("unsafe = %q, want it to contain %q", b.unsafe, tt.want)
 			}
 			r := check(t, b)
 			assertReport(t, r, []Violation{{Path: ".git", Kind: KindGit, Detail: "unsafe"}}, nil)

@@ -99,8 +99,8 @@ func capture(t testing.TB, f fixture, opts Options) *Baseline {
 	if err != nil {
 		t.Fatalf("Capture: %v", err)
 	}
-	if b.Unsafe() != "" {
-		t.Fatalf("Capture: unexpectedly unsafe: %s", b.Unsafe())
+	if b.unsafe != "" {
+		t.Fatalf("Capture: unexpectedly unsafe: %s", b.unsafe)
 	}
 	return b
 }

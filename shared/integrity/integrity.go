@@ -289,17 +289,8 @@ type Baseline struct {
 	stats   Stats
 }
 
-// Dir returns the work tree root the baseline was captured from
-// (absolute, symbolic links resolved).
-func (b *Baseline) Dir() string { return b.root }
-
 // Stats returns figures about the capture.
 func (b *Baseline) Stats() Stats { return b.stats }
-
-// Unsafe returns why the work tree's .git could not be trusted at capture
-// (GI-04), or "". A baseline with an unsafe .git reports a violation on
-// every check.
-func (b *Baseline) Unsafe() string { return b.unsafe }
 
 func (b *Baseline) runner() gitRunner {
 	return gitRunner{bin: b.opts.Git, gitDir: b.layout.gitDir, workTree: b.root, timeout: b.opts.GitTimeout}

@@ -141,21 +141,38 @@ func (e *runEnv) leaseFree(m Meta) {
 	_ = e.Store.Release(testkit.Context(e.t, 30*time.Second), l)
 }
 
+// run runs work as delivery n (of at most 3) of job m, as a runner
+// calls Run, and fails t unless the disposition is want.
+func (e *runEnv) run(t *testing.T, ctx context.Context, cancels *Cancels, n uint64, m Meta, want string, work Work) {
+	t.Helper()
+	disp := Run(ctx, e.deps, cancels, &bus.Delivery{Number: n, MaxDeliver: 3}, m, work, e.errReport(m))
+	if disp.String() != want {
+		t.Fatalf("delivery %d: disposition %s, want %s", n, disp, want)
+	}
+}
+
+// doneWithin reports whether ctx ends within d.
+func doneWithin(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
 func TestRunDispositions(t *testing.T) {
 	t.Parallel()
 	e := newRunEnv(t)
-	deliv := func(n uint64) *bus.Delivery { return &bus.Delivery{Number: n, MaxDeliver: 3} }
+	bg := context.Background()
 
 	t.Run("success acks after the result", func(t *testing.T) {
 		m := e.meta()
 		var workToken uint64
-		disp := Run(context.Background(), e.deps, nil, deliv(1), m, func(ctx context.Context, token uint64) Outcome {
+		e.run(t, bg, nil, 1, m, "ack", func(ctx context.Context, token uint64) Outcome {
 			workToken = token
 			return Outcome{Report: result(m, token, protocol.GatePassed, "")}
-		}, e.errReport(m))
-		if disp.String() != "ack" {
-			t.Fatalf("disposition %s, want ack", disp)
-		}
+		})
 		s := e.expectStarted(m, 1)
 		if s.LeaseToken != workToken {
 			t.Errorf("started token %d, work got %d", s.LeaseToken, workToken)
@@ -166,12 +183,9 @@ func TestRunDispositions(t *testing.T) {
 
 	t.Run("retry hands back after the report", func(t *testing.T) {
 		m := e.meta()
-		disp := Run(context.Background(), e.deps, nil, deliv(1), m, func(ctx context.Context, token uint64) Outcome {
+		e.run(t, bg, nil, 1, m, "nak(700ms)", func(ctx context.Context, token uint64) Outcome {
 			return Outcome{Report: result(m, token, protocol.GatePending, ""), Retry: 700 * time.Millisecond}
-		}, e.errReport(m))
-		if disp.String() != "nak(700ms)" {
-			t.Fatalf("disposition %s, want nak(700ms)", disp)
-		}
+		})
 		s := e.expectStarted(m, 1)
 		e.expectResult(m, s.LeaseToken, protocol.GatePending)
 		e.leaseFree(m)
@@ -180,12 +194,9 @@ func TestRunDispositions(t *testing.T) {
 	t.Run("infrastructure error is handed back with backoff", func(t *testing.T) {
 		m := e.meta()
 		for n := uint64(1); n <= 2; n++ {
-			disp := Run(context.Background(), e.deps, nil, deliv(n), m, func(ctx context.Context, token uint64) Outcome {
+			e.run(t, bg, nil, n, m, fmt.Sprintf("nak(%s)", backoff(n)), func(ctx context.Context, token uint64) Outcome {
 				return Outcome{Err: errors.New("mirror unavailable")}
-			}, e.errReport(m))
-			if want := fmt.Sprintf("nak(%s)", backoff(n)); disp.String() != want {
-				t.Fatalf("delivery %d: disposition %s, want %s", n, disp, want)
-			}
+			})
 			e.expectStarted(m, n)
 		}
 		e.NoReports(200 * time.Millisecond)
@@ -194,12 +205,9 @@ func TestRunDispositions(t *testing.T) {
 
 	t.Run("infrastructure error on the last delivery is reported", func(t *testing.T) {
 		m := e.meta()
-		disp := Run(context.Background(), e.deps, nil, deliv(3), m, func(ctx context.Context, token uint64) Outcome {
+		e.run(t, bg, nil, 3, m, "ack", func(ctx context.Context, token uint64) Outcome {
 			return Outcome{Err: errors.New("mirror unavailable")}
-		}, e.errReport(m))
-		if disp.String() != "ack" {
-			t.Fatalf("disposition %s, want ack", disp)
-		}
+		})
 		s := e.expectStarted(m, 3)
 		if g := e.expectResult(m, s.LeaseToken, protocol.GateError); !strings.Contains(g.Error, "mirror unavailable") {
 			t.Errorf("error report %q", g.Error)
@@ -213,13 +221,10 @@ func TestRunDispositions(t *testing.T) {
 			t.Fatal(err)
 		}
 		called := false
-		disp := Run(context.Background(), e.deps, nil, deliv(2), m, func(ctx context.Context, token uint64) Outcome {
+		e.run(t, bg, nil, 2, m, fmt.Sprintf("nak(%s)", ackWait/3), func(ctx context.Context, token uint64) Outcome {
 			called = true
 			return Outcome{}
-		}, e.errReport(m))
-		if want := fmt.Sprintf("nak(%s)", ackWait/3); disp.String() != want {
-			t.Fatalf("disposition %s, want %s", disp, want)
-		}
+		})
 		if called {
 			t.Error("work ran without the lease")
 		}
@@ -232,14 +237,11 @@ func TestRunDispositions(t *testing.T) {
 	t.Run("shutdown hands the job straight back", func(t *testing.T) {
 		m := e.meta()
 		ctx, cancel := context.WithCancel(context.Background())
-		disp := Run(ctx, e.deps, nil, deliv(1), m, func(jctx context.Context, token uint64) Outcome {
+		e.run(t, ctx, nil, 1, m, "nak(0s)", func(jctx context.Context, token uint64) Outcome {
 			cancel()
 			<-jctx.Done()
 			return Outcome{Report: result(m, token, protocol.GateFailed, "killed")}
-		}, e.errReport(m))
-		if disp.String() != "nak(0s)" {
-			t.Fatalf("disposition %s, want nak(0s)", disp)
-		}
+		})
 		e.expectStarted(m, 1)
 		e.NoReports(200 * time.Millisecond)
 		e.leaseFree(m)
@@ -247,21 +249,16 @@ func TestRunDispositions(t *testing.T) {
 
 	t.Run("lost lease abandons the job", func(t *testing.T) {
 		m := e.meta()
-		disp := Run(context.Background(), e.deps, nil, deliv(1), m, func(jctx context.Context, token uint64) Outcome {
+		e.run(t, bg, nil, 1, m, "abandon", func(jctx context.Context, token uint64) Outcome {
 			// Another runner takes over: the lease vanishes underneath.
-			if err := e.Store.Release(context.Background(), state.Lease{Key: "lease/" + m.JobID, Owner: "test-host", Token: token}); err != nil {
+			if err := e.Store.Release(bg, state.Lease{Key: "lease/" + m.JobID, Owner: "test-host", Token: token}); err != nil {
 				t.Errorf("release underneath: %v", err)
 			}
-			select {
-			case <-jctx.Done():
-			case <-time.After(5 * time.Second):
+			if !doneWithin(jctx, 5*time.Second) {
 				t.Error("job context not cancelled after the lease was lost")
 			}
 			return Outcome{Report: result(m, token, protocol.GatePassed, "")}
-		}, e.errReport(m))
-		if disp.String() != "abandon" {
-			t.Fatalf("disposition %s, want abandon", disp)
-		}
+		})
 		e.expectStarted(m, 1)
 		e.NoReports(200 * time.Millisecond)
 	})
@@ -274,30 +271,23 @@ func TestRunDispositions(t *testing.T) {
 		}
 		defer sub.Unsubscribe() //nolint:errcheck
 		m := e.meta()
-		disp := Run(context.Background(), e.deps, &cancels, deliv(1), m, func(jctx context.Context, token uint64) Outcome {
+		e.run(t, bg, &cancels, 1, m, "ack", func(jctx context.Context, token uint64) Outcome {
 			// Another workflow's cancellation does not touch this job.
 			if err := e.deps.Bus.NC.Publish(protocol.CancelSubject("wf-other"), nil); err != nil {
 				t.Error(err)
 			}
 			_ = e.deps.Bus.NC.Flush()
-			select {
-			case <-jctx.Done():
+			if doneWithin(jctx, 200*time.Millisecond) {
 				t.Error("job cancelled by another workflow's announcement")
-			case <-time.After(200 * time.Millisecond):
 			}
 			if err := e.deps.Bus.NC.Publish(protocol.CancelSubject(m.WorkflowID), nil); err != nil {
 				t.Error(err)
 			}
-			select {
-			case <-jctx.Done():
-			case <-time.After(5 * time.Second):
+			if !doneWithin(jctx, 5*time.Second) {
 				t.Error("job not cancelled by its workflow's announcement")
 			}
 			return Outcome{Report: result(m, token, protocol.GateFailed, "cancelled")}
-		}, e.errReport(m))
-		if disp.String() != "ack" {
-			t.Fatalf("disposition %s, want ack", disp)
-		}
+		})
 		s := e.expectStarted(m, 1)
 		e.expectResult(m, s.LeaseToken, protocol.GateFailed)
 		e.leaseFree(m)

@@ -13,7 +13,6 @@ import (
 
 // Pattern is a compiled glob.
 type Pattern struct {
-	src string
 	re  *regexp.Regexp
 	lit string // used when the pattern cannot compile (PM-06)
 }
@@ -35,13 +34,10 @@ func Compile(pattern string) *Pattern {
 	p := Normalize(pattern)
 	re, err := regexp.Compile("^" + translate(p) + "$")
 	if err != nil {
-		return &Pattern{src: pattern, lit: p}
+		return &Pattern{lit: p}
 	}
-	return &Pattern{src: pattern, re: re}
+	return &Pattern{re: re}
 }
-
-// String returns the pattern as written.
-func (p *Pattern) String() string { return p.src }
 
 // Match reports whether path matches the pattern.
 func (p *Pattern) Match(path string) bool {
@@ -54,16 +50,6 @@ func (p *Pattern) Match(path string) bool {
 
 // Match compiles pattern and matches path against it.
 func Match(pattern, path string) bool { return Compile(pattern).Match(path) }
-
-// MatchAny reports whether path matches any of the patterns.
-func MatchAny(patterns []string, path string) bool {
-	for _, p := range patterns {
-		if Match(p, path) {
-			return true
-		}
-	}
-	return false
-}
 
 // HasMeta reports whether s contains glob syntax.
 func HasMeta(s string) bool { return strings.ContainsAny(s, "*?[") }

@@ -3,7 +3,6 @@ package protocol
 import (
 	"fmt"
 	"regexp"
-	"strings"
 )
 
 // Streams, subjects and buckets. docs/protocol.md documents each.
@@ -117,11 +116,6 @@ func ValidName(s string) bool { return nameRE.MatchString(s) }
 
 // NameRule describes ValidName for error messages.
 const NameRule = "lowercase letters, digits, '-' and '_', starting with a letter or digit, at most 64 characters"
-
-// SplitResultSubject returns the workflow id of a result subject.
-func SplitResultSubject(subject string) (string, bool) {
-	return strings.CutPrefix(subject, "sup.res.")
-}
 
 // CancelSubject is the core-NATS subject on which the coordinator announces
 // that workflow wf was cancelled, so runners can stop its jobs early.

@@ -114,6 +114,15 @@ func diffBytes(t *testing.T, dir, from, to string) []byte {
 	return []byte(testkit.GitOutput(t, dir, "diff", "--no-ext-diff", "--no-textconv", "--binary", "--full-index", from, to))
 }
 
+// integration is a bare clone of the repository: an integration
+// repository like the coordinator's, for ApplyToBranch.
+func (r *userRepo) integration(t *testing.T) string {
+	t.Helper()
+	bare := filepath.Join(t.TempDir(), "integration.git")
+	testkit.Git(t, "", "clone", "--quiet", "--bare", r.dir, bare)
+	return bare
+}
+
 // upload puts the repository's bundle at rev into the bundles store.
 func (r *userRepo) upload(t *testing.T, s stores, rev string) protocol.RepoRef {
 	t.Helper()

@@ -448,8 +448,7 @@ func TestApplyToBranch(t *testing.T) {
 	t.Parallel()
 	ctx := testkit.Context(t, 30*time.Second)
 	r := newUserRepo(t)
-	bare := filepath.Join(t.TempDir(), "integration.git")
-	testkit.Git(t, "", "clone", "--quiet", "--bare", r.dir, bare)
+	bare := r.integration(t)
 
 	c1, err := ApplyToBranch(ctx, bare, "sup/wf1", r.base, r.p1, "node a")
 	if err != nil {
@@ -514,8 +513,7 @@ func TestApplyToBranchWithDateIsReproducible(t *testing.T) {
 	date := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	var tips [2][2]string
 	for i := range tips {
-		bare := filepath.Join(t.TempDir(), "integration.git")
-		testkit.Git(t, "", "clone", "--quiet", "--bare", r.dir, bare)
+		bare := r.integration(t)
 		for j, p := range [][]byte{r.p1, r.p2} {
 			c, err := ApplyToBranch(ctx, bare, "sup/wf1", r.base, p, fmt.Sprintf("node %d", j), CommitDate(date.Add(time.Duration(j)*time.Minute)))
 			if err != nil {
@@ -542,8 +540,7 @@ func TestExportImportBranch(t *testing.T) {
 	t.Parallel()
 	ctx := testkit.Context(t, 30*time.Second)
 	r := newUserRepo(t)
-	bare := filepath.Join(t.TempDir(), "integration.git")
-	testkit.Git(t, "", "clone", "--quiet", "--bare", r.dir, bare)
+	bare := r.integration(t)
 	if _, err := ApplyToBranch(ctx, bare, "sup/wf1", r.base, r.p1, "node a"); err != nil {
 		t.Fatal(err)
 	}

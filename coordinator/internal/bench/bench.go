@@ -441,12 +441,12 @@ func computeRatios(rep *Report) {
 	base := byName[rep.Baseline]
 	for i := range rep.Results {
 		res := &rep.Results[i]
-		if base != nil && base.Throughput > 0 {
-			res.ThroughputRatio = res.Throughput / base.Throughput
+		if base != nil {
+			res.ThroughputRatio = ratioTo(res.Throughput, base.Throughput)
 		}
 		res.LatencyReference = latencyReference[res.Scenario]
-		if ref := byName[res.LatencyReference]; ref != nil && ref.LatencyP50Micros > 0 {
-			res.LatencyRatio = res.LatencyP50Micros / ref.LatencyP50Micros
+		if ref := byName[res.LatencyReference]; ref != nil {
+			res.LatencyRatio = ratioTo(res.LatencyP50Micros, ref.LatencyP50Micros)
 		}
 	}
 }

@@ -92,22 +92,17 @@ type KeyOp struct {
 
 // Op returns the named operation's figures, or nil.
 func (c *CacheKeyReport) Op(name string) *KeyOp {
-	for i := range c.Ops {
-		if c.Ops[i].Name == name {
-			return &c.Ops[i]
-		}
-	}
-	return nil
+	return named(c.Ops, name, func(o *KeyOp) string { return o.Name })
 }
 
 // computeRatios fills in each operation's ratio to the reference.
 func (c *CacheKeyReport) computeRatios() {
-	ref := c.Op(c.Reference)
+	var ref float64
+	if r := c.Op(c.Reference); r != nil {
+		ref = r.P50Micros
+	}
 	for i := range c.Ops {
-		c.Ops[i].Ratio = 0
-		if ref != nil && ref.P50Micros > 0 {
-			c.Ops[i].Ratio = c.Ops[i].P50Micros / ref.P50Micros
-		}
+		c.Ops[i].Ratio = ratioTo(c.Ops[i].P50Micros, ref)
 	}
 }
 
@@ -159,8 +154,10 @@ func (r *runner) runCacheKey(ctx context.Context, fs *fleetSession) (*CacheKeyRe
 	// git re-reads them on every status until it rewrites the index in a
 	// later second. Wait for that second, so the warm-up status settles
 	// the index as it would be in any workspace not touched this instant.
-	if err := sleepCtx(ctx, 1100*time.Millisecond); err != nil {
-		return nil, err
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(1100 * time.Millisecond):
 	}
 
 	rep := &CacheKeyReport{Files: r.cfg.RepoFiles, ChangedFiles: r.cfg.ChangedFiles, Iterations: r.cfg.KeyIterations,
@@ -348,17 +345,6 @@ func gitStatus(ctx context.Context, dir string) ([]byte, error) {
 		return nil, fmt.Errorf("git status: %v: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	return out, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func randomHex(n int) string {

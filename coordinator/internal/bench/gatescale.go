@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
+	"github.com/supervisorhq/supervisor/shared/config"
 )
 
 // GateScalePool is the runner pool of the gate-scale scenario's gates: only
@@ -283,7 +284,7 @@ func (r *runner) startGateRunner(ctx context.Context, bin, natsURL string, i int
 		"--pools", GateScalePool, "--concurrency", "1", "--sandbox", r.cfg.gateSandbox(), "--sandbox-path", GateScaleSandboxPath,
 		"--drain-timeout", "10s")
 	cmd.Dir = dir
-	cmd.Env = childEnv()
+	cmd.Env = config.ChildEnv()
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {
 		lf.Close()
@@ -345,19 +346,6 @@ func runnersCPU(procs []*runnerProc) time.Duration {
 		sum += processCPU(p.cmd.Process.Pid)
 	}
 	return sum
-}
-
-// childEnv is the runner processes' environment: the bench's, without
-// SUPERVISOR_* settings (a Redis URL, say) that would point them at
-// another state store, or GIT_* variables that would redirect git.
-func childEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "SUPERVISOR_") && !strings.HasPrefix(kv, "GIT_") {
-			env = append(env, kv)
-		}
-	}
-	return env
 }
 
 // tail returns the end of a log file, for error messages.

@@ -22,6 +22,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/supervisorhq/supervisor/gaterunner"
+	"github.com/supervisorhq/supervisor/shared/config"
 	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
@@ -183,34 +184,26 @@ type EnginePhases struct {
 
 // Variant returns the named variant's figures, or nil.
 func (s *SandboxReport) Variant(name string) *SandboxVariant {
-	for i := range s.Variants {
-		if s.Variants[i].Name == name {
-			return &s.Variants[i]
-		}
-	}
-	return nil
+	return named(s.Variants, name, func(v *SandboxVariant) string { return v.Name })
 }
 
 // computeRatios fills in each variant's overhead and ratios.
 func (s *SandboxReport) computeRatios() {
-	ref := s.Variant(s.Reference)
-	run := s.Variant(VariantDockerRun)
-	hardened := s.Variant(VariantDockerRunHardened)
+	p50 := func(name string) float64 {
+		if v := s.Variant(name); v != nil {
+			return v.P50Micros
+		}
+		return 0
+	}
+	ref, run, hardened := p50(s.Reference), p50(VariantDockerRun), p50(VariantDockerRunHardened)
 	for i := range s.Variants {
 		v := &s.Variants[i]
-		v.OverheadMillis, v.RatioToProcess, v.RatioToDockerRun, v.RatioToHardened = 0, 0, 0, 0
-		if ref != nil && ref.P50Micros > 0 {
-			v.OverheadMillis = (v.P50Micros - ref.P50Micros) / 1e3
-			v.RatioToProcess = v.P50Micros / ref.P50Micros
+		v.OverheadMillis, v.RatioToProcess, v.RatioToDockerRun, v.RatioToHardened = 0, ratioTo(v.P50Micros, ref), 0, 0
+		if ref > 0 {
+			v.OverheadMillis = (v.P50Micros - ref) / 1e3
 		}
-		if v.Name == VariantProcess {
-			continue
-		}
-		if run != nil && run.P50Micros > 0 {
-			v.RatioToDockerRun = v.P50Micros / run.P50Micros
-		}
-		if hardened != nil && hardened.P50Micros > 0 {
-			v.RatioToHardened = v.P50Micros / hardened.P50Micros
+		if v.Name != VariantProcess {
+			v.RatioToDockerRun, v.RatioToHardened = ratioTo(v.P50Micros, run), ratioTo(v.P50Micros, hardened)
 		}
 	}
 }
@@ -633,7 +626,7 @@ func makeWorkspace(ctx context.Context, dir string) error {
 	} {
 		cmd := exec.CommandContext(ctx, "git", args...)
 		cmd.Dir = dir
-		cmd.Env = childEnv()
+		cmd.Env = config.ChildEnv()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
 		}

@@ -50,6 +50,25 @@ func rank(sorted []time.Duration, q float64) time.Duration {
 
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
+// ratioTo is v over ref, or 0 when there is no reference figure (ref 0: the
+// reference did not run, or measured nothing).
+func ratioTo(v, ref float64) float64 {
+	if ref <= 0 {
+		return 0
+	}
+	return v / ref
+}
+
+// named returns the element of items that nameOf names name, or nil.
+func named[T any](items []T, name string, nameOf func(*T) string) *T {
+	for i := range items {
+		if nameOf(&items[i]) == name {
+			return &items[i]
+		}
+	}
+	return nil
+}
+
 // memMeter measures the process's allocations and CPU time between start
 // and stop.
 type memMeter struct {

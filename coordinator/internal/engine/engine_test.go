@@ -196,6 +196,22 @@ func (e *env) tryNext(kind protocol.JobKind, pool string, timeout time.Duration)
 	return j
 }
 
+// nextN takes the next n jobs of kind from the default pool, keyed by
+// node (agent jobs) or by node/gate (gate jobs).
+func (e *env) nextN(kind protocol.JobKind, n int) map[string]*taken {
+	e.t.Helper()
+	jobs := map[string]*taken{}
+	for range n {
+		j := e.next(kind, "default", 5*time.Second)
+		if j.agent != nil {
+			jobs[j.agent.NodeID] = j
+		} else {
+			jobs[j.gate.NodeID+"/"+j.gate.Gate] = j
+		}
+	}
+	return jobs
+}
+
 // noJob fails if a job of kind is published on pool within wait.
 func (e *env) noJob(kind protocol.JobKind, pool string, wait time.Duration, why string) {
 	e.t.Helper()
@@ -490,11 +506,7 @@ tasks:
     gates: []
 `)
 	// a and b are ready at once; c is not.
-	jobs := map[string]*taken{}
-	for i := 0; i < 2; i++ {
-		j := e.next(protocol.KindAgent, "default", 5*time.Second)
-		jobs[j.agent.NodeID] = j
-	}
+	jobs := e.nextN(protocol.KindAgent, 2)
 	if jobs["a"] == nil || jobs["b"] == nil {
 		t.Fatalf("first agent jobs = %v, want a and b", jobs)
 	}
@@ -661,18 +673,10 @@ tasks:
     prompt: good
     gates: [ci, vet]
 `)
-	agents := map[string]*taken{}
-	for i := 0; i < 2; i++ {
-		j := e.next(protocol.KindAgent, "default", 5*time.Second)
-		agents[j.agent.NodeID] = j
-	}
+	agents := e.nextN(protocol.KindAgent, 2)
 	e.agentDone(agents["bad"], 1, protocol.AgentSucceeded, nil)
 	e.agentDone(agents["good"], 2, protocol.AgentSucceeded, nil)
-	gates := map[string]*taken{}
-	for i := 0; i < 4; i++ {
-		j := e.next(protocol.KindGate, "default", 5*time.Second)
-		gates[j.gate.NodeID+"/"+j.gate.Gate] = j
-	}
+	gates := e.nextN(protocol.KindGate, 4)
 	// ci reports pending (exit 75): the runner polls it again later.
 	e.report(&protocol.Report{Type: protocol.ReportGateResult, Gate: &protocol.GateResult{
 		JobID: gates["bad/ci"].id(), WorkflowID: wf, NodeID: "bad", Gate: "ci", Attempt: 1, LeaseToken: 10,
@@ -1033,11 +1037,7 @@ func TestCancelThroughAPI(t *testing.T) {
 	e := newEnv(t, bus.Config{})
 	e.start()
 	wf := e.submit("name: cancel\ndefaults:\n  " + agentCmd + "tasks:\n  - id: a\n    prompt: a\n  - id: b\n    prompt: b\n    depends_on: [a]\n  - id: c\n    prompt: c\n")
-	jobs := map[string]*taken{}
-	for i := 0; i < 2; i++ {
-		j := e.next(protocol.KindAgent, "default", 5*time.Second)
-		jobs[j.agent.NodeID] = j
-	}
+	jobs := e.nextN(protocol.KindAgent, 2)
 	e.started(jobs["a"], 1)
 	e.waitNode(wf, "a", protocol.NodeRunning)
 

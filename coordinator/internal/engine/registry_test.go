@@ -468,13 +468,10 @@ func TestNodeGateRemoveAndReAdd(t *testing.T) {
 		j := e.next(protocol.KindAgent, "default", 5*time.Second)
 		e.started(j, token)
 		e.agentDone(j, token, protocol.AgentSucceeded, e.makePatch(j, "a.txt", "a\n"))
-		jobs := map[string]*taken{}
-		for i := 0; i < 2; i++ {
-			g := e.next(protocol.KindGate, "default", 5*time.Second)
-			jobs[g.gate.Gate] = g
-		}
+		out := e.nextN(protocol.KindGate, 2)
+		jobs := map[string]*taken{"vet": out["a/vet"], "slow": out["a/slow"]}
 		if jobs["vet"] == nil || jobs["slow"] == nil {
-			t.Fatalf("gate jobs of %s = %v", wf, jobs)
+			t.Fatalf("gate jobs of %s = %v", wf, out)
 		}
 		return jobs
 	}

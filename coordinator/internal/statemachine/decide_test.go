@@ -147,6 +147,15 @@ func TestScheduling(t *testing.T) {
 func TestGateFanOutAndFold(t *testing.T) {
 	const gates = "gates:\n  - {name: vet, command: [vet]}\n  - {name: test, command: [test], depends_on: [vet]}\n" +
 		"  - {name: lint, command: [lint], pool: lint}\n"
+	// A deeper plan: test needs build and vet, race needs test, e2e needs
+	// build; task a runs race, lint and e2e, so all six.
+	const deep = "name: g\n" + agent + "gates:\n  - {name: vet, command: [vet]}\n  - {name: build, command: [build]}\n" +
+		"  - {name: test, command: [test], depends_on: [build, vet]}\n  - {name: race, command: [race], depends_on: [test]}\n" +
+		"  - {name: lint, command: [lint]}\n  - {name: e2e, command: [e2e], depends_on: [build]}\n" +
+		"tasks:\n  - {id: a, prompt: a, gates: [race, lint, e2e]}\n"
+	deepLayer0 := agentStep("agent succeeds: layer 0 dispatched", "a", 1, protocol.AgentSucceeded, false,
+		"node.agent_done a succeeded", "gate.dispatched a/build r1", "publish gate a/build r1",
+		"gate.dispatched a/lint r1", "publish gate a/lint r1", "gate.dispatched a/vet r1", "publish gate a/vet r1")
 	runScenarios(t, []scenario{{
 		name:   "layers, then integrate",
 		yaml:   "name: g\n" + agent + gates + "tasks:\n  - {id: a, prompt: a, gates: [test, lint]}\n",
@@ -191,6 +200,39 @@ func TestGateFanOutAndFold(t *testing.T) {
 			if r := w.node("a").Reason; r != "gates did not pass: vet failed" {
 				t.Errorf("reason %q", r)
 			}
+		},
+	}, {
+		// DP-07/DP-08 in the deeper plan.
+		name:   "a gate waits for every dependency; a timeout skips its dependents transitively",
+		yaml:   deep,
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			deepLayer0,
+			gateStep("build passes: e2e follows, test still waits for vet", "a", "build", 1, protocol.GatePassed,
+				"gate.finished a/build passed", "gate.dispatched a/e2e r1", "publish gate a/e2e r1"),
+			gateStep("vet times out: test and race skipped", "a", "vet", 1, protocol.GateTimeout,
+				"gate.finished a/vet timeout", "gate.finished a/test skipped", "gate.finished a/race skipped"),
+			gateStep("e2e passes", "a", "e2e", 1, protocol.GatePassed, "gate.finished a/e2e passed"),
+			gateStep("lint passes: the node fails on vet", "a", "lint", 1, protocol.GatePassed,
+				"gate.finished a/lint passed", "node.finished a failed", "finish failed"),
+		},
+		after: func(t *testing.T, w *world) {
+			if r := w.node("a").Reason; r != "gates did not pass: vet timeout" {
+				t.Errorf("reason %q", r)
+			}
+		},
+	}, {
+		name:   "an error skips its dependents at once, though another dependency still runs",
+		yaml:   deep,
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			deepLayer0,
+			gateStep("build errs while vet runs: e2e, test and race skipped", "a", "build", 1, protocol.GateError,
+				"gate.finished a/build error", "gate.finished a/e2e skipped", "gate.finished a/test skipped",
+				"gate.finished a/race skipped"),
+			gateStep("vet passes", "a", "vet", 1, protocol.GatePassed, "gate.finished a/vet passed"),
+			gateStep("lint passes: the node fails on build", "a", "lint", 1, protocol.GatePassed,
+				"gate.finished a/lint passed", "node.finished a failed", "finish failed"),
 		},
 	}, {
 		name: "failed outranks pending",
@@ -238,14 +280,17 @@ func TestGateFanOutAndFold(t *testing.T) {
 func TestPendingGates(t *testing.T) {
 	yaml := "name: p\n" + agent + "gates:\n  - {name: ci, command: [ci], poll_interval: 10s, max_pending: 1m}\n" +
 		"tasks:\n  - {id: a, prompt: a, gates: [ci]}\n"
+	// Both scenarios start alike: the agent succeeds, ci reports pending.
+	ciOut := agentStep("agent succeeds", "a", 1, protocol.AgentSucceeded, false,
+		"node.agent_done a succeeded", "gate.dispatched a/ci r1", "publish gate a/ci r1")
+	ciPending := gateStep("pending", "a", "ci", 1, protocol.GatePending, "gate.finished a/ci pending")
 	runScenarios(t, []scenario{{
 		name:   "polled, then passing",
 		yaml:   yaml,
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
 		steps: []step{
-			agentStep("agent succeeds", "a", 1, protocol.AgentSucceeded, false,
-				"node.agent_done a succeeded", "gate.dispatched a/ci r1", "publish gate a/ci r1"),
-			gateStep("pending", "a", "ci", 1, protocol.GatePending, "gate.finished a/ci pending"),
+			ciOut,
+			ciPending,
 			{"9 s later: not yet", func(w *world) []string { return w.later(9 * time.Second) }, nil},
 			{"10 s: polled as round 2", func(w *world) []string { return w.later(time.Second) },
 				lines("gate.dispatched a/ci r2 poll", "publish gate a/ci r2")},
@@ -261,9 +306,8 @@ func TestPendingGates(t *testing.T) {
 		yaml:   yaml,
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
 		steps: []step{
-			agentStep("agent succeeds", "a", 1, protocol.AgentSucceeded, false,
-				"node.agent_done a succeeded", "gate.dispatched a/ci r1", "publish gate a/ci r1"),
-			gateStep("pending", "a", "ci", 1, protocol.GatePending, "gate.finished a/ci pending"),
+			ciOut,
+			ciPending,
 			{"wake-up at the next poll", func(w *world) []string {
 				d := statemachine.Decide(w.wf(), w.now, func(string) bool { return true })
 				return []string{d.Wake.Sub(w.now).String()}

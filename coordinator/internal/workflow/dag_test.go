@@ -98,65 +98,12 @@ func TestTopoOrderDeterministic(t *testing.T) {
 	}
 }
 
-// DAG-05: a node is ready when it is pending and all predecessors succeeded.
-func TestReady_DAG05(t *testing.T) {
-	g := mustGraph(t, tasks("a", "b", "c:a", "d:a,b", "e:c"))
-	S := func(kv ...string) map[string]protocol.NodeStatus {
-		m := map[string]protocol.NodeStatus{}
-		for i := 0; i+1 < len(kv); i += 2 {
-			m[kv[i]] = protocol.NodeStatus(kv[i+1])
-		}
-		return m
-	}
-	tests := []struct {
-		name   string
-		status map[string]protocol.NodeStatus
-		want   []string
-	}{
-		{"nothing run yet (absent = pending)", nil, []string{"a", "b"}},
-		{"explicit pending", S("a", "pending", "b", "pending"), []string{"a", "b"}},
-		{"running nodes are not ready", S("a", "running", "b", "ready"), nil},
-		{"one dep done", S("a", "succeeded", "b", "running"), []string{"c"}},
-		{"all deps done", S("a", "succeeded", "b", "succeeded"), []string{"c", "d"}},
-		{"failed dep blocks", S("a", "failed", "b", "succeeded"), nil},
-		{"escalated dep blocks", S("a", "escalated", "b", "succeeded"), nil},
-		{"gating dep blocks", S("a", "gating", "b", "succeeded", "c", "pending"), nil},
-		{"chain advances", S("a", "succeeded", "b", "succeeded", "c", "succeeded", "d", "running"), []string{"e"}},
-		{"skipped node never ready", S("a", "failed", "c", "skipped", "e", "skipped", "b", "succeeded"), nil},
-	}
-	for _, tc := range tests {
-		if got := g.Ready(tc.status); !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("%s: Ready = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
-
-func TestDependentsTransitive(t *testing.T) {
-	g := mustGraph(t, tasks("a", "b", "c:a", "d:b,c", "e:d", "f:a", "g"))
-	tests := map[string][]string{
-		"a": {"c", "d", "e", "f"},
-		"b": {"d", "e"},
-		"c": {"d", "e"},
-		"e": nil,
-		"g": nil,
-		"?": nil,
-	}
-	for id, want := range tests {
-		if got := g.Dependents(id); !reflect.DeepEqual(got, want) {
-			t.Errorf("Dependents(%s) = %v, want %v", id, got, want)
-		}
-	}
-}
-
 // The demo workflow builds a graph; its docs task runs last.
 func TestGraphFromParsedDemo(t *testing.T) {
 	spec := parseValid(t, "demo.yaml")
 	g := mustGraph(t, spec)
 	if got, want := g.TopoOrder(), []string{"add-greeting", "add-farewell", "docs"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("TopoOrder = %v, want %v", got, want)
-	}
-	if got, want := g.Dependents("add-greeting"), []string{"add-farewell", "docs"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("Dependents = %v, want %v", got, want)
 	}
 	layers, err := GateLayers(spec.Gates, spec.Tasks[0].Gates)
 	if err != nil {
@@ -226,55 +173,9 @@ func TestGateLayersErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: GateLayers = %v, %v; want error containing %q", tc.name, layers, err, tc.want)
 		}
-		if _, _, err := ReadyGates(tc.gates, tc.names, nil); err == nil {
-			t.Errorf("%s: ReadyGates accepted what GateLayers rejects", tc.name)
-		}
 	}
 	// A cycle outside the requested closure does not matter.
 	if _, err := GateLayers(gateSpecs("a:b", "b:a", "ok"), []string{"ok"}); err != nil {
 		t.Errorf("unrelated cycle: %v", err)
-	}
-}
-
-// DP-07/DP-08: a dependency that did not pass skips its dependents,
-// transitively; independent gates still run.
-func TestReadyGates(t *testing.T) {
-	all := gateSpecs("vet", "build", "test:build,vet", "race:test", "lint", "e2e:build")
-	names := []string{"race", "lint", "e2e"}
-	G := func(kv ...string) map[string]protocol.GateStatus {
-		m := map[string]protocol.GateStatus{}
-		for i := 0; i+1 < len(kv); i += 2 {
-			m[kv[i]] = protocol.GateStatus(kv[i+1])
-		}
-		return m
-	}
-	tests := []struct {
-		name        string
-		status      map[string]protocol.GateStatus
-		ready, skip []string
-	}{
-		{"first layer", nil, []string{"build", "lint", "vet"}, nil},
-		{"in flight gates are not re-dispatched", G("build", "pending", "lint", "pending", "vet", "pending"), nil, nil},
-		{"partial: e2e ready, test waits for vet", G("build", "passed", "lint", "passed", "vet", "pending"), []string{"e2e"}, nil},
-		{"second layer", G("build", "passed", "lint", "failed", "vet", "passed"), []string{"e2e", "test"}, nil},
-		{"third layer", G("build", "passed", "vet", "passed", "test", "passed", "e2e", "passed", "lint", "passed"), []string{"race"}, nil},
-		{"failure skips transitively", G("build", "failed", "vet", "pending", "lint", "pending"), nil, []string{"e2e", "test", "race"}},
-		{"timeout skips", G("build", "passed", "vet", "timeout"), []string{"e2e", "lint"}, []string{"test", "race"}},
-		{"error skips", G("build", "passed", "vet", "passed", "test", "error", "lint", "passed"), []string{"e2e"}, []string{"race"}},
-		{"failure wins over waiting", G("build", "failed"), []string{"lint", "vet"}, []string{"e2e", "test", "race"}},
-		{"skipped dependency skips", G("build", "passed", "vet", "passed", "test", "skipped"), []string{"e2e", "lint"}, []string{"race"}},
-		{"all done", G("build", "passed", "vet", "passed", "test", "passed", "race", "passed", "lint", "passed", "e2e", "passed"), nil, nil},
-	}
-	for _, tc := range tests {
-		ready, skip, err := ReadyGates(all, names, tc.status)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		if !reflect.DeepEqual(ready, tc.ready) || !reflect.DeepEqual(skip, tc.skip) {
-			t.Errorf("%s: ReadyGates = ready %v skip %v; want ready %v skip %v", tc.name, ready, skip, tc.ready, tc.skip)
-		}
-	}
-	if ready, skip, err := ReadyGates(all, nil, nil); ready != nil || skip != nil || err != nil {
-		t.Errorf("no gates: ReadyGates = %v, %v, %v", ready, skip, err)
 	}
 }

@@ -74,10 +74,6 @@ type Problem = gates.Problem
 // by position.
 type ValidationError = gates.ValidationError
 
-// ShellCommand reports whether argv runs a shell; see gates.ShellCommand,
-// which agent and gate commands share.
-func ShellCommand(argv []string) (string, bool) { return gates.ShellCommand(argv) }
-
 // Options are the gate sources below a workflow's own, lowest first:
 // built-in < user < project (the caller loads the project's gates only
 // when it is trusted). Each may be nil. A workflow-level gate replaces the

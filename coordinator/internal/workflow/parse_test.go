@@ -505,40 +505,6 @@ func TestAdapters(t *testing.T) {
 	}
 }
 
-func TestShellCommand(t *testing.T) {
-	tests := []struct {
-		argv  []string
-		shell string
-	}{
-		{[]string{"sh", "-c", "x"}, "sh"},
-		{[]string{"/usr/bin/bash", "-lc", "x"}, "bash"},
-		{[]string{"bash", "--norc", "-o", "pipefail", "-c", "x"}, "bash"},
-		{[]string{"fish", "--command=x"}, "fish"},
-		{[]string{"env", "-u", "X", "--chdir", "/", "A=1", "sh", "-c", "x"}, "sh"},
-		{[]string{"env", "-S", "bash -c x"}, "bash"},
-		{[]string{"env", "--split-string=dash -c x"}, "dash"},
-		{[]string{"nice", "-10", "sh", "-c", "x"}, "sh"},
-		{[]string{"nice", "--adjustment", "5", "sh", "-c", "x"}, "sh"},
-		{[]string{"timeout", "--kill-after=5s", "-s", "TERM", "10m", "sh", "-c", "x"}, "sh"},
-		{[]string{"xargs", "-n1", "-P", "4", "sh", "-c", "x"}, "sh"},
-		{[]string{"stdbuf", "-oL", "-e", "0", "sh", "-c", "x"}, "sh"},
-		{[]string{"nohup", "--", "zsh", "-c", "x"}, "zsh"},
-		{[]string{"sh", "script.sh"}, ""},
-		{[]string{"sh", "script.sh", "-c"}, ""},
-		{[]string{"bash", "--", "-c"}, ""},
-		{[]string{"go", "test", "-c"}, ""},
-		{[]string{"timeout", "10m", "go", "test"}, ""},
-		{[]string{"env"}, ""},
-		{nil, ""},
-	}
-	for _, tc := range tests {
-		shell, ok := ShellCommand(tc.argv)
-		if ok != (tc.shell != "") || (ok && shell != tc.shell) {
-			t.Errorf("ShellCommand(%q) = %q, %v; want %q", tc.argv, shell, ok, tc.shell)
-		}
-	}
-}
-
 // FuzzParse checks that Parse never panics, that failures are always a
 // *ValidationError with problems, and that whatever it accepts the DAG and
 // gate helpers accept too.

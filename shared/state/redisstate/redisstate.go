@@ -46,8 +46,7 @@ const maxTxAttempts = 100
 type Option func(*config)
 
 type config struct {
-	prefix      string
-	openTimeout time.Duration
+	prefix string
 }
 
 // WithPrefix sets the prefix of every key the store uses (default "sup:").
@@ -56,58 +55,35 @@ func WithPrefix(prefix string) Option {
 	return func(c *config) { c.prefix = prefix }
 }
 
-// WithOpenTimeout bounds how long Open retries pinging the server before it
-// gives up (default DefaultOpenTimeout). Non-positive values are ignored.
-func WithOpenTimeout(d time.Duration) Option {
-	return func(c *config) {
-		if d > 0 {
-			c.openTimeout = d
-		}
-	}
+// Store is a state.Store on Redis. It is safe for concurrent use.
+type Store struct {
+	client redis.UniversalClient
+	prefix string
 }
 
-func newConfig(opts []Option) config {
-	c := config{prefix: DefaultPrefix, openTimeout: DefaultOpenTimeout}
+var _ state.Store = (*Store)(nil)
+
+// Open connects to the Redis server at url (redis://, rediss:// or unix://,
+// as accepted by redis.ParseURL) and pings it, retrying with backoff for up
+// to DefaultOpenTimeout or until ctx ends. If the server cannot be reached the error wraps
+// state.ErrUnavailable and names url with any password redacted. The
+// returned Store owns its client; Close closes it.
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
+	c := config{prefix: DefaultPrefix}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
 		}
 	}
-	return c
-}
-
-// Store is a state.Store on Redis. It is safe for concurrent use.
-type Store struct {
-	client redis.UniversalClient
-	prefix string
-	owned  bool
-}
-
-var _ state.Store = (*Store)(nil)
-
-// New returns a Store using client, which must not be nil. The caller keeps
-// ownership of client: Close does not close it.
-func New(client redis.UniversalClient, opts ...Option) *Store {
-	c := newConfig(opts)
-	return &Store{client: client, prefix: c.prefix}
-}
-
-// Open connects to the Redis server at url (redis://, rediss:// or unix://,
-// as accepted by redis.ParseURL) and pings it, retrying with backoff for up
-// to the open timeout. If the server cannot be reached the error wraps
-// state.ErrUnavailable and names url with any password redacted. The
-// returned Store owns its client; Close closes it.
-func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
-	c := newConfig(opts)
 	shown := RedactURL(url)
 	ropts, err := redis.ParseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("redisstate: invalid Redis URL %s: %w", shown, stripURL(err))
 	}
-	if err := ping(ctx, *ropts, c.openTimeout); err != nil {
+	if err := ping(ctx, *ropts, DefaultOpenTimeout); err != nil {
 		return nil, fmt.Errorf("redisstate: Redis at %s unreachable: %w: %w", shown, state.ErrUnavailable, err)
 	}
-	return &Store{client: redis.NewClient(ropts), prefix: c.prefix, owned: true}, nil
+	return &Store{client: redis.NewClient(ropts), prefix: c.prefix}, nil
 }
 
 // ping pings the server opts names until it answers, ctx ends or timeout
@@ -177,11 +153,8 @@ func stripURL(err error) error {
 // Backend returns "redis".
 func (s *Store) Backend() string { return "redis" }
 
-// Close closes the client if the Store opened it (see Open and New).
+// Close closes the Store's client.
 func (s *Store) Close() error {
-	if !s.owned {
-		return nil
-	}
 	if err := s.client.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
 		return fmt.Errorf("redisstate: close: %w", err)
 	}

@@ -73,16 +73,10 @@ func main() {
 			keep = append(keep, b)
 		}
 		fmt.Println("allocated", len(keep), "MiB")
-	case "sleep": // DURATION
-		d, err := time.ParseDuration(arg(0))
-		if err != nil {
-			fail("sleep: %v", err)
+	case "sleep", "sleep-ignore-term": // DURATION
+		if os.Args[1] == "sleep-ignore-term" {
+			signal.Ignore(syscall.SIGTERM)
 		}
-		fmt.Println("sleeping")
-		time.Sleep(d)
-		fmt.Println("slept")
-	case "sleep-ignore-term": // DURATION
-		signal.Ignore(syscall.SIGTERM)
 		d, err := time.ParseDuration(arg(0))
 		if err != nil {
 			fail("sleep: %v", err)
