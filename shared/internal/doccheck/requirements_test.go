@@ -35,7 +35,11 @@ type requirement struct {
 	line       int
 }
 
-var codeSpan = regexp.MustCompile("`([^`]+)`")
+var (
+	codeSpan = regexp.MustCompile("`([^`]+)`")
+	// bareRef is a repository path, optionally with :Func, in plain text.
+	bareRef = regexp.MustCompile(`(?:coordinator|worker|gaterunner|shared|configs|deploy|docs|scripts)/[A-Za-z0-9_./*-]+(?::[A-Za-z0-9_/]+)?`)
+)
 
 func readRequirements(t *testing.T, root string) []requirement {
 	t.Helper()
@@ -60,6 +64,10 @@ func readRequirements(t *testing.T, root string) []requirement {
 		for _, c := range cells[3:] {
 			for _, m := range codeSpan.FindAllStringSubmatch(c, -1) {
 				r.refs = append(r.refs, m[1])
+			}
+			// Paths written without backticks count too.
+			for _, m := range bareRef.FindAllString(codeSpan.ReplaceAllString(c, ""), -1) {
+				r.refs = append(r.refs, strings.TrimRight(m, ".,;"))
 			}
 		}
 		out = append(out, r)
