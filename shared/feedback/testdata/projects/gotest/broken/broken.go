@@ -1,0 +1,6 @@
+// Package broken does not compile.
+package broken
+
+func Double(x int) int {
+	return x * y
+}

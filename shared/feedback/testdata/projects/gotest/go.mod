@@ -1,0 +1,3 @@
+module example.com/fbfixture
+
+go 1.22
