@@ -62,7 +62,12 @@ const (
 // at most once; output in none of these formats gives nil, and the raw
 // output is then all the agent gets.
 func ParseTests(output string) []TestFailure {
-	lines := strings.Split(Sanitize(output), "\n")
+	return parseSanitized(Sanitize(output))
+}
+
+// parseSanitized is ParseTests for output already sanitized.
+func parseSanitized(output string) []TestFailure {
+	lines := strings.Split(output, "\n")
 	var all []TestFailure
 	for _, parse := range []func([]string) []TestFailure{parseGo, parsePytest, parseNodeTAP, parseNodeSpec, parseJest, parseCargo} {
 		all = append(all, parse(lines)...)
