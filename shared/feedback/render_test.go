@@ -185,6 +185,22 @@ func TestRenderKinds(t *testing.T) {
 	}
 }
 
+// TestRenderWorkReset covers FB-07: the warning that the previous changes
+// are gone appears only when they are.
+func TestRenderWorkReset(t *testing.T) {
+	const warning = "Your previous changes were discarded"
+	if s := render(t, Build(Input{Attempt: 1}), ""); strings.Contains(s, warning) || !strings.Contains(s, "Its changes are still in the workspace.") {
+		t.Errorf("without a reset:\n%s", s)
+	}
+	f := Build(Input{Attempt: 1, WorkReset: true})
+	if s := render(t, f, ""); !strings.Contains(s, "⚠ "+warning) || strings.Contains(s, "still in the workspace") {
+		t.Errorf("with a reset:\n%s", s)
+	}
+	if !strings.Contains(string(encode(t, f)), `"work_reset":true`) {
+		t.Error("work_reset is not in the document")
+	}
+}
+
 // TestRenderEmpty covers FB-08: empty lists render as "(none)".
 func TestRenderEmpty(t *testing.T) {
 	s := render(t, Feedback{}, "")
