@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -102,6 +103,10 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) bus.Disposition {
 		})
 }
 
+// EnvFeedbackFile names the variable that carries, on a retry, the path of
+// the failed round's feedback document (JSON) the agent may read.
+const EnvFeedbackFile = "SUPERVISOR_FEEDBACK_FILE"
+
 // run materializes the workspace, runs the agent and uploads its patch and log.
 func (w *Worker) run(ctx context.Context, job *protocol.AgentJob, token uint64) jobrun.Outcome {
 	logw := &jobrun.LogWriter{}
@@ -111,13 +116,31 @@ func (w *Worker) run(ctx context.Context, job *protocol.AgentJob, token uint64) 
 		return jobrun.Outcome{Err: fmt.Errorf("prepare workspace: %w", err)}
 	}
 	defer ws.Close() //nolint:errcheck
+	if job.StartFrom != nil {
+		// A retry continues the previous attempt's work.
+		if err := ws.ApplyWork(ctx, *job.StartFrom); err != nil {
+			return jobrun.Outcome{Err: fmt.Errorf("prepare workspace: %w", err)}
+		}
+		logw.Printf("starting from the previous attempt's patch %s", job.StartFrom.Object)
+	}
 
 	env := jobrun.Env(job.Env, job.WorkflowID, job.NodeID, job.Attempt)
 	env["SUPERVISOR_JOB_ID"] = job.JobID
+	var files []sandbox.File
+	if len(job.Feedback) > 0 {
+		// The failed round's feedback, beside the workspace (never in it, so
+		// never in the patch), readable and not writable by the agent.
+		path := ws.Dir + ".feedback.json"
+		if err := os.WriteFile(path, job.Feedback, 0o444); err != nil {
+			return jobrun.Outcome{Err: fmt.Errorf("write feedback: %w", err)}
+		}
+		defer os.Remove(path)
+		files = append(files, sandbox.File{HostPath: path, Env: EnvFeedbackFile})
+	}
 
 	// Network: the egress proxy's allow-list (empty: no network at all).
 	res, err := w.deps.Sandbox.Run(ctx, sandbox.Spec{
-		Argv: job.Command, Workspace: ws.Dir, Env: env, Stdin: strings.NewReader(job.Prompt),
+		Argv: job.Command, Workspace: ws.Dir, Env: env, Files: files, Stdin: strings.NewReader(job.Prompt),
 		Timeout: time.Duration(job.TimeoutSeconds) * time.Second, Stdout: logw, Stderr: logw,
 		Network: w.deps.Network,
 		Labels: map[string]string{"job": job.JobID, "workflow": job.WorkflowID, "node": job.NodeID,

@@ -103,19 +103,19 @@ func TestResolveOnFail(t *testing.T) {
 		explicit FailAction
 		want     FailAction
 	}{
-		{"EN-04 error defaults to block", SeverityError, false, "", Block},
+		{"EN-04 error defaults to retry with feedback", SeverityError, false, "", RetryWithFeedback},
 		{"EN-04 warning defaults to warn", SeverityWarning, false, "", Warn},
 		{"EN-04 info defaults to warn", SeverityInfo, false, "", Warn},
 		{"OF-01 explicit wins over severity", SeverityError, false, RetryWithFeedback, RetryWithFeedback},
 		{"OF-01 explicit warn on an optional error gate", SeverityError, false, Warn, Warn},
 		{"OF-01 explicit block on a warning gate", SeverityWarning, false, Block, Block},
-		{"OF-02 required: explicit warn upgraded to block", SeverityError, true, Warn, Block},
-		{"OF-02 required warning gate blocks", SeverityWarning, true, "", Block},
-		{"OF-02 required info gate blocks", SeverityInfo, true, "", Block},
+		{"OF-02 required: explicit warn upgraded to retry with feedback", SeverityError, true, Warn, RetryWithFeedback},
+		{"OF-02 required warning gate blocks (retried with feedback)", SeverityWarning, true, "", RetryWithFeedback},
+		{"OF-02 required info gate blocks (retried with feedback)", SeverityInfo, true, "", RetryWithFeedback},
 		{"OF-02 required keeps retry_with_feedback", SeverityWarning, true, RetryWithFeedback, RetryWithFeedback},
-		{"OF-03 optional error gate blocks", SeverityError, false, "", Block},
+		{"OF-03 optional error gate blocks (retried with feedback)", SeverityError, false, "", RetryWithFeedback},
 		{"unknown explicit falls back to severity", SeverityInfo, false, "ignore", Warn},
-		{"empty severity is error", "", false, "", Block},
+		{"empty severity is error", "", false, "", RetryWithFeedback},
 	}
 	for _, tc := range tests {
 		if got := ResolveOnFail(gate(tc.severity), tc.required, tc.explicit); got != tc.want {
@@ -138,7 +138,7 @@ func TestResolveOnFail(t *testing.T) {
 	for _, tc := range []struct {
 		gate string
 		want FailAction
-	}{{"test", Block}, {"lint", RetryWithFeedback}, {"dep-only", Warn}} {
+	}{{"test", RetryWithFeedback}, {"lint", RetryWithFeedback}, {"dep-only", Warn}} {
 		if got := TaskOnFail(task, warnSpec(tc.gate)); got != tc.want {
 			t.Errorf("TaskOnFail(%s) = %s, want %s", tc.gate, got, tc.want)
 		}

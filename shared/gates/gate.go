@@ -14,9 +14,9 @@ const (
 	DefaultTimeout = 300 * time.Second
 	// MaxTimeout is the longest gate timeout (GC-04).
 	MaxTimeout = 3600 * time.Second
-	// DefaultMaxRetries is how many rounds a gate may fail before its node
-	// escalates. The feedback loop that enforces it is planned: today
-	// a blocking failure fails the node at once.
+	// DefaultMaxRetries is how many retries a gate's failures may cause
+	// the node escalates when the gate fails a round after that many
+	// retries because of it.
 	DefaultMaxRetries = 3
 	// MaxMaxRetries bounds max_retries.
 	MaxMaxRetries = 100
@@ -59,11 +59,13 @@ type FailAction string
 
 // Fail actions.
 const (
-	// Block stops the node: no retry, a human decides.
+	// Block stops the node at once: no retry, the node escalates and a
+	// human decides.
 	Block FailAction = "block"
-	// RetryWithFeedback is meant to send the failure back to the agent for
-	// another round. The feedback loop is planned: today it fails the node
-	// like Block.
+	// RetryWithFeedback sends the failure back to the agent for another
+	// round, with feedback, while the node has attempts left and the gate
+	// retries left; then the node escalates. It is what a failure of a
+	// gate of severity error does unless the task says otherwise.
 	RetryWithFeedback FailAction = "retry_with_feedback"
 	// Warn logs the failure and carries on; for dependency purposes the
 	// gate counts as passed (DP-07).
@@ -79,22 +81,23 @@ func ParseFailAction(s string) (FailAction, bool) {
 	return "", false
 }
 
-// DefaultOnFail is a severity's fail action when nothing else says (OF-01):
-// error blocks, warning and info warn. An unknown or empty severity is
-// treated as error.
+// DefaultOnFail is a severity's fail action when nothing else says (OF-01,
+// with the loop): an error is retried with feedback, warning and info
+// warn. An unknown or empty severity is treated as error.
 func (s Severity) DefaultOnFail() FailAction {
 	switch s {
 	case SeverityWarning, SeverityInfo:
 		return Warn
 	}
-	return Block
+	return RetryWithFeedback
 }
 
 // ResolveOnFail decides what a failure of gate g does to a node:
 //   - OF-01: an explicit on_fail (from the task) wins, else the severity
-//     default (error → block, warning/info → warn);
+//     default (error → retry_with_feedback, warning/info → warn);
 //   - OF-02: a required gate never warns: an explicit warn, or a warning or
-//     info severity, is upgraded to block;
+//     info severity, is upgraded to retry_with_feedback (it blocks, and the
+//     agent gets another round);
 //   - OF-03: an optional gate (or one only pulled in as a dependency)
 //     follows the severity default, so an optional error gate blocks.
 //
@@ -107,7 +110,7 @@ func ResolveOnFail(g Gate, required bool, explicit FailAction) FailAction {
 		action = g.Severity.DefaultOnFail()
 	}
 	if required && action == Warn {
-		return Block
+		return RetryWithFeedback
 	}
 	return action
 }

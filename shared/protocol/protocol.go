@@ -64,6 +64,15 @@ type AgentJob struct {
 	// PublishedAt is when the coordinator published the job (the node became
 	// ready); workers echo it so ready→started latency can be measured.
 	PublishedAt time.Time `json:"published_at"`
+	// StartFrom, on a retry, is the previous attempt's patch: it is applied
+	// to the workspace without being committed, so the agent continues
+	// that work and the attempt's patch holds both.
+	StartFrom *PatchRef `json:"start_from,omitempty"`
+	// Feedback, on a retry, is the failed round's feedback (a JSON
+	// document, package shared/feedback); the worker gives it to the agent
+	// as a read-only file outside the workspace, named by
+	// SUPERVISOR_FEEDBACK_FILE. Prompt already ends with its rendering.
+	Feedback json.RawMessage `json:"feedback,omitempty"`
 }
 
 // GateJob asks a gate runner to run one gate against a node's work.

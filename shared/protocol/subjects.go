@@ -76,6 +76,15 @@ const (
 	APIGateUpdate = "gate-update"
 	// APIGateRemove removes a registry gate, or a gate of a running node.
 	APIGateRemove = "gate-remove"
+	// APIInbox lists the nodes that wait for a human, across workflows.
+	APIInbox = "inbox"
+	// APIShow returns one node's attempts, feedback and candidate diff.
+	APIShow = "show"
+	// APIApprove, APIReject and APIRetry are a human's decisions on an
+	// escalated node.
+	APIApprove = "approve"
+	APIReject  = "reject"
+	APIRetry   = "retry"
 )
 
 // APISubject returns the subject of an API endpoint.

@@ -41,6 +41,38 @@ type TaskSpec struct {
 	Pool           string            `json:"pool"`
 	Env            map[string]string `json:"env,omitempty"`
 	TimeoutSeconds int               `json:"timeout_seconds"`
+	// MaxAttempts counts the agent rounds the node may take in all, the
+	// first included (0 in events written before it existed: the retry
+	// policy's, see Attempts).
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// Retry is the retry policy in effect, resolved at submission so that
+	// a replay decides the same (nil in events written before it existed:
+	// DefaultRetryPolicy).
+	Retry *RetryPolicy `json:"retry,omitempty"`
+	// RetryFrom says what a retry starts from: RetryFromPrevious ("", the
+	// previous attempt's work on top of the base) or RetryFromBase.
+	RetryFrom string `json:"retry_from,omitempty"`
+}
+
+// Attempts is the task's budget of agent rounds: MaxAttempts, else its
+// retry policy's, else DefaultMaxAttempts.
+func (t TaskSpec) Attempts() int {
+	switch {
+	case t.MaxAttempts > 0:
+		return t.MaxAttempts
+	case t.Retry != nil && t.Retry.MaxAttempts > 0:
+		return t.Retry.MaxAttempts
+	}
+	return DefaultMaxAttempts
+}
+
+// RetryPolicy returns the task's retry policy, DefaultRetryPolicy if none.
+func (t TaskSpec) RetryPolicy() RetryPolicy {
+	if t.Retry != nil {
+		return *t.Retry
+	}
+	p, _ := BuiltinRetryPolicy(DefaultRetryPolicyName)
+	return p
 }
 
 // GateRequired reports whether the task requires the named gate: it is in
@@ -160,18 +192,23 @@ func (g GateSpec) MaxPending() time.Duration {
 }
 
 // NodeStatus is the state of one DAG node: pending → ready → running →
-// gating → one of the terminal statuses.
+// gating → (retrying → ready … | escalated) → one of the terminal statuses.
 type NodeStatus string
 
 // Node statuses.
 const (
-	NodePending   NodeStatus = "pending"
-	NodeReady     NodeStatus = "ready"
-	NodeRunning   NodeStatus = "running"
-	NodeGating    NodeStatus = "gating"
+	NodePending NodeStatus = "pending"
+	NodeReady   NodeStatus = "ready"
+	NodeRunning NodeStatus = "running"
+	NodeGating  NodeStatus = "gating"
+	// NodeRetrying waits for its retry delay before its next attempt,
+	// which gets the failed round's feedback.
+	NodeRetrying NodeStatus = "retrying"
+	// NodeEscalated waits for a human: approve, reject or retry. It is not
+	// terminal; its dependents wait with it.
+	NodeEscalated NodeStatus = "escalated"
 	NodeSucceeded NodeStatus = "succeeded"
 	NodeFailed    NodeStatus = "failed"
-	NodeEscalated NodeStatus = "escalated"
 	NodeSkipped   NodeStatus = "skipped"
 	NodeCancelled NodeStatus = "cancelled"
 )
@@ -179,7 +216,7 @@ const (
 // Terminal reports whether a node in this status will not change again.
 func (s NodeStatus) Terminal() bool {
 	switch s {
-	case NodeSucceeded, NodeFailed, NodeEscalated, NodeSkipped, NodeCancelled:
+	case NodeSucceeded, NodeFailed, NodeSkipped, NodeCancelled:
 		return true
 	}
 	return false

@@ -596,6 +596,15 @@ func (d *Docker) containerConfig(spec Spec, dir string) (*container.Config, *con
 		return nil, nil, false, fmt.Errorf("%w: workspace .git is neither a directory nor a file (%v)", ErrInvalidSpec, fi.Mode().Type())
 	}
 
+	files, err := fileEnv(spec, ContainerFiles)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	for i, f := range spec.Files {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: d.HostPath(f.HostPath),
+			Target: files[spec.Files[i].Env], ReadOnly: true})
+	}
+
 	user, fixPerms := d.userFor(root)
 	labels := map[string]string{}
 	for k, v := range spec.Labels {
@@ -753,6 +762,10 @@ func (d *Docker) buildEnv(spec Spec) []string {
 	}
 	if spec.WorkspaceEnv != "" {
 		env[spec.WorkspaceEnv] = ContainerWorkspace
+	}
+	files, _ := fileEnv(spec, ContainerFiles) // checked before the container was made
+	for k, v := range files {
+		env[k] = v
 	}
 	if len(spec.Network) > 0 && d.proxy != "" {
 		for _, k := range []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"} {

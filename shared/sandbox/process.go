@@ -131,13 +131,22 @@ func (p *Process) Run(ctx context.Context, spec Spec) (Result, error) {
 	}
 	defer removeScratch(scratch)
 
+	files, err := fileEnv(spec, "")
+	if err != nil {
+		return Result{}, err
+	}
 	extra := spec.Env
-	if spec.WorkspaceEnv != "" {
-		extra = make(map[string]string, len(spec.Env)+1)
+	if spec.WorkspaceEnv != "" || len(files) > 0 {
+		extra = make(map[string]string, len(spec.Env)+1+len(files))
 		for k, v := range spec.Env {
 			extra[k] = v
 		}
-		extra[spec.WorkspaceEnv] = filepath.Clean(spec.Workspace)
+		for k, v := range files {
+			extra[k] = v
+		}
+		if spec.WorkspaceEnv != "" {
+			extra[spec.WorkspaceEnv] = filepath.Clean(spec.Workspace)
+		}
 	}
 	r, err := p.start(prog, dir, p.buildEnv(scratch, extra), spec)
 	if err != nil {

@@ -8,7 +8,11 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"path"
+	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -58,6 +62,11 @@ type Spec struct {
 	// workspace root as the command sees it (the host path in the process
 	// sandbox, /workspace in a container), overriding Env.
 	WorkspaceEnv string
+	// Files are host files the command may read, outside the workspace:
+	// each one's Env variable is set to its path as the command sees it
+	// (the host path in the process sandbox; a read-only mount under
+	// ContainerFiles in a container).
+	Files []File
 	// Stdin, if set, is fed to the command's standard input.
 	Stdin io.Reader
 	// Timeout bounds the run; 0 means no timeout (the context still applies).
@@ -78,6 +87,38 @@ type Spec struct {
 	// Network lists host:port pairs the command may reach; empty = none.
 	Network []string
 	Labels  map[string]string
+}
+
+// File is a host file given to a command to read (Spec.Files).
+type File struct {
+	// HostPath is the file's absolute path as the runner sees it.
+	HostPath string
+	// Env names the variable that carries the file's path.
+	Env string
+}
+
+// ContainerFiles is where a container sandbox mounts Spec.Files.
+const ContainerFiles = "/run/supervisor"
+
+// fileEnv checks spec.Files and returns each one's variable and the path
+// the command sees, given where the files are mounted ("" = the host
+// paths themselves).
+func fileEnv(spec Spec, mountDir string) (map[string]string, error) {
+	out := make(map[string]string, len(spec.Files))
+	for i, f := range spec.Files {
+		switch {
+		case f.Env == "" || strings.ContainsAny(f.Env, "=\x00") || deniedEnv(f.Env):
+			return nil, fmt.Errorf("%w: file %d: invalid variable name %q", ErrInvalidSpec, i, f.Env)
+		case !filepath.IsAbs(f.HostPath):
+			return nil, fmt.Errorf("%w: file %s: %q is not an absolute path", ErrInvalidSpec, f.Env, f.HostPath)
+		}
+		if mountDir == "" {
+			out[f.Env] = filepath.Clean(f.HostPath)
+		} else {
+			out[f.Env] = path.Join(mountDir, fmt.Sprintf("%d-%s", i, filepath.Base(f.HostPath)))
+		}
+	}
+	return out, nil
 }
 
 // limits returns what bounds a run of s: its kill grace (DefaultKillGrace

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/supervisorhq/supervisor/shared/gitexec"
+	"github.com/supervisorhq/supervisor/shared/protocol"
 )
 
 // closeTimeout bounds the git work Close does.
@@ -87,6 +88,34 @@ func (w *Workspace) Diff(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("workspace: diff %s against %s: %w", w.Dir, w.Base, err)
 	}
 	return patch, nil
+}
+
+// ApplyWork applies a patch to the workspace without committing it, on
+// top of Base: a retry starts from the previous attempt's work, and Diff
+// then holds that work and what the agent adds. The patch is checked
+// against its size and SHA-256 (ErrIntegrity); one that does not apply
+// is ErrConflict.
+func (w *Workspace) ApplyWork(ctx context.Context, ref protocol.PatchRef) error {
+	if ref.Size == 0 {
+		return nil
+	}
+	file, err := w.m.fetchPatch(ctx, ref)
+	if err != nil {
+		return fmt.Errorf("workspace: start from %s: %w", ref.Object, err)
+	}
+	defer os.Remove(file)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return fmt.Errorf("workspace: start from %s: workspace is closed", ref.Object)
+	}
+	if _, err := w.git().Text(ctx, "apply", "--binary", "--index", "--whitespace=nowarn", file); err != nil {
+		if gitexec.ExitCode(err) == 1 {
+			err = fmt.Errorf("%w: %w", ErrConflict, err)
+		}
+		return fmt.Errorf("workspace: start from patch %q of node %s on %s: %w", ref.Object, ref.NodeID, w.Base, err)
+	}
+	return nil
 }
 
 // Close removes the workspace's directory and its registration in the

@@ -96,6 +96,10 @@ type NodeSummary struct {
 	Reason    string        `json:"reason,omitempty"`
 	StartedAt *time.Time    `json:"started_at,omitempty"`
 	EndedAt   *time.Time    `json:"ended_at,omitempty"`
+	// MaxAttempts is the node's budget of agent rounds (grants included).
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// RetryAt is when a retrying node's next attempt starts.
+	RetryAt *time.Time `json:"retry_at,omitempty"`
 }
 
 // GateSummary is a gate as the status API reports it.

@@ -25,14 +25,17 @@ import (
 
 // Exit codes. Scripts can rely on them.
 const (
-	ExitOK          = 0
-	ExitFault       = 1  // anything else went wrong
-	ExitFailed      = 2  // the workflow failed
-	ExitCancelled   = 3  // the workflow was cancelled
-	ExitRunning     = 4  // the workflow has not finished (status)
-	ExitUsage       = 64 // bad command line
-	ExitInvalid     = 65 // the workflow file is invalid
-	ExitUnavailable = 69 // NATS or the coordinator cannot be reached
+	ExitOK        = 0
+	ExitFault     = 1 // anything else went wrong
+	ExitFailed    = 2 // the workflow failed
+	ExitCancelled = 3 // the workflow was cancelled
+	ExitRunning   = 4 // the workflow has not finished (status)
+	// ExitNeedsAttention: the workflow waits for a human (status, and
+	// submit --wait and watch once nothing can move without one).
+	ExitNeedsAttention = 5
+	ExitUsage          = 64 // bad command line
+	ExitInvalid        = 65 // the workflow file is invalid
+	ExitUnavailable    = 69 // NATS or the coordinator cannot be reached
 )
 
 // ExitError carries an exit code with an error.
@@ -93,7 +96,8 @@ Exit codes: 0 succeeded; 1 error; 2 workflow failed; 3 workflow cancelled;
 	root.PersistentFlags().String("nats", jobrun.DefaultNATSURL, "NATS server URL(s), comma-separated")
 	root.PersistentFlags().Duration("timeout", 30*time.Second, "how long to wait for NATS and the coordinator to answer")
 	addGateSourceFlags(root.PersistentFlags())
-	root.AddCommand(newServe(), newDev(), newDemo(), newSubmit(), newStatus(), newWatch(), newLogs(), newCancel(), newGate())
+	root.AddCommand(newServe(), newDev(), newDemo(), newSubmit(), newStatus(), newWatch(), newLogs(), newCancel(), newGate(),
+		newInbox(), newShow(), newApprove(), newReject(), newRetry())
 	return root
 }
 

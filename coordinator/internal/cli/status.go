@@ -21,7 +21,8 @@ func newStatus() *cobra.Command {
 		Short: "Show one workflow with its nodes and gates, or list all workflows",
 		Long: `status without an argument lists every workflow. With a workflow id it shows its
 nodes and gates and exits 0 if the workflow succeeded, 2 if it failed, 3 if it
-was cancelled and 4 if it is still running. -o json prints the API's JSON.`,
+was cancelled, 4 if it is still running and 5 if it needs attention (a node
+waits for a human: coordinator inbox). -o json prints the API's JSON.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: clientRunE("status", func(ctx context.Context, e *env, client *api.Client, args []string) error {
 			format := e.v.GetString("output")
@@ -65,6 +66,8 @@ func statusExit(s protocol.WorkflowStatus) error {
 		return &ExitError{Code: ExitFailed}
 	case protocol.WorkflowCancelled:
 		return &ExitError{Code: ExitCancelled}
+	case protocol.WorkflowNeedsAttention:
+		return &ExitError{Code: ExitNeedsAttention}
 	default:
 		return &ExitError{Code: ExitRunning}
 	}
@@ -89,7 +92,8 @@ func printList(w io.Writer, list []api.WorkflowSummary) {
 func counts(c map[string]int) string {
 	var parts []string
 	for _, st := range []protocol.NodeStatus{protocol.NodeSucceeded, protocol.NodeRunning, protocol.NodeGating,
-		protocol.NodeReady, protocol.NodePending, protocol.NodeFailed, protocol.NodeSkipped, protocol.NodeCancelled} {
+		protocol.NodeReady, protocol.NodeRetrying, protocol.NodeEscalated, protocol.NodePending, protocol.NodeFailed,
+		protocol.NodeSkipped, protocol.NodeCancelled} {
 		if n := c[string(st)]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, st))
 		}
@@ -122,7 +126,14 @@ func printWorkflow(w io.Writer, s api.WorkflowSummary) {
 		if n.Commit != "" {
 			detail = "commit " + short(n.Commit)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", n.ID, n.Status, n.Attempt, n.Host, strings.Join(gates, " "), detail)
+		if n.RetryAt != nil {
+			detail = fmt.Sprintf("attempt %d at %s: %s", n.Attempt+1, n.RetryAt.Local().Format(time.TimeOnly), n.Reason)
+		}
+		attempt := fmt.Sprint(n.Attempt)
+		if n.MaxAttempts > 1 && n.Attempt > 0 {
+			attempt = fmt.Sprintf("%d/%d", n.Attempt, n.MaxAttempts)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.Status, attempt, n.Host, strings.Join(gates, " "), detail)
 	}
 	tw.Flush()
 }

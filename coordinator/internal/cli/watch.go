@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -83,6 +84,8 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 	}
 	defer it.Stop()
 	defer context.AfterFunc(ctx, it.Stop)()
+	// escalated are the nodes waiting for a human, as the events tell.
+	escalated := map[string]bool{}
 	for {
 		msg, err := it.Next()
 		if ctx.Err() != nil {
@@ -101,8 +104,20 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 			continue
 		}
 		printEvent(e.out, ev)
+		switch ev.Body.(type) {
+		case eventlog.NodeEscalated:
+			escalated[ev.NodeID] = true
+		case eventlog.NodeApproved, eventlog.NodeRejected, eventlog.NodeRetryGranted, eventlog.NodeReopened:
+			delete(escalated, ev.NodeID)
+		}
 		fin, ok := ev.Body.(eventlog.WorkflowFinished)
 		if !ok {
+			if md, err := msg.Metadata(); err == nil && md.NumPending == 0 && len(escalated) > 0 {
+				if stuck, err := e.waitsForHuman(ctx, client, wf); err == nil && stuck {
+					fmt.Fprintf(e.out, "workflow %s needs attention: nothing runs until a human decides (coordinator inbox)\n", wf)
+					return &ExitError{Code: ExitNeedsAttention}
+				}
+			}
 			continue
 		}
 		if md, err := msg.Metadata(); err == nil && md.NumPending > 0 {
@@ -125,6 +140,37 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 			return &ExitError{Code: ExitFailed}
 		}
 	}
+}
+
+// waitsForHuman reports whether workflow wf needs attention and nothing
+// in it can move without a human: no node is in flight, retrying, or
+// pending with every dependency done.
+func (e *env) waitsForHuman(ctx context.Context, client *api.Client, wf string) (bool, error) {
+	rctx, cancel := context.WithTimeout(ctx, e.v.GetDuration("timeout"))
+	defer cancel()
+	s, err := client.Status(rctx, wf)
+	if err != nil || s.Status != protocol.WorkflowNeedsAttention {
+		return false, err
+	}
+	status := map[string]protocol.NodeStatus{}
+	for _, n := range s.Nodes {
+		status[n.ID] = n.Status
+	}
+	for _, n := range s.Nodes {
+		switch n.Status {
+		case protocol.NodeReady, protocol.NodeRunning, protocol.NodeGating, protocol.NodeRetrying:
+			return false, nil
+		case protocol.NodePending:
+			ready := true
+			for _, d := range n.DependsOn {
+				ready = ready && status[d] == protocol.NodeSucceeded
+			}
+			if ready {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
 }
 
 // fetchResult makes sure the workflow's branch is in the repository: the
@@ -153,6 +199,25 @@ func short(commit string) string {
 		return commit[:12]
 	}
 	return commit
+}
+
+// feedbackFixes lists a feedback document's priority fixes, one indented
+// line each, for watch.
+func feedbackFixes(doc json.RawMessage) string {
+	var f struct {
+		Fixes []string `json:"priority_fixes"`
+	}
+	if json.Unmarshal(doc, &f) != nil || len(f.Fixes) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for i, fix := range f.Fixes {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "          feedback: %s", fix)
+	}
+	return b.String()
 }
 
 // printEvent writes one human line for an event.
@@ -205,6 +270,20 @@ func printEvent(w io.Writer, ev eventlog.Event) {
 		} else {
 			what = fmt.Sprintf("gate %s removed", b.Change.Remove)
 		}
+	case eventlog.NodeRetryScheduled:
+		what = fmt.Sprintf("retrying: attempt %d at %s with feedback (%s)", b.Next,
+			b.NotBefore.Local().Format("15:04:05"), b.Reason)
+		if fixes := feedbackFixes(b.Feedback); fixes != "" {
+			what += "\n" + fixes
+		}
+	case eventlog.NodeEscalated:
+		what = "escalated to a human: " + b.Reason
+	case eventlog.NodeApproved:
+		what = withReason("approved by "+b.By, b.Note)
+	case eventlog.NodeRejected:
+		what = withReason("rejected by "+b.By, b.Reason)
+	case eventlog.NodeRetryGranted:
+		what = withReason(fmt.Sprintf("%d more attempts granted by %s", b.Attempts, b.By), b.Note)
 	default:
 		what = string(ev.Type())
 	}

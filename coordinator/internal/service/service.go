@@ -81,7 +81,7 @@ func (s *Service) Serve(leaderCtx context.Context) (stop func() error, err error
 	svc, err := micro.AddService(s.bus.NC, micro.Config{
 		Name:        "supervisor",
 		Version:     Version,
-		Description: "Supervisor coordinator: submit, status, list, cancel and logs of workflows; gates",
+		Description: "Supervisor coordinator: submit, status, list, cancel and logs of workflows; gates; the human inbox",
 		Metadata:    map[string]string{"coordinator": s.opts.ID},
 	})
 	if err != nil {
@@ -99,6 +99,11 @@ func (s *Service) Serve(leaderCtx context.Context) (stop func() error, err error
 		protocol.APIGateAdd:    endpoint(s, leaderCtx, s.gateAdd),
 		protocol.APIGateUpdate: endpoint(s, leaderCtx, s.gateUpdate),
 		protocol.APIGateRemove: endpoint(s, leaderCtx, s.gateRemove),
+		protocol.APIInbox:      endpoint(s, leaderCtx, s.inbox),
+		protocol.APIShow:       endpoint(s, leaderCtx, s.show),
+		protocol.APIApprove:    endpoint(s, leaderCtx, s.approve),
+		protocol.APIReject:     endpoint(s, leaderCtx, s.reject),
+		protocol.APIRetry:      endpoint(s, leaderCtx, s.retry),
 	}
 	for name, h := range endpoints {
 		if err := g.AddEndpoint(name, h); err != nil {

@@ -36,29 +36,44 @@ func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
 		ns := api.NodeSummary{
 			ID: id, Status: n.Status, Attempt: n.Attempt, Host: n.Host, DependsOn: n.Task.DependsOn,
 			Commit: n.Commit, Reason: n.Reason, StartedAt: timePtr(n.StartedAt), EndedAt: timePtr(n.EndedAt),
+			MaxAttempts: n.Budget,
+		}
+		if n.Status == protocol.NodeRetrying {
+			ns.RetryAt = timePtr(n.RetryAt)
 		}
 		if n.Agent != nil {
 			ns.Sandbox = n.Agent.Sandbox
 		}
 		for _, g := range n.GateOrder {
-			gs := api.GateSummary{Name: g, Attempt: n.Attempt}
+			var gs api.GateSummary
 			if gr := n.Gates[g]; gr != nil {
+				gs = gateSummary(g, n.Attempt, gr.Result)
 				gs.Status, gs.Host, gs.Round = gr.Status, gr.Host, gr.Round
-				if r := gr.Result; r != nil {
-					gs.ExitCode, gs.Log, gs.DurationMillis = r.ExitCode, r.Log, r.DurationMillis
-					gs.Cached, gs.CacheDisabled, gs.Output = r.Cached, r.CacheDisabled, r.Output
-					gs.IntegrityViolation, gs.Violations, gs.Error = r.IntegrityViolation, r.Violations, r.Error
-					gs.Sandbox = r.Sandbox
-					if gs.Output == "" {
-						gs.Output = strings.TrimSpace(r.Stdout + "\n" + r.Stderr)
-					}
-				}
+			} else {
+				gs = gateSummary(g, n.Attempt, nil)
 			}
 			ns.Gates = append(ns.Gates, gs)
 		}
 		s.Nodes = append(s.Nodes, ns)
 	}
 	return s
+}
+
+// gateSummary is gate name of an attempt with its result r, if any.
+func gateSummary(name string, attempt int, r *protocol.GateResult) api.GateSummary {
+	gs := api.GateSummary{Name: name, Attempt: attempt}
+	if r == nil {
+		return gs
+	}
+	gs.Status, gs.Host, gs.Round = r.Status, r.Host, r.Round
+	gs.ExitCode, gs.Log, gs.DurationMillis = r.ExitCode, r.Log, r.DurationMillis
+	gs.Cached, gs.CacheDisabled, gs.Output = r.Cached, r.CacheDisabled, r.Output
+	gs.IntegrityViolation, gs.Violations, gs.Error = r.IntegrityViolation, r.Violations, r.Error
+	gs.Sandbox = r.Sandbox
+	if gs.Output == "" {
+		gs.Output = strings.TrimSpace(r.Stdout + "\n" + r.Stderr)
+	}
+	return gs
 }
 
 // nodeGateInfo describes one gate of a node's plan.

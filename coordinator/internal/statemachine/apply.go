@@ -1,6 +1,7 @@
 package statemachine
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -55,6 +56,7 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		n.jobID = protocol.AgentJobID(w.ID, n.ID, b.Attempt)
 		n.LeaseToken, n.Host, n.Agent, n.Patch = 0, "", nil, nil
 		n.Gates = map[string]*GateRun{}
+		n.Approved, n.RetryAt, n.NextAttempt = false, time.Time{}, 0
 	case eventlog.NodeStarted:
 		n.Status, n.LeaseToken, n.Host = protocol.NodeRunning, b.LeaseToken, b.Host
 		if n.StartedAt.IsZero() {
@@ -105,10 +107,62 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		n.Status, n.Reason, n.EndedAt = b.Status, b.Reason, ev.Time
 	case eventlog.NodeGatesChanged:
 		return w.applyGateChange(n, b.Change)
+	case eventlog.NodeRetryScheduled:
+		n.record(ev, b.Reason, b.Feedback)
+		n.Status, n.Reason, n.RetryAt, n.NextAttempt, n.Feedback = protocol.NodeRetrying, b.Reason, b.NotBefore, b.Next, b.Feedback
+		n.countFailures(b.FailedGates)
+	case eventlog.NodeEscalated:
+		n.record(ev, b.Reason, b.Feedback)
+		n.Status, n.Reason, n.Feedback = protocol.NodeEscalated, b.Reason, b.Feedback
+		n.countFailures(b.FailedGates)
+	case eventlog.NodeApproved:
+		n.Approved, n.Reason = true, "approved by "+b.By
+	case eventlog.NodeRejected:
+		n.Status, n.Reason, n.EndedAt = protocol.NodeFailed, fmt.Sprintf("rejected by %s: %s", b.By, b.Reason), ev.Time
+	case eventlog.NodeRetryGranted:
+		// A human's retry starts the count of each gate's failures afresh.
+		n.Budget, n.GateFailures = n.Budget+b.Attempts, map[string]int{}
+		n.Status, n.RetryAt, n.NextAttempt, n.Feedback = protocol.NodeRetrying, ev.Time, b.Attempt+1, b.Feedback
+		n.Reason = fmt.Sprintf("retry granted by %s (%d more attempts)", b.By, b.Attempts)
 	default:
 		return fmt.Errorf("unknown event type %q", ev.Type())
 	}
+	w.refreshStatus()
 	return nil
+}
+
+// refreshStatus keeps a running workflow's status in step with its nodes:
+// it needs attention while a node waits for a human.
+func (w *Workflow) refreshStatus() {
+	if w.Status.Terminal() {
+		return
+	}
+	w.Status = protocol.WorkflowRunning
+	for _, n := range w.Nodes {
+		if n.Status == protocol.NodeEscalated && !n.Approved {
+			w.Status = protocol.WorkflowNeedsAttention
+			return
+		}
+	}
+}
+
+// record closes the node's current attempt in its history.
+func (n *Node) record(ev eventlog.Event, reason string, feedback json.RawMessage) {
+	r := AttemptRecord{Attempt: n.Attempt, Agent: n.Agent, Patch: n.Patch, Outcome: ev.Type(), Reason: reason,
+		At: ev.Time, Feedback: feedback}
+	for _, name := range n.GateOrder {
+		if g := n.Gates[name]; g != nil && g.Result != nil {
+			r.Gates = append(r.Gates, *g.Result)
+		}
+	}
+	n.History = append(n.History, r)
+}
+
+// countFailures counts a round's failure against each gate that caused it.
+func (n *Node) countFailures(gates []string) {
+	for _, g := range gates {
+		n.GateFailures[g]++
+	}
 }
 
 // reopen puts a failed node back to gating, its skipped dependents back to

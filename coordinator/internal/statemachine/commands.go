@@ -68,9 +68,10 @@ func Cancel(w *Workflow, now time.Time) ([]Effect, error) {
 }
 
 // GatesRerunnable reports whether a node's gates may run again: its agent
-// succeeded, and it is gating or failed (on its gates).
+// succeeded, and it is gating, or failed or escalated on its gates.
 func GatesRerunnable(n *Node) bool {
-	return n.AgentSucceeded() && (n.Status == protocol.NodeGating || n.Status == protocol.NodeFailed)
+	return n.AgentSucceeded() && !n.Approved &&
+		(n.Status == protocol.NodeGating || n.Status == protocol.NodeFailed || n.Status == protocol.NodeEscalated)
 }
 
 // RerunGates runs gates again: every gate of node (or of every gating or
@@ -89,7 +90,7 @@ func RerunGates(w *Workflow, node, gate string, noCache bool, now time.Time) ([]
 			return nil, notFound("workflow %s has no node %q", w.ID, node)
 		}
 		if !GatesRerunnable(n) {
-			return nil, conflict("node %s is %s: only a node whose agent succeeded and that is gating or failed on its gates can rerun gates", n.ID, n.Status)
+			return nil, conflict("node %s is %s: only a node whose agent succeeded and that is gating, or failed or escalated on its gates, can rerun gates", n.ID, n.Status)
 		}
 		targets = []*Node{n}
 	} else {
@@ -99,7 +100,7 @@ func RerunGates(w *Workflow, node, gate string, noCache bool, now time.Time) ([]
 			}
 		}
 		if len(targets) == 0 {
-			return nil, conflict("workflow %s has no gating or gate-failed node", w.ID)
+			return nil, conflict("workflow %s has no gating, gate-failed or escalated node", w.ID)
 		}
 	}
 	var effects []Effect
@@ -114,9 +115,11 @@ func RerunGates(w *Workflow, node, gate string, noCache bool, now time.Time) ([]
 			}
 			names = skippedBecauseOf(n, gate)
 		}
-		if n.Status == protocol.NodeFailed {
+		if n.Status == protocol.NodeFailed || n.Status == protocol.NodeEscalated {
 			appendEv(n, eventlog.NodeReopened{Attempt: n.Attempt, Reason: "gate rerun requested"})
-			effects = append(effects, Reopen{})
+			if w.Status.Terminal() {
+				effects = append(effects, Reopen{})
+			}
 		}
 		for _, name := range names {
 			round := 0

@@ -2,7 +2,6 @@ package statemachine
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -45,6 +44,10 @@ func Decide(w *Workflow, now time.Time, published func(jobID string) bool) Decis
 			d.agentRunning(n)
 		case protocol.NodeGating:
 			d.gating(n)
+		case protocol.NodeRetrying:
+			d.retrying(n)
+		case protocol.NodeEscalated:
+			d.escalated(n)
 		}
 	}
 	if len(d.Effects) == 0 {
@@ -142,7 +145,7 @@ func (d *decider) agentRunning(n *Node) {
 		if n.Agent.Error != "" {
 			reason += ": " + n.Agent.Error
 		}
-		d.finishNode(n, protocol.NodeFailed, reason)
+		d.roundFailed(n, failure{agent: reason})
 		return
 	}
 	if n.Status == protocol.NodeReady {
@@ -256,18 +259,7 @@ func (d *decider) decideNode(n *Node) {
 		d.finishNode(n, protocol.NodeSucceeded, "")
 	case workflow.OutcomePending:
 	default:
-		var bad []string
-		for _, name := range n.GateOrder {
-			if n.Blocking(name) && n.Gates[name].Status != protocol.GateSkipped {
-				what := name + " " + string(n.Gates[name].Status)
-				if r := n.Gates[name].Result; r != nil && r.IntegrityViolation {
-					what += " (integrity violation: " + strings.Join(r.Violations, ", ") + ")"
-				}
-				bad = append(bad, what)
-			}
-		}
-		sort.Strings(bad)
-		d.finishNode(n, protocol.NodeFailed, "gates did not pass: "+strings.Join(bad, ", "))
+		d.roundFailed(n, n.gateFailure())
 	}
 }
 
@@ -337,14 +329,24 @@ func (w *Workflow) commitTime(n *Node) time.Time {
 	return t.UTC().Truncate(time.Second)
 }
 
-// agentJob is node n's agent job for attempt, published at publishedAt.
+// agentJob is node n's agent job for attempt, published at publishedAt. A
+// retry starts from the previous attempt's work and gets the failed
+// round's feedback, as a document and appended to the prompt.
 func (w *Workflow) agentJob(n *Node, attempt int, publishedAt time.Time) *protocol.AgentJob {
-	return &protocol.AgentJob{
+	job := &protocol.AgentJob{
 		JobID: protocol.AgentJobID(w.ID, n.ID, attempt), WorkflowID: w.ID, NodeID: n.ID,
 		Attempt: attempt, Pool: n.Task.Pool, Repo: w.Repo, Patches: w.BasePatches(n.ID),
 		Command: n.Task.Command, Prompt: n.Task.Prompt, Env: n.Task.Env,
 		TimeoutSeconds: n.Task.TimeoutSeconds, PublishedAt: publishedAt,
 	}
+	if attempt > 1 {
+		job.StartFrom = n.startFrom()
+		job.Feedback = n.Feedback
+		if text := renderFeedback(n.Feedback); text != "" {
+			job.Prompt = strings.TrimRight(job.Prompt, "\n") + "\n\n" + text
+		}
+	}
+	return job
 }
 
 // gateJob is round round of gate g of node n: the gate runs on the

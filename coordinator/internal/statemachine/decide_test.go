@@ -12,6 +12,17 @@ import (
 
 const agent = "defaults:\n  agent: {command: [fake-agent]}\n"
 
+// once gives every task a single attempt (after agent): a failure
+// escalates at once, and a human decides.
+const once = "  max_attempts: 1\n"
+
+// rejectStep is a step in which a human rejects the escalated node.
+func rejectStep(name, node string, want ...string) step {
+	return step{name, func(w *world) []string {
+		return w.command(statemachine.Reject(w.wf(), node, "ops", "not fixable", w.now))
+	}, want}
+}
+
 // step is one thing that happens to a workflow, and every effect the
 // coordinator carries out in answer, in order.
 type step struct {
@@ -94,20 +105,25 @@ func TestScheduling(t *testing.T) {
 			}
 		},
 	}, {
-		name: "agent failure skips dependents transitively",
-		yaml: "name: f\n" + agent + "tasks:\n  - {id: a, prompt: a}\n  - {id: b, prompt: b, depends_on: [a]}\n" +
+		name: "an agent failure escalates; rejected, it skips dependents transitively",
+		yaml: "name: f\n" + agent + once + "tasks:\n  - {id: a, prompt: a}\n  - {id: b, prompt: b, depends_on: [a]}\n" +
 			"  - {id: c, prompt: c, depends_on: [b]}\n  - {id: x, prompt: x}\n",
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1", "node.ready x", "publish agent x a1"),
 		steps: []step{
-			agentStep("a's agent fails", "a", 1, protocol.AgentFailed, false,
-				"node.agent_done a failed", "node.finished a failed", "node.finished b skipped", "node.finished c skipped"),
+			agentStep("a's agent fails: its only attempt, a escalates", "a", 1, protocol.AgentFailed, false,
+				"node.agent_done a failed", "node.escalated a"),
+			rejectStep("a human rejects a: b and c skipped", "a",
+				"node.rejected a", "node.finished b skipped", "node.finished c skipped"),
 			agentStep("x succeeds: the workflow fails, nothing to deliver", "x", 1, protocol.AgentSucceeded, false,
 				"node.agent_done x succeeded", "integrate x", "node.integrated x", "node.finished x succeeded",
 				// x's integration set the branch, at the base: it is delivered.
 				"finish failed deliver"),
 		},
 		after: func(t *testing.T, w *world) {
-			if r := w.node("a").Reason; r != "agent failed (exit 3): boom" {
+			if r := w.node("a").History[0].Reason; r != "1 of 1 attempts used (agent failed (exit 3): boom)" {
+				t.Errorf("a's escalation %q", r)
+			}
+			if r := w.node("a").Reason; r != "rejected by ops: not fixable" {
 				t.Errorf("a's reason %q", r)
 			}
 			if r := w.node("c").Reason; r != "dependency b skipped" {
@@ -119,13 +135,14 @@ func TestScheduling(t *testing.T) {
 		},
 	}, {
 		name:   "a failed workflow with accepted work delivers it",
-		yaml:   "name: p\n" + agent + "tasks:\n  - {id: a, prompt: a}\n  - {id: b, prompt: b}\n",
+		yaml:   "name: p\n" + agent + once + "tasks:\n  - {id: a, prompt: a}\n  - {id: b, prompt: b}\n",
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1", "node.ready b", "publish agent b a1"),
 		steps: []step{
 			agentStep("a lands a change", "a", 1, protocol.AgentSucceeded, true,
 				"node.agent_done a succeeded", "integrate a", "node.integrated a", "node.finished a succeeded"),
-			agentStep("b fails", "b", 1, protocol.AgentTimeout, false,
-				"node.agent_done b timeout", "node.finished b failed", "finish failed deliver"),
+			agentStep("b times out: escalated", "b", 1, protocol.AgentTimeout, false,
+				"node.agent_done b timeout", "node.escalated b"),
+			rejectStep("b rejected: the workflow fails", "b", "node.rejected b", "finish failed deliver"),
 		},
 	}, {
 		name:   "unpublished jobs are published again, published ones are not",
@@ -149,7 +166,7 @@ func TestGateFanOutAndFold(t *testing.T) {
 		"  - {name: lint, command: [lint], pool: lint}\n"
 	// A deeper plan: test needs build and vet, race needs test, e2e needs
 	// build; task a runs race, lint and e2e, so all six.
-	const deep = "name: g\n" + agent + "gates:\n  - {name: vet, command: [vet]}\n  - {name: build, command: [build]}\n" +
+	const deep = "name: g\n" + agent + once + "gates:\n  - {name: vet, command: [vet]}\n  - {name: build, command: [build]}\n" +
 		"  - {name: test, command: [test], depends_on: [build, vet]}\n  - {name: race, command: [race], depends_on: [test]}\n" +
 		"  - {name: lint, command: [lint]}\n  - {name: e2e, command: [e2e], depends_on: [build]}\n" +
 		"tasks:\n  - {id: a, prompt: a, gates: [race, lint, e2e]}\n"
@@ -184,8 +201,8 @@ func TestGateFanOutAndFold(t *testing.T) {
 			}
 		},
 	}, {
-		name:   "a failure skips dependents, independent gates finish, the node fails",
-		yaml:   "name: g\n" + agent + gates + "tasks:\n  - {id: a, prompt: a, gates: [test, lint]}\n  - {id: d, prompt: d, depends_on: [a]}\n",
+		name:   "a failure skips dependents, independent gates finish, the node escalates",
+		yaml:   "name: g\n" + agent + once + gates + "tasks:\n  - {id: a, prompt: a, gates: [test, lint]}\n  - {id: d, prompt: d, depends_on: [a]}\n",
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
 		steps: []step{
 			agentStep("agent succeeds", "a", 1, protocol.AgentSucceeded, false,
@@ -193,11 +210,12 @@ func TestGateFanOutAndFold(t *testing.T) {
 				"gate.dispatched a/vet r1", "publish gate a/vet r1"),
 			gateStep("vet fails: test skipped, lint still running", "a", "vet", 1, protocol.GateFailed,
 				"gate.finished a/vet failed", "gate.finished a/test skipped"),
-			gateStep("lint passes: a fails, d skipped, workflow fails", "a", "lint", 1, protocol.GatePassed,
-				"gate.finished a/lint passed", "node.finished a failed", "node.finished d skipped", "finish failed"),
+			gateStep("lint passes: a escalates, d waits", "a", "lint", 1, protocol.GatePassed,
+				"gate.finished a/lint passed", "node.escalated a"),
+			rejectStep("a rejected: d skipped, workflow fails", "a", "node.rejected a", "node.finished d skipped", "finish failed"),
 		},
 		after: func(t *testing.T, w *world) {
-			if r := w.node("a").Reason; r != "gates did not pass: vet failed" {
+			if r := w.node("a").History[0].Reason; r != "1 of 1 attempts used (gates did not pass: vet failed)" {
 				t.Errorf("reason %q", r)
 			}
 		},
@@ -213,11 +231,12 @@ func TestGateFanOutAndFold(t *testing.T) {
 			gateStep("vet times out: test and race skipped", "a", "vet", 1, protocol.GateTimeout,
 				"gate.finished a/vet timeout", "gate.finished a/test skipped", "gate.finished a/race skipped"),
 			gateStep("e2e passes", "a", "e2e", 1, protocol.GatePassed, "gate.finished a/e2e passed"),
-			gateStep("lint passes: the node fails on vet", "a", "lint", 1, protocol.GatePassed,
-				"gate.finished a/lint passed", "node.finished a failed", "finish failed"),
+			gateStep("lint passes: the node escalates on vet", "a", "lint", 1, protocol.GatePassed,
+				"gate.finished a/lint passed", "node.escalated a"),
+			rejectStep("rejected: the workflow fails", "a", "node.rejected a", "finish failed"),
 		},
 		after: func(t *testing.T, w *world) {
-			if r := w.node("a").Reason; r != "gates did not pass: vet timeout" {
+			if r := w.node("a").History[0].Reason; r != "1 of 1 attempts used (gates did not pass: vet timeout)" {
 				t.Errorf("reason %q", r)
 			}
 		},
@@ -231,12 +250,13 @@ func TestGateFanOutAndFold(t *testing.T) {
 				"gate.finished a/build error", "gate.finished a/e2e skipped", "gate.finished a/test skipped",
 				"gate.finished a/race skipped"),
 			gateStep("vet passes", "a", "vet", 1, protocol.GatePassed, "gate.finished a/vet passed"),
-			gateStep("lint passes: the node fails on build", "a", "lint", 1, protocol.GatePassed,
-				"gate.finished a/lint passed", "node.finished a failed", "finish failed"),
+			gateStep("lint passes: build could not run, the node escalates", "a", "lint", 1, protocol.GatePassed,
+				"gate.finished a/lint passed", "node.escalated a"),
+			rejectStep("rejected: the workflow fails", "a", "node.rejected a", "finish failed"),
 		},
 	}, {
 		name: "failed outranks pending",
-		yaml: "name: g\n" + agent + "gates:\n  - {name: ci, command: [ci]}\n  - {name: vet, command: [vet]}\n" +
+		yaml: "name: g\n" + agent + once + "gates:\n  - {name: ci, command: [ci]}\n  - {name: vet, command: [vet]}\n" +
 			"tasks:\n  - {id: a, prompt: a, gates: [ci, vet]}\n",
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
 		steps: []step{
@@ -244,8 +264,9 @@ func TestGateFanOutAndFold(t *testing.T) {
 				"node.agent_done a succeeded", "gate.dispatched a/ci r1", "publish gate a/ci r1",
 				"gate.dispatched a/vet r1", "publish gate a/vet r1"),
 			gateStep("ci pending", "a", "ci", 1, protocol.GatePending, "gate.finished a/ci pending"),
-			gateStep("vet fails: the node fails with ci still pending", "a", "vet", 1, protocol.GateFailed,
-				"gate.finished a/vet failed", "node.finished a failed", "finish failed"),
+			gateStep("vet fails: the node escalates with ci still pending", "a", "vet", 1, protocol.GateFailed,
+				"gate.finished a/vet failed", "node.escalated a"),
+			rejectStep("rejected: the workflow fails", "a", "node.rejected a", "finish failed"),
 		},
 	}, {
 		name: "warnings do not block; integrity violations always do",
@@ -264,10 +285,16 @@ func TestGateFanOutAndFold(t *testing.T) {
 			{"an optional warning breaks integrity: blocking", func(w *world) []string {
 				// The gate runner reports a violation as a failure.
 				return w.gateDone("v", "audit", 1, protocol.GateFailed, "modified README.md")
-			}, lines("gate.finished v/audit failed", "node.finished v failed", "finish failed deliver")},
+			}, lines("gate.finished v/audit failed", "node.escalated v")},
+			{"it cannot be approved", func(w *world) []string {
+				return w.command(statemachine.Approve(w.wf(), "v", "ops", "", w.now))
+			}, lines("refused conflict: node v: gate audit found an integrity violation in attempt 1; it cannot be approved (reject it, or retry)")},
+			rejectStep("rejected: the workflow fails", "v", "node.rejected v", "finish failed deliver"),
 		},
 		after: func(t *testing.T, w *world) {
-			if r := w.node("v").Reason; r != "gates did not pass: audit failed (integrity violation: modified README.md)" {
+			// Escalated at once, though the node had attempts left.
+			want := "gate audit changed the workspace outside its allowed_writes (integrity violation: modified README.md) (gates did not pass: audit failed)"
+			if r := w.node("v").History[0].Reason; r != want {
 				t.Errorf("reason %q", r)
 			}
 		},
@@ -278,7 +305,7 @@ func TestGateFanOutAndFold(t *testing.T) {
 // while a poll is out, and timed out max_pending after the first; the
 // decision says when to look again.
 func TestPendingGates(t *testing.T) {
-	yaml := "name: p\n" + agent + "gates:\n  - {name: ci, command: [ci], poll_interval: 10s, max_pending: 1m}\n" +
+	yaml := "name: p\n" + agent + once + "gates:\n  - {name: ci, command: [ci], poll_interval: 10s, max_pending: 1m}\n" +
 		"tasks:\n  - {id: a, prompt: a, gates: [ci]}\n"
 	// Both scenarios start alike: the agent succeeds, ci reports pending.
 	ciOut := agentStep("agent succeeds", "a", 1, protocol.AgentSucceeded, false,
@@ -319,7 +346,7 @@ func TestPendingGates(t *testing.T) {
 				return []string{d.Wake.Sub(w.now).String()}
 			}, lines("50.001s")},
 			{"a minute after the first pending result: timeout", func(w *world) []string { return w.later(51 * time.Second) },
-				lines("gate.finished a/ci timeout", "node.finished a failed", "finish failed")},
+				lines("gate.finished a/ci timeout", "node.escalated a")},
 			gateStep("the late poll result changes nothing", "a", "ci", 1, protocol.GatePassed),
 		},
 		after: func(t *testing.T, w *world) {
@@ -378,18 +405,21 @@ func TestDeadLetters(t *testing.T) {
 			"tasks:\n  - {id: a, prompt: a}\n  - {id: g, prompt: g, gates: [vet]}\n",
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1", "node.ready g", "publish agent g a1"),
 		steps: []step{
-			{"a's job dead-lettered", func(w *world) []string { return dead(w, "a", "") }, lines("node.finished a failed")},
+			{"a's job dead-lettered: escalated", func(w *world) []string { return dead(w, "a", "") }, lines("node.escalated a")},
 			agentStep("g gating", "g", 1, protocol.AgentSucceeded, false,
 				"node.agent_done g succeeded", "gate.dispatched g/vet r1", "publish gate g/vet r1"),
 			{"vet's job dead-lettered", func(w *world) []string { return dead(w, "g", "vet") },
-				lines("gate.finished g/vet error", "node.finished g failed", "finish failed")},
+				lines("gate.finished g/vet error", "node.escalated g")},
 		},
 		after: func(t *testing.T, w *world) {
 			if r := w.node("a").Reason; !strings.Contains(r, "dead-lettered after 5 deliveries: no ack") {
 				t.Errorf("a's reason %q", r)
 			}
-			if r := w.node("g").Reason; r != "gates did not pass: vet error" {
+			if r := w.node("g").Reason; !strings.HasPrefix(r, "gate vet could not run: ") || !strings.Contains(r, "dead-lettered") {
 				t.Errorf("g's reason %q", r)
+			}
+			if w.wf().Status != protocol.WorkflowNeedsAttention {
+				t.Errorf("workflow %s", w.wf().Status)
 			}
 		},
 	}})
@@ -417,8 +447,8 @@ func TestCommands(t *testing.T) {
 			}, lines("refused conflict: workflow wf-test was cancelled")},
 		},
 	}, {
-		name: "gate rerun reopens a failed node",
-		yaml: "name: r\n" + agent + gates + "tasks:\n  - {id: a, prompt: a, gates: [flaky, vet]}\n" +
+		name: "gate rerun reopens an escalated node",
+		yaml: "name: r\n" + agent + once + gates + "tasks:\n  - {id: a, prompt: a, gates: [flaky, vet]}\n" +
 			"  - {id: b, prompt: b, depends_on: [a]}\n  - {id: c, prompt: c, depends_on: [b]}\n",
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
 		steps: []step{
@@ -427,20 +457,19 @@ func TestCommands(t *testing.T) {
 				"gate.dispatched a/vet r1", "publish gate a/vet r1"),
 			{"flaky fails, vet passes", func(w *world) []string {
 				return append(w.gateDone("a", "flaky", 1, protocol.GateFailed), w.gateDone("a", "vet", 1, protocol.GatePassed)...)
-			}, lines("gate.finished a/flaky failed", "gate.finished a/vet passed", "node.finished a failed",
-				"node.finished b skipped", "node.finished c skipped", "finish failed")},
+			}, lines("gate.finished a/flaky failed", "gate.finished a/vet passed", "node.escalated a")},
 			{"rerun of an unknown gate", func(w *world) []string {
 				return w.command(statemachine.RerunGates(w.wf(), "a", "nope", false, w.now))
 			}, lines(`refused not found: node a has no gate "nope"`)},
 			{"rerun of a skipped node", func(w *world) []string {
 				return w.command(statemachine.RerunGates(w.wf(), "b", "", false, w.now))
-			}, lines("refused conflict: node b is skipped: only a node whose agent succeeded and that is gating or failed on its gates can rerun gates")},
+			}, lines("refused conflict: node b is pending: only a node whose agent succeeded and that is gating, or failed or escalated on its gates, can rerun gates")},
 			{"rerun of an unknown node", func(w *world) []string {
 				return w.command(statemachine.RerunGates(w.wf(), "zz", "", false, w.now))
 			}, lines(`refused not found: workflow wf-test has no node "zz"`)},
 			{"rerun flaky without the cache", func(w *world) []string {
 				return w.command(statemachine.RerunGates(w.wf(), "a", "flaky", true, w.now))
-			}, lines("node.reopened a", "reopen", "gate.rerun_requested a/flaky",
+			}, lines("node.reopened a", "gate.rerun_requested a/flaky",
 				"gate.dispatched a/flaky r2", "publish gate a/flaky r2 no-cache")},
 			gateStep("it passes: a succeeds, b and c run", "a", "flaky", 1, protocol.GatePassed,
 				"gate.finished a/flaky passed", "integrate a", "node.integrated a", "node.finished a succeeded",
@@ -469,17 +498,17 @@ func TestCommands(t *testing.T) {
 		},
 	}, {
 		name: "rerunning a gate reruns the gates it had skipped",
-		yaml: "name: s\n" + agent + "gates:\n  - {name: vet, command: [vet]}\n  - {name: test, command: [test], depends_on: [vet]}\n" +
+		yaml: "name: s\n" + agent + once + "gates:\n  - {name: vet, command: [vet]}\n  - {name: test, command: [test], depends_on: [vet]}\n" +
 			"tasks:\n  - {id: a, prompt: a, gates: [test]}\n",
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
 		steps: []step{
 			agentStep("agent succeeds", "a", 1, protocol.AgentSucceeded, false,
 				"node.agent_done a succeeded", "gate.dispatched a/vet r1", "publish gate a/vet r1"),
 			gateStep("vet fails, test skipped", "a", "vet", 1, protocol.GateFailed,
-				"gate.finished a/vet failed", "gate.finished a/test skipped", "node.finished a failed", "finish failed"),
+				"gate.finished a/vet failed", "gate.finished a/test skipped", "node.escalated a"),
 			{"rerun vet: test waits for it", func(w *world) []string {
 				return w.command(statemachine.RerunGates(w.wf(), "a", "vet", false, w.now))
-			}, lines("node.reopened a", "reopen", "gate.rerun_requested a/vet", "gate.rerun_requested a/test",
+			}, lines("node.reopened a", "gate.rerun_requested a/vet", "gate.rerun_requested a/test",
 				"gate.dispatched a/vet r2", "publish gate a/vet r2")},
 			gateStep("vet passes: test runs", "a", "vet", 1, protocol.GatePassed,
 				"gate.finished a/vet passed", "gate.dispatched a/test r1", "publish gate a/test r1"),

@@ -106,8 +106,10 @@ func OnReport(w *Workflow, r *protocol.Report, now time.Time) (effects []Effect,
 		if n.Status != protocol.NodeReady && n.Status != protocol.NodeRunning {
 			return nil, ""
 		}
-		return ev(n.ID, eventlog.NodeFinished{Attempt: n.Attempt, Status: protocol.NodeFailed, Reason: reason},
-			fmt.Sprintf("%s.%s.a%d.%s", w.ID, n.ID, n.Attempt, protocol.NodeFailed)), ""
+		// Its deliveries are spent: no retry of the agent would fix what
+		// keeps the job from running, so a human decides.
+		return ev(n.ID, eventlog.NodeEscalated{Attempt: n.Attempt, Reason: reason},
+			fmt.Sprintf("%s.%s.a%d.escalated", w.ID, n.ID, n.Attempt)), ""
 	}
 	return nil, ""
 }

@@ -9,6 +9,7 @@
 package statemachine
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -113,9 +114,44 @@ type Node struct {
 	StartedAt  time.Time
 	EndedAt    time.Time
 
+	// Budget is the node's budget of agent rounds: the task's, plus what
+	// humans granted.
+	Budget int
+	// RetryAt is when a retrying node's next attempt, NextAttempt, starts.
+	RetryAt     time.Time
+	NextAttempt int
+	// Feedback is the document the current (or next) attempt receives: the
+	// failed round's, with a human's note when one granted the retry.
+	Feedback json.RawMessage
+	// GateFailures counts, per gate, the rounds whose retry or escalation
+	// it caused.
+	GateFailures map[string]int
+	// Approved is set when a human approved the escalated node.
+	Approved bool
+	// History holds the node's finished attempts, oldest first.
+	History []AttemptRecord
+
 	// jobID is the current attempt's agent job id, kept so that deciding
 	// again does not build it anew for every node in flight.
 	jobID string
+}
+
+// AttemptRecord is what one finished attempt of a node did and what came
+// of it: for `show` and the inbox, and to start the next attempt from its
+// work.
+type AttemptRecord struct {
+	Attempt int
+	Agent   *protocol.AgentResult
+	Patch   *protocol.PatchRef
+	// Gates are the attempt's final gate results, in the node's gate order.
+	Gates []protocol.GateResult
+	// Outcome is the event type that ended it (node.retry_scheduled,
+	// node.escalated …) and Reason why.
+	Outcome eventlog.Type
+	Reason  string
+	At      time.Time
+	// Feedback is what the attempt's failure produced for the next one.
+	Feedback json.RawMessage
 }
 
 // GateRun is one gate's state for the node's current attempt.
@@ -165,7 +201,8 @@ func newWorkflow(id string, b eventlog.WorkflowSubmitted, at time.Time) (*Workfl
 		Order: g.TopoOrder(), Branch: BranchName(id), deps: map[string][]string{},
 	}
 	for _, t := range b.Workflow.Tasks {
-		n := &Node{ID: t.ID, Status: protocol.NodePending, Gates: map[string]*GateRun{}}
+		n := &Node{ID: t.ID, Status: protocol.NodePending, Gates: map[string]*GateRun{}, Budget: t.Attempts(),
+			GateFailures: map[string]int{}}
 		if err := n.setTask(b.Workflow, t); err != nil {
 			return nil, fmt.Errorf("workflow %s task %s: %w", id, t.ID, err)
 		}

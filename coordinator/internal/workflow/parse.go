@@ -218,6 +218,7 @@ func (p *parser) agent(n *yaml.Node, what string) (agentDef, bool) {
 type defaultsDef struct {
 	pool    string
 	timeout int
+	retry   retryDef
 	// agent is nil when defaults.agent is absent; agentBad when it was
 	// present but invalid (already reported, so tasks do not repeat it).
 	agent    *agentDef
@@ -229,10 +230,11 @@ func (p *parser) defaults(n *yaml.Node) defaultsDef {
 	if n == nil || gates.IsNull(n) {
 		return d
 	}
-	f, ok := p.Fields(n, "defaults", "pool", "timeout", "agent")
+	f, ok := p.Fields(n, "defaults", append([]string{"pool", "timeout", "agent"}, retryFields...)...)
 	if !ok {
 		return d
 	}
+	d.retry = p.retry(f, "defaults", d.retry)
 	if x, ok := f["pool"]; ok {
 		if s, good := p.name(x.Val, "defaults pool"); good {
 			d.pool = s
@@ -334,8 +336,10 @@ type taskDef struct {
 
 func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 	t := taskDef{node: n, spec: protocol.TaskSpec{Pool: d.pool, TimeoutSeconds: d.timeout}}
-	f, ok := p.Fields(n, "task", "id", "agent", "prompt", "depends_on", "gates", "pool", "timeout", "env")
+	f, ok := p.Fields(n, "task", append([]string{"id", "agent", "prompt", "depends_on", "gates", "pool", "timeout", "env"},
+		retryFields...)...)
 	if !ok {
+		d.retry.apply(&t.spec)
 		return t
 	}
 	what := "task"
@@ -395,6 +399,7 @@ func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 	if x, ok := f["env"]; ok {
 		t.spec.Env, _ = p.Env(x.Val, what+" env")
 	}
+	p.retry(f, what, d.retry).apply(&t.spec)
 	return t
 }
 

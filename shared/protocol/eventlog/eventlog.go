@@ -43,6 +43,11 @@ const (
 	TypeGateStarted       Type = "gate.started"
 	TypeGateFinished      Type = "gate.finished"
 	TypeGateRerun         Type = "gate.rerun_requested"
+	TypeNodeRetry         Type = "node.retry_scheduled"
+	TypeNodeEscalated     Type = "node.escalated"
+	TypeNodeApproved      Type = "node.approved"
+	TypeNodeRejected      Type = "node.rejected"
+	TypeNodeRetryGranted  Type = "node.retry_granted"
 )
 
 // Event is one entry of the event log, on subject protocol.EventSubject(WorkflowID).
@@ -194,6 +199,60 @@ type GateRerunRequested struct {
 	NoCache bool   `json:"no_cache,omitempty"`
 }
 
+// NodeRetryScheduled records that a round failed in a way the agent may
+// fix: attempt Next starts at NotBefore (the retry policy's delay, kept in
+// the log so a restart neither forgets nor shortens it) with Feedback.
+type NodeRetryScheduled struct {
+	Attempt   int       `json:"attempt"`
+	Next      int       `json:"next"`
+	NotBefore time.Time `json:"not_before"`
+	Reason    string    `json:"reason"`
+	// FailedGates are the gates whose blocking failure caused the retry;
+	// each one's count of failed rounds goes up by one.
+	FailedGates []string `json:"failed_gates,omitempty"`
+	// Feedback is the document the next attempt receives.
+	Feedback json.RawMessage `json:"feedback,omitempty"`
+}
+
+// NodeEscalated hands a node to a human: its attempts ran out, a gate
+// failed more rounds than its max_retries, a gate blocks without retry, an
+// integrity violation, or a failure no retry can fix. The workflow needs
+// attention until someone approves, rejects or retries the node.
+type NodeEscalated struct {
+	Attempt     int      `json:"attempt"`
+	Reason      string   `json:"reason"`
+	FailedGates []string `json:"failed_gates,omitempty"`
+	// Feedback is the failed round's feedback, kept for a human's retry.
+	Feedback json.RawMessage `json:"feedback,omitempty"`
+}
+
+// NodeApproved records a human accepting an escalated node's latest
+// patch despite its failed gates: it is integrated and the node succeeds.
+type NodeApproved struct {
+	Attempt int    `json:"attempt"`
+	By      string `json:"by"`
+	Note    string `json:"note,omitempty"`
+}
+
+// NodeRejected records a human rejecting an escalated node: it fails and
+// its dependents are skipped.
+type NodeRejected struct {
+	Attempt int    `json:"attempt"`
+	By      string `json:"by"`
+	Reason  string `json:"reason"`
+}
+
+// NodeRetryGranted records a human granting an escalated node Attempts
+// more rounds; the next starts at once with Feedback, which carries the
+// human's note.
+type NodeRetryGranted struct {
+	Attempt  int             `json:"attempt"`
+	By       string          `json:"by"`
+	Note     string          `json:"note,omitempty"`
+	Attempts int             `json:"attempts"`
+	Feedback json.RawMessage `json:"feedback,omitempty"`
+}
+
 // GateChange is what a node.gates_changed event does to the node's gates:
 // exactly one of Definition and Remove is set.
 type GateChange struct {
@@ -225,6 +284,11 @@ func (GateDispatched) Type() Type          { return TypeGateDispatched }
 func (GateStarted) Type() Type             { return TypeGateStarted }
 func (GateFinished) Type() Type            { return TypeGateFinished }
 func (GateRerunRequested) Type() Type      { return TypeGateRerun }
+func (NodeRetryScheduled) Type() Type      { return TypeNodeRetry }
+func (NodeEscalated) Type() Type           { return TypeNodeEscalated }
+func (NodeApproved) Type() Type            { return TypeNodeApproved }
+func (NodeRejected) Type() Type            { return TypeNodeRejected }
+func (NodeRetryGranted) Type() Type        { return TypeNodeRetryGranted }
 
 func (WorkflowSubmitted) eventBody()       {}
 func (WorkflowCancelRequested) eventBody() {}
@@ -240,6 +304,11 @@ func (GateDispatched) eventBody()          {}
 func (GateStarted) eventBody()             {}
 func (GateFinished) eventBody()            {}
 func (GateRerunRequested) eventBody()      {}
+func (NodeRetryScheduled) eventBody()      {}
+func (NodeEscalated) eventBody()           {}
+func (NodeApproved) eventBody()            {}
+func (NodeRejected) eventBody()            {}
+func (NodeRetryGranted) eventBody()        {}
 
 // newBody returns a pointer to a zero body of type t.
 func newBody(t Type) (Body, error) {
@@ -272,6 +341,16 @@ func newBody(t Type) (Body, error) {
 		return &GateFinished{}, nil
 	case TypeGateRerun:
 		return &GateRerunRequested{}, nil
+	case TypeNodeRetry:
+		return &NodeRetryScheduled{}, nil
+	case TypeNodeEscalated:
+		return &NodeEscalated{}, nil
+	case TypeNodeApproved:
+		return &NodeApproved{}, nil
+	case TypeNodeRejected:
+		return &NodeRejected{}, nil
+	case TypeNodeRetryGranted:
+		return &NodeRetryGranted{}, nil
 	}
 	return nil, fmt.Errorf("%w %q", ErrUnknownType, t)
 }
@@ -307,6 +386,16 @@ func deref(b Body) Body {
 	case *GateFinished:
 		return *v
 	case *GateRerunRequested:
+		return *v
+	case *NodeRetryScheduled:
+		return *v
+	case *NodeEscalated:
+		return *v
+	case *NodeApproved:
+		return *v
+	case *NodeRejected:
+		return *v
+	case *NodeRetryGranted:
 		return *v
 	}
 	return b

@@ -19,7 +19,15 @@
 //	                 failure does not stop the agent
 //	@exit CODE       stop here and exit with CODE (is_error in the JSON)
 //
-// Paths must be relative and stay inside the working directory.
+// Conditions, like a real agent acting on the feedback of a failed round:
+// the directives between one of these and a line "@endif" run only when
+//
+//	@if-feedback TEXT   the feedback file (SUPERVISOR_FEEDBACK_FILE) holds TEXT
+//	@if-no-feedback     there is no feedback: the first attempt
+//	@if-note TEXT       the operator's note in the feedback holds TEXT
+//
+// Conditions nest. Paths must be relative and stay inside the working
+// directory.
 package main
 
 import (
@@ -65,15 +73,75 @@ func main() {
 	os.Exit(code)
 }
 
+// feedback reads the feedback file of a retry: its text, and the
+// operator's note in it ("" and false on a first attempt).
+func feedback() (text, note string, ok bool) {
+	path := os.Getenv("SUPERVISOR_FEEDBACK_FILE")
+	if path == "" {
+		return "", "", false
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "read feedback:", err)
+		return "", "", false
+	}
+	var doc struct {
+		Note *struct {
+			Text string `json:"text"`
+		} `json:"note"`
+	}
+	if json.Unmarshal(data, &doc) == nil && doc.Note != nil {
+		note = doc.Note.Text
+	}
+	return string(data), note, true
+}
+
 // execute runs the prompt's directives and returns a summary and exit code.
 func execute(prompt string) (string, int) {
 	var done []string
+	fbText, fbNote, hasFeedback := feedback()
+	// active holds, for each open condition, whether its directives run.
+	var active []bool
+	running := func() bool {
+		for _, a := range active {
+			if !a {
+				return false
+			}
+		}
+		return true
+	}
 	sc := bufio.NewScanner(strings.NewReader(prompt))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := strings.TrimRight(sc.Text(), "\r")
 		directive, arg, _ := strings.Cut(strings.TrimSpace(line), " ")
 		arg = strings.TrimSpace(arg)
+		switch directive {
+		case "@if-feedback":
+			active = append(active, hasFeedback && strings.Contains(fbText, arg))
+			continue
+		case "@if-no-feedback":
+			active = append(active, !hasFeedback)
+			continue
+		case "@if-note":
+			active = append(active, fbNote != "" && strings.Contains(fbNote, arg))
+			continue
+		case "@endif":
+			if len(active) > 0 {
+				active = active[:len(active)-1]
+			}
+			continue
+		}
+		if !running() {
+			if directive == "@write" || directive == "@append" {
+				for sc.Scan() { // skip the body
+					if strings.TrimSpace(sc.Text()) == "@end" {
+						break
+					}
+				}
+			}
+			continue
+		}
 		switch directive {
 		case "@write", "@append":
 			var body strings.Builder

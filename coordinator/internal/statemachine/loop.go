@@ -1,0 +1,275 @@
+package statemachine
+
+// The closed loop: what a failed round leads to. A failure the agent may
+// fix is retried, after the task's retry policy's delay, with feedback;
+// what it may not fix, and a node whose attempts or gate retries run out,
+// escalates to a human, who approves, rejects or grants more attempts.
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/supervisorhq/supervisor/shared/feedback"
+	"github.com/supervisorhq/supervisor/shared/gates"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
+)
+
+// failure is what went wrong in a node's round.
+type failure struct {
+	// agent is set when the agent itself did not succeed.
+	agent string
+	// gates are the gates whose failure blocks, by name.
+	gates []string
+	// escalate, when set, is why no retry can help (an integrity
+	// violation, on_fail block, a gate that could not run).
+	escalate string
+}
+
+// gateFailure classifies a gating node's blocking failures.
+func (n *Node) gateFailure() failure {
+	var f failure
+	var why []string
+	for _, name := range n.GateOrder {
+		g := n.Gates[name]
+		if !n.Blocking(name) || g.Status == protocol.GateSkipped {
+			continue
+		}
+		f.gates = append(f.gates, name)
+		switch {
+		case g.Result != nil && g.Result.IntegrityViolation:
+			why = append(why, fmt.Sprintf("gate %s changed the workspace outside its allowed_writes (integrity violation: %s)",
+				name, strings.Join(g.Result.Violations, ", ")))
+		case g.Status == protocol.GateError:
+			reason := ""
+			if g.Result != nil && g.Result.Error != "" {
+				reason = ": " + g.Result.Error
+			}
+			why = append(why, fmt.Sprintf("gate %s could not run%s", name, reason))
+		case n.OnFail[name] == gates.Block:
+			why = append(why, fmt.Sprintf("gate %s %s and its on_fail is block", name, g.Status))
+		}
+	}
+	f.escalate = strings.Join(why, "; ")
+	return f
+}
+
+// summary says in one line what failed.
+func (f failure) summary(n *Node) string {
+	if f.agent != "" {
+		return f.agent
+	}
+	parts := make([]string, 0, len(f.gates))
+	for _, name := range f.gates {
+		parts = append(parts, name+" "+string(n.Gates[name].Status))
+	}
+	sort.Strings(parts)
+	return "gates did not pass: " + strings.Join(parts, ", ")
+}
+
+// roundFailed decides what a failed round of node n leads to: a retry
+// after the retry policy's delay, with feedback, or an escalation to a
+// human when the failure is not the agent's to fix, a gate has failed more
+// rounds than its max_retries allow, or the node's attempts are spent.
+func (d *decider) roundFailed(n *Node, f failure) {
+	reason := f.summary(n)
+	escalate := f.escalate
+	if escalate == "" {
+		for _, name := range f.gates {
+			if rounds, max := n.GateFailures[name]+1, n.GateSpecs[name].Retries(); rounds > max {
+				escalate = fmt.Sprintf("gate %s failed %d rounds; its max_retries is %d", name, rounds, max)
+				break
+			}
+		}
+	}
+	if escalate == "" && n.Attempt >= n.Budget {
+		escalate = fmt.Sprintf("%d of %d attempts used", n.Attempt, n.Budget)
+	}
+	if escalate != "" {
+		reason = escalate + " (" + reason + ")"
+		d.append(n, eventlog.NodeEscalated{Attempt: n.Attempt, Reason: reason, FailedGates: f.gates,
+			Feedback: d.w.feedback(n, f, true, nil)},
+			fmt.Sprintf("%s.%s.a%d.escalated", d.w.ID, n.ID, n.Attempt))
+		return
+	}
+	next := n.Attempt + 1
+	delay := n.Task.RetryPolicy().Delay(next, d.w.ID+"/"+n.ID)
+	d.append(n, eventlog.NodeRetryScheduled{Attempt: n.Attempt, Next: next, NotBefore: d.now.Add(delay),
+		Reason: reason, FailedGates: f.gates, Feedback: d.w.feedback(n, f, false, nil)},
+		fmt.Sprintf("%s.%s.a%d.retry", d.w.ID, n.ID, n.Attempt))
+}
+
+// retrying starts a retrying node's next attempt once its delay is over.
+func (d *decider) retrying(n *Node) {
+	if d.now.Before(n.RetryAt) {
+		d.wakeAt(n.RetryAt)
+		return
+	}
+	d.append(n, eventlog.NodeReady{Attempt: n.NextAttempt}, fmt.Sprintf("%s.%s.a%d.ready", d.w.ID, n.ID, n.NextAttempt))
+	d.publishAgent(n, n.NextAttempt, d.now)
+}
+
+// escalated waits for a human; once one approved the node, its latest
+// patch is integrated and it succeeds.
+func (d *decider) escalated(n *Node) {
+	if !n.Approved {
+		return
+	}
+	if !n.Integrated {
+		d.Effects = append(d.Effects, Integrate{Node: n.ID, CommitTime: d.w.commitTime(n)})
+		return
+	}
+	d.finishNode(n, protocol.NodeSucceeded, n.Reason)
+}
+
+// feedback builds the document a failed round of n gives the next attempt
+// (or the human it escalates to), with an operator's note if any.
+func (w *Workflow) feedback(n *Node, f failure, escalated bool, note *feedback.Note) json.RawMessage {
+	in := feedback.Input{WorkflowID: w.ID, NodeID: n.ID, Attempt: n.Attempt, MaxAttempts: n.Budget, Note: note,
+		WorkReset: n.Task.RetryFrom == protocol.RetryFromBase}
+	if a := n.Agent; f.agent != "" && a != nil {
+		// The agent's own run failed: it is reported like a gate, "agent".
+		st := protocol.GateFailed
+		if a.Status == protocol.AgentTimeout {
+			st = protocol.GateTimeout
+		}
+		code := a.ExitCode
+		in.Gates = append(in.Gates, feedback.GateInput{Result: protocol.GateResult{Gate: "agent", Attempt: n.Attempt,
+			Status: st, ExitCode: &code, Stdout: a.Stdout, Stderr: a.Stderr, Error: a.Error, Log: a.Log},
+			Spec: protocol.GateSpec{Name: "agent"}, RoundsFailed: n.Attempt, Escalated: escalated})
+	}
+	for _, name := range f.gates {
+		g := n.Gates[name]
+		if g.Result == nil {
+			continue
+		}
+		in.Gates = append(in.Gates, feedback.GateInput{Result: *g.Result, Spec: n.GateSpecs[name],
+			RoundsFailed: n.GateFailures[name] + 1, Escalated: escalated})
+	}
+	data, err := json.Marshal(feedback.Build(in))
+	if err != nil {
+		// A Feedback is plain data: it always encodes.
+		panic(fmt.Sprintf("statemachine: encode feedback: %v", err))
+	}
+	return data
+}
+
+// withNote returns the feedback document doc with an operator's note.
+func withNote(doc json.RawMessage, note *feedback.Note, next, budget int) json.RawMessage {
+	var f feedback.Feedback
+	if len(doc) > 0 {
+		if err := json.Unmarshal(doc, &f); err != nil {
+			f = feedback.Feedback{}
+		}
+	}
+	f.Note, f.NextAttempt, f.MaxAttempts = note, next, budget
+	data, err := json.Marshal(f)
+	if err != nil {
+		panic(fmt.Sprintf("statemachine: encode feedback: %v", err))
+	}
+	return data
+}
+
+// renderFeedback is the text appended to the agent's prompt for doc.
+func renderFeedback(doc json.RawMessage) string {
+	if len(doc) == 0 {
+		return ""
+	}
+	var f feedback.Feedback
+	if err := json.Unmarshal(doc, &f); err != nil {
+		return ""
+	}
+	text, err := feedback.Render(f, "")
+	if err != nil {
+		return ""
+	}
+	return text
+}
+
+// startFrom is the patch a retry of n starts from: the latest attempt's
+// work, unless the task says to start from the base.
+func (n *Node) startFrom() *protocol.PatchRef {
+	if n.Task.RetryFrom == protocol.RetryFromBase {
+		return nil
+	}
+	for i := len(n.History) - 1; i >= 0; i-- {
+		if p := n.History[i].Patch; p != nil {
+			return p
+		}
+	}
+	return nil
+}
+
+// Approve accepts an escalated node's latest patch despite its failed
+// gates: it is integrated and the node succeeds. A node whose gates found
+// an integrity violation cannot be approved: its patch cannot be trusted.
+func Approve(w *Workflow, node, by, note string, now time.Time) ([]Effect, error) {
+	n, err := escalatedNode(w, node)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range n.GateOrder {
+		if g := n.Gates[name]; g != nil && g.Result != nil && g.Result.IntegrityViolation {
+			return nil, conflict("node %s: gate %s found an integrity violation in attempt %d; it cannot be approved (reject it, or retry)",
+				n.ID, name, n.Attempt)
+		}
+	}
+	return []Effect{Append{Event: eventlog.Event{WorkflowID: w.ID, NodeID: n.ID, Time: now,
+		Body: eventlog.NodeApproved{Attempt: n.Attempt, By: by, Note: note}},
+		MsgID: w.msgID(fmt.Sprintf("%s.%s.a%d.approved", w.ID, n.ID, n.Attempt))}}, nil
+}
+
+// Reject fails an escalated node; its dependents are skipped.
+func Reject(w *Workflow, node, by, reason string, now time.Time) ([]Effect, error) {
+	n, err := escalatedNode(w, node)
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(reason) == "" {
+		return nil, conflict("a rejection needs a reason (--reason)")
+	}
+	return []Effect{Append{Event: eventlog.Event{WorkflowID: w.ID, NodeID: n.ID, Time: now,
+		Body: eventlog.NodeRejected{Attempt: n.Attempt, By: by, Reason: reason}},
+		MsgID: w.msgID(fmt.Sprintf("%s.%s.a%d.rejected", w.ID, n.ID, n.Attempt))}}, nil
+}
+
+// Retry grants an escalated node attempts more rounds (0: the task's
+// budget) and starts the next at once; note, if any, reaches the agent
+// with the failed round's feedback, marked as the operator's.
+func Retry(w *Workflow, node, by, note string, attempts int, now time.Time) ([]Effect, error) {
+	n, err := escalatedNode(w, node)
+	if err != nil {
+		return nil, err
+	}
+	if attempts <= 0 {
+		attempts = n.Task.Attempts()
+	}
+	if attempts > protocol.MaxMaxAttempts {
+		return nil, conflict("at most %d more attempts at a time", protocol.MaxMaxAttempts)
+	}
+	var fn *feedback.Note
+	if strings.TrimSpace(note) != "" {
+		fn = &feedback.Note{From: by, Text: note}
+	}
+	return []Effect{Append{Event: eventlog.Event{WorkflowID: w.ID, NodeID: n.ID, Time: now,
+		Body: eventlog.NodeRetryGranted{Attempt: n.Attempt, By: by, Note: note, Attempts: attempts,
+			Feedback: withNote(n.Feedback, fn, n.Attempt+1, n.Budget+attempts)}},
+		MsgID: w.msgID(fmt.Sprintf("%s.%s.a%d.retry-granted", w.ID, n.ID, n.Attempt))}}, nil
+}
+
+func escalatedNode(w *Workflow, node string) (*Node, error) {
+	if w.CancelRequested || w.Status == protocol.WorkflowCancelled {
+		return nil, conflict("workflow %s was cancelled", w.ID)
+	}
+	n := w.Nodes[node]
+	if n == nil {
+		return nil, notFound("workflow %s has no node %q", w.ID, node)
+	}
+	if n.Status != protocol.NodeEscalated || n.Approved {
+		return nil, conflict("node %s is %s: only an escalated node waits for a human", n.ID, n.Status)
+	}
+	return n, nil
+}

@@ -1,0 +1,300 @@
+package statemachine_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
+	"github.com/supervisorhq/supervisor/shared/feedback"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+)
+
+// job returns the agent job Decide would publish for node now, as a
+// restarted engine that has published nothing sees it.
+func (w *world) job(node string) *protocol.AgentJob {
+	w.t.Helper()
+	for _, e := range statemachine.Decide(w.wf(), w.now, nil).Effects {
+		if p, ok := e.(statemachine.Publish); ok && p.Agent != nil && p.Agent.NodeID == node {
+			return p.Agent
+		}
+	}
+	w.t.Fatalf("no agent job of %s to publish", node)
+	return nil
+}
+
+// feedbackOf decodes a feedback document.
+func feedbackOf(t *testing.T, doc json.RawMessage) feedback.Feedback {
+	t.Helper()
+	var f feedback.Feedback
+	if err := json.Unmarshal(doc, &f); err != nil {
+		t.Fatalf("feedback %s: %v", doc, err)
+	}
+	return f
+}
+
+// retryDelay is the default policy's delay before attempt 2 of node a.
+var retryDelay = protocol.TaskSpec{}.RetryPolicy().Delay(2, testWF+"/a")
+
+// The loop (RETRY-08, RETRY-09, RETRY-15, HITL-04, S-7): a failed round is
+// retried after the retry policy's delay with the failure as feedback,
+// starting from the previous attempt's work, until the gates pass or the
+// attempts or a gate's retries run out; then the node escalates to a
+// human, who approves, rejects or grants more attempts with a note.
+func TestLoop(t *testing.T) {
+	const gates = "gates:\n  - {name: test, command: [go, test, ./...]}\n"
+	failTest := gateStep("test fails", "a", "test", 1, protocol.GateFailed,
+		"gate.finished a/test failed", "node.retry_scheduled a")
+	runScenarios(t, []scenario{{
+		name:   "a failed round is retried with feedback, from its own work, and then passes",
+		yaml:   "name: l\n" + agent + gates + "tasks:\n  - {id: a, prompt: add Shout, gates: [test]}\n",
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			agentStep("attempt 1 makes a change", "a", 1, protocol.AgentSucceeded, true,
+				"node.agent_done a succeeded", "gate.dispatched a/test r1", "publish gate a/test r1"),
+			failTest,
+			{"the delay is not over: nothing, and a wake-up when it is", func(w *world) []string {
+				if n := w.node("a"); n.Status != protocol.NodeRetrying || !n.RetryAt.Equal(t0.Add(retryDelay)) {
+					t.Fatalf("a is %s until %s; want retrying until %s", n.Status, n.RetryAt, t0.Add(retryDelay))
+				}
+				d := statemachine.Decide(w.wf(), w.now, nil)
+				return append(w.settle(), d.Wake.Sub(w.now).String())
+			}, lines(retryDelay.String())},
+			{"the delay is over: attempt 2", func(w *world) []string { return w.later(retryDelay) },
+				lines("node.ready a", "publish agent a a2")},
+			{"attempt 2's job starts from attempt 1's patch, with the feedback", func(w *world) []string {
+				job := w.job("a")
+				f := feedbackOf(t, job.Feedback)
+				var out []string
+				if job.StartFrom == nil || job.StartFrom.Object != testWF+"/a.patch" {
+					out = append(out, "no start from attempt 1's patch")
+				}
+				if f.Attempt != 1 || f.NextAttempt != 2 || f.MaxAttempts != 3 || len(f.Gates) != 1 || f.Gates[0].Name != "test" {
+					out = append(out, "feedback: "+string(job.Feedback))
+				}
+				if !strings.HasPrefix(job.Prompt, "add Shout\n\n") || !strings.Contains(job.Prompt, feedback.UntrustedNotice) {
+					out = append(out, "prompt: "+job.Prompt)
+				}
+				return out
+			}, nil},
+			agentStep("attempt 2 succeeds", "a", 2, protocol.AgentSucceeded, true,
+				"node.agent_done a succeeded", "gate.dispatched a/test r1", "publish gate a/test r1"),
+			gateStep("test passes: integrated", "a", "test", 2, protocol.GatePassed,
+				"gate.finished a/test passed", "integrate a", "node.integrated a", "node.finished a succeeded",
+				"finish succeeded deliver"),
+		},
+		after: func(t *testing.T, w *world) {
+			n := w.node("a")
+			if n.Attempt != 2 || len(n.History) != 1 || n.History[0].Outcome != "node.retry_scheduled" ||
+				n.History[0].Reason != "gates did not pass: test failed" || n.GateFailures["test"] != 1 {
+				t.Errorf("a: attempt %d, history %+v, failures %v", n.Attempt, n.History, n.GateFailures)
+			}
+		},
+	}, {
+		name: "attempts run out: escalated, the workflow needs attention, others go on; a retry with a note fixes it",
+		yaml: "name: l\n" + agent + "  max_attempts: 2\n" + gates +
+			"tasks:\n  - {id: a, prompt: a, gates: [test]}\n  - {id: b, prompt: b, depends_on: [a], gates: []}\n" +
+			"  - {id: x, prompt: x, gates: []}\n",
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1", "node.ready x", "publish agent x a1"),
+		steps: []step{
+			agentStep("a's attempt 1", "a", 1, protocol.AgentSucceeded, true,
+				"node.agent_done a succeeded", "gate.dispatched a/test r1", "publish gate a/test r1"),
+			failTest,
+			{"attempt 2", func(w *world) []string { return w.later(time.Minute) }, lines("node.ready a", "publish agent a a2")},
+			agentStep("a's attempt 2", "a", 2, protocol.AgentSucceeded, true,
+				"node.agent_done a succeeded", "gate.dispatched a/test r1", "publish gate a/test r1"),
+			gateStep("test fails again: 2 of 2 attempts, escalated", "a", "test", 2, protocol.GateFailed,
+				"gate.finished a/test failed", "node.escalated a"),
+			{"the workflow needs attention; b waits", func(w *world) []string {
+				return []string{string(w.wf().Status), string(w.node("b").Status)}
+			}, lines("needs_attention", "pending")},
+			agentStep("x, independent, still runs and succeeds", "x", 1, protocol.AgentSucceeded, false,
+				"node.agent_done x succeeded", "integrate x", "node.integrated x", "node.finished x succeeded"),
+			{"retry with a note", func(w *world) []string {
+				return w.command(statemachine.Retry(w.wf(), "a", "ada", "use strings.ToUpper", 1, w.now))
+			}, lines("node.retry_granted a", "node.ready a", "publish agent a a3")},
+			{"the note reaches attempt 3, marked as the operator's", func(w *world) []string {
+				job := w.job("a")
+				f := feedbackOf(t, job.Feedback)
+				var out []string
+				if f.Note == nil || f.Note.From != "ada" || f.Note.Text != "use strings.ToUpper" || f.NextAttempt != 3 || f.MaxAttempts != 3 {
+					out = append(out, "feedback: "+string(job.Feedback))
+				}
+				if !strings.Contains(job.Prompt, "use strings.ToUpper") {
+					out = append(out, "the prompt lacks the note")
+				}
+				return append(out, string(w.wf().Status))
+			}, lines("running")},
+			agentStep("attempt 3", "a", 3, protocol.AgentSucceeded, true,
+				"node.agent_done a succeeded", "gate.dispatched a/test r1", "publish gate a/test r1"),
+			gateStep("passes: a integrated, b runs", "a", "test", 3, protocol.GatePassed,
+				"gate.finished a/test passed", "integrate a", "node.integrated a", "node.finished a succeeded",
+				"node.ready b", "publish agent b a1"),
+		},
+		after: func(t *testing.T, w *world) {
+			if n := w.node("a"); n.Budget != 3 || len(n.History) != 2 || n.History[1].Outcome != "node.escalated" ||
+				n.History[1].Reason != "2 of 2 attempts used (gates did not pass: test failed)" {
+				t.Errorf("a: budget %d, history %+v", n.Budget, n.History)
+			}
+		},
+	}, {
+		name: "a gate that fails more rounds than its max_retries escalates with attempts left",
+		yaml: "name: l\n" + agent + "gates:\n  - {name: test, command: [t], max_retries: 1}\n" +
+			"tasks:\n  - {id: a, prompt: a, gates: [test]}\n",
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			agentStep("attempt 1", "a", 1, protocol.AgentSucceeded, true,
+				"node.agent_done a succeeded", "gate.dispatched a/test r1", "publish gate a/test r1"),
+			failTest,
+			{"attempt 2", func(w *world) []string { return w.later(time.Minute) }, lines("node.ready a", "publish agent a a2")},
+			agentStep("attempt 2", "a", 2, protocol.AgentSucceeded, true,
+				"node.agent_done a succeeded", "gate.dispatched a/test r1", "publish gate a/test r1"),
+			gateStep("test fails a second round", "a", "test", 2, protocol.GateFailed,
+				"gate.finished a/test failed", "node.escalated a"),
+		},
+		after: func(t *testing.T, w *world) {
+			n := w.node("a")
+			if !strings.HasPrefix(n.Reason, "gate test failed 2 rounds; its max_retries is 1") {
+				t.Errorf("reason %q", n.Reason)
+			}
+			if f := feedbackOf(t, n.Feedback); len(f.Gates) != 1 || !f.Gates[0].Escalated || f.Gates[0].RoundsFailed != 2 {
+				t.Errorf("feedback %s", n.Feedback)
+			}
+		},
+	}, {
+		name: "on_fail block escalates at once; approve integrates the patch and the workflow goes on",
+		yaml: "name: l\n" + agent + gates +
+			"tasks:\n  - id: a\n    prompt: a\n    gates: {required: [test], on_fail: {test: block}}\n" +
+			"  - {id: b, prompt: b, depends_on: [a], gates: []}\n",
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			agentStep("attempt 1", "a", 1, protocol.AgentSucceeded, true,
+				"node.agent_done a succeeded", "gate.dispatched a/test r1", "publish gate a/test r1"),
+			gateStep("test fails: escalated, no retry", "a", "test", 1, protocol.GateFailed,
+				"gate.finished a/test failed", "node.escalated a"),
+			{"reject needs a reason", func(w *world) []string {
+				return w.command(statemachine.Reject(w.wf(), "a", "ops", " ", w.now))
+			}, lines("refused conflict: a rejection needs a reason (--reason)")},
+			{"approve", func(w *world) []string {
+				return w.command(statemachine.Approve(w.wf(), "a", "ada", "known flake", w.now))
+			}, lines("node.approved a", "integrate a", "node.integrated a", "node.finished a succeeded",
+				"node.ready b", "publish agent b a1")},
+			{"an approved node takes no other decision", func(w *world) []string {
+				return w.command(statemachine.Retry(w.wf(), "a", "ada", "", 0, w.now))
+			}, lines("refused conflict: node a is succeeded: only an escalated node waits for a human")},
+		},
+		after: func(t *testing.T, w *world) {
+			if n := w.node("a"); n.Reason != "approved by ada" || !n.Integrated || w.wf().Status != protocol.WorkflowRunning {
+				t.Errorf("a: %s %q integrated %v; workflow %s", n.Status, n.Reason, n.Integrated, w.wf().Status)
+			}
+		},
+	}, {
+		name: "retry_from base: the next attempt starts afresh, and the feedback says so",
+		yaml: "name: l\n" + agent + "  retry_from: base\n" + gates + "tasks:\n  - {id: a, prompt: a, gates: [test]}\n",
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			agentStep("attempt 1", "a", 1, protocol.AgentSucceeded, true,
+				"node.agent_done a succeeded", "gate.dispatched a/test r1", "publish gate a/test r1"),
+			failTest,
+			{"attempt 2 has no start-from patch", func(w *world) []string {
+				w.later(time.Minute)
+				job := w.job("a")
+				var out []string
+				if job.StartFrom != nil {
+					out = append(out, "start from "+job.StartFrom.Object)
+				}
+				if !feedbackOf(t, job.Feedback).WorkReset {
+					out = append(out, "the feedback does not say the work was reset")
+				}
+				return out
+			}, nil},
+		},
+	}, {
+		name:   "an agent failure is retried with the agent's output as feedback",
+		yaml:   "name: l\n" + agent + "tasks:\n  - {id: a, prompt: a, gates: []}\n",
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			agentStep("the agent fails", "a", 1, protocol.AgentFailed, false, "node.agent_done a failed", "node.retry_scheduled a"),
+			{"attempt 2 gets it", func(w *world) []string {
+				w.later(time.Minute)
+				f := feedbackOf(t, w.job("a").Feedback)
+				if len(f.Gates) != 1 || f.Gates[0].Name != "agent" || f.Gates[0].Error != "boom" {
+					return []string{"feedback: " + string(w.job("a").Feedback)}
+				}
+				return nil
+			}, nil},
+		},
+	}, {
+		name:   "decisions on a node that does not wait for a human are refused",
+		yaml:   "name: l\n" + agent + "tasks:\n  - {id: a, prompt: a}\n",
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			{"approve a ready node", func(w *world) []string {
+				return w.command(statemachine.Approve(w.wf(), "a", "ops", "", w.now))
+			}, lines("refused conflict: node a is ready: only an escalated node waits for a human")},
+			{"retry an unknown node", func(w *world) []string {
+				return w.command(statemachine.Retry(w.wf(), "zz", "ops", "", 0, w.now))
+			}, lines(`refused not found: workflow wf-test has no node "zz"`)},
+		},
+	}})
+}
+
+// The retry delay is kept in the log: a coordinator that replays it
+// waits out what is left of the delay, no more and no less.
+func TestRetryDelaySurvivesReplay(t *testing.T) {
+	w, _ := newWorld(t, "name: l\n"+agent+"gates:\n  - {name: test, command: [t]}\ntasks:\n  - {id: a, prompt: a, gates: [test]}\n")
+	w.agentDone("a", 1, protocol.AgentSucceeded, true)
+	w.gateDone("a", "test", 1, protocol.GateFailed)
+	w.now = w.now.Add(retryDelay / 2)
+	replayed := statemachine.New()
+	for _, ev := range w.events {
+		if err := replayed.Apply(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wf, _ := replayed.Workflow(testWF)
+	d := statemachine.Decide(wf, w.now, nil)
+	if len(d.Effects) != 0 || d.Wake.Sub(w.now) != retryDelay-retryDelay/2 {
+		t.Fatalf("half-way through the delay, a replayed state decides %v, wakes in %s; want nothing, in %s",
+			d.Effects, d.Wake.Sub(w.now), retryDelay-retryDelay/2)
+	}
+	if d := statemachine.Decide(wf, t0.Add(retryDelay), nil); len(d.Effects) != 2 {
+		t.Fatalf("at the end of the delay: %v", d.Effects)
+	}
+}
+
+// Retry policies: the built-in ones, the delay's growth and cap, and a
+// jitter that every coordinator computes alike.
+func TestRetryPolicyDelay(t *testing.T) {
+	def, _ := protocol.BuiltinRetryPolicy("default")
+	for _, tc := range []struct {
+		policy string
+		next   int
+		lo, hi time.Duration
+	}{
+		{"default", 2, 1800 * time.Millisecond, 2200 * time.Millisecond},
+		{"default", 3, 3600 * time.Millisecond, 4400 * time.Millisecond},
+		{"default", 10, 27 * time.Second, 33 * time.Second}, // capped at 30 s
+		{"aggressive", 2, time.Second, time.Second},
+		{"aggressive", 4, 2250 * time.Millisecond, 2250 * time.Millisecond},
+		{"conservative", 3, 15 * time.Second, 15 * time.Second},
+	} {
+		p, ok := protocol.BuiltinRetryPolicy(tc.policy)
+		if !ok {
+			t.Fatalf("no policy %s", tc.policy)
+		}
+		if d := p.Delay(tc.next, "wf/node"); d < tc.lo || d > tc.hi {
+			t.Errorf("%s before attempt %d: %s, want %s–%s", tc.policy, tc.next, d, tc.lo, tc.hi)
+		}
+	}
+	if def.Delay(2, "x") != def.Delay(2, "x") || def.Delay(2, "x") == def.Delay(2, "y") {
+		t.Error("the jitter is not a function of the seed")
+	}
+	if got := (protocol.TaskSpec{}).Attempts(); got != 3 {
+		t.Errorf("default attempts %d", got)
+	}
+	if got := (protocol.TaskSpec{Retry: &protocol.RetryPolicy{MaxAttempts: 5}}).Attempts(); got != 5 {
+		t.Errorf("a policy's attempts: %d", got)
+	}
+}
