@@ -654,3 +654,65 @@ func TestInfrastructureErrorOnLastDelivery(t *testing.T) {
 	}
 	h.NoReports(500 * time.Millisecond)
 }
+
+// A retry (RETRY-09, S-8): the agent starts from the previous attempt's
+// work, uncommitted on top of the dependencies, so its patch holds both;
+// it reads the failed round's feedback from a read-only file outside the
+// workspace, named by SUPERVISOR_FEEDBACK_FILE, which never reaches the
+// patch; and acts on it like a real agent.
+func TestRetryStartsFromPreviousWorkWithFeedback(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, bus.Config{})
+	h.startWorker(Config{})
+
+	first := h.agentJob("fix", 1, "@write shout.go\nbuggy\n@end\n")
+	firstRes := h.run(first)
+	if firstRes.Status != protocol.AgentSucceeded || firstRes.Patch == nil {
+		t.Fatalf("attempt 1: %s, patch %v", firstRes.Status, firstRes.Patch)
+	}
+
+	feedback := []byte(`{"v":1,"gates":[{"name":"test","stdout_tail":"--- FAIL: TestShout"}],"note":{"from":"ada","text":"keep it short"}}`)
+	retry := h.agentJob("fix", 2, strings.Join([]string{
+		"@env SUPERVISOR_FEEDBACK_FILE",
+		"@if-feedback FAIL: TestShout",
+		"@write shout.go", "fixed", "@end",
+		"@endif",
+		"@if-no-feedback",
+		"@write wrong.txt", "no feedback seen", "@end",
+		"@endif",
+		"@if-note keep it short",
+		"@write note.txt", "noted", "@end",
+		"@endif",
+		"@if-note something else",
+		"@write wrong-note.txt", "x", "@end",
+		"@endif",
+		"@write also.txt", "more", "@end",
+	}, "\n"))
+	retry.StartFrom = firstRes.Patch
+	retry.Feedback = feedback
+	res := h.run(retry)
+	if res.Status != protocol.AgentSucceeded || res.Patch == nil {
+		t.Fatalf("attempt 2: %s exit %d, stderr %q", res.Status, res.ExitCode, res.Stderr)
+	}
+	patch := h.patchBytes(res.Patch)
+	if got := patchedFiles(patch); len(got) != 3 || got["shout.go"] != "new" || got["note.txt"] != "new" || got["also.txt"] != "new" {
+		t.Errorf("attempt 2's patch touches %v, want shout.go, note.txt and also.txt, all new against the base:\n%s", got, patch)
+	}
+	clone := h.applied(patch)
+	if got := string(testkit.ReadFile(t, filepath.Join(clone, "shout.go"))); got != "fixed\n" {
+		t.Errorf("shout.go = %q", got)
+	}
+	var path string
+	for _, l := range lines(res.Stdout) {
+		if v, ok := strings.CutPrefix(l, "SUPERVISOR_FEEDBACK_FILE="); ok {
+			path = v
+		}
+	}
+	if path == "" || !filepath.IsAbs(path) || strings.Contains(string(patch), "feedback") {
+		t.Errorf("feedback file %q (stdout %q)", path, res.Stdout)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("the feedback file %s outlived its job (stat: %v)", path, err)
+	}
+	h.Settled(protocol.KindAgent)
+}

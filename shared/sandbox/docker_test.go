@@ -810,6 +810,30 @@ func TestDockerWorkspaceEnv(t *testing.T) {
 	}
 }
 
+// Files reach the container read-only, their path in their variable.
+func TestDockerFiles(t *testing.T) {
+	t.Parallel()
+	d, img := dockerTest(t, DockerOptions{})
+	file := filepath.Join(t.TempDir(), "feedback.json")
+	if err := os.WriteFile(file, []byte(`{"note":"from the host"}`), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	spec := probeSpec(t, img, "cat-env", "FEEDBACK")
+	spec.Files = []File{{HostPath: file, Env: "FEEDBACK"}}
+	if res := runDocker(t, d, spec); res.ExitCode != 0 || string(res.Stdout) != `{"note":"from the host"}` {
+		t.Errorf("cat-env: exit %d, %q %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	spec = probeSpec(t, img, "write", ContainerFiles+"/0-feedback.json")
+	spec.Files = []File{{HostPath: file, Env: "FEEDBACK"}}
+	if res := runDocker(t, d, spec); res.ExitCode == 0 {
+		t.Errorf("the container wrote its read-only file: %s", res.Stdout)
+	}
+	spec.Files = []File{{HostPath: "relative.json", Env: "FEEDBACK"}}
+	if _, err := runDockerErr(d, spec); !errors.Is(err, ErrInvalidSpec) {
+		t.Errorf("a relative file path: %v, want ErrInvalidSpec", err)
+	}
+}
+
 // TestDockerDuration: a run's Duration is the command's, as the engine
 // timed it, not the container's start-up.
 func TestDockerDuration(t *testing.T) {

@@ -536,3 +536,24 @@ func TestRunCommandResolution(t *testing.T) {
 		})
 	}
 }
+
+// Files: the process sandbox gives a host file's own path in its variable;
+// a bad file is an invalid spec, and nothing runs.
+func TestRunFiles(t *testing.T) {
+	p := NewProcess(ProcessOptions{ScratchRoot: t.TempDir()})
+	ws := newWorkspace(t)
+	file := filepath.Join(t.TempDir(), "feedback.json")
+	if err := os.WriteFile(file, []byte("from the host\n"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	res := runOK(t, p, Spec{Argv: sh(`cat "$FEEDBACK"`), Workspace: ws, Files: []File{{HostPath: file, Env: "FEEDBACK"}}})
+	if res.ExitCode != 0 || string(res.Stdout) != "from the host\n" {
+		t.Errorf("cat $FEEDBACK: exit %d, %q %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	for _, f := range []File{{HostPath: "rel.json", Env: "FEEDBACK"}, {HostPath: file, Env: "PATH"}, {HostPath: file, Env: "A=B"}} {
+		_, err := p.Run(context.Background(), Spec{Argv: []string{"true"}, Workspace: ws, Files: []File{f}})
+		if !errors.Is(err, ErrInvalidSpec) {
+			t.Errorf("file %+v: %v, want ErrInvalidSpec", f, err)
+		}
+	}
+}

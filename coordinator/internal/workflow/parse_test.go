@@ -535,3 +535,52 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// Retry settings (RETRY-08, RETRY-15, S-7): max_attempts, retry_policy and
+// retry_from in defaults apply to every task; a task's own replace them;
+// bad values are reported where they are written.
+func TestParseRetry(t *testing.T) {
+	spec, err := Parse("r.yaml", []byte(`name: demo
+defaults: {agent: {adapter: codex}, max_attempts: 4, retry_policy: conservative}
+tasks:
+  - {id: a, prompt: p}
+  - {id: b, prompt: p, max_attempts: 1, retry_policy: aggressive, retry_from: base}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := spec.Tasks[0], spec.Tasks[1]
+	if a.Attempts() != 4 || a.RetryPolicy().Name != "conservative" || a.RetryFrom != "" {
+		t.Errorf("a: %d attempts, policy %s, from %q", a.Attempts(), a.RetryPolicy().Name, a.RetryFrom)
+	}
+	if b.Attempts() != 1 || b.RetryPolicy().Name != "aggressive" || b.RetryFrom != protocol.RetryFromBase {
+		t.Errorf("b: %d attempts, policy %s, from %q", b.Attempts(), b.RetryPolicy().Name, b.RetryFrom)
+	}
+	// A policy alone sets the budget; nothing at all gives the default.
+	spec, err = Parse("r.yaml", []byte(head+"tasks:\n  - {id: a, prompt: p, retry_policy: aggressive}\n  - {id: b, prompt: p}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := spec.Tasks[0].Attempts(); got != 5 {
+		t.Errorf("aggressive policy: %d attempts, want 5", got)
+	}
+	if got := spec.Tasks[1].Attempts(); got != protocol.DefaultMaxAttempts {
+		t.Errorf("no setting: %d attempts, want %d", got, protocol.DefaultMaxAttempts)
+	}
+
+	src := head + `tasks:
+  - {id: a, prompt: p, max_attempts: 0}
+  - {id: b, prompt: p, max_attempts: 21}
+  - {id: c, prompt: p, retry_policy: eager}
+  - {id: d, prompt: p, retry_from: scratch}
+  - {id: e, prompt: p, max_attempts: two}
+`
+	_, err = Parse("r.yaml", []byte(src))
+	checkProblems(t, "r.yaml", src, err, []want{
+		`4:38: task "a" max_attempts 0 is out of range: must be between 1 and 20`,
+		`5:38: task "b" max_attempts 21 is out of range: must be between 1 and 20`,
+		`6:38: unknown task "c" retry_policy "eager" (known: aggressive, conservative, default)`,
+		`7:36: task "d" retry_from must be "previous" or "base", got "scratch"`,
+		`8:38: task "e" max_attempts must be an integer, got a string`,
+	})
+}

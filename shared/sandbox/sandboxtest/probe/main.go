@@ -128,6 +128,12 @@ func main() {
 		errw.Flush()
 	case "https-get": // URL: through HTTPS_PROXY (test servers: no verification)
 		httpsGet(arg(0))
+	case "cat-env": // NAME: print the file whose path is in $NAME
+		data, err := os.ReadFile(os.Getenv(arg(0)))
+		if err != nil {
+			fail("cat-env: %v", err)
+		}
+		os.Stdout.Write(data)
 	case "read-stdin":
 		if _, err := io.Copy(os.Stdout, os.Stdin); err != nil {
 			fail("read-stdin: %v", err)
