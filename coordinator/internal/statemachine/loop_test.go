@@ -190,8 +190,8 @@ func TestLoop(t *testing.T) {
 			}
 		},
 	}, {
-		name: "retry_from base: the next attempt starts afresh, and the feedback says so",
-		yaml: "name: l\n" + agent + "  retry_from: base\n" + gates + "tasks:\n  - {id: a, prompt: a, gates: [test]}\n",
+		name:   "retry_from base: the next attempt starts afresh, and the feedback says so",
+		yaml:   "name: l\n" + agent + "  retry_from: base\n" + gates + "tasks:\n  - {id: a, prompt: a, gates: [test]}\n",
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
 		steps: []step{
 			agentStep("attempt 1", "a", 1, protocol.AgentSucceeded, true,
