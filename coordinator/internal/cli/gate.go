@@ -255,7 +255,7 @@ func addGateFieldFlags(fs *pflag.FlagSet) {
 	fs.Bool("skip-on-dependency-failure", true, "skip the gate when a dependency failed (--skip-on-dependency-failure=false runs it anyway)")
 	fs.StringArray("allowed-writes", nil, "path or glob the gate may change in the workspace (repeat)")
 	fs.Bool("allow-shell", false, "allow a command that runs a shell")
-	fs.Int("max-retries", 0, "rounds the gate may fail before the node escalates (default 3; not enforced yet: any blocking failure fails the node)")
+	fs.Int("max-retries", 0, "how many retries of the agent the gate's failures may cause before the node escalates (default 3)")
 	fs.String("poll-interval", "", "how often a pending gate (exit 75) is polled: duration or seconds (default 30s)")
 	fs.String("max-pending", "", "how long a gate may stay pending: duration or seconds (default 24h)")
 	fs.String("image", "", "container image the gate runs in")

@@ -11,8 +11,8 @@ const (
 	OutcomePassed Outcome = "passed"
 	// OutcomePending: some gate is pending (exit 75) and none failed; poll.
 	OutcomePending Outcome = "pending"
-	// OutcomeFailed: some gate did not pass. The node fails; sending the
-	// agent feedback for another round is planned.
+	// OutcomeFailed: some gate did not pass: the round failed, and the
+	// state machine retries it with feedback or escalates the node.
 	OutcomeFailed Outcome = "failed"
 	// OutcomeEscalated: a human must look at the node.
 	OutcomeEscalated Outcome = "escalated"
