@@ -109,10 +109,12 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		return w.applyGateChange(n, b.Change)
 	case eventlog.NodeRetryScheduled:
 		n.record(ev, b.Reason, b.Feedback)
+		n.History[len(n.History)-1].Signature = b.Signature
 		n.Status, n.Reason, n.RetryAt, n.NextAttempt, n.Feedback = protocol.NodeRetrying, b.Reason, b.NotBefore, b.Next, b.Feedback
 		n.countFailures(b.FailedGates)
 	case eventlog.NodeEscalated:
 		n.record(ev, b.Reason, b.Feedback)
+		n.History[len(n.History)-1].Signature = b.Signature
 		n.Status, n.Reason, n.Feedback = protocol.NodeEscalated, b.Reason, b.Feedback
 		n.countFailures(b.FailedGates)
 	case eventlog.NodeApproved:

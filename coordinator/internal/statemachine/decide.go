@@ -154,6 +154,12 @@ func (d *decider) agentRunning(n *Node) {
 }
 
 func (d *decider) gating(n *Node) {
+	if prev := n.samePatch(); prev > 0 {
+		// Its gates would judge the same code again: no point in running them.
+		d.roundFailed(n, failure{agent: fmt.Sprintf("attempt %d made the same patch as attempt %d", n.Attempt, prev),
+			escalate: "the agent is going round in circles"})
+		return
+	}
 	appended := false
 	for _, name := range n.GateOrder {
 		g := n.Gates[name]

@@ -6,8 +6,11 @@ package statemachine
 // escalates to a human, who approves, rejects or grants more attempts.
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -70,13 +73,29 @@ func (f failure) summary(n *Node) string {
 	return "gates did not pass: " + strings.Join(parts, ", ")
 }
 
+// sameFailureLimit is how many rounds may fail alike (the same gates, with
+// the same output but for numbers) before the node escalates as a loop
+// (S-7.3).
+const sameFailureLimit = 3
+
 // roundFailed decides what a failed round of node n leads to: a retry
 // after the retry policy's delay, with feedback, or an escalation to a
 // human when the failure is not the agent's to fix, a gate has failed more
-// rounds than its max_retries allow, or the node's attempts are spent.
+// rounds than its max_retries allow, the node's attempts are spent, or the
+// node loops: it failed alike sameFailureLimit rounds in a row.
 func (d *decider) roundFailed(n *Node, f failure) {
 	reason := f.summary(n)
 	escalate := f.escalate
+	sig := n.signature(f)
+	if escalate == "" && sig != "" {
+		same := 1
+		for i := len(n.History) - 1; i >= 0 && n.History[i].Signature == sig; i-- {
+			same++
+		}
+		if same >= sameFailureLimit {
+			escalate = fmt.Sprintf("the last %d rounds failed alike", same)
+		}
+	}
 	if escalate == "" {
 		for _, name := range f.gates {
 			if rounds, max := n.GateFailures[name]+1, n.GateSpecs[name].Retries(); rounds > max {
@@ -91,15 +110,59 @@ func (d *decider) roundFailed(n *Node, f failure) {
 	if escalate != "" {
 		reason = escalate + " (" + reason + ")"
 		d.append(n, eventlog.NodeEscalated{Attempt: n.Attempt, Reason: reason, FailedGates: f.gates,
-			Feedback: d.w.feedback(n, f, true, nil)},
+			Signature: sig, Feedback: d.w.feedback(n, f, true, nil)},
 			fmt.Sprintf("%s.%s.a%d.escalated", d.w.ID, n.ID, n.Attempt))
 		return
 	}
 	next := n.Attempt + 1
 	delay := n.Task.RetryPolicy().Delay(next, d.w.ID+"/"+n.ID)
 	d.append(n, eventlog.NodeRetryScheduled{Attempt: n.Attempt, Next: next, NotBefore: d.now.Add(delay),
-		Reason: reason, FailedGates: f.gates, Feedback: d.w.feedback(n, f, false, nil)},
+		Reason: reason, FailedGates: f.gates, Signature: sig, Feedback: d.w.feedback(n, f, false, nil)},
 		fmt.Sprintf("%s.%s.a%d.retry", d.w.ID, n.ID, n.Attempt))
+}
+
+// signature identifies a failure for loop detection: the failing gates
+// (or the agent), each with a digest of its output in which every run of
+// digits counts as one (durations, addresses and counters change from run
+// to run; the failure does not).
+func (n *Node) signature(f failure) string {
+	h := sha256.New()
+	write := func(name, out string) {
+		fmt.Fprintf(h, "%s\x00%s\x00", name, digitRuns.ReplaceAllString(out, "#"))
+	}
+	switch {
+	case f.agent != "" && n.Agent != nil:
+		write("agent", n.Agent.Stdout+n.Agent.Stderr)
+	case len(f.gates) > 0:
+		names := append([]string(nil), f.gates...)
+		sort.Strings(names)
+		for _, name := range names {
+			out := ""
+			if r := n.Gates[name].Result; r != nil {
+				out = r.Stdout + r.Stderr + r.Output + r.Error
+			}
+			write(name, out)
+		}
+	default:
+		return ""
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+var digitRuns = regexp.MustCompile(`[0-9]+`)
+
+// samePatch names the earlier attempt whose patch is the same as the
+// current attempt's: the agent is going round in circles (RETRY-12).
+func (n *Node) samePatch() int {
+	if n.Patch == nil {
+		return 0
+	}
+	for _, r := range n.History {
+		if r.Patch != nil && r.Patch.SHA256 == n.Patch.SHA256 && r.Attempt != n.Attempt {
+			return r.Attempt
+		}
+	}
+	return 0
 }
 
 // retrying starts a retrying node's next attempt once its delay is over.

@@ -67,7 +67,7 @@ func TestLoop(t *testing.T) {
 				job := w.job("a")
 				f := feedbackOf(t, job.Feedback)
 				var out []string
-				if job.StartFrom == nil || job.StartFrom.Object != testWF+"/a.patch" {
+				if job.StartFrom == nil || job.StartFrom.Object != testWF+"/a/a1.patch" {
 					out = append(out, "no start from attempt 1's patch")
 				}
 				if f.Attempt != 1 || f.NextAttempt != 2 || f.MaxAttempts != 3 || len(f.Gates) != 1 || f.Gates[0].Name != "test" {
@@ -224,6 +224,49 @@ func TestLoop(t *testing.T) {
 				}
 				return nil
 			}, nil},
+		},
+	}, {
+		name:   "the same patch as an earlier attempt escalates at once, without running the gates (RETRY-12)",
+		yaml:   "name: l\n" + agent + gates + "tasks:\n  - {id: a, prompt: a, gates: [test]}\n",
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			{"attempt 1", func(w *world) []string {
+				w.samePatch = true
+				return w.agentDone("a", 1, protocol.AgentSucceeded, true)
+			}, lines("node.agent_done a succeeded", "gate.dispatched a/test r1", "publish gate a/test r1")},
+			failTest,
+			{"attempt 2", func(w *world) []string { return w.later(time.Minute) }, lines("node.ready a", "publish agent a a2")},
+			agentStep("attempt 2 makes the same patch", "a", 2, protocol.AgentSucceeded, true,
+				"node.agent_done a succeeded", "node.escalated a"),
+		},
+		after: func(t *testing.T, w *world) {
+			if r := w.node("a").Reason; r != "the agent is going round in circles (attempt 2 made the same patch as attempt 1)" {
+				t.Errorf("reason %q", r)
+			}
+		},
+	}, {
+		name: "the same failure three rounds in a row escalates with attempts left (S-7.3)",
+		yaml: "name: l\n" + agent + "  max_attempts: 5\n" + gates + "tasks:\n  - {id: a, prompt: a, gates: [test]}\n",
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			agentStep("attempt 1", "a", 1, protocol.AgentSucceeded, true,
+				"node.agent_done a succeeded", "gate.dispatched a/test r1", "publish gate a/test r1"),
+			failTest,
+			{"attempt 2", func(w *world) []string { return w.later(time.Minute) }, lines("node.ready a", "publish agent a a2")},
+			agentStep("attempt 2", "a", 2, protocol.AgentSucceeded, true,
+				"node.agent_done a succeeded", "gate.dispatched a/test r1", "publish gate a/test r1"),
+			gateStep("test fails alike", "a", "test", 2, protocol.GateFailed, "gate.finished a/test failed", "node.retry_scheduled a"),
+			{"attempt 3", func(w *world) []string { return w.later(time.Minute) }, lines("node.ready a", "publish agent a a3")},
+			agentStep("attempt 3", "a", 3, protocol.AgentSucceeded, true,
+				"node.agent_done a succeeded", "gate.dispatched a/test r1", "publish gate a/test r1"),
+			gateStep("a third time alike: escalated", "a", "test", 3, protocol.GateFailed, "gate.finished a/test failed", "node.escalated a"),
+		},
+		after: func(t *testing.T, w *world) {
+			n := w.node("a")
+			if !strings.HasPrefix(n.Reason, "the last 3 rounds failed alike") || n.History[0].Signature == "" ||
+				n.History[0].Signature != n.History[2].Signature {
+				t.Errorf("reason %q, signatures %q %q", n.Reason, n.History[0].Signature, n.History[2].Signature)
+			}
 		},
 	}, {
 		name:   "decisions on a node that does not wait for a human are refused",

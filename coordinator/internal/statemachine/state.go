@@ -152,6 +152,8 @@ type AttemptRecord struct {
 	At      time.Time
 	// Feedback is what the attempt's failure produced for the next one.
 	Feedback json.RawMessage
+	// Signature identifies the attempt's failure (loop detection).
+	Signature string
 }
 
 // GateRun is one gate's state for the node's current attempt.

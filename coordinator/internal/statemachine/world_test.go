@@ -29,6 +29,8 @@ type world struct {
 	// roundTrip folds each event as the log gives it back: encoded and
 	// decoded.
 	roundTrip bool
+	// samePatch makes every attempt's agent produce the same patch.
+	samePatch bool
 }
 
 const testWF = "wf-test"
@@ -180,7 +182,12 @@ func (w *world) agentDone(node string, token uint64, st protocol.AgentStatus, pa
 		a.ExitCode, a.Error = 3, "boom"
 	}
 	if patch {
-		a.Patch = &protocol.PatchRef{NodeID: node, Object: w.id + "/" + node + ".patch", SHA256: "x", Size: 1}
+		// Each attempt's patch differs from the others, unless samePatch.
+		sum := fmt.Sprintf("sha-a%d", n.Attempt)
+		if w.samePatch {
+			sum = "sha-same"
+		}
+		a.Patch = &protocol.PatchRef{NodeID: node, Object: fmt.Sprintf("%s/%s/a%d.patch", w.id, node, n.Attempt), SHA256: sum, Size: 1}
 	}
 	return w.report(&protocol.Report{Type: protocol.ReportAgentResult, Agent: a})
 }

@@ -210,6 +210,9 @@ type NodeRetryScheduled struct {
 	// FailedGates are the gates whose blocking failure caused the retry;
 	// each one's count of failed rounds goes up by one.
 	FailedGates []string `json:"failed_gates,omitempty"`
+	// Signature identifies the failure, for loop detection: rounds that
+	// fail alike have the same.
+	Signature string `json:"signature,omitempty"`
 	// Feedback is the document the next attempt receives.
 	Feedback json.RawMessage `json:"feedback,omitempty"`
 }
@@ -222,6 +225,7 @@ type NodeEscalated struct {
 	Attempt     int      `json:"attempt"`
 	Reason      string   `json:"reason"`
 	FailedGates []string `json:"failed_gates,omitempty"`
+	Signature   string   `json:"signature,omitempty"`
 	// Feedback is the failed round's feedback, kept for a human's retry.
 	Feedback json.RawMessage `json:"feedback,omitempty"`
 }
