@@ -245,8 +245,8 @@ func TestLoop(t *testing.T) {
 			}
 		},
 	}, {
-		name: "the same failure three rounds in a row escalates with attempts left (S-7.3)",
-		yaml: "name: l\n" + agent + "  max_attempts: 5\n" + gates + "tasks:\n  - {id: a, prompt: a, gates: [test]}\n",
+		name:   "the same failure three rounds in a row escalates with attempts left (S-7.3)",
+		yaml:   "name: l\n" + agent + "  max_attempts: 5\n" + gates + "tasks:\n  - {id: a, prompt: a, gates: [test]}\n",
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
 		steps: []step{
 			agentStep("attempt 1", "a", 1, protocol.AgentSucceeded, true,
