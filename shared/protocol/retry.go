@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"fmt"
 	"hash/fnv"
 	"math"
 	"sort"
@@ -70,6 +71,27 @@ func BuiltinRetryPolicyNames() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Validate checks a policy's numbers: attempts within [0, MaxMaxAttempts],
+// delays of at most a day with the maximum not below the first, a
+// multiplier from 1 to 10 and a jitter from 0 to 1.
+func (p RetryPolicy) Validate() error {
+	switch {
+	case p.MaxAttempts < 0 || p.MaxAttempts > MaxMaxAttempts:
+		return fmt.Errorf("max_attempts %d: must be between 1 and %d", p.MaxAttempts, MaxMaxAttempts)
+	case p.InitialDelay < 0 || p.InitialDelay > 24*time.Hour:
+		return fmt.Errorf("initial_delay %s: must be between 0 and 24h", p.InitialDelay)
+	case p.MaxDelay < 0 || p.MaxDelay > 24*time.Hour:
+		return fmt.Errorf("max_delay %s: must be between 0 and 24h", p.MaxDelay)
+	case p.MaxDelay > 0 && p.MaxDelay < p.InitialDelay:
+		return fmt.Errorf("max_delay %s is shorter than initial_delay %s", p.MaxDelay, p.InitialDelay)
+	case p.Multiplier != 0 && (p.Multiplier < 1 || p.Multiplier > 10):
+		return fmt.Errorf("multiplier %g: must be between 1 and 10", p.Multiplier)
+	case p.Jitter < 0 || p.Jitter > 1:
+		return fmt.Errorf("jitter %g: must be between 0 and 1", p.Jitter)
+	}
+	return nil
 }
 
 // Delay is the wait before attempt next (≥ 2). The jitter is derived from

@@ -32,7 +32,11 @@ may join it over --listen.`,
 			if err != nil {
 				return err
 			}
-			st, err := startFleet(ctx, fleet.Options{Gates: lower,
+			policies, err := e.loadRetryPolicies()
+			if err != nil {
+				return err
+			}
+			st, err := startFleet(ctx, fleet.Options{Gates: lower, RetryPolicies: policies,
 				DataDir: e.v.GetString("data-dir"), Listen: e.v.GetString("listen"),
 				WorkerConcurrency: e.v.GetInt("worker-concurrency"), GateConcurrency: e.v.GetInt("gate-concurrency"),
 				SandboxPath: e.v.GetString("sandbox-path"), Log: e.log,

@@ -48,12 +48,16 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 			if err != nil {
 				return err
 			}
+			policies, err := e.loadRetryPolicies()
+			if err != nil {
+				return err
+			}
 			id := jobrun.HostName(e.v.GetString("id"))
 			eng, err := engine.New(b, store, engine.Options{DataDir: dataDir, ID: id, Log: e.log})
 			if err != nil {
 				return err
 			}
-			svc := service.New(eng, b, service.Options{ID: id, Gates: lower, Log: e.log})
+			svc := service.New(eng, b, service.Options{ID: id, Gates: lower, RetryPolicies: policies, Log: e.log})
 			e.log.Info("coordinator starting", "nats", bus.RedactURL(e.v.GetString("nats")), "state", store.Backend(), "data_dir", dataDir)
 			if err := eng.Run(ctx, svc.Serve); err != nil && ctx.Err() == nil {
 				return fmt.Errorf("coordinator stopped: %w", err)

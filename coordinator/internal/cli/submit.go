@@ -83,7 +83,8 @@ func (e *env) submitFile(ctx context.Context, file string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	opts := workflow.Options{BuiltinGates: lower}
+	// Retry policies of the coordinator's operator are known only there.
+	opts := workflow.Options{BuiltinGates: lower, AnyRetryPolicy: true}
 	if project != nil {
 		gs, _, err := gates.ParseFile(project.Filename, []byte(project.Content), gates.OriginProject)
 		if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/embedded"
 	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
+	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
 	"github.com/supervisorhq/supervisor/worker"
@@ -55,7 +56,9 @@ type Options struct {
 	NoRunners bool
 	// Gates are the built-in and user gates workflows may refer to.
 	Gates *gates.Set
-	Log   *slog.Logger
+	// RetryPolicies are the operator's named retry policies.
+	RetryPolicies map[string]protocol.RetryPolicy
+	Log           *slog.Logger
 }
 
 // Fleet is the embedded default running in this process.
@@ -108,7 +111,7 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 		f.closeConns()
 		return nil, err
 	}
-	svc := service.New(f.engine, f.bus, service.Options{ID: "dev", Gates: o.Gates, Log: o.Log})
+	svc := service.New(f.engine, f.bus, service.Options{ID: "dev", Gates: o.Gates, RetryPolicies: o.RetryPolicies, Log: o.Log})
 	runCtx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
 	f.goRun("coordinator", func() error { return f.engine.Run(runCtx, svc.Serve) })

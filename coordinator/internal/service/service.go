@@ -50,7 +50,10 @@ type Options struct {
 	// the built-in sets and the user's file, merged. Workflows may refer
 	// to them by name.
 	Gates *gates.Set
-	Log   *slog.Logger
+	// RetryPolicies are the operator's named retry policies, besides the
+	// built-in ones.
+	RetryPolicies map[string]protocol.RetryPolicy
+	Log           *slog.Logger
 }
 
 // Service serves the API.

@@ -33,7 +33,7 @@ func (s *Service) submit(ctx context.Context, req api.SubmitRequest) (api.Submit
 	if err != nil {
 		return none, err
 	}
-	opts := workflow.Options{BuiltinGates: s.lower, UserGates: gateregistry.Gates(reg)}
+	opts := workflow.Options{BuiltinGates: s.lower, UserGates: gateregistry.Gates(reg), RetryPolicies: s.opts.RetryPolicies}
 	if pg := req.ProjectGates; pg != nil {
 		gs, _, err := gates.ParseFile(pg.Filename, []byte(pg.Content), gates.OriginProject)
 		if err != nil {

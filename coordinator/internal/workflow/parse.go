@@ -81,6 +81,13 @@ type ValidationError = gates.ValidationError
 // for that task.
 type Options struct {
 	BuiltinGates, UserGates, ProjectGates *gates.Set
+	// RetryPolicies are named retry policies of the operator's, besides
+	// the built-in ones (a name of both is the operator's).
+	RetryPolicies map[string]protocol.RetryPolicy
+	// AnyRetryPolicy accepts a retry_policy name this side does not know:
+	// the CLI validates before submitting, and the coordinator, which knows
+	// its operator's policies, decides.
+	AnyRetryPolicy bool
 }
 
 // Parse parses and validates a workflow file with no gate sources besides
@@ -120,6 +127,8 @@ func ParseWithOptions(filename string, data []byte, opts Options) (*protocol.Wor
 		Checker: gates.NewChecker(filename),
 		lines:   strings.Split(string(data), "\n"),
 		lower:   gates.Merge(opts.BuiltinGates, opts.UserGates, opts.ProjectGates),
+
+		policies: opts.RetryPolicies, anyPolicy: opts.AnyRetryPolicy,
 	}
 	if len(data) > MaxFileSize {
 		p.Addf(nil, "file is %d bytes; a workflow may be at most %d bytes (1 MiB)", len(data), MaxFileSize)
@@ -144,6 +153,10 @@ type parser struct {
 	*gates.Checker
 	lines []string   // the file, for the indentation of block prompts
 	lower *gates.Set // built-in, user and project gates, merged
+	// policies are the operator's retry policies; anyPolicy accepts unknown
+	// names (Options.AnyRetryPolicy).
+	policies  map[string]protocol.RetryPolicy
+	anyPolicy bool
 }
 
 // name returns a field that must satisfy protocol.ValidName.

@@ -584,3 +584,23 @@ tasks:
 		`8:38: task "e" max_attempts must be an integer, got a string`,
 	})
 }
+
+// The operator's retry policies (from the coordinator's config) are known
+// by name beside the built-in ones; the CLI, which may not know them,
+// leaves unknown names to the coordinator.
+func TestParseRetryPolicyOptions(t *testing.T) {
+	src := head + "tasks:\n  - {id: a, prompt: p, retry_policy: patient}\n"
+	patient := protocol.RetryPolicy{MaxAttempts: 4, InitialDelay: 10e9, Multiplier: 2}
+	spec, err := ParseWithOptions("r.yaml", []byte(src), Options{RetryPolicies: map[string]protocol.RetryPolicy{"patient": patient}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := spec.Tasks[0].RetryPolicy(); p.Name != "patient" || p.InitialDelay != 10e9 || spec.Tasks[0].Attempts() != 4 {
+		t.Errorf("policy %+v, %d attempts", p, spec.Tasks[0].Attempts())
+	}
+	_, err = Parse("r.yaml", []byte(src))
+	checkProblems(t, "r.yaml", src, err, []want{`4:38: unknown task "a" retry_policy "patient" (known: aggressive, conservative, default)`})
+	if _, err := ParseWithOptions("r.yaml", []byte(src), Options{AnyRetryPolicy: true}); err != nil {
+		t.Errorf("AnyRetryPolicy: %v", err)
+	}
+}

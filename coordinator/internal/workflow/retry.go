@@ -1,6 +1,8 @@
 package workflow
 
 import (
+	"slices"
+	"sort"
 	"strings"
 
 	"github.com/supervisorhq/supervisor/shared/gates"
@@ -30,10 +32,10 @@ func (p *parser) retry(f map[string]gates.Field, what string, base retryDef) ret
 	}
 	if x, ok := f["retry_policy"]; ok {
 		if name, good := p.Str(x.Val, what+" retry_policy"); good {
-			if pol, known := protocol.BuiltinRetryPolicy(name); known {
+			if pol, known := p.policy(name); known {
 				d.policy = &pol
-			} else {
-				p.Addf(x.Val, "unknown %s retry_policy %q (known: %s)", what, name, strings.Join(protocol.BuiltinRetryPolicyNames(), ", "))
+			} else if !p.anyPolicy {
+				p.Addf(x.Val, "unknown %s retry_policy %q (known: %s)", what, name, strings.Join(p.policyNames(), ", "))
 			}
 		}
 	}
@@ -57,4 +59,26 @@ func (d retryDef) apply(t *protocol.TaskSpec) {
 		pol := *d.policy
 		t.Retry = &pol
 	}
+}
+
+// policy returns the retry policy of that name: the operator's, else a
+// built-in one.
+func (p *parser) policy(name string) (protocol.RetryPolicy, bool) {
+	if pol, ok := p.policies[name]; ok {
+		pol.Name = name
+		return pol, true
+	}
+	return protocol.BuiltinRetryPolicy(name)
+}
+
+// policyNames lists every retry policy's name, sorted.
+func (p *parser) policyNames() []string {
+	names := protocol.BuiltinRetryPolicyNames()
+	for n := range p.policies {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
 }
