@@ -112,6 +112,12 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		n.History[len(n.History)-1].Signature = b.Signature
 		n.Status, n.Reason, n.RetryAt, n.NextAttempt, n.Feedback = protocol.NodeRetrying, b.Reason, b.NotBefore, b.Next, b.Feedback
 		n.countFailures(b.FailedGates)
+		if b.Class == "transient" {
+			// It uses no attempt: the budget grows by the round it takes.
+			n.Budget, n.Transients = n.Budget+1, n.Transients+1
+		} else {
+			n.Transients = 0
+		}
 	case eventlog.NodeEscalated:
 		n.record(ev, b.Reason, b.Feedback)
 		n.History[len(n.History)-1].Signature = b.Signature

@@ -86,6 +86,18 @@ const sameFailureLimit = 3
 func (d *decider) roundFailed(n *Node, f failure) {
 	reason := f.summary(n)
 	escalate := f.escalate
+	if f.agent != "" && escalate == "" {
+		switch class, match, after := classifyAgent(n.Agent); class {
+		case Fatal:
+			escalate = "a fatal agent error (" + match + ")"
+		case Transient:
+			if n.Transients < maxTransient {
+				d.transient(n, reason, match, after)
+				return
+			}
+			escalate = fmt.Sprintf("transient agent errors %d rounds in a row (%s)", n.Transients+1, match)
+		}
+	}
 	sig := n.signature(f)
 	if escalate == "" && sig != "" {
 		same := 1
@@ -118,6 +130,19 @@ func (d *decider) roundFailed(n *Node, f failure) {
 	delay := n.Task.RetryPolicy().Delay(next, d.w.ID+"/"+n.ID)
 	d.append(n, eventlog.NodeRetryScheduled{Attempt: n.Attempt, Next: next, NotBefore: d.now.Add(delay),
 		Reason: reason, FailedGates: f.gates, Signature: sig, Feedback: d.w.feedback(n, f, false, nil)},
+		fmt.Sprintf("%s.%s.a%d.retry", d.w.ID, n.ID, n.Attempt))
+}
+
+// transient re-runs the agent after a back-off without using an attempt:
+// the trouble (a rate limit, an overloaded API, the network) was not its
+// work's. The back-off is the retry policy's, or the retry-after the agent
+// reported if longer.
+func (d *decider) transient(n *Node, reason, match string, after time.Duration) {
+	next := n.Attempt + 1
+	delay := max(n.Task.RetryPolicy().Delay(next, d.w.ID+"/"+n.ID), after)
+	d.append(n, eventlog.NodeRetryScheduled{Attempt: n.Attempt, Next: next, NotBefore: d.now.Add(delay),
+		Reason: fmt.Sprintf("transient: %s (%s)", match, reason), Class: string(Transient),
+		Feedback: d.w.feedback(n, failure{agent: reason}, false, nil)},
 		fmt.Sprintf("%s.%s.a%d.retry", d.w.ID, n.ID, n.Attempt))
 }
 

@@ -2,6 +2,7 @@ package statemachine_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -340,4 +341,64 @@ func TestRetryPolicyDelay(t *testing.T) {
 	if got := (protocol.TaskSpec{Retry: &protocol.RetryPolicy{MaxAttempts: 5}}).Attempts(); got != 5 {
 		t.Errorf("a policy's attempts: %d", got)
 	}
+}
+
+// Error classes (RETRY-02…07): what an agent printed says whether its
+// failure is transient (re-run after a back-off, no attempt used, a
+// reported retry-after honoured), fatal (a human at once) or fixable (a
+// retry with feedback); patterns match whatever the case.
+func TestAgentErrorClasses(t *testing.T) {
+	const yaml = "name: c\n" + agent + "tasks:\n  - {id: a, prompt: a, gates: []}\n"
+	runScenarios(t, []scenario{{
+		name:   "transient errors use no attempt, and honour a retry-after; five in a row escalate",
+		yaml:   yaml,
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			{"rate limited, retry after 40 s", func(w *world) []string {
+				return w.agentFails("a", 1, "API Error: 429 Rate Limit exceeded. Retry-After: 40")
+			}, lines("node.agent_done a failed", "node.retry_scheduled a")},
+			{"the next round waits 40 s, and its budget grew by one", func(w *world) []string {
+				n := w.node("a")
+				return []string{n.RetryAt.Sub(w.now).String(), fmt.Sprint(n.Budget), n.Reason}
+			}, lines("40s", "4", "transient: rate limit (agent failed (exit 1))")},
+			{"overloaded five more times: after five re-runs, the sixth failure escalates", func(w *world) []string {
+				var out []string
+				for i := 2; i <= 6; i++ {
+					w.later(time.Hour)
+					out = append(out, w.agentFails("a", uint64(i), "Overloaded, please try again")...)
+				}
+				return out
+			}, lines("node.agent_done a failed", "node.retry_scheduled a", "node.agent_done a failed", "node.retry_scheduled a",
+				"node.agent_done a failed", "node.retry_scheduled a", "node.agent_done a failed", "node.retry_scheduled a",
+				"node.agent_done a failed", "node.escalated a")},
+		},
+		after: func(t *testing.T, w *world) {
+			if r := w.node("a").Reason; !strings.HasPrefix(r, "transient agent errors 6 rounds in a row (overloaded)") {
+				t.Errorf("reason %q", r)
+			}
+		},
+	}, {
+		name:   "a fatal error escalates at once, whatever its case",
+		yaml:   yaml,
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			{"the agent says it is blocked", func(w *world) []string {
+				return w.agentFails("a", 1, "BLOCKED: the API key is missing")
+			}, lines("node.agent_done a failed", "node.escalated a")},
+		},
+		after: func(t *testing.T, w *world) {
+			if r := w.node("a").Reason; !strings.HasPrefix(r, "a fatal agent error (blocked:)") {
+				t.Errorf("reason %q", r)
+			}
+		},
+	}, {
+		name:   "a malformed answer is fixable: retried with feedback, using an attempt",
+		yaml:   yaml,
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			{"no JSON found", func(w *world) []string { return w.agentFails("a", 1, "error: No JSON found in the output") },
+				lines("node.agent_done a failed", "node.retry_scheduled a")},
+			{"its budget is unchanged", func(w *world) []string { return []string{fmt.Sprint(w.node("a").Budget)} }, lines("3")},
+		},
+	}})
 }

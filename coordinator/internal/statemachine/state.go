@@ -126,6 +126,8 @@ type Node struct {
 	// GateFailures counts, per gate, the rounds whose retry or escalation
 	// it caused.
 	GateFailures map[string]int
+	// Transients counts the transient re-runs in a row.
+	Transients int
 	// Approved is set when a human approved the escalated node.
 	Approved bool
 	// History holds the node's finished attempts, oldest first.

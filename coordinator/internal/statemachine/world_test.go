@@ -192,6 +192,14 @@ func (w *world) agentDone(node string, token uint64, st protocol.AgentStatus, pa
 	return w.report(&protocol.Report{Type: protocol.ReportAgentResult, Agent: a})
 }
 
+// agentFails reports node's agent failing (exit 1) with stderr.
+func (w *world) agentFails(node string, token uint64, stderr string) []string {
+	n := w.node(node)
+	return w.report(&protocol.Report{Type: protocol.ReportAgentResult, Agent: &protocol.AgentResult{
+		JobID: protocol.AgentJobID(w.id, node, n.Attempt), WorkflowID: w.id, NodeID: node, Attempt: n.Attempt,
+		LeaseToken: token, Host: "h", Status: protocol.AgentFailed, ExitCode: 1, Stderr: stderr, FinishedAt: w.now}})
+}
+
 // gateDone reports gate's result for its current round under token.
 func (w *world) gateDone(node, gate string, token uint64, st protocol.GateStatus, violations ...string) []string {
 	n := w.node(node)

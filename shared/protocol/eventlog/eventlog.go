@@ -213,6 +213,9 @@ type NodeRetryScheduled struct {
 	// Signature identifies the failure, for loop detection: rounds that
 	// fail alike have the same.
 	Signature string `json:"signature,omitempty"`
+	// Class is "transient" for a re-run that uses no attempt (the trouble
+	// was not the agent's work), "" for an ordinary retry.
+	Class string `json:"class,omitempty"`
 	// Feedback is the document the next attempt receives.
 	Feedback json.RawMessage `json:"feedback,omitempty"`
 }
