@@ -386,7 +386,7 @@ func (r *Runner) execute(jobCtx, ctx context.Context, job *protocol.GateJob, tok
 		notes = append(notes, summary)
 		logw.Printf("%s", summary)
 	case res.OOMKilled:
-		g.Status, g.Error = protocol.GateError, "resource limit: out of memory"
+		g.Status, g.Error, g.OOMKilled = protocol.GateError, "resource limit: out of memory", true
 		notes = append(notes, g.Error)
 		logw.Printf("the sandbox killed the gate: it ran out of memory")
 	}

@@ -232,6 +232,9 @@ type GateResult struct {
 	CacheKey string `json:"cache_key,omitempty"`
 	// CacheDisabled says why caching was off for this run, if it was.
 	CacheDisabled string `json:"cache_disabled,omitempty"`
+	// OOMKilled is true when the sandbox killed the gate for running out
+	// of memory: a resource error (status error), not a failure of the code.
+	OOMKilled bool `json:"oom_killed,omitempty"`
 	// IntegrityViolation is true when the gate changed the workspace
 	// outside its allowed_writes; it blocks whatever the gate's severity.
 	IntegrityViolation bool `json:"integrity_violation,omitempty"`

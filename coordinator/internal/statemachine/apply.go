@@ -76,6 +76,9 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		// fencing tokens of its own; it is out until its result arrives.
 		g.Dispatched, g.Round, g.NoCache = true, g.Round+1, b.NoCache
 		g.LeaseToken, g.Awaiting = 0, true
+		if b.Rerun != "" {
+			g.Status, g.Result = "", nil
+		}
 		g.jobID = protocol.GateJobID(w.ID, n.ID, n.Attempt, b.Gate, g.Round)
 	case eventlog.GateRerunRequested:
 		// Its earlier outcome and pending clock no longer count; Decide
@@ -89,6 +92,9 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 	case eventlog.GateFinished:
 		g := n.Gate(b.Gate)
 		g.Status, g.Result, g.Awaiting = b.Result.Status, b.Result, false
+		if b.Result.OOMKilled {
+			g.OOMs++
+		}
 		if b.Result.Host != "" {
 			g.Host = b.Result.Host
 		}

@@ -172,6 +172,10 @@ func (d *decider) gating(n *Node) {
 		}
 		if g.Dispatched {
 			switch {
+			case g.Status == protocol.GateError && g.Result != nil && g.Result.OOMKilled && g.OOMs == 1:
+				// A resource error, not the code's: it gets one more run.
+				d.rerun(n, g, "out of memory")
+				appended = true
 			case g.Status == protocol.GatePending:
 				appended = d.pendingGate(n, g, spec) || appended
 			case !g.Terminal():
@@ -202,6 +206,14 @@ func (d *decider) gating(n *Node) {
 func (d *decider) dispatch(n *Node, g *GateRun, poll bool) {
 	round := g.Round + 1
 	d.append(n, eventlog.GateDispatched{Gate: g.Name, Attempt: n.Attempt, Round: round, Poll: poll, NoCache: g.NoCache},
+		fmt.Sprintf("%s.%s.a%d.g.%s.r%d.dispatched", d.w.ID, n.ID, n.Attempt, g.Name, round))
+	d.publishGate(n, g, round)
+}
+
+// rerun runs a gate that ended once more in the same attempt, for why.
+func (d *decider) rerun(n *Node, g *GateRun, why string) {
+	round := g.Round + 1
+	d.append(n, eventlog.GateDispatched{Gate: g.Name, Attempt: n.Attempt, Round: round, NoCache: g.NoCache, Rerun: why},
 		fmt.Sprintf("%s.%s.a%d.g.%s.r%d.dispatched", d.w.ID, n.ID, n.Attempt, g.Name, round))
 	d.publishGate(n, g, round)
 }

@@ -402,3 +402,27 @@ func TestAgentErrorClasses(t *testing.T) {
 		},
 	}})
 }
+
+// A gate killed for running out of memory is a resource error, not a
+// failure of the code: it runs once more; killed again, the node escalates
+// saying so.
+func TestGateOutOfMemory(t *testing.T) {
+	runScenarios(t, []scenario{{
+		name:   "one more run, then a human",
+		yaml:   "name: m\n" + agent + "gates:\n  - {name: test, command: [t]}\ntasks:\n  - {id: a, prompt: a, gates: [test]}\n",
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			agentStep("attempt 1", "a", 1, protocol.AgentSucceeded, true,
+				"node.agent_done a succeeded", "gate.dispatched a/test r1", "publish gate a/test r1"),
+			{"killed for memory: run again", func(w *world) []string { return w.gateOOM("a", "test", 1) },
+				lines("gate.finished a/test error", "gate.dispatched a/test r2", "publish gate a/test r2")},
+			{"killed again: escalated", func(w *world) []string { return w.gateOOM("a", "test", 2) },
+				lines("gate.finished a/test error", "node.escalated a")},
+		},
+		after: func(t *testing.T, w *world) {
+			if r := w.node("a").Reason; !strings.HasPrefix(r, "gate test could not run: resource limit: out of memory") {
+				t.Errorf("reason %q", r)
+			}
+		},
+	}})
+}

@@ -177,6 +177,9 @@ type GateRun struct {
 	// pending gate is not polled again while a poll is out.
 	Awaiting bool
 
+	// OOMs counts the gate's out-of-memory kills in this attempt.
+	OOMs int
+
 	// jobID is the current round's job id.
 	jobID string
 }

@@ -224,6 +224,16 @@ func (w *world) gateRound(node, gate string, round int, token uint64, st protoco
 	return w.report(&protocol.Report{Type: protocol.ReportGateResult, Gate: r})
 }
 
+// gateOOM reports gate's current round killed for running out of memory.
+func (w *world) gateOOM(node, gate string, token uint64) []string {
+	n := w.node(node)
+	g := n.Gates[gate]
+	return w.report(&protocol.Report{Type: protocol.ReportGateResult, Gate: &protocol.GateResult{
+		JobID: protocol.GateJobID(w.id, node, n.Attempt, gate, g.Round), WorkflowID: w.id, NodeID: node, Gate: gate,
+		Attempt: n.Attempt, LeaseToken: token, Host: "g", Status: protocol.GateError, Round: g.Round,
+		Error: "resource limit: out of memory", OOMKilled: true}})
+}
+
 // later moves the clock on and settles.
 func (w *world) later(d time.Duration) []string {
 	w.now = w.now.Add(d)

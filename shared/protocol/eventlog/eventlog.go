@@ -166,6 +166,10 @@ type GateDispatched struct {
 	Poll bool `json:"poll,omitempty"`
 	// NoCache makes the run bypass the gate cache.
 	NoCache bool `json:"no_cache,omitempty"`
+	// Rerun, when set, says why a gate that ended is run again in the same
+	// attempt (an out-of-memory kill gets one more run); its earlier
+	// result no longer counts.
+	Rerun string `json:"rerun,omitempty"`
 }
 
 // GateStarted records the lease under which a gate runner runs a gate job.
