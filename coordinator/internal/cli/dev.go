@@ -36,7 +36,12 @@ may join it over --listen.`,
 			if err != nil {
 				return err
 			}
-			st, err := startFleet(ctx, fleet.Options{Gates: lower, RetryPolicies: policies,
+			notifier, err := e.notifier(cmd)
+			if err != nil {
+				return err
+			}
+			defer notifier.Close()
+			st, err := startFleet(ctx, fleet.Options{Gates: lower, RetryPolicies: policies, Notify: notifierOf(notifier),
 				DataDir: e.v.GetString("data-dir"), Listen: e.v.GetString("listen"),
 				WorkerConcurrency: e.v.GetInt("worker-concurrency"), GateConcurrency: e.v.GetInt("gate-concurrency"),
 				SandboxPath: e.v.GetString("sandbox-path"), Log: e.log,
@@ -55,6 +60,7 @@ may join it over --listen.`,
 	fs.Int("worker-concurrency", 2, "agents run at once by the in-process worker")
 	fs.Int("gate-concurrency", 2, "gates run at once by the in-process gate runner")
 	fs.String("sandbox-path", "", "PATH inside the process sandbox (default: minimal base plus the host's Go)")
+	addNotifyFlags(cmd)
 	return cmd
 }
 

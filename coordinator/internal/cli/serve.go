@@ -53,7 +53,12 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 				return err
 			}
 			id := jobrun.HostName(e.v.GetString("id"))
-			eng, err := engine.New(b, store, engine.Options{DataDir: dataDir, ID: id, Log: e.log})
+			notifier, err := e.notifier(cmd)
+			if err != nil {
+				return err
+			}
+			defer notifier.Close()
+			eng, err := engine.New(b, store, engine.Options{DataDir: dataDir, ID: id, Log: e.log, Notify: notifierOf(notifier)})
 			if err != nil {
 				return err
 			}
@@ -79,4 +84,5 @@ func addServiceFlags(cmd *cobra.Command) {
 	fs.Duration("artifact-ttl", 7*24*time.Hour, "how long bundles, patches and logs are kept in the object store")
 	fs.String("data-dir", "./.supervisor-data", "directory for the coordinator's integration mirrors")
 	fs.String("id", "", "this coordinator's identity for the leader lock (default hostname-pid)")
+	addNotifyFlags(cmd)
 }

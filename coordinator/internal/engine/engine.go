@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/supervisorhq/supervisor/coordinator/internal/notify"
 	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/lease"
@@ -36,6 +37,13 @@ type Options struct {
 	Log  *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Notify, if set, is told of escalations and of humans' decisions.
+	Notify Notifier
+}
+
+// Notifier takes notifications and delivers them without blocking.
+type Notifier interface {
+	Send(notify.Notification)
 }
 
 // ServeFunc starts what the coordinator serves while it leads (the API),

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/supervisorhq/supervisor/coordinator/internal/notify"
 	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/protocol"
@@ -120,7 +121,36 @@ func (e *Engine) append(ctx context.Context, ev eventlog.Event, msgID string) (f
 	if err != nil {
 		return true, fmt.Errorf("engine: fold %s event for %s: %w", ev.Type(), ev.WorkflowID, err)
 	}
+	e.notify(ev)
 	return true, nil
+}
+
+// notify tells the notifier of an escalation or a human's decision, once:
+// only a newly appended event does (a replay or a duplicate does not).
+func (e *Engine) notify(ev eventlog.Event) {
+	if e.opts.Notify == nil {
+		return
+	}
+	n := notify.Notification{Type: string(ev.Type()), WorkflowID: ev.WorkflowID, NodeID: ev.NodeID, Time: ev.Time}
+	switch b := ev.Body.(type) {
+	case eventlog.NodeEscalated:
+		n.Attempt, n.Reason = b.Attempt, b.Reason
+		n.Hint = fmt.Sprintf("coordinator show %s %s; then approve, reject or retry it", ev.WorkflowID, ev.NodeID)
+	case eventlog.NodeApproved:
+		n.Attempt, n.By, n.Note = b.Attempt, b.By, b.Note
+	case eventlog.NodeRejected:
+		n.Attempt, n.By, n.Reason = b.Attempt, b.By, b.Reason
+	case eventlog.NodeRetryGranted:
+		n.Attempt, n.By, n.Note = b.Attempt, b.By, b.Note
+	default:
+		return
+	}
+	e.Read(func(s *statemachine.State) {
+		if w, ok := s.Workflow(ev.WorkflowID); ok {
+			n.WorkflowName = w.Spec.Name
+		}
+	})
+	e.opts.Notify.Send(n)
 }
 
 // publish publishes a job, once per engine: the bus de-duplicates the same

@@ -58,7 +58,9 @@ type Options struct {
 	Gates *gates.Set
 	// RetryPolicies are the operator's named retry policies.
 	RetryPolicies map[string]protocol.RetryPolicy
-	Log           *slog.Logger
+	// Notify, if set, is told of escalations and humans' decisions.
+	Notify engine.Notifier
+	Log    *slog.Logger
 }
 
 // Fleet is the embedded default running in this process.
@@ -106,6 +108,7 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 	}
 	f.engine, err = engine.New(f.bus, f.store, engine.Options{
 		DataDir: filepath.Join(dataDir, "coordinator"), ID: "dev", Log: o.Log, Tick: o.Tick, LeaderTTL: 6 * time.Second,
+		Notify: o.Notify,
 	})
 	if err != nil {
 		f.closeConns()

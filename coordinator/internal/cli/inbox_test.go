@@ -1,0 +1,137 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/api"
+	"github.com/supervisorhq/supervisor/coordinator/internal/fleet"
+	"github.com/supervisorhq/supervisor/coordinator/internal/notify"
+	"github.com/supervisorhq/supervisor/shared/testkit"
+)
+
+// hookServer is a webhook receiver: the notifications it got, in order.
+type hookServer struct {
+	mu    sync.Mutex
+	got   []notify.Notification
+	fails int // answer 503 to this many requests first
+}
+
+func (h *hookServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.fails > 0 {
+		h.fails--
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+		return
+	}
+	var n notify.Notification
+	if err := json.NewDecoder(r.Body).Decode(&n); err != nil || r.Header.Get("Content-Type") != "application/json" {
+		http.Error(w, "bad", http.StatusBadRequest)
+		return
+	}
+	h.got = append(h.got, n)
+}
+
+func (h *hookServer) types() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, n := range h.got {
+		out = append(out, n.Type+" "+n.NodeID)
+	}
+	return out
+}
+
+// The inbox end to end through the CLI, on an in-process fleet with a
+// worker and a gate runner: a gate failure with one attempt escalates
+// (submit --wait ends with 5), the inbox lists the node, show prints its
+// attempt, reject fails it and skips its dependent; a webhook hears the
+// escalation and the decision, though it refused the first try (HITL-01,
+// HITL-04, S-9).
+func TestInboxRejectAndNotify(t *testing.T) {
+	hook := &hookServer{fails: 1}
+	srv := httptest.NewServer(hook)
+	defer srv.Close()
+	disp := notify.New([]notify.Sink{notify.Webhook{URL: srv.URL + "/hook?token=secret"}},
+		notify.Options{Backoff: 50 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	defer disp.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, err := fleet.Start(ctx, fleet.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Notify: disp,
+		Tick: 200 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatalf("start fleet: %v", err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	empty := t.TempDir()
+	run := func(args ...string) cliResult {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		code := Main(append([]string{"--nats=" + st.URL(), "--builtin-gates=" + empty, "--user-gates=", "--timeout=90s"}, args...),
+			&out, &errOut)
+		return cliResult{code: code, stdout: out.String(), stderr: errOut.String()}
+	}
+
+	repo, _ := testkit.Repo(t, map[string]string{"README.md": "inbox\n"})
+	wf := filepath.Join(t.TempDir(), "wf.yaml")
+	testkit.WriteFile(t, wf, `name: inbox
+defaults:
+  agent: {command: ["true"]}
+  max_attempts: 1
+gates:
+  - {name: never, command: ["false"]}
+tasks:
+  - {id: a, prompt: a, gates: [never]}
+  - {id: b, prompt: b, depends_on: [a], gates: []}
+`)
+	r := run("submit", wf, "--repo", repo, "--wait")
+	wantCode(t, r, ExitNeedsAttention, "escalated to a human: 1 of 1 attempts used (gates did not pass: never failed)",
+		"needs attention: nothing runs until a human decides (coordinator inbox)")
+	id := strings.Fields(r.stdout)[0]
+
+	r = run("inbox", "-o", "json")
+	wantCode(t, r, 0)
+	var items []api.InboxItem
+	decodeJSON(t, r, &items)
+	if len(items) != 1 || items[0].WorkflowID != id || items[0].NodeID != "a" || items[0].Attempt != 1 || items[0].Budget != 1 ||
+		!strings.Contains(items[0].Reason, "never failed") || items[0].Since.IsZero() {
+		t.Fatalf("inbox: %+v", items)
+	}
+	wantCode(t, run("inbox"), 0, id+" (inbox)", "1/1", "no patch")
+	wantCode(t, run("show", id, "a"), 0, "status    escalated (attempt 1 of 1)", "attempt 1: agent succeeded → escalated:", "gate never")
+	wantCode(t, run("status", id), ExitNeedsAttention, "needs_attention")
+
+	wantCode(t, run("reject", id, "a"), ExitUsage, "reject needs --reason")
+	wantCode(t, run("approve", id, "b"), ExitFault, "node b is pending: only an escalated node waits for a human")
+	wantCode(t, run("reject", id, "a", "--reason", "not worth it", "--as", "ada"), 0,
+		"a: failed rejected by ada: not worth it", "workflow "+id+" is")
+	testkit.WaitFor(t, 30*time.Second, 100*time.Millisecond, "the workflow to fail", func() bool {
+		return run("status", id).code == ExitFailed
+	})
+	wantCode(t, run("status", id), ExitFailed, "skipped")
+	wantCode(t, run("inbox"), 0, "nothing waits for a human")
+
+	testkit.WaitFor(t, 30*time.Second, 100*time.Millisecond, "the webhook to hear both", func() bool { return len(hook.types()) == 2 })
+	if got := strings.Join(hook.types(), ", "); got != "node.escalated a, node.rejected a" {
+		t.Errorf("webhook got %s", got)
+	}
+	hook.mu.Lock()
+	esc, rej := hook.got[0], hook.got[1]
+	hook.mu.Unlock()
+	if esc.WorkflowID != id || esc.WorkflowName != "inbox" || !strings.Contains(esc.Reason, "never failed") ||
+		!strings.Contains(esc.Hint, "coordinator show "+id+" a") || rej.By != "ada" || rej.Reason != "not worth it" {
+		t.Errorf("notifications %+v, %+v", esc, rej)
+	}
+}
