@@ -277,9 +277,18 @@ func (e *env) gateDone(j *taken, token uint64, st protocol.GateStatus) {
 	}
 }
 
-// makePatch does an agent's work for real: it prepares the job's workspace
-// (base commit plus dependency patches), writes file, and uploads the diff.
+// makePatch does an agent's work for real: see work; it writes one file.
 func (e *env) makePatch(j *taken, file, content string) *protocol.PatchRef {
+	e.t.Helper()
+	return e.work(j, map[string]string{file: content})
+}
+
+// work does an agent's work for real, as a worker does: it prepares the
+// job's workspace (base commit plus dependency patches), applies the
+// previous attempt's patch uncommitted when the job starts from one (a
+// retry), writes files and uploads the diff, which then holds the previous
+// attempt's work and this one's.
+func (e *env) work(j *taken, files map[string]string) *protocol.PatchRef {
 	e.t.Helper()
 	ctx := testkit.Context(e.t, 30*time.Second)
 	w, err := e.ws.Prepare(ctx, j.agent.Repo, j.agent.Patches, j.agent.JobID)
@@ -287,8 +296,15 @@ func (e *env) makePatch(j *taken, file, content string) *protocol.PatchRef {
 		e.t.Fatalf("prepare workspace for %s: %v", j.agent.JobID, err)
 	}
 	defer w.Close()
-	if err := os.WriteFile(filepath.Join(w.Dir, file), []byte(content), 0o644); err != nil {
-		e.t.Fatal(err)
+	if j.agent.StartFrom != nil {
+		if err := w.ApplyWork(ctx, *j.agent.StartFrom); err != nil {
+			e.t.Fatalf("start %s from %s: %v", j.agent.JobID, j.agent.StartFrom.Object, err)
+		}
+	}
+	for file, content := range files {
+		if err := os.WriteFile(filepath.Join(w.Dir, file), []byte(content), 0o644); err != nil {
+			e.t.Fatal(err)
+		}
 	}
 	patch, err := w.Diff(ctx)
 	if err != nil {

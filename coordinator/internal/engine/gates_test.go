@@ -26,6 +26,7 @@ type gateReply struct {
 	status    protocol.GateStatus
 	exit      int
 	violation []string // an integrity violation naming these paths
+	stdout    string   // the gate's output
 }
 
 // gateResult reports a gate's result for job j under token, echoing the
@@ -37,7 +38,7 @@ func (e *env) gateResult(j *taken, token uint64, r gateReply) {
 	res := &protocol.GateResult{
 		JobID: g.JobID, WorkflowID: g.WorkflowID, NodeID: g.NodeID, Gate: g.Gate, Attempt: g.Attempt,
 		LeaseToken: token, Host: "test-runner", Status: r.status, ExitCode: &exit, Round: g.Round,
-		StartedAt: time.Now().UTC(), FinishedAt: time.Now().UTC(),
+		StartedAt: time.Now().UTC(), FinishedAt: time.Now().UTC(), Stdout: r.stdout,
 	}
 	if len(r.violation) > 0 {
 		res.IntegrityViolation, res.Violations = true, r.violation
