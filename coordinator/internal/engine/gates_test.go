@@ -607,3 +607,67 @@ tasks:
 		t.Errorf("%d workflow.finished events, want 2 (failed, then succeeded)", finished)
 	}
 }
+
+// A gate rerun also reopens an escalated node, without a human's decision
+// (HITL-01): the node goes back to gating in the same attempt, leaves the
+// inbox, and the workflow no longer needs attention; as it never finished,
+// no finished marker is involved. When the gate passes in its new round
+// the node's patch is integrated without a new agent attempt, the
+// dependent runs on it, and the workflow finishes once.
+func TestGateRerunReopensEscalatedNode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, bus.Config{})
+	e.start()
+	ctx := testkit.Context(t, 30*time.Second)
+	wf := e.submit(loopYAML("rerun-escalated", "  max_attempts: 1\n"))
+	_, p1 := e.failRound(wf, 1, map[string]string{"shout.go": shoutV1})
+	e.waitEscalated(wf, "a")
+
+	got, err := e.client.GateRerun(ctx, api.GateRerunRequest{WorkflowID: wf, NodeID: "a"})
+	if err != nil {
+		t.Fatalf("rerun: %v", err)
+	}
+	if a := nodeOf(got, "a"); got.Status != protocol.WorkflowRunning || a.Status != protocol.NodeGating || a.Reason != "" || a.Attempt != 1 {
+		t.Errorf("after the rerun: workflow %s, a %s at attempt %d (%q); want running, a gating at attempt 1", got.Status, a.Status, a.Attempt, a.Reason)
+	}
+	if b := nodeOf(got, "b"); b.Status != protocol.NodePending {
+		t.Errorf("b after the rerun: %s", b.Status)
+	}
+	if items, err := e.client.Inbox(ctx); err != nil || len(items) != 0 {
+		t.Errorf("inbox after the rerun = %+v, %v", items, err)
+	}
+	if _, err := e.store.CacheGet(ctx, protocol.WorkflowFinishedKey(wf)); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("workflow-finished marker: %v, want none", err)
+	}
+	if c := countEvents(e.events(wf), eventlog.TypeNodeReopened, "a"); c != 1 {
+		t.Errorf("%d node.reopened events, want 1", c)
+	}
+
+	j := e.next(protocol.KindGate, "default", 5*time.Second)
+	if j.gate.Attempt != 1 || j.gate.Round != 2 || j.gate.JobID != protocol.GateJobID(wf, "a", 1, "test", 2) ||
+		len(j.gate.Patches) != 1 || j.gate.Patches[0] != *p1 {
+		t.Fatalf("rerun job = %+v, want round 2 of attempt 1 on its patch", j.gate)
+	}
+	e.started(j, 1)
+	e.gateResult(j, 1, gateReply{status: protocol.GatePassed})
+	if a := e.waitNode(wf, "a", protocol.NodeSucceeded); a.Attempt != 1 || a.Commit == "" || a.Commit == e.repo.BaseCommit {
+		t.Errorf("a = %+v, want succeeded at attempt 1, integrated", a)
+	}
+	jb := e.next(protocol.KindAgent, "default", 5*time.Second)
+	if jb.agent.NodeID != "b" || len(jb.agent.Patches) != 1 || jb.agent.Patches[0] != *p1 {
+		t.Fatalf("agent job after the rerun = %+v, want b on a's patch", jb.agent)
+	}
+	e.started(jb, 1)
+	e.agentDone(jb, 1, protocol.AgentSucceeded, nil)
+	e.waitWorkflow(wf, protocol.WorkflowSucceeded)
+	evs := e.events(wf)
+	finished := 0
+	for _, ev := range evs {
+		if ev.Type() == eventlog.TypeWorkflowFinished {
+			finished++
+		}
+	}
+	if finished != 1 || readyEvents(evs, "a", 2) != 0 {
+		t.Errorf("%d workflow.finished events (want 1), %d attempt-2 node.ready events (want 0)", finished, readyEvents(evs, "a", 2))
+	}
+}
