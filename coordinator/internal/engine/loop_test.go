@@ -255,7 +255,7 @@ func TestApproveEscalatedNodeIntegratesAndDependentsRun(t *testing.T) {
 	e.noJob(protocol.KindAgent, "default", 300*time.Millisecond, "b before a human decided on a")
 
 	_, err = e.client.Approve(ctx, api.DecisionRequest{WorkflowID: wf, NodeID: "a"})
-	wantAPIError(t, err, api.CodeBadRequest, "a decision without its author")
+	_ = wantAPIError(t, err, api.CodeBadRequest, "a decision without its author")
 	_, err = e.client.Approve(ctx, api.DecisionRequest{WorkflowID: wf, NodeID: "b", By: "ada"})
 	if ae := wantAPIError(t, err, api.CodeConflict, "approve a pending node"); !strings.Contains(ae.Description, "only an escalated node waits for a human") {
 		t.Errorf("approve a pending node: %s", ae.Description)
@@ -283,7 +283,7 @@ func TestApproveEscalatedNodeIntegratesAndDependentsRun(t *testing.T) {
 		t.Errorf("inbox after the approval = %+v, %v", items, err)
 	}
 	_, err = e.client.Approve(ctx, api.DecisionRequest{WorkflowID: wf, NodeID: "a", By: "ada"})
-	wantAPIError(t, err, api.CodeConflict, "approve twice")
+	_ = wantAPIError(t, err, api.CodeConflict, "approve twice")
 
 	jb := e.next(protocol.KindAgent, "default", 5*time.Second)
 	if b := jb.agent; b.NodeID != "b" || len(b.Patches) != 1 || b.Patches[0] != *p1 {
@@ -325,7 +325,7 @@ func TestRetryEscalatedNodeWithNote(t *testing.T) {
 	_, p1 := e.failRound(wf, 1, map[string]string{"shout.go": shoutV1, "shout_test.go": shoutTest})
 	e.waitEscalated(wf, "a")
 	_, err := e.client.Retry(ctx, api.DecisionRequest{WorkflowID: wf, NodeID: "a", By: "ada", Attempts: -1})
-	wantAPIError(t, err, api.CodeBadRequest, "a negative number of attempts")
+	_ = wantAPIError(t, err, api.CodeBadRequest, "a negative number of attempts")
 
 	const note = "Shout must upper-case its argument: use strings.ToUpper"
 	s, err := e.client.Retry(ctx, api.DecisionRequest{WorkflowID: wf, NodeID: "a", By: "ada", Note: note, Attempts: 1})
