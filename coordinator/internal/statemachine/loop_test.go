@@ -190,8 +190,8 @@ func TestLoop(t *testing.T) {
 			}
 		},
 	}, {
-		name: "retry_from base: the next attempt starts afresh, and the feedback says so",
-		yaml: "name: l\n" + agent + "  retry_from: base\n" + gates + "tasks:\n  - {id: a, prompt: a, gates: [test]}\n",
+		name:   "retry_from base: the next attempt starts afresh, and the feedback says so",
+		yaml:   "name: l\n" + agent + "  retry_from: base\n" + gates + "tasks:\n  - {id: a, prompt: a, gates: [test]}\n",
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
 		steps: []step{
 			agentStep("attempt 1", "a", 1, protocol.AgentSucceeded, true,
@@ -288,7 +288,8 @@ func TestRetryPolicyDelay(t *testing.T) {
 			t.Errorf("%s before attempt %d: %s, want %s–%s", tc.policy, tc.next, d, tc.lo, tc.hi)
 		}
 	}
-	if def.Delay(2, "x") != def.Delay(2, "x") || def.Delay(2, "x") == def.Delay(2, "y") {
+	first, again, other := def.Delay(2, "x"), def.Delay(2, "x"), def.Delay(2, "y")
+	if first != again || first == other {
 		t.Error("the jitter is not a function of the seed")
 	}
 	if got := (protocol.TaskSpec{}).Attempts(); got != 3 {
