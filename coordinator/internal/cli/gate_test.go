@@ -185,7 +185,8 @@ func TestGateCommandsTask(t *testing.T) {
 	task := id + "/a"
 
 	r = run("gate", "list", "--task", task)
-	wantCode(t, r, 0, "node "+task, "ON_FAIL", "REQUIRED", "STATUS", "vet", "block", "yes")
+	// A required error gate's failure is retried with feedback (RETRY-09).
+	wantCode(t, r, 0, "node "+task, "ON_FAIL", "REQUIRED", "STATUS", "vet", "retry_with_feedback", "yes")
 	r = run("gate", "add", "--task", task, "--name", "extra", "--optional", "--on-fail", "warn", "--", "make", "check")
 	wantCode(t, r, 0, "gate extra added on node "+task, "runs it once its agent succeeds")
 	wantCode(t, run("gate", "add", "--task", task, "--name", "test"), 0, "gate test added on node "+task)

@@ -277,9 +277,18 @@ func (e *env) gateDone(j *taken, token uint64, st protocol.GateStatus) {
 	}
 }
 
-// makePatch does an agent's work for real: it prepares the job's workspace
-// (base commit plus dependency patches), writes file, and uploads the diff.
+// makePatch does an agent's work for real: see work; it writes one file.
 func (e *env) makePatch(j *taken, file, content string) *protocol.PatchRef {
+	e.t.Helper()
+	return e.work(j, map[string]string{file: content})
+}
+
+// work does an agent's work for real, as a worker does: it prepares the
+// job's workspace (base commit plus dependency patches), applies the
+// previous attempt's patch uncommitted when the job starts from one (a
+// retry), writes files and uploads the diff, which then holds the previous
+// attempt's work and this one's.
+func (e *env) work(j *taken, files map[string]string) *protocol.PatchRef {
 	e.t.Helper()
 	ctx := testkit.Context(e.t, 30*time.Second)
 	w, err := e.ws.Prepare(ctx, j.agent.Repo, j.agent.Patches, j.agent.JobID)
@@ -287,8 +296,15 @@ func (e *env) makePatch(j *taken, file, content string) *protocol.PatchRef {
 		e.t.Fatalf("prepare workspace for %s: %v", j.agent.JobID, err)
 	}
 	defer w.Close()
-	if err := os.WriteFile(filepath.Join(w.Dir, file), []byte(content), 0o644); err != nil {
-		e.t.Fatal(err)
+	if j.agent.StartFrom != nil {
+		if err := w.ApplyWork(ctx, *j.agent.StartFrom); err != nil {
+			e.t.Fatalf("start %s from %s: %v", j.agent.JobID, j.agent.StartFrom.Object, err)
+		}
+	}
+	for file, content := range files {
+		if err := os.WriteFile(filepath.Join(w.Dir, file), []byte(content), 0o644); err != nil {
+			e.t.Fatal(err)
+		}
 	}
 	patch, err := w.Diff(ctx)
 	if err != nil {
@@ -422,6 +438,33 @@ func (e *env) waitWorkflow(wf string, want protocol.WorkflowStatus) api.Workflow
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
+}
+
+// waitEscalated waits until node id of wf escalates to a human (HITL-04)
+// and checks what that means: escalated is not terminal, the workflow needs
+// attention and has not finished.
+func (e *env) waitEscalated(wf, id string) api.NodeSummary {
+	e.t.Helper()
+	n := e.waitNode(wf, id, protocol.NodeEscalated)
+	if s := e.status(wf); s.Status != protocol.WorkflowNeedsAttention || s.FinishedAt != nil {
+		e.t.Fatalf("workflow with %s escalated is %s (finished %v), want needs_attention", id, s.Status, s.FinishedAt)
+	}
+	return n
+}
+
+// reject has a human reject an escalated node through the API (HITL-01)
+// and checks the node failed, naming who rejected it and why.
+func (e *env) reject(wf, node, reason string) api.WorkflowSummary {
+	e.t.Helper()
+	s, err := e.client.Reject(testkit.Context(e.t, 20*time.Second),
+		api.DecisionRequest{WorkflowID: wf, NodeID: node, By: "ops", Reason: reason})
+	if err != nil {
+		e.t.Fatalf("reject %s/%s: %v", wf, node, err)
+	}
+	if n := nodeOf(s, node); n.Status != protocol.NodeFailed || n.Reason != "rejected by ops: "+reason {
+		e.t.Fatalf("%s after the rejection: %s (%q), want failed (%q)", node, n.Status, n.Reason, "rejected by ops: "+reason)
+	}
+	return s
 }
 
 // count returns the messages on subject in stream.
@@ -579,16 +622,20 @@ tasks:
 	}
 }
 
-// A failing gate fails its node: the gate that depends on it is skipped,
-// an independent gate still runs, dependents are skipped and the workflow
-// fails. An independent task is unaffected.
-func TestFailingGateFailsNodeAndSkipsDependents(t *testing.T) {
+// A failing gate ends its node's round: the gate that depends on it is
+// skipped, an independent gate still runs. With no attempt left
+// (max_attempts: 1, S-7) the node escalates at once (HITL-04) naming the
+// failed gate, the workflow needs attention and the dependents wait; once a
+// human rejects it (HITL-01) the node fails, its dependents are skipped and
+// the workflow fails.
+func TestFailingGateEscalatesNodeAndRejectSkipsDependents(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
 	e.start()
 	wf := e.submit(`name: failing
 defaults:
-  ` + agentCmd + `gates:
+  ` + agentCmd + `  max_attempts: 1
+gates:
   - name: vet
     command: [go, vet]
   - name: test
@@ -633,11 +680,20 @@ tasks:
 
 	e.started(lint, 3)
 	e.gateDone(lint, 3, protocol.GatePassed)
-	n = e.waitNode(wf, "a", protocol.NodeFailed)
-	if n.Reason != "gates did not pass: vet failed" {
-		t.Errorf("reason = %q", n.Reason)
+	n = e.waitEscalated(wf, "a")
+	if n.Reason != "1 of 1 attempts used (gates did not pass: vet failed)" || n.Attempt != 1 || n.MaxAttempts != 1 {
+		t.Errorf("escalated a = attempt %d of %d, reason %q", n.Attempt, n.MaxAttempts, n.Reason)
 	}
-	s := e.waitWorkflow(wf, protocol.WorkflowFailed)
+	s := e.status(wf)
+	for _, id := range []string{"d", "e"} {
+		if x := nodeOf(s, id); x.Status != protocol.NodePending {
+			t.Errorf("%s while a is escalated = %+v, want pending", id, x)
+		}
+	}
+	e.noJob(protocol.KindAgent, "default", 200*time.Millisecond, "a retry or a dependent of an escalated node")
+
+	e.reject(wf, "a", "vet keeps failing")
+	s = e.waitWorkflow(wf, protocol.WorkflowFailed)
 	if d := nodeOf(s, "d"); d.Status != protocol.NodeSkipped || !strings.Contains(d.Reason, "dependency a failed") {
 		t.Errorf("d = %+v", d)
 	}
@@ -651,16 +707,18 @@ tasks:
 }
 
 // Q-3 fold priority (failed > pending > passed): a node whose gates are
-// failed and pending fails at once, without waiting for the pending gate to
-// resolve; a node whose gates are passed and pending keeps gating until the
-// pending gate passes.
+// failed and pending ends its round at once, without waiting for the
+// pending gate to resolve — with no attempt left (max_attempts: 1) it
+// escalates (HITL-04), and fails when a human rejects it; a node whose
+// gates are passed and pending keeps gating until the pending gate passes.
 func TestGateFoldPriority(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
 	e.start()
 	wf := e.submit(`name: fold
 defaults:
-  ` + agentCmd + `gates:
+  ` + agentCmd + `  max_attempts: 1
+gates:
   - name: ci
     command: [wait-for-ci]
   - name: vet
@@ -687,11 +745,11 @@ tasks:
 		Status: protocol.GatePending}}, "good-ci-poll-1")
 	e.gateDone(gates["good/vet"], 13, protocol.GatePassed)
 
-	n := e.waitNode(wf, "bad", protocol.NodeFailed)
+	n := e.waitEscalated(wf, "bad")
 	if g := gateOf(n, "ci"); g.Status != protocol.GatePending {
 		t.Errorf("bad's ci = %+v, want pending", g)
 	}
-	if !strings.Contains(n.Reason, "vet failed") {
+	if n.Reason != "1 of 1 attempts used (gates did not pass: vet failed)" {
 		t.Errorf("bad's reason = %q", n.Reason)
 	}
 	e.settle()
@@ -700,11 +758,19 @@ tasks:
 	}
 	e.gateDone(gates["good/ci"], 14, protocol.GatePassed)
 	e.waitNode(wf, "good", protocol.NodeSucceeded)
+	// bad still waits for a human: the workflow cannot finish without one.
+	if s := e.status(wf); s.Status != protocol.WorkflowNeedsAttention || nodeOf(s, "bad").Status != protocol.NodeEscalated {
+		t.Fatalf("with good done and bad escalated: workflow %s, bad %s", s.Status, nodeOf(s, "bad").Status)
+	}
+	e.reject(wf, "bad", "vet failed")
 	e.waitWorkflow(wf, protocol.WorkflowFailed)
 }
 
 // Q-3 step 2: a node without gates succeeds right after its agent; an
-// agent failure fails the node without dispatching anything.
+// agent failure ends the round without dispatching anything — with no
+// attempt left (max_attempts: 1, S-7) the node escalates (HITL-04) and its
+// dependent waits; rejected by a human (HITL-01), it fails and the
+// dependent is skipped.
 func TestNoGatesSucceedsOnAgent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
@@ -722,7 +788,7 @@ func TestNoGatesSucceedsOnAgent(t *testing.T) {
 	}
 	e.noJob(protocol.KindGate, "default", 200*time.Millisecond, "a node without gates")
 
-	wf2 := e.submit("name: agentfails\ndefaults:\n  " + agentCmd + "gates:\n  - name: vet\n    command: [vet]\n" +
+	wf2 := e.submit("name: agentfails\ndefaults:\n  " + agentCmd + "  max_attempts: 1\ngates:\n  - name: vet\n    command: [vet]\n" +
 		"tasks:\n  - id: x\n    prompt: x\n    gates: [vet]\n  - id: y\n    prompt: y\n    depends_on: [x]\n    gates: []\n")
 	x := e.next(protocol.KindAgent, "default", 5*time.Second)
 	e.started(x, 1)
@@ -730,10 +796,14 @@ func TestNoGatesSucceedsOnAgent(t *testing.T) {
 		JobID: x.id(), WorkflowID: wf2, NodeID: "x", Attempt: 1, LeaseToken: 1, Status: protocol.AgentFailed,
 		ExitCode: 3, Error: "boom"}}, "x-result")
 	_ = x.msg.Ack()
-	n := e.waitNode(wf2, "x", protocol.NodeFailed)
-	if n.Reason != "agent failed (exit 3): boom" {
+	n := e.waitEscalated(wf2, "x")
+	if n.Reason != "1 of 1 attempts used (agent failed (exit 3): boom)" {
 		t.Errorf("reason = %q", n.Reason)
 	}
+	if y := nodeOf(e.status(wf2), "y"); y.Status != protocol.NodePending {
+		t.Errorf("y while x is escalated = %+v, want pending", y)
+	}
+	e.reject(wf2, "x", "the agent cannot do it")
 	e.waitNode(wf2, "y", protocol.NodeSkipped)
 	e.waitWorkflow(wf2, protocol.WorkflowFailed)
 	e.noJob(protocol.KindGate, "default", 200*time.Millisecond, "a node whose agent failed")
@@ -797,8 +867,11 @@ func TestStaleReportsAreIgnored(t *testing.T) {
 
 // A job that exhausts MaxDeliver (every delivery handed back) produces a
 // real max-deliveries advisory; the coordinator reads the job back from
-// SUP_JOBS, fails the node as dead-lettered and removes the job.
-func TestDeadLetteredAgentJobFailsNode(t *testing.T) {
+// SUP_JOBS and removes it. No retry of the agent would get the job run, so
+// the node escalates at once, attempts left or not (HITL-04), and its
+// dependent waits; rejected by a human (HITL-01), it fails and the
+// dependent is skipped.
+func TestDeadLetteredAgentJobEscalatesNode(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{MaxDeliver: 2, AckWait: time.Second})
 	e.start()
@@ -818,12 +891,16 @@ func TestDeadLetteredAgentJobFailsNode(t *testing.T) {
 	// The server notices the exhausted job when it would deliver it again,
 	// that is when a runner asks for work, as runners always do.
 	e.noJob(protocol.KindAgent, "default", 500*time.Millisecond, "a job past MaxDeliver")
-	n := e.waitNode(wf, "n", protocol.NodeFailed)
+	n := e.waitEscalated(wf, "n")
 	if !strings.Contains(n.Reason, "dead-lettered after 2 deliveries") || !strings.Contains(n.Reason, protocol.AgentJobID(wf, "n", 1)) {
 		t.Errorf("reason = %q", n.Reason)
 	}
-	e.waitNode(wf, "after", protocol.NodeSkipped)
-	e.waitWorkflow(wf, protocol.WorkflowFailed)
+	if n.Attempt != 1 || n.MaxAttempts != protocol.DefaultMaxAttempts {
+		t.Errorf("escalated at attempt %d of %d, want 1 of %d: a dead letter is not retried", n.Attempt, n.MaxAttempts, protocol.DefaultMaxAttempts)
+	}
+	if a := nodeOf(e.status(wf), "after"); a.Status != protocol.NodePending {
+		t.Errorf("after while n is escalated = %+v, want pending", a)
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for e.count(protocol.StreamJobs, protocol.AgentJobSubject("default")) != 0 {
 		if time.Now().After(deadline) {
@@ -831,11 +908,17 @@ func TestDeadLetteredAgentJobFailsNode(t *testing.T) {
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
+	e.noJob(protocol.KindAgent, "default", 300*time.Millisecond, "a retry of a dead-lettered job")
+	e.reject(wf, "n", "no runner can take it")
+	e.waitNode(wf, "after", protocol.NodeSkipped)
+	e.waitWorkflow(wf, protocol.WorkflowFailed)
 }
 
-// A dead letter for a gate job makes the gate an infrastructure error,
-// which fails the node.
-func TestDeadLetteredGateJobFailsNode(t *testing.T) {
+// A dead letter for a gate job makes the gate an infrastructure error: the
+// gate could not run, which no retry of the agent fixes, so the node
+// escalates at once with attempts left (HITL-04), naming the gate; rejected
+// by a human (HITL-01), it fails.
+func TestDeadLetteredGateJobEscalatesNode(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
 	e.start()
@@ -851,16 +934,22 @@ func TestDeadLetteredGateJobFailsNode(t *testing.T) {
 	if err := e.deadLetter(dl); err != nil {
 		t.Fatal(err)
 	}
-	n := e.waitNode(wf, "n", protocol.NodeFailed)
+	n := e.waitEscalated(wf, "n")
 	if g := gateOf(n, "vet"); g.Status != protocol.GateError {
 		t.Errorf("vet = %+v, want error", g)
 	}
-	if !strings.Contains(n.Reason, "vet error") {
+	if !strings.HasPrefix(n.Reason, "gate vet could not run: ") || !strings.Contains(n.Reason, "vet error") {
 		t.Errorf("reason = %q", n.Reason)
+	}
+	if n.Attempt != 1 || n.MaxAttempts != protocol.DefaultMaxAttempts {
+		t.Errorf("escalated at attempt %d of %d, want 1 of %d", n.Attempt, n.MaxAttempts, protocol.DefaultMaxAttempts)
 	}
 	if r := e.gate(wf, "n", "vet").Result; r == nil || !strings.Contains(r.Error, "dead-lettered after 5 deliveries") {
 		t.Errorf("vet result = %+v", r)
 	}
+	e.noJob(protocol.KindAgent, "default", 300*time.Millisecond, "a retry of a node whose gate could not run")
+	e.reject(wf, "n", "the vet runner is down")
+	e.waitWorkflow(wf, protocol.WorkflowFailed)
 }
 
 // Durability: the coordinator's state is the event log. A

@@ -26,6 +26,7 @@ type gateReply struct {
 	status    protocol.GateStatus
 	exit      int
 	violation []string // an integrity violation naming these paths
+	stdout    string   // the gate's output
 }
 
 // gateResult reports a gate's result for job j under token, echoing the
@@ -37,7 +38,7 @@ func (e *env) gateResult(j *taken, token uint64, r gateReply) {
 	res := &protocol.GateResult{
 		JobID: g.JobID, WorkflowID: g.WorkflowID, NodeID: g.NodeID, Gate: g.Gate, Attempt: g.Attempt,
 		LeaseToken: token, Host: "test-runner", Status: r.status, ExitCode: &exit, Round: g.Round,
-		StartedAt: time.Now().UTC(), FinishedAt: time.Now().UTC(),
+		StartedAt: time.Now().UTC(), FinishedAt: time.Now().UTC(), Stdout: r.stdout,
 	}
 	if len(r.violation) > 0 {
 		res.IntegrityViolation, res.Violations = true, r.violation
@@ -50,16 +51,17 @@ func (e *env) gateResult(j *taken, token uint64, r gateReply) {
 	}
 }
 
-// playRunners answers the workflow's jobs until it ends: every agent
-// succeeds without changes; each gate job gets reply(node, gate). It
-// returns the gate jobs it saw, as "node/gate" in the order taken.
+// playRunners answers the workflow's jobs until it ends or nothing in it
+// can move without a human (waitsForHuman): every agent succeeds without
+// changes; each gate job gets reply(node, gate). It returns the gate jobs
+// it saw, as "node/gate" in the order taken.
 func (e *env) playRunners(wf string, reply func(node, gate string) gateReply) []string {
 	e.t.Helper()
 	var seen []string
 	token := uint64(100)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if s := e.status(wf); s.Status.Terminal() {
+		if s := e.status(wf); s.Status.Terminal() || waitsForHuman(s) {
 			return seen
 		}
 		if time.Now().After(deadline) {
@@ -79,6 +81,22 @@ func (e *env) playRunners(wf string, reply func(node, gate string) gateReply) []
 	}
 }
 
+// waitsForHuman reports whether a workflow that needs attention has nothing
+// left to run: no node is ready, running, gating or retrying, so only a
+// human's decision on an escalated node moves it on.
+func waitsForHuman(s api.WorkflowSummary) bool {
+	if s.Status != protocol.WorkflowNeedsAttention {
+		return false
+	}
+	for _, n := range s.Nodes {
+		switch n.Status {
+		case protocol.NodeReady, protocol.NodeRunning, protocol.NodeGating, protocol.NodeRetrying:
+			return false
+		}
+	}
+	return true
+}
+
 func tookJob(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -88,14 +106,18 @@ func tookJob(list []string, s string) bool {
 	return false
 }
 
-// OF-01…OF-03, DP-07, DP-08 and integrity in the fold: a failing
+// OF-01…OF-03, DP-07, DP-08 and integrity in the fold (Q-3): a failing
 // gate whose on_fail is warn (a warning-severity optional gate, or an
 // explicit on_fail: warn) is reported but does not block, and counts as
 // passed for the gates that depend on it; a required gate never warns; an
-// integrity violation blocks whatever the severity or on_fail; a blocking
-// failure skips its dependents transitively unless a dependent sets
-// skip_on_dependency_failure: false, and skipped gates are never
-// dispatched.
+// integrity violation blocks whatever the severity or on_fail, and
+// escalates at once with attempts left, as no retry can make its patch
+// trustworthy (HITL-04); a blocking failure skips its dependents
+// transitively unless a dependent sets skip_on_dependency_failure: false,
+// and skipped gates are never dispatched. The tasks whose gates block for
+// the agent to fix have max_attempts: 1, so they escalate on that failure
+// (S-7) without retrying; a human rejects every escalated node (HITL-01)
+// and the workflow fails.
 func TestGateFoldSeverityOnFailAndSkips(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
@@ -133,6 +155,7 @@ tasks:
   - id: required-warn
     prompt: a required gate never warns, whatever its severity
     gates: [lint]
+    max_attempts: 1
   - id: onfail-warn
     prompt: on_fail warn makes an error gate's failure a warning
     gates: {optional: [vet], on_fail: {vet: warn}}
@@ -145,6 +168,7 @@ tasks:
   - id: skips
     prompt: build fails, itest and e2e are skipped, report runs anyway
     gates: [e2e, report]
+    max_attempts: 1
 `)
 	seen := e.playRunners(wf, func(node, gate string) gateReply {
 		switch {
@@ -156,6 +180,38 @@ tasks:
 		}
 		return gateReply{status: protocol.GatePassed}
 	})
+
+	// Every blocking failure escalated: the workflow waits for a human.
+	esc := e.status(wf)
+	if esc.Status != protocol.WorkflowNeedsAttention {
+		t.Fatalf("workflow = %s, want needs_attention", esc.Status)
+	}
+	escalated := map[string]string{
+		// A required warning gate blocks (OF-02); no attempt is left.
+		"required-warn": "1 of 1 attempts used (gates did not pass: lint failed)",
+		// Integrity violations always block, naming the file, and escalate
+		// with attempts left. Skipped gates are not named as the cause.
+		"integrity-warning": "gate audit changed the workspace outside its allowed_writes (integrity violation: modified README.md) (gates did not pass: audit failed)",
+		"integrity-onfail":  "gate vet changed the workspace outside its allowed_writes (integrity violation: modified README.md) (gates did not pass: vet failed)",
+		"skips":             "1 of 1 attempts used (gates did not pass: build failed)",
+	}
+	for id, want := range escalated {
+		n := nodeOf(esc, id)
+		if n.Status != protocol.NodeEscalated || n.Reason != want || n.Attempt != 1 {
+			t.Errorf("%s = %s at attempt %d (%q), want escalated at attempt 1 with %q", id, n.Status, n.Attempt, n.Reason, want)
+		}
+	}
+	if n := nodeOf(esc, "integrity-warning"); n.MaxAttempts != protocol.DefaultMaxAttempts {
+		t.Errorf("integrity-warning's budget = %d, want the default %d (escalated with attempts left)", n.MaxAttempts, protocol.DefaultMaxAttempts)
+	}
+	// A patch that failed an integrity check cannot be approved.
+	_, err := e.client.Approve(testkit.Context(t, 10*time.Second), api.DecisionRequest{WorkflowID: wf, NodeID: "integrity-warning", By: "ops"})
+	if ae := wantAPIError(t, err, api.CodeConflict, "approve an integrity violation"); !strings.Contains(ae.Description, "integrity violation") {
+		t.Errorf("approve an integrity violation: %s", ae.Description)
+	}
+	for id := range escalated {
+		e.reject(wf, id, "rejected "+id)
+	}
 	s := e.waitWorkflow(wf, protocol.WorkflowFailed)
 
 	// Warnings: reported as failed, the node succeeds, and the dependent of
@@ -175,8 +231,8 @@ tasks:
 	}
 
 	// A required warning gate blocks (OF-02).
-	if n := nodeOf(s, "required-warn"); n.Status != protocol.NodeFailed || n.Reason != "gates did not pass: lint failed" {
-		t.Errorf("required-warn = %s (%q), want failed by lint", n.Status, n.Reason)
+	if n := nodeOf(s, "required-warn"); n.Status != protocol.NodeFailed || gateOf(n, "lint").Status != protocol.GateFailed {
+		t.Errorf("required-warn = %+v, want failed with lint failed", n)
 	}
 
 	// Integrity violations always block, naming the file.
@@ -186,9 +242,8 @@ tasks:
 		if id == "integrity-onfail" {
 			gate = "vet"
 		}
-		want := "gates did not pass: " + gate + " failed (integrity violation: modified README.md)"
-		if n.Status != protocol.NodeFailed || n.Reason != want {
-			t.Errorf("%s = %s (%q), want failed with %q", id, n.Status, n.Reason, want)
+		if n.Status != protocol.NodeFailed || n.Reason != "rejected by ops: rejected "+id {
+			t.Errorf("%s = %s (%q), want failed (rejected)", id, n.Status, n.Reason)
 		}
 		if g := gateOf(n, gate); !g.IntegrityViolation || len(g.Violations) != 1 || g.Violations[0] != "modified README.md" {
 			t.Errorf("%s's %s = %+v, want the integrity violation", id, gate, g)
@@ -199,8 +254,8 @@ tasks:
 	// report (skip_on_dependency_failure: false) ran. Skipped gates were
 	// never dispatched, and they are not named as the cause.
 	n = nodeOf(s, "skips")
-	if n.Status != protocol.NodeFailed || n.Reason != "gates did not pass: build failed" {
-		t.Errorf("skips = %s (%q), want failed by build alone", n.Status, n.Reason)
+	if n.Status != protocol.NodeFailed {
+		t.Errorf("skips = %s (%q), want failed", n.Status, n.Reason)
 	}
 	for gate, want := range map[string]protocol.GateStatus{"build": protocol.GateFailed, "itest": protocol.GateSkipped,
 		"e2e": protocol.GateSkipped, "report": protocol.GatePassed} {
@@ -222,7 +277,7 @@ tasks:
 	if !tookJob(seen, "skips/report") {
 		t.Errorf("report never ran: %v", seen)
 	}
-	// One finished event per gate and node: no duplicates.
+	// One finished event per gate and node: no duplicates, and no retry.
 	evs := e.events(wf)
 	finished := map[string]int{}
 	for _, ev := range evs {
@@ -338,10 +393,14 @@ tasks:
 	}
 
 	// max_pending: the second workflow's gate times out one minute after
-	// its first pending result, with its second poll still out.
+	// its first pending result, with its second poll still out. With no
+	// attempt left (max_attempts: 1) the node escalates, naming the timed-out
+	// gate (HITL-04); a human rejects it (HITL-01) and its dependent is
+	// skipped.
 	wf2 := e.submit(`name: pending-timeout
 defaults:
-  ` + agentCmd + `gates:
+  ` + agentCmd + `  max_attempts: 1
+gates:
   - name: ci
     command: [wait-for-ci]
     poll_interval: 40s
@@ -370,21 +429,28 @@ tasks:
 		t.Fatalf("before max_pending: %s", st)
 	}
 	clk.Advance(20 * time.Second) // 60.001 s since the first pending result
-	n = e.waitNode(wf2, "n", protocol.NodeFailed)
+	n = e.waitEscalated(wf2, "n")
 	g := gateOf(n, "ci")
 	if g.Status != protocol.GateTimeout || !strings.Contains(g.Error, "longer than max_pending 1m0s") {
 		t.Errorf("ci = %+v, want timeout past max_pending", g)
 	}
-	if n.Reason != "gates did not pass: ci timeout" {
+	if n.Reason != "1 of 1 attempts used (gates did not pass: ci timeout)" {
 		t.Errorf("reason = %q", n.Reason)
 	}
-	e.waitNode(wf2, "after", protocol.NodeSkipped)
-	e.waitWorkflow(wf2, protocol.WorkflowFailed)
+	if a := nodeOf(e.status(wf2), "after"); a.Status != protocol.NodePending {
+		t.Errorf("after while n is escalated = %+v, want pending", a)
+	}
 	// The poll that was out reports late: nothing changes.
 	e.gateResult(p2, 1, gateReply{status: protocol.GatePassed})
 	e.settle()
-	if g := e.gate(wf2, "n", "ci"); g.Status != protocol.GateTimeout {
+	if g := e.gate(wf2, "n", "ci"); g.Status != protocol.GateTimeout || e.node(wf2, "n").Status != protocol.NodeEscalated {
 		t.Errorf("a late poll result changed the timed-out gate: %+v", g)
+	}
+	e.reject(wf2, "n", "ci never reported")
+	e.waitNode(wf2, "after", protocol.NodeSkipped)
+	e.waitWorkflow(wf2, protocol.WorkflowFailed)
+	if g := e.gate(wf2, "n", "ci"); g.Status != protocol.GateTimeout {
+		t.Errorf("the timed-out gate after the rejection: %+v", g)
 	}
 }
 
@@ -393,7 +459,9 @@ tasks:
 // the workflow back to running, and the workflow-finished marker runners
 // check is removed so the new gate job is not dropped. The gate runs again
 // as a new round (no-cache when asked); when it passes, the dependents run
-// and the workflow succeeds.
+// and the workflow succeeds. The node fails on its gates as a human
+// decides it: with no attempt left (max_attempts: 1) it escalates
+// (HITL-04), and is rejected (HITL-01).
 func TestGateRerunReopensFailedNode(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
@@ -401,7 +469,8 @@ func TestGateRerunReopensFailedNode(t *testing.T) {
 	ctx := testkit.Context(t, 30*time.Second)
 	wf := e.submit(`name: rerun
 defaults:
-  ` + agentCmd + `gates:
+  ` + agentCmd + `  max_attempts: 1
+gates:
   - name: flaky
     command: [flaky]
   - name: vet
@@ -440,6 +509,13 @@ tasks:
 		}
 		e.gateResult(j, 3, gateReply{status: st, exit: exit})
 	}
+	if a := e.waitEscalated(wf, "a"); a.Reason != "1 of 1 attempts used (gates did not pass: flaky failed)" {
+		t.Errorf("escalated a: %q", a.Reason)
+	}
+	if _, err := e.store.CacheGet(ctx, protocol.WorkflowFinishedKey(wf)); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("workflow-finished marker while a is escalated: %v, want none", err)
+	}
+	e.reject(wf, "a", "flaky failed")
 	s := e.waitWorkflow(wf, protocol.WorkflowFailed)
 	if a, b, c := nodeOf(s, "a"), nodeOf(s, "b"), nodeOf(s, "c"); a.Status != protocol.NodeFailed ||
 		b.Status != protocol.NodeSkipped || c.Status != protocol.NodeSkipped {
@@ -529,5 +605,69 @@ tasks:
 	}
 	if finished != 2 {
 		t.Errorf("%d workflow.finished events, want 2 (failed, then succeeded)", finished)
+	}
+}
+
+// A gate rerun also reopens an escalated node, without a human's decision
+// (HITL-01): the node goes back to gating in the same attempt, leaves the
+// inbox, and the workflow no longer needs attention; as it never finished,
+// no finished marker is involved. When the gate passes in its new round
+// the node's patch is integrated without a new agent attempt, the
+// dependent runs on it, and the workflow finishes once.
+func TestGateRerunReopensEscalatedNode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, bus.Config{})
+	e.start()
+	ctx := testkit.Context(t, 30*time.Second)
+	wf := e.submit(loopYAML("rerun-escalated", "  max_attempts: 1\n"))
+	_, p1 := e.failRound(wf, 1, map[string]string{"shout.go": shoutV1})
+	e.waitEscalated(wf, "a")
+
+	got, err := e.client.GateRerun(ctx, api.GateRerunRequest{WorkflowID: wf, NodeID: "a"})
+	if err != nil {
+		t.Fatalf("rerun: %v", err)
+	}
+	if a := nodeOf(got, "a"); got.Status != protocol.WorkflowRunning || a.Status != protocol.NodeGating || a.Reason != "" || a.Attempt != 1 {
+		t.Errorf("after the rerun: workflow %s, a %s at attempt %d (%q); want running, a gating at attempt 1", got.Status, a.Status, a.Attempt, a.Reason)
+	}
+	if b := nodeOf(got, "b"); b.Status != protocol.NodePending {
+		t.Errorf("b after the rerun: %s", b.Status)
+	}
+	if items, err := e.client.Inbox(ctx); err != nil || len(items) != 0 {
+		t.Errorf("inbox after the rerun = %+v, %v", items, err)
+	}
+	if _, err := e.store.CacheGet(ctx, protocol.WorkflowFinishedKey(wf)); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("workflow-finished marker: %v, want none", err)
+	}
+	if c := countEvents(e.events(wf), eventlog.TypeNodeReopened, "a"); c != 1 {
+		t.Errorf("%d node.reopened events, want 1", c)
+	}
+
+	j := e.next(protocol.KindGate, "default", 5*time.Second)
+	if j.gate.Attempt != 1 || j.gate.Round != 2 || j.gate.JobID != protocol.GateJobID(wf, "a", 1, "test", 2) ||
+		len(j.gate.Patches) != 1 || j.gate.Patches[0] != *p1 {
+		t.Fatalf("rerun job = %+v, want round 2 of attempt 1 on its patch", j.gate)
+	}
+	e.started(j, 1)
+	e.gateResult(j, 1, gateReply{status: protocol.GatePassed})
+	if a := e.waitNode(wf, "a", protocol.NodeSucceeded); a.Attempt != 1 || a.Commit == "" || a.Commit == e.repo.BaseCommit {
+		t.Errorf("a = %+v, want succeeded at attempt 1, integrated", a)
+	}
+	jb := e.next(protocol.KindAgent, "default", 5*time.Second)
+	if jb.agent.NodeID != "b" || len(jb.agent.Patches) != 1 || jb.agent.Patches[0] != *p1 {
+		t.Fatalf("agent job after the rerun = %+v, want b on a's patch", jb.agent)
+	}
+	e.started(jb, 1)
+	e.agentDone(jb, 1, protocol.AgentSucceeded, nil)
+	e.waitWorkflow(wf, protocol.WorkflowSucceeded)
+	evs := e.events(wf)
+	finished := 0
+	for _, ev := range evs {
+		if ev.Type() == eventlog.TypeWorkflowFinished {
+			finished++
+		}
+	}
+	if finished != 1 || readyEvents(evs, "a", 2) != 0 {
+		t.Errorf("%d workflow.finished events (want 1), %d attempt-2 node.ready events (want 0)", finished, readyEvents(evs, "a", 2))
 	}
 }

@@ -313,7 +313,8 @@ func TestSubmissionUsesRegistryGate(t *testing.T) {
 }
 
 // A running workflow's node gates change through node.gates_changed: a
-// gate added to a gating node is dispatched in its layer; one added to a
+// gate added to a gating node is dispatched in its layer (required, and as
+// an error gate its failure is retried with feedback, RETRY-09); one added to a
 // pending node runs once its agent succeeds, as optional with on_fail
 // warn; a removal that would orphan a dependent is refused; a finished
 // node is refused; the changes survive a restart (they are events).
@@ -345,7 +346,7 @@ func TestNodeGateChanges(t *testing.T) {
 		t.Fatalf("node add: %v", err)
 	}
 	if res.Action != api.GateAdded || res.Gate.Source != api.SourceTask || res.Gate.Required == nil || !*res.Gate.Required ||
-		res.Gate.OnFail != "block" || !strings.Contains(res.Note, "gating") {
+		res.Gate.OnFail != string(gates.RetryWithFeedback) || !strings.Contains(res.Note, "gating") {
 		t.Fatalf("node add = %+v", res)
 	}
 	extra := e.next(protocol.KindGate, "default", 5*time.Second)
