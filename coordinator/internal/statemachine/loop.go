@@ -292,12 +292,17 @@ func (n *Node) startFrom() *protocol.PatchRef {
 }
 
 // Approve accepts an escalated node's latest patch despite its failed
-// gates: it is integrated and the node succeeds. A node whose gates found
-// an integrity violation cannot be approved: its patch cannot be trusted.
+// gates: it is integrated and the node succeeds. A node whose agent did
+// not succeed has no work to approve, and one whose gates found an
+// integrity violation cannot be approved: its patch cannot be trusted.
 func Approve(w *Workflow, node, by, note string, now time.Time) ([]Effect, error) {
 	n, err := escalatedNode(w, node)
 	if err != nil {
 		return nil, err
+	}
+	if !n.AgentSucceeded() {
+		return nil, conflict("node %s: attempt %d's agent did not succeed, so there is no work to approve (reject it, or retry)",
+			n.ID, n.Attempt)
 	}
 	for _, name := range n.GateOrder {
 		if g := n.Gates[name]; g != nil && g.Result != nil && g.Result.IntegrityViolation {

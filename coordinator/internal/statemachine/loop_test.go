@@ -270,6 +270,15 @@ func TestLoop(t *testing.T) {
 			}
 		},
 	}, {
+		name:   "a failed agent's attempt has nothing to approve",
+		yaml:   "name: l\n" + agent + once + "tasks:\n  - {id: a, prompt: a, gates: []}\n",
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			agentStep("the agent fails: escalated", "a", 1, protocol.AgentFailed, false, "node.agent_done a failed", "node.escalated a"),
+			{"approve", func(w *world) []string { return w.command(statemachine.Approve(w.wf(), "a", "ops", "", w.now)) },
+				lines("refused conflict: node a: attempt 1's agent did not succeed, so there is no work to approve (reject it, or retry)")},
+		},
+	}, {
 		name:   "decisions on a node that does not wait for a human are refused",
 		yaml:   "name: l\n" + agent + "tasks:\n  - {id: a, prompt: a}\n",
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
