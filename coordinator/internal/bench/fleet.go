@@ -391,6 +391,9 @@ type wfEvents struct {
 	gatesFinished    int
 	gateHosts        map[string]int
 	gateRun          []time.Duration
+	// escalated is the first node.escalated, if any: the node waits for
+	// a human, so the workflow would not finish by itself.
+	escalated string
 }
 
 // watchEvents follows every workflow's events from the start of the log.
@@ -446,6 +449,14 @@ func (w *watcher) apply(ev eventlog.Event) {
 	case eventlog.NodeStarted:
 		wf.nodeLatency = append(wf.nodeLatency, time.Duration(b.LatencyMicros)*time.Microsecond)
 		wf.started[ev.NodeID] = ev.Time
+	case eventlog.NodeEscalated:
+		if wf.escalated == "" {
+			wf.escalated = fmt.Sprintf("node %s escalated after attempt %d: %s", ev.NodeID, b.Attempt, b.Reason)
+		}
+		select {
+		case w.changed <- struct{}{}:
+		default:
+		}
 	case eventlog.NodeAgentDone:
 		wf.agentDone[ev.NodeID] = ev.Time
 		if ev.Time.After(wf.lastAgentDone) {
@@ -507,6 +518,9 @@ func (w *watcher) wait(ctx context.Context, ids []string) (time.Time, error) {
 				continue
 			}
 			nodes += wf.succeeded
+			if wf.escalated != "" && failed == nil {
+				failed = fmt.Errorf("workflow %s: %s", id, wf.escalated)
+			}
 			if !wf.finished {
 				continue
 			}
