@@ -71,7 +71,7 @@ test-e2e:
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory images; fi
 	$(GO) test -count=1 -timeout 15m ./coordinator/e2e/...
 
-## bench: throughput and latency against raw JetStream measured in the same run, and the sandboxes' cost per gate
+## bench: throughput and latency against raw JetStream measured in the same run, the feedback round trip, and the sandboxes' cost per gate
 # The sandbox image is built first when a Docker engine answers.
 bench: build
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory images; fi

@@ -61,6 +61,11 @@ const (
 	// previous one, so only one node is ever in flight: the unloaded
 	// ready→started latency of the full path.
 	ScenarioChain = "chain"
+	// ScenarioFeedback runs tasks whose gate fails on the first attempt
+	// and passes once the scripted agent acts on the feedback: the closed
+	// loop's round trip, from the failed gate.finished to the next agent
+	// round's node.started, with and without the retry policy's delay.
+	ScenarioFeedback = "feedback"
 	// ScenarioCacheKey computes the gate cache key of a generated
 	// repository with a few uncommitted changes, looks a cached result up
 	// (the fleet's KV store, and Redis if given) and captures and checks
@@ -78,7 +83,7 @@ const (
 
 // Scenarios lists every scenario in the order they run.
 var Scenarios = []string{ScenarioRaw, ScenarioRawFetch1, ScenarioRawSerial, ScenarioNodes, ScenarioGated, ScenarioChain,
-	ScenarioCacheKey, ScenarioGateScale, ScenarioSandbox}
+	ScenarioFeedback, ScenarioCacheKey, ScenarioGateScale, ScenarioSandbox}
 
 // latencyReference is the scenario each scenario's p50 is compared with:
 // bursts with the raw burst, one-at-a-time runs with the raw serial run.
@@ -89,6 +94,7 @@ var latencyReference = map[string]string{
 	ScenarioNodes:     ScenarioRaw,
 	ScenarioGated:     ScenarioRaw,
 	ScenarioChain:     ScenarioRawSerial,
+	ScenarioFeedback:  ScenarioRawSerial,
 }
 
 // MaxSerialMessages caps the raw serial scenario's messages.
@@ -160,6 +166,11 @@ type Config struct {
 	SandboxCommand []string
 	// SandboxRuns is how many times each sandbox variant is measured.
 	SandboxRuns int
+
+	// FeedbackTasks is the number of tasks of the feedback scenario's
+	// workflow (at most MaxTasksPerWorkflow). Its agent, TestAgentBinary,
+	// is looked for in BinDir.
+	FeedbackTasks int
 }
 
 // GateRunnerBinary is the executable the gate-scale scenario looks for in
@@ -205,6 +216,14 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("key iterations must be at least 1, got %d", c.KeyIterations))
 		}
 	}
+	if want[ScenarioFeedback] {
+		if c.FeedbackTasks < 1 || c.FeedbackTasks > MaxTasksPerWorkflow {
+			errs = append(errs, fmt.Errorf("feedback tasks must be between 1 and %d, got %d", MaxTasksPerWorkflow, c.FeedbackTasks))
+		}
+		if err := c.checkBinary(ScenarioFeedback, TestAgentBinary, "runs it as the agent"); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if want[ScenarioGateScale] {
 		errs = append(errs, c.validateGateScale()...)
 	}
@@ -235,16 +254,25 @@ func (c *Config) validateGateScale() []error {
 			errs = append(errs, fmt.Errorf("gate runner counts must increase, got %v", c.GateRunners))
 		}
 	}
-	bin := filepath.Join(c.BinDir, GateRunnerBinary)
-	switch fi, err := os.Stat(bin); {
-	case c.BinDir == "":
-		errs = append(errs, errors.New("gate-scale needs the directory of the gaterunner binary (--bin-dir)"))
-	case err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0:
-		errs = append(errs, fmt.Errorf("gate-scale runs gate runner processes, but there is no executable %s: "+
-			"build the binaries first (make build, then run bin/supervisor-bench), point --bin-dir at a directory "+
-			"holding gaterunner, or leave gate-scale out of --scenarios", bin))
+	if err := c.checkBinary(ScenarioGateScale, GateRunnerBinary, "runs gate runner processes"); err != nil {
+		errs = append(errs, err)
 	}
 	return errs
+}
+
+// checkBinary checks that BinDir holds the executable name that scenario
+// needs (what says what it does with it).
+func (c *Config) checkBinary(scenario, name, what string) error {
+	bin := filepath.Join(c.BinDir, name)
+	switch fi, err := os.Stat(bin); {
+	case c.BinDir == "":
+		return fmt.Errorf("%s needs the directory of the %s binary (--bin-dir)", scenario, name)
+	case err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0:
+		return fmt.Errorf("%s %s, but there is no executable %s: "+
+			"build the binaries first (make build, then run bin/supervisor-bench), point --bin-dir at a directory "+
+			"holding %s, or leave %s out of --scenarios", scenario, what, bin, name, scenario)
+	}
+	return nil
 }
 
 func (c *Config) selected() map[string]bool {
@@ -280,6 +308,8 @@ type Report struct {
 	// Baseline is the scenario throughput ratios are relative to.
 	Baseline string   `json:"baseline"`
 	Results  []Result `json:"results"`
+	// FeedbackTasks is the feedback scenario's task count, if it ran.
+	FeedbackTasks int `json:"feedback_tasks,omitempty"`
 	// CacheKey is the cache-key scenario's figures, if it ran.
 	CacheKey *CacheKeyReport `json:"cache_key,omitempty"`
 	// GateScale is the gate-scale scenario's figures, if it ran.
@@ -324,7 +354,9 @@ type Result struct {
 	RunP99Micros         float64 `json:"run_p99_us,omitempty"`
 	SettleP50Micros      float64 `json:"settle_p50_us,omitempty"`
 	SettleP99Micros      float64 `json:"settle_p99_us,omitempty"`
-	Memory               Memory  `json:"memory"`
+	// Feedback is the feedback scenario's detail (nil for the others).
+	Feedback *FeedbackFigures `json:"feedback,omitempty"`
+	Memory   Memory           `json:"memory"`
 }
 
 // Memory is what the whole process (NATS server, coordinator, runners and
@@ -388,6 +420,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		PayloadBytes: cfg.PayloadBytes, Concurrency: cfg.Concurrency, Baseline: ScenarioRaw,
 	}
 	want := cfg.selected()
+	if want[ScenarioFeedback] {
+		rep.FeedbackTasks = cfg.FeedbackTasks
+	}
 	started := time.Now()
 
 	// The sandbox scenario runs last, but a missing image must not wait
@@ -408,7 +443,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		rep.Results = append(rep.Results, res...)
 	}
-	if want[ScenarioNodes] || want[ScenarioGated] || want[ScenarioChain] {
+	if want[ScenarioNodes] || want[ScenarioGated] || want[ScenarioChain] || want[ScenarioFeedback] {
 		res, err := r.runFull(ctx, want)
 		if err != nil {
 			return nil, err
@@ -447,6 +482,9 @@ func computeRatios(rep *Report) {
 		res.LatencyReference = latencyReference[res.Scenario]
 		if ref := byName[res.LatencyReference]; ref != nil {
 			res.LatencyRatio = ratioTo(res.LatencyP50Micros, ref.LatencyP50Micros)
+			if fb := res.Feedback; fb != nil {
+				fb.BeyondDelayRatio = ratioTo(fb.BeyondDelayP50Micros, ref.LatencyP50Micros)
+			}
 		}
 	}
 }

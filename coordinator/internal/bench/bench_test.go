@@ -169,6 +169,8 @@ func TestCommandUsage(t *testing.T) {
 		{"--scenarios", "sandbox", "--sandbox-runs", "0"},
 		{"--scenarios", "sandbox", "--sandbox-command", " "},
 		{"--scenarios", "sandbox", "--sandbox-image", ""},
+		{"--scenarios", "feedback", "--feedback-tasks", "0", "--bin-dir", fakeBinDir(t)},
+		{"--scenarios", "feedback", "--feedback-tasks", "501", "--bin-dir", fakeBinDir(t)},
 	} {
 		var out, errOut bytes.Buffer
 		if code := bench.Main(args, &out, &errOut); code != bench.ExitUsage {
@@ -189,12 +191,30 @@ func TestMissingGateRunner(t *testing.T) {
 	}
 }
 
-// fakeBinDir is a directory with an executable named gaterunner, enough
-// for Validate.
-func fakeBinDir(t *testing.T) string {
+// TestMissingTestAgent checks that feedback names the missing agent and
+// how to get it.
+func TestMissingTestAgent(t *testing.T) {
+	dir := fakeBinDir(t, bench.GateRunnerBinary)
+	var out, errOut bytes.Buffer
+	code := bench.Main([]string{"--scenarios", "feedback", "--bin-dir", dir}, &out, &errOut)
+	msg := errOut.String()
+	want := filepath.Join(dir, bench.TestAgentBinary)
+	if code != bench.ExitUsage || !strings.Contains(msg, want) || !strings.Contains(msg, "make build") {
+		t.Errorf("exit %d, stderr %q; want usage naming %s and make build", code, msg, want)
+	}
+}
+
+// fakeBinDir is a directory with executables of those names (by default
+// gaterunner and supervisor-test-agent), enough for Validate.
+func fakeBinDir(t *testing.T, names ...string) string {
+	if len(names) == 0 {
+		names = []string{bench.GateRunnerBinary, bench.TestAgentBinary}
+	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, bench.GateRunnerBinary), []byte("#!/bin/sh\n"), 0o755); err != nil {
-		t.Fatal(err)
+	for _, name := range names {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return dir
 }
@@ -203,12 +223,15 @@ func TestValidate(t *testing.T) {
 	ok := bench.Config{Nodes: 1, ChainNodes: 1, RawMessages: 1, PayloadBytes: 8, Concurrency: 1,
 		RepoFiles: 10, ChangedFiles: 1, KeyIterations: 1,
 		GateTasks: 4, GateSleep: time.Second, GateRunners: []int{1, 2, 4}, BinDir: fakeBinDir(t),
-		SandboxImage: bench.DefaultSandboxImage, SandboxCommand: []string{"true"}, SandboxRuns: 1}
+		SandboxImage: bench.DefaultSandboxImage, SandboxCommand: []string{"true"}, SandboxRuns: 1, FeedbackTasks: 2}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("valid config rejected: %v", err)
 	}
 	for name, mutate := range map[string]func(*bench.Config){
-		"no gaterunner":           func(c *bench.Config) { c.BinDir = t.TempDir() },
+		"no gaterunner":           func(c *bench.Config) { c.BinDir = fakeBinDir(t, bench.TestAgentBinary) },
+		"no test agent":           func(c *bench.Config) { c.BinDir = fakeBinDir(t, bench.GateRunnerBinary) },
+		"no feedback tasks":       func(c *bench.Config) { c.FeedbackTasks = 0 },
+		"too many feedback tasks": func(c *bench.Config) { c.FeedbackTasks = bench.MaxTasksPerWorkflow + 1 },
 		"no bin dir":              func(c *bench.Config) { c.BinDir = "" },
 		"runners not increasing":  func(c *bench.Config) { c.GateRunners = []int{1, 1} },
 		"no runner counts":        func(c *bench.Config) { c.GateRunners = nil },
@@ -251,16 +274,23 @@ func TestValidate(t *testing.T) {
 // test's own and returns the directory.
 func buildGateRunner(t *testing.T) string {
 	t.Helper()
+	return buildBinary(t, "gaterunner", "./cmd/gaterunner", bench.GateRunnerBinary)
+}
+
+// buildBinary builds package pkg of the monorepo's module into a
+// directory of the test's own, as name, and returns the directory.
+func buildBinary(t *testing.T, module, pkg, name string) string {
+	t.Helper()
 	out, err := exec.Command("go", "env", "GOWORK").Output()
 	gowork := strings.TrimSpace(string(out))
 	if err != nil || gowork == "" || gowork == "off" {
 		t.Skipf("not in the go.work monorepo (go env GOWORK: %q, %v)", gowork, err)
 	}
 	dir := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, bench.GateRunnerBinary), "./cmd/gaterunner")
-	cmd.Dir = filepath.Join(filepath.Dir(gowork), "gaterunner")
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
+	cmd.Dir = filepath.Join(filepath.Dir(gowork), module)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build gaterunner: %v\n%s", err, out)
+		t.Fatalf("go build %s: %v\n%s", name, err, out)
 	}
 	return dir
 }
@@ -406,5 +436,86 @@ func TestGateEngineTiny(t *testing.T) {
 	if err := json.Unmarshal(js, &back); err != nil || back.CacheKey == nil || back.GateScale == nil ||
 		len(back.GateScale.Runs) != 2 || len(back.CacheKey.Ops) != len(wantOps) {
 		t.Errorf("JSON round trip lost the gate engine figures (%v):\n%s", err, js)
+	}
+}
+
+// TestFeedbackTiny runs the feedback scenario with 3 tasks beside
+// raw-serial, and checks that every task went round once as meant (its
+// gate failed, was retried with the feedback, passed, never from the
+// cache) and that the report is complete and consistent. It never asserts
+// on speed; only that the round trip holds the retry policy's delay.
+func TestFeedbackTiny(t *testing.T) {
+	needGit(t)
+	binDir := buildBinary(t, "worker", "./cmd/supervisor-test-agent", bench.TestAgentBinary)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	rep, err := bench.Run(ctx, bench.Config{
+		RawMessages: 20, PayloadBytes: 64, Concurrency: 2, FeedbackTasks: 3, BinDir: binDir,
+		Scenarios: []string{bench.ScenarioRawSerial, bench.ScenarioFeedback},
+		WorkDir:   t.TempDir(), FleetLog: quiet(), Progress: &progress,
+	})
+	if err != nil {
+		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
+	}
+	if len(rep.Results) != 2 || rep.Results[0].Scenario != bench.ScenarioRawSerial || rep.Results[1].Scenario != bench.ScenarioFeedback {
+		t.Fatalf("results %+v; want raw-serial, then feedback", rep.Results)
+	}
+	serial, res := rep.Results[0], rep.Results[1]
+	if rep.FeedbackTasks != 3 || res.Count != 3 || res.Unit != "node" || res.Workflows != 1 || res.Description == "" || res.Latency == "" {
+		t.Errorf("feedback header: %d tasks in the report; result %+v", rep.FeedbackTasks, res)
+	}
+	fb := res.Feedback
+	if fb == nil {
+		t.Fatal("no feedback figures")
+	}
+	if serial.Feedback != nil {
+		t.Errorf("raw-serial has feedback figures %+v", serial.Feedback)
+	}
+	if fb.RetryPolicy != bench.FeedbackRetryPolicy || fb.DelayMillis != 1000 || fb.Jitter != 0 {
+		t.Errorf("policy %q, delay %vms, jitter %v; want aggressive, 1000, 0", fb.RetryPolicy, fb.DelayMillis, fb.Jitter)
+	}
+	if fb.Retries != 3 || fb.GateResults != 6 || fb.CachedGates != 0 || fb.DistinctKeys != 3 {
+		t.Errorf("%d retries, %d gate results, %d cached, %d distinct keys; want 3, 6, 0, 3",
+			fb.Retries, fb.GateResults, fb.CachedGates, fb.DistinctKeys)
+	}
+	// The delay is scheduled as not_before = the decision's time + 1 s,
+	// both in the log, so it is exact; the round trip holds it.
+	if fb.ScheduledDelayP50Micros != 1e6 || fb.ScheduledDelayP99Micros != 1e6 {
+		t.Errorf("scheduled delay p50 %vµs, p99 %vµs; want 1s exactly", fb.ScheduledDelayP50Micros, fb.ScheduledDelayP99Micros)
+	}
+	if res.LatencyP50Micros < 1e6 || res.LatencyP99Micros < res.LatencyP50Micros {
+		t.Errorf("round trip p50 %vµs, p99 %vµs; want 1s <= p50 <= p99", res.LatencyP50Micros, res.LatencyP99Micros)
+	}
+	if fb.BeyondDelayP50Micros <= 0 || fb.BeyondDelayP99Micros < fb.BeyondDelayP50Micros || fb.BeyondDelayP50Micros >= res.LatencyP50Micros {
+		t.Errorf("beyond the delay p50 %vµs, p99 %vµs (round trip p50 %vµs)", fb.BeyondDelayP50Micros, fb.BeyondDelayP99Micros, res.LatencyP50Micros)
+	}
+	if fb.DecideP50Micros < 0 || fb.WakeP50Micros < 0 || fb.DispatchP50Micros <= 0 {
+		t.Errorf("decide %vµs, wake %vµs, dispatch %vµs; want none negative, dispatch positive", fb.DecideP50Micros, fb.WakeP50Micros, fb.DispatchP50Micros)
+	}
+	if res.LatencyReference != bench.ScenarioRawSerial || !near(res.LatencyRatio, res.LatencyP50Micros/serial.LatencyP50Micros) ||
+		!near(fb.BeyondDelayRatio, fb.BeyondDelayP50Micros/serial.LatencyP50Micros) {
+		t.Errorf("reference %q, ratios %v and %v; want raw-serial, p50s over raw-serial's %vµs", res.LatencyReference,
+			res.LatencyRatio, fb.BeyondDelayRatio, serial.LatencyP50Micros)
+	}
+	if res.Memory.Mallocs == 0 || res.WallSeconds <= 0 || !near(res.Throughput, 3/res.WallSeconds) {
+		t.Errorf("memory %+v, wall %vs, throughput %v", res.Memory, res.WallSeconds, res.Throughput)
+	}
+
+	var table bytes.Buffer
+	bench.PrintTable(&table, rep)
+	for _, want := range []string{"Feedback round trip (feedback)", "retry policy aggressive", "BEYOND DELAY", "0 from the cache"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	js, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back bench.Report
+	if err := json.Unmarshal(js, &back); err != nil || len(back.Results) != 2 || back.Results[1].Feedback == nil ||
+		*back.Results[1].Feedback != *fb {
+		t.Errorf("JSON round trip lost the feedback figures (%v):\n%s", err, js)
 	}
 }

@@ -110,7 +110,7 @@ func (c *CacheKeyReport) computeRatios() {
 // the cache-key scenario uses its state store, gate-scale its coordinator
 // and worker with gate runner processes of its own.
 func (r *runner) runGateEngine(ctx context.Context, want map[string]bool, rep *Report) error {
-	fs, closeFleet, err := r.openFleet(ctx, "gate-fleet")
+	fs, closeFleet, err := r.openFleet(ctx, "gate-fleet", "")
 	if err != nil {
 		return err
 	}

@@ -75,6 +75,16 @@ It prints each scenario's count, throughput, p50/p99 latency (publish→consume
 for raw messages, ready→started for nodes) and their ratios to the raw
 figures, and what the process allocated per message or node.
 
+feedback measures the closed loop on the same fleet: one workflow of
+--feedback-tasks tasks whose agent is 'supervisor-test-agent -p' (from
+--bin-dir) and whose one gate, has-fix, fails until the agent, reading the
+failed round's feedback, writes the file the gate looks for. Each task's
+round trip runs from its failed gate.finished (attempt 1) to its node.started
+(attempt 2), p50/p99, beside raw-serial. The workflow uses the aggressive
+retry policy (1 s before attempt 2), which is most of the round trip, so the
+part beyond the delay (node.started minus the retry's not_before) is given
+too, with its ratio to raw-serial.
+
 Then the gate engine, on a fleet of its own. cache-key generates a git
 repository of --repo-files files, changes --changed-files of them, and times
 --key-iterations runs of each of: 'git status --porcelain' (the reference),
@@ -146,7 +156,7 @@ the scenario is skipped, unless --scenarios names it.
 				GateTasks: v.GetInt("gate-tasks"), GateSleep: v.GetDuration("gate-sleep"), GateRunners: runners,
 				BinDir: binDir, GateSandbox: v.GetString("gate-sandbox"),
 				SandboxImage: v.GetString("sandbox-image"), SandboxCommand: sandboxArgv(command),
-				SandboxRuns: v.GetInt("sandbox-runs"),
+				SandboxRuns: v.GetInt("sandbox-runs"), FeedbackTasks: v.GetInt("feedback-tasks"),
 			}
 			if err := cfg.Validate(); err != nil {
 				return usage(err)
@@ -187,12 +197,13 @@ the scenario is skipped, unless --scenarios names it.
 	fs.Int("gate-tasks", 24, "tasks, one gate each, per gate-scale measurement")
 	fs.Duration("gate-sleep", 500*time.Millisecond, "what each gate-scale gate sleeps")
 	fs.IntSlice("gate-runners", []int{1, 2, 4}, "gate runner process counts gate-scale measures, increasing")
-	fs.String("bin-dir", "", "directory holding the gaterunner binary (default: this executable's directory)")
+	fs.String("bin-dir", "", "directory holding the gaterunner and supervisor-test-agent binaries (default: this executable's directory)")
 	fs.String("gate-sandbox", "process", "the gate runner processes' --sandbox: "+strings.Join(GateSandboxes, ", "))
 	fs.String("sandbox-image", DefaultSandboxImage, "image of the sandbox scenario's Docker variants (built by make images; never pulled)")
 	fs.StringArray("sandbox-command", DefaultSandboxCommand,
 		"argv every sandbox variant runs, no shell: one value is split at white space, or repeat the flag once per argument")
 	fs.Int("sandbox-runs", DefaultSandboxRuns, "runs of each sandbox variant, after 2 warm-up rounds")
+	fs.Int("feedback-tasks", DefaultFeedbackTasks, "tasks of the feedback scenario's workflow (at most 500)")
 	return cmd
 }
 

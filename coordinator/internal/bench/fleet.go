@@ -20,6 +20,7 @@ import (
 	"github.com/supervisorhq/supervisor/coordinator/internal/fleet"
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
 	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
 	"github.com/supervisorhq/supervisor/shared/workspace"
@@ -149,8 +150,9 @@ type fleetSession struct {
 
 // openFleet starts a fleet whose files live in r.dir/name, attaches the
 // bench's client, uploads the base bundle, follows the event log and waits
-// until the API answers. closeFleet stops it all.
-func (r *runner) openFleet(ctx context.Context, name string) (fs *fleetSession, closeFleet func(), err error) {
+// until the API answers. closeFleet stops it all. sandboxPath is the PATH
+// of its runners' process sandbox ("" = the fleet's default).
+func (r *runner) openFleet(ctx context.Context, name, sandboxPath string) (fs *fleetSession, closeFleet func(), err error) {
 	repo, err := r.prepareRepo(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -161,9 +163,9 @@ func (r *runner) openFleet(ctx context.Context, name string) (fs *fleetSession, 
 		flog = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	// The embedded default on a free port, with the sandbox's default PATH
-	// (where `true` lives).
+	// (where `true` lives) unless told otherwise.
 	f, err := fleet.Start(ctx, fleet.Options{DataDir: filepath.Join(r.dir, name), Listen: "127.0.0.1:0",
-		WorkerConcurrency: r.cfg.Concurrency, GateConcurrency: r.cfg.Concurrency, Log: flog})
+		WorkerConcurrency: r.cfg.Concurrency, GateConcurrency: r.cfg.Concurrency, SandboxPath: sandboxPath, Log: flog})
 	if err != nil {
 		return nil, nil, fmt.Errorf("start fleet: %w", err)
 	}
@@ -223,9 +225,16 @@ func (fs *fleetSession) run(ctx context.Context, file string, yaml []byte) (stri
 // long-running `coordinator dev` would serve them: first a warm-up
 // workflow of one gated task (so the mirrors exist on every host), then
 // each scenario's workflows, submitted through the API like `coordinator
-// submit` does and followed on the event log until each finishes.
+// submit` does and followed on the event log until each finishes. With
+// the feedback scenario, the runners' sandbox PATH ends with BinDir, where
+// its agent is: the default directories come first, so every other
+// command resolves as without it.
 func (r *runner) runFull(ctx context.Context, want map[string]bool) ([]Result, error) {
-	fs, closeFleet, err := r.openFleet(ctx, "fleet")
+	sandboxPath := ""
+	if want[ScenarioFeedback] {
+		sandboxPath = jobrun.DefaultSandboxPath() + ":" + r.cfg.BinDir
+	}
+	fs, closeFleet, err := r.openFleet(ctx, "fleet", sandboxPath)
 	if err != nil {
 		return nil, err
 	}
@@ -245,6 +254,13 @@ func (r *runner) runFull(ctx context.Context, want map[string]bool) ([]Result, e
 		res, err := r.runScenario(ctx, fs, s)
 		if err != nil {
 			return nil, fmt.Errorf("scenario %s: %w", s, err)
+		}
+		out = append(out, res)
+	}
+	if want[ScenarioFeedback] {
+		res, err := r.runFeedback(ctx, fs)
+		if err != nil {
+			return nil, fmt.Errorf("scenario %s: %w", ScenarioFeedback, err)
 		}
 		out = append(out, res)
 	}
@@ -391,6 +407,13 @@ type wfEvents struct {
 	gatesFinished    int
 	gateHosts        map[string]int
 	gateRun          []time.Duration
+	// escalated is the first node.escalated, if any: the node waits for
+	// a human, so the workflow would not finish by itself.
+	escalated string
+	// rounds keeps, by node, what the closed loop did: only for nodes
+	// whose gates failed or that went past their first attempt, so the
+	// other scenarios allocate nothing for it.
+	rounds map[string]nodeRounds
 }
 
 // watchEvents follows every workflow's events from the start of the log.
@@ -443,9 +466,26 @@ func (w *watcher) apply(ev eventlog.Event) {
 	switch b := ev.Body.(type) {
 	case eventlog.NodeReady:
 		wf.ready[ev.NodeID] = ev.Time
+		if b.Attempt > 1 {
+			wf.round(ev.NodeID, b.Attempt).ready = ev.Time
+		}
 	case eventlog.NodeStarted:
 		wf.nodeLatency = append(wf.nodeLatency, time.Duration(b.LatencyMicros)*time.Microsecond)
 		wf.started[ev.NodeID] = ev.Time
+		if b.Attempt > 1 {
+			wf.round(ev.NodeID, b.Attempt).started = ev.Time
+		}
+	case eventlog.NodeRetryScheduled:
+		a := wf.round(ev.NodeID, b.Attempt)
+		a.retryScheduled, a.notBefore = ev.Time, b.NotBefore
+	case eventlog.NodeEscalated:
+		if wf.escalated == "" {
+			wf.escalated = fmt.Sprintf("node %s escalated after attempt %d: %s", ev.NodeID, b.Attempt, b.Reason)
+		}
+		select {
+		case w.changed <- struct{}{}:
+		default:
+		}
 	case eventlog.NodeAgentDone:
 		wf.agentDone[ev.NodeID] = ev.Time
 		if ev.Time.After(wf.lastAgentDone) {
@@ -466,6 +506,9 @@ func (w *watcher) apply(ev eventlog.Event) {
 		}
 		if t, ok := wf.gateStarted[ev.NodeID+"/"+b.Gate]; ok {
 			wf.gateRun = append(wf.gateRun, ev.Time.Sub(t))
+		}
+		if passed := b.Result != nil && b.Result.Status == protocol.GatePassed; !passed || b.Attempt > 1 {
+			wf.gateRound(ev, b, passed)
 		}
 	case eventlog.NodeFinished:
 		if b.Status == protocol.NodeSucceeded {
@@ -507,6 +550,9 @@ func (w *watcher) wait(ctx context.Context, ids []string) (time.Time, error) {
 				continue
 			}
 			nodes += wf.succeeded
+			if wf.escalated != "" && failed == nil {
+				failed = fmt.Errorf("workflow %s: %s", id, wf.escalated)
+			}
 			if !wf.finished {
 				continue
 			}

@@ -55,7 +55,7 @@ func printResults(w io.Writer, rep *Report) {
 
 	var full []Result
 	for _, r := range rep.Results {
-		if r.Unit == "node" {
+		if r.Unit == "node" && r.Feedback == nil {
 			full = append(full, r)
 		}
 	}
@@ -72,12 +72,47 @@ func printResults(w io.Writer, rep *Report) {
 		}
 		tw.Flush()
 	}
+	for _, r := range rep.Results {
+		if r.Feedback != nil {
+			printFeedback(w, r)
+		}
+	}
 
 	fmt.Fprintln(w, "\nScenarios:")
 	for _, r := range rep.Results {
 		fmt.Fprintf(w, "  %-11s %s; latency: %s\n", r.Scenario, r.Description, r.Latency)
 	}
 	fmt.Fprintf(w, "THRU/RAW is throughput over %s's; P50/REF is p50 latency over REF's p50.\n", rep.Baseline)
+}
+
+// printFeedback writes the feedback scenario's round trip, with and
+// without the retry delay, and its parts.
+func printFeedback(w io.Writer, r Result) {
+	fb := r.Feedback
+	jitter := "no jitter"
+	if fb.Jitter > 0 {
+		jitter = fmt.Sprintf("±%.0f%% jitter", 100*fb.Jitter)
+	}
+	fmt.Fprintf(w, "\nFeedback round trip (%s): %d tasks in one workflow, retry policy %s (%s before attempt 2, %s);\n",
+		r.Scenario, r.Count, fb.RetryPolicy, dur(fb.DelayMillis*1e3), jitter)
+	fmt.Fprintf(w, "gate %s `%s`; p50 / p99 on the coordinator's clock, /%s is p50 over %s's p50:\n",
+		FeedbackGate, strings.Join(quoteArgs(FeedbackGateCommand), " "), strings.ToUpper(r.LatencyReference), r.LatencyReference)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	ref := strings.ToUpper(r.LatencyReference)
+	fmt.Fprintf(tw, "ROUND TRIP\t/%s\tBEYOND DELAY\t/%s\tDECIDE\tDELAY\tWAKE\tDISPATCH\t\n", ref, ref)
+	pair := func(p50, p99 float64) string { return dur(p50) + " / " + dur(p99) }
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", pair(r.LatencyP50Micros, r.LatencyP99Micros), ratio(r.LatencyRatio),
+		pair(fb.BeyondDelayP50Micros, fb.BeyondDelayP99Micros), ratio(fb.BeyondDelayRatio),
+		pair(fb.DecideP50Micros, fb.DecideP99Micros), pair(fb.ScheduledDelayP50Micros, fb.ScheduledDelayP99Micros),
+		pair(fb.WakeP50Micros, fb.WakeP99Micros), pair(fb.DispatchP50Micros, fb.DispatchP99Micros))
+	tw.Flush()
+	fmt.Fprintln(w, "ROUND TRIP runs from attempt 1's failed gate.finished to attempt 2's node.started; BEYOND DELAY from the")
+	fmt.Fprintln(w, "retry's not_before to attempt 2's node.started. The round trip's parts: DECIDE gate.finished → node.retry_scheduled")
+	fmt.Fprintln(w, "(the coordinator folds the result and builds the feedback); DELAY retry_scheduled → not_before (the policy's delay);")
+	fmt.Fprintln(w, "WAKE not_before → node.ready of attempt 2 (the coordinator's timer); DISPATCH node.ready → node.started (the job's")
+	fmt.Fprintln(w, "publish, a free agent slot, the worker's fetch). BEYOND DELAY is WAKE plus DISPATCH.")
+	fmt.Fprintf(w, "%d of %d nodes went round once; %d gate results, %d from the cache; attempt 2's cache key differed from attempt 1's for %d nodes.\n",
+		fb.Retries, r.Count, fb.GateResults, fb.CachedGates, fb.DistinctKeys)
 }
 
 // printCacheKey writes the cache-key scenario's figures.

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
+	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
 )
 
@@ -41,6 +43,55 @@ func TestWorkflowYAMLIsValid(t *testing.T) {
 		}
 		if c.chain != (len(last.DependsOn) == 1) || c.gated != (len(last.Gates) == 1) {
 			t.Errorf("chain %v gated %v: last task depends on %v, gates %v", c.chain, c.gated, last.DependsOn, last.Gates)
+		}
+	}
+}
+
+func TestFeedbackYAMLIsValid(t *testing.T) {
+	spec, err := workflow.Parse("w.yaml", feedbackYAML("bench-feedback", MaxTasksPerWorkflow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(spec.Tasks) != MaxTasksPerWorkflow || len(spec.Gates) != 1 {
+		t.Fatalf("%d tasks, %d gates", len(spec.Tasks), len(spec.Gates))
+	}
+	if g := spec.Gates[0]; g.Name != FeedbackGate || !slices.Equal(g.Command, FeedbackGateCommand) || !g.UsesCache() {
+		t.Errorf("gate %+v; want %s, %q, cached", g, FeedbackGate, FeedbackGateCommand)
+	}
+	last := spec.Tasks[len(spec.Tasks)-1]
+	if !slices.Equal(last.Command, FeedbackAgentCommand) || !slices.Equal(last.Gates, []string{FeedbackGate}) {
+		t.Errorf("last task: agent %q, gates %v", last.Command, last.Gates)
+	}
+	if last.Retry == nil || last.Retry.Name != FeedbackRetryPolicy || last.MaxAttempts != 2 {
+		t.Errorf("last task: retry policy %+v, max attempts %d; want %s, 2", last.Retry, last.MaxAttempts, FeedbackRetryPolicy)
+	}
+	id := fmt.Sprintf("t%04d", MaxTasksPerWorkflow-1)
+	for _, want := range []string{"@if-feedback " + FeedbackGate + "\n@write " + id + "/fixed.txt\nfixed by " + id + "\n@end\n@endif"} {
+		if !strings.Contains(last.Prompt, want) {
+			t.Errorf("prompt %q lacks %q", last.Prompt, want)
+		}
+	}
+}
+
+func TestCheckGates(t *testing.T) {
+	failed := gateOutcome{gate: FeedbackGate, status: protocol.GateFailed, key: "k1"}
+	passed := gateOutcome{gate: FeedbackGate, status: protocol.GatePassed, key: "k2"}
+	if err := checkGates("t", []gateOutcome{failed}, []gateOutcome{passed}); err != nil {
+		t.Fatalf("a failure, then a pass with another key: %v", err)
+	}
+	cachedFailure, cachedPass, sameKey, passedFirst := failed, passed, passed, passed
+	cachedFailure.cached, cachedPass.cached, sameKey.key = true, true, "k1"
+	for name, c := range map[string][2][]gateOutcome{
+		"no gate in attempt 1": {nil, {passed}},
+		"attempt 1 passed":     {{passedFirst}, {passed}},
+		"attempt 1 from cache": {{cachedFailure}, {passed}},
+		"attempt 2 failed":     {{failed}, {failed}},
+		"attempt 2 from cache": {{failed}, {cachedPass}},
+		"attempt 2 same key":   {{failed}, {sameKey}},
+		"no gate in attempt 2": {{failed}, nil},
+	} {
+		if err := checkGates("t", c[0], c[1]); err == nil {
+			t.Errorf("%s: accepted", name)
 		}
 	}
 }
