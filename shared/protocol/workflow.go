@@ -52,6 +52,9 @@ type TaskSpec struct {
 	// RetryFrom says what a retry starts from: RetryFromPrevious ("", the
 	// previous attempt's work on top of the base) or RetryFromBase.
 	RetryFrom string `json:"retry_from,omitempty"`
+	// AllowEmpty accepts an agent round that changes nothing; without it,
+	// such a round is a no_changes failure, retried with feedback.
+	AllowEmpty bool `json:"allow_empty,omitempty"`
 }
 
 // Attempts is the task's budget of agent rounds: MaxAttempts, else its

@@ -97,8 +97,13 @@ func feedbackYAML(name string, tasks int) []byte {
 	for i := 0; i < tasks; i++ {
 		id := fmt.Sprintf("t%04d", i)
 		fmt.Fprintf(&b, "  - id: %s\n    prompt: |\n", id)
+		// The first attempt makes a change (a round that changes nothing
+		// would fail before any gate ran), but not the one the gate wants.
 		for _, line := range []string{
 			"Make the " + FeedbackGate + " gate pass.",
+			"@write " + id + "/draft.txt",
+			"a first try by " + id,
+			"@end",
 			"@if-feedback " + FeedbackGate,
 			"@write " + id + "/" + FeedbackFile,
 			"fixed by " + id,

@@ -152,7 +152,7 @@ func gateScaleYAML(name string, tasks int, sleep time.Duration) []byte {
 	var b strings.Builder
 	agent := `["` + strings.Join(NoopCommand, `", "`) + `"]`
 	secs := strconv.FormatFloat(sleep.Seconds(), 'f', -1, 64)
-	fmt.Fprintf(&b, "name: %s\ndefaults:\n  agent:\n    command: %s\n  timeout: 1m\n", name, agent)
+	fmt.Fprintf(&b, "name: %s\ndefaults:\n  agent:\n    command: %s\n  timeout: 1m\n  allow_empty: true\n", name, agent)
 	fmt.Fprintf(&b, "gates:\n  - name: sleep\n    command: [\"sleep\", %q]\n    timeout: 2m\n    cache: false\n    pool: %s\n",
 		secs, GateScalePool)
 	b.WriteString("tasks:\n")

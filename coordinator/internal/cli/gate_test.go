@@ -173,7 +173,7 @@ func TestGateCommandsTask(t *testing.T) {
 
 	wantCode(t, run("gate", "add", "--name", "vet", "--", "go", "vet", "./..."), 0)
 	wf := filepath.Join(t.TempDir(), "wf.yaml")
-	if err := os.WriteFile(wf, []byte("name: t\ndefaults:\n  agent: {command: [fake-agent]}\ntasks:\n  - id: a\n    prompt: a\n    gates: [vet]\n"), 0o644); err != nil {
+	if err := os.WriteFile(wf, []byte("name: t\ndefaults:\n  agent: {command: [fake-agent]}\n  allow_empty: true\ntasks:\n  - id: a\n    prompt: a\n    gates: [vet]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r := run("submit", wf, "--repo", repo)

@@ -90,6 +90,7 @@ func TestInboxRejectAndNotify(t *testing.T) {
 defaults:
   agent: {command: ["true"]}
   max_attempts: 1
+  allow_empty: true
 gates:
   - {name: never, command: ["false"]}
 tasks:

@@ -154,6 +154,11 @@ func (d *decider) agentRunning(n *Node) {
 }
 
 func (d *decider) gating(n *Node) {
+	if n.Patch == nil && !n.Task.AllowEmpty {
+		// Gates passing on the base would prove nothing of the task.
+		d.roundFailed(n, failure{agent: "no_changes: the agent changed nothing", noChanges: true})
+		return
+	}
 	if prev := n.samePatch(); prev > 0 {
 		// Its gates would judge the same code again: no point in running them.
 		d.roundFailed(n, failure{agent: fmt.Sprintf("attempt %d made the same patch as attempt %d", n.Attempt, prev),

@@ -25,6 +25,8 @@ import (
 type failure struct {
 	// agent is set when the agent itself did not succeed.
 	agent string
+	// noChanges is set when the agent succeeded but changed nothing.
+	noChanges bool
 	// gates are the gates whose failure blocks, by name.
 	gates []string
 	// escalate, when set, is why no retry can help (an integrity
@@ -73,6 +75,10 @@ func (f failure) summary(n *Node) string {
 	return "gates did not pass: " + strings.Join(parts, ", ")
 }
 
+// noChangesText is what the agent hears about a round that changed nothing.
+const noChangesText = "no_changes: the round changed no file, and the task needs a change " +
+	"(a task that may rightly change nothing says allow_empty: true)"
+
 // sameFailureLimit is how many rounds may fail alike (the same gates, with
 // the same output but for numbers) before the node escalates as a loop
 // (S-7.3).
@@ -86,7 +92,7 @@ const sameFailureLimit = 3
 func (d *decider) roundFailed(n *Node, f failure) {
 	reason := f.summary(n)
 	escalate := f.escalate
-	if f.agent != "" && escalate == "" {
+	if f.agent != "" && escalate == "" && !f.noChanges {
 		switch class, match, after := classifyAgent(n.Agent); class {
 		case Fatal:
 			escalate = "a fatal agent error (" + match + ")"
@@ -224,9 +230,12 @@ func (w *Workflow) feedback(n *Node, f failure, escalated bool, note *feedback.N
 		if a.Status == protocol.AgentTimeout {
 			st = protocol.GateTimeout
 		}
-		code := a.ExitCode
+		code, errText := a.ExitCode, a.Error
+		if f.noChanges {
+			errText = noChangesText
+		}
 		in.Gates = append(in.Gates, feedback.GateInput{Result: protocol.GateResult{Gate: "agent", Attempt: n.Attempt,
-			Status: st, ExitCode: &code, Stdout: a.Stdout, Stderr: a.Stderr, Error: a.Error, Log: a.Log},
+			Status: st, ExitCode: &code, Stdout: a.Stdout, Stderr: a.Stderr, Error: errText, Log: a.Log},
 			Spec: protocol.GateSpec{Name: "agent"}, RoundsFailed: n.Attempt, Escalated: escalated})
 	}
 	for _, name := range f.gates {

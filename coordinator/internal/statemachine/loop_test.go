@@ -270,6 +270,22 @@ func TestLoop(t *testing.T) {
 			}
 		},
 	}, {
+		name:   "a round that changes nothing is a no_changes failure, retried with feedback, unless allowed",
+		yaml:   "name: l\ndefaults:\n  agent: {command: [fake-agent]}\n" + gates + "tasks:\n  - {id: a, prompt: a, gates: [test]}\n",
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			agentStep("the agent succeeds with no change: no gate runs", "a", 1, protocol.AgentSucceeded, false,
+				"node.agent_done a succeeded", "node.retry_scheduled a"),
+			{"the feedback says so", func(w *world) []string {
+				w.later(time.Minute)
+				f := feedbackOf(t, w.job("a").Feedback)
+				if len(f.Gates) != 1 || f.Gates[0].Name != "agent" || !strings.HasPrefix(f.Gates[0].Error, "no_changes: ") {
+					return []string{"feedback: " + string(w.job("a").Feedback)}
+				}
+				return []string{w.node("a").History[0].Reason}
+			}, lines("no_changes: the agent changed nothing")},
+		},
+	}, {
 		name:   "a failed agent's attempt has nothing to approve",
 		yaml:   "name: l\n" + agent + once + "tasks:\n  - {id: a, prompt: a, gates: []}\n",
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),

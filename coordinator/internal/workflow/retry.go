@@ -17,10 +17,12 @@ type retryDef struct {
 	maxAttempts int
 	policy      *protocol.RetryPolicy
 	from        string
+	// allowEmpty accepts a round that changes nothing (allow_empty).
+	allowEmpty bool
 }
 
 // retryFields are the keys retryDef reads, in defaults and tasks alike.
-var retryFields = []string{"max_attempts", "retry_policy", "retry_from"}
+var retryFields = []string{"max_attempts", "retry_policy", "retry_from", "allow_empty"}
 
 // retry reads the retry keys of f over base (the defaults' settings).
 func (p *parser) retry(f map[string]gates.Field, what string, base retryDef) retryDef {
@@ -39,6 +41,11 @@ func (p *parser) retry(f map[string]gates.Field, what string, base retryDef) ret
 			}
 		}
 	}
+	if x, ok := f["allow_empty"]; ok {
+		if v, good := p.Bool(x.Val, what+" allow_empty"); good {
+			d.allowEmpty = v
+		}
+	}
 	if x, ok := f["retry_from"]; ok {
 		if s, good := p.Str(x.Val, what+" retry_from"); good {
 			switch s {
@@ -54,7 +61,7 @@ func (p *parser) retry(f map[string]gates.Field, what string, base retryDef) ret
 
 // apply sets the retry settings on a task.
 func (d retryDef) apply(t *protocol.TaskSpec) {
-	t.MaxAttempts, t.RetryFrom = d.maxAttempts, d.from
+	t.MaxAttempts, t.RetryFrom, t.AllowEmpty = d.maxAttempts, d.from, d.allowEmpty
 	if d.policy != nil {
 		pol := *d.policy
 		t.Retry = &pol
