@@ -191,13 +191,14 @@ func IntegratedEvent(w *Workflow, node string, in Integrate, commit string, now 
 		MsgID: w.msgID(fmt.Sprintf("%s.%s.a%d.integrated", w.ID, node, n.Attempt))}
 }
 
-// IntegrationConflictEvent fails a node whose patch no longer applies to
-// the branch.
+// IntegrationConflictEvent escalates a node whose patch passed its gates
+// but no longer applies to the branch: a human decides (retry it, or
+// reject it).
 func IntegrationConflictEvent(w *Workflow, node string, reason string, now time.Time) Append {
 	n := w.Nodes[node]
-	return Append{Event: eventlog.Event{WorkflowID: w.ID, NodeID: node, Time: now, Body: eventlog.NodeFinished{
-		Attempt: n.Attempt, Status: protocol.NodeFailed, Reason: reason}},
-		MsgID: w.msgID(fmt.Sprintf("%s.%s.a%d.%s", w.ID, node, n.Attempt, protocol.NodeFailed))}
+	return Append{Event: eventlog.Event{WorkflowID: w.ID, NodeID: node, Time: now, Body: eventlog.NodeEscalated{
+		Attempt: n.Attempt, Reason: "the patch does not apply to the workflow's branch: " + reason}},
+		MsgID: w.msgID(fmt.Sprintf("%s.%s.a%d.escalated", w.ID, node, n.Attempt))}
 }
 
 // WorkflowNotFound is the refusal of a command on an unknown workflow.

@@ -92,6 +92,11 @@ const sameFailureLimit = 3
 func (d *decider) roundFailed(n *Node, f failure) {
 	reason := f.summary(n)
 	escalate := f.escalate
+	if f.agent != "" && escalate == "" && n.Agent != nil && n.Agent.Status == protocol.AgentError {
+		// The runner could not run the agent, on its last delivery: not
+		// the agent's to fix.
+		escalate = "the agent could not run"
+	}
 	if f.agent != "" && escalate == "" && !f.noChanges {
 		switch class, match, after := classifyAgent(n.Agent); class {
 		case Fatal:

@@ -451,3 +451,38 @@ func TestGateOutOfMemory(t *testing.T) {
 		},
 	}})
 }
+
+// What no retry of the agent can fix escalates at once: an agent its
+// runner could not run (an infrastructure error on the job's last
+// delivery), and a patch that passed its gates but no longer applies to
+// the workflow's branch (S-11).
+func TestEscalatesAtOnce(t *testing.T) {
+	runScenarios(t, []scenario{{
+		name:   "the agent could not run",
+		yaml:   "name: e\n" + agent + "tasks:\n  - {id: a, prompt: a}\n",
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			agentStep("an infrastructure error", "a", 1, protocol.AgentError, false, "node.agent_done a error", "node.escalated a"),
+		},
+		after: func(t *testing.T, w *world) {
+			if r := w.node("a").Reason; !strings.HasPrefix(r, "the agent could not run (agent error") {
+				t.Errorf("reason %q", r)
+			}
+		},
+	}, {
+		name:   "an integration conflict",
+		yaml:   "name: e\n" + agent + "tasks:\n  - {id: a, prompt: a}\n",
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			{"the patch does not apply", func(w *world) []string {
+				return w.command([]statemachine.Effect{statemachine.IntegrationConflictEvent(w.wf(), "a", "conflict in README.md", w.now)}, nil)
+			}, lines("node.escalated a")},
+		},
+		after: func(t *testing.T, w *world) {
+			if r := w.node("a").Reason; r != "the patch does not apply to the workflow's branch: conflict in README.md" ||
+				w.wf().Status != protocol.WorkflowNeedsAttention {
+				t.Errorf("reason %q, workflow %s", r, w.wf().Status)
+			}
+		},
+	}})
+}
