@@ -36,7 +36,7 @@ type gateRow struct {
 
 // sub is the fleet as seen from a subtest: its failures are the subtest's.
 func (f *fleet) sub(t *testing.T) *fleet {
-	return &fleet{t: t, dir: f.dir, natsURL: f.natsURL, redisURL: f.redisURL, ackWait: f.ackWait}
+	return &fleet{t: t, dir: f.dir, natsURL: f.natsURL, redisURL: f.redisURL, ackWait: f.ackWait, env: f.env}
 }
 
 // waitEnd polls the workflow until it is no longer running.
