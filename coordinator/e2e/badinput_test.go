@@ -157,7 +157,7 @@ func TestBadInput(t *testing.T) {
 }
 
 // gateFailWorkflow allows each task one attempt (max_attempts: 1): a
-// failure goes straight to a human (RETRY-09).
+// failure goes straight to a human (HITL-04).
 const gateFailWorkflow = `name: gatefail
 ` + agentDefaults + `  max_attempts: 1
 gates:
@@ -198,10 +198,10 @@ tasks:
 `
 
 // gateFails: b's gate fails and, with its one attempt used, b escalates to
-// a human (RETRY-09, HITL-01): submit --wait ends with exit 5 while c
-// (which needs b) waits, and a and d (which needs only a) succeed. The
-// human rejects b through the CLI (S-9): b fails, c is skipped, the
-// workflow fails with exit 2 and only the good work is delivered.
+// a human (HITL-04, S-7): submit --wait ends with exit 5 while c (which
+// needs b) waits, and a and d (which needs only a) succeed. The human
+// rejects b through the CLI (HITL-01): b fails, c is skipped, the workflow
+// fails with exit 2 and only the good work is delivered.
 func gateFails(t *testing.T, f *fleet, coordData, repo, base string) {
 	wfFile := writeFile(t, t.TempDir(), "gatefail.yaml", gateFailWorkflow)
 	r := f.cli(3*time.Minute, "submit", wfFile, "--repo", repo, "--wait")
@@ -245,7 +245,7 @@ func gateFails(t *testing.T, f *fleet, coordData, repo, base string) {
 		t.Errorf("inbox items of %s = %+v, want b alone, at attempt 1 of 1, with its reason", wf, in)
 	}
 
-	// The human rejects b (S-9): it fails and c is skipped.
+	// The human rejects b (HITL-01): it fails and c is skipped.
 	r = f.decide("reject", wf, "b", "e2e-reviewer", "--reason", "has-missing cannot pass")
 	if want := wf + " b: failed rejected by e2e-reviewer: has-missing cannot pass"; !strings.Contains(r.stdout, want) {
 		t.Errorf("reject printed no %q:\n%s", want, r)

@@ -18,9 +18,9 @@ import (
 // sample Go repository, with go vet and go test as gates. It shows the
 // closed loop: add-shout's first attempt has a bug that go test catches;
 // the node is retried after the default policy's delay (RETRY-08) with the
-// failure as feedback naming TestShout, and its second attempt fixes it.
-// The demo must succeed and end with the result branch: three commits, six
-// files.
+// failure as feedback naming TestShout (RETRY-09), and its second attempt
+// fixes it. The demo must succeed and end with the result branch: three
+// commits, six files.
 func TestDemo(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

@@ -189,7 +189,7 @@ tasks:
 // ciWorkflow has one task per behaviour; %[1]s is the file whose
 // existence completes the external check of pending-then-pass. Each task
 // has one attempt (max_attempts: 1), so that a failure goes straight to a
-// human (RETRY-09); t-onfail-block and t-int-new have three, which an
+// human (HITL-04); t-onfail-block and t-int-new have three, which an
 // on_fail block and an integrity violation do not wait for.
 const ciWorkflow = `name: ci-gates
 ` + agentDefaults + `  max_attempts: 1
@@ -299,11 +299,11 @@ tasks:
 // gate that exits 0 but edits a tracked file, creates a file or touches
 // .git/config fails, and blocks even as a warning; one that writes inside
 // allowed_writes passes). `coordinator gate results` shows it all. A node
-// whose gates did not pass escalates to a human (RETRY-09): its one
+// whose gates did not pass escalates to a human (HITL-04): its one
 // attempt is used, or its failure is not the agent's to retry (on_fail
 // block, an integrity violation, which cannot be approved either), and
 // submit --wait ends with exit 5 once nothing else runs. The human then
-// rejects each escalated node through the CLI (S-9): they fail, their
+// rejects each escalated node through the CLI (HITL-01): they fail, their
 // dependent is skipped and the workflow fails.
 func testCIGates(f *fleet) {
 	t := f.t
@@ -471,7 +471,7 @@ func testCIGates(f *fleet) {
 		t.Errorf("approve of a node with an integrity violation: want it refused\n%s", r)
 	}
 
-	// The human rejects them all (S-9): each fails, t-fail's dependent is
+	// The human rejects them all (HITL-01): each fails, t-fail's dependent is
 	// skipped and the workflow fails.
 	for _, id := range escalated {
 		f.decide("reject", wf, id, "e2e-reviewer", "--reason", "not good enough")
