@@ -13,8 +13,10 @@ import (
 // TestBadInput submits invalid workflows and bad command lines through the
 // CLI against a running fleet: each must be refused with the documented
 // exit code and a message that points at the problem, and none may leave a
-// workflow behind. Then a workflow whose gate fails must end with exit 2,
-// the failed node's dependents skipped and only the good work accepted.
+// workflow behind. Then a workflow whose gate fails, allowed one attempt,
+// must wait for a human (exit 5) and, once the human rejects the node, end
+// with exit 2, the failed node's dependents skipped and only the good work
+// accepted.
 func TestBadInput(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t, crashAckWait)
@@ -154,8 +156,11 @@ func TestBadInput(t *testing.T) {
 	t.Run("gate fails", func(t *testing.T) { gateFails(t, f, coordData, repo, base) })
 }
 
+// gateFailWorkflow allows each task one attempt (max_attempts: 1): a
+// failure goes straight to a human (HITL-04).
 const gateFailWorkflow = `name: gatefail
-` + agentDefaults + `gates:
+` + agentDefaults + `  max_attempts: 1
+gates:
   - name: has-a
     command: [test, -f, a.txt]
   - name: has-missing
@@ -192,31 +197,33 @@ tasks:
       @end
 `
 
-// gateFails: b's gate fails, so b fails, c (which needs b) is skipped, and
-// a and d (which needs only a) succeed.
+// gateFails: b's gate fails and, with its one attempt used, b escalates to
+// a human (HITL-04, S-7): submit --wait ends with exit 5 while c (which
+// needs b) waits, and a and d (which needs only a) succeed. The human
+// rejects b through the CLI (HITL-01): b fails, c is skipped, the workflow
+// fails with exit 2 and only the good work is delivered.
 func gateFails(t *testing.T, f *fleet, coordData, repo, base string) {
 	wfFile := writeFile(t, t.TempDir(), "gatefail.yaml", gateFailWorkflow)
 	r := f.cli(3*time.Minute, "submit", wfFile, "--repo", repo, "--wait")
-	if r.code != 2 {
-		t.Fatalf("submit --wait: exit %d, want 2 (workflow failed)\n%s", r.code, r)
+	if r.code != 5 {
+		t.Fatalf("submit --wait: exit %d, want 5 (needs attention)\n%s", r.code, r)
 	}
 	wf := wfID(t, r)
+	if want := "workflow " + wf + " needs attention: nothing runs until a human decides (coordinator inbox)"; !strings.Contains(r.stdout, want) {
+		t.Errorf("submit --wait does not end with %q:\n%s", want, r.stdout)
+	}
 	s, code := f.status(wf)
-	if code != 2 || s.Status != "failed" {
-		t.Fatalf("status: exit %d, status %s, want 2 and failed", code, s.Status)
+	if code != 5 || s.Status != "needs_attention" {
+		t.Fatalf("status: exit %d, status %s, want 5 and needs_attention", code, s.Status)
 	}
-	if !strings.Contains(s.Reason, "b failed") || !strings.Contains(s.Reason, "c skipped") {
-		t.Errorf("workflow reason %q does not name b failed and c skipped", s.Reason)
-	}
-	want := map[string]string{"a": "succeeded", "b": "failed", "c": "skipped", "d": "succeeded"}
-	for id, st := range want {
+	for id, st := range map[string]string{"a": "succeeded", "b": "escalated", "c": "pending", "d": "succeeded"} {
 		if n := s.node(t, id); n.Status != st {
 			t.Errorf("node %s: %s (%s), want %s", id, n.Status, n.Reason, st)
 		}
 	}
 	b := s.node(t, "b")
-	if !strings.Contains(b.Reason, "has-missing failed") {
-		t.Errorf("node b reason %q does not name the failed gate", b.Reason)
+	if want := "1 of 1 attempts used (gates did not pass: has-missing failed)"; b.Reason != want || b.Attempt != 1 {
+		t.Errorf("node b: attempt %d, reason %q; want attempt 1, %q", b.Attempt, b.Reason, want)
 	}
 	gates := map[string]gateStatus{}
 	for _, g := range b.Gates {
@@ -228,11 +235,46 @@ func gateFails(t *testing.T, f *fleet, coordData, repo, base string) {
 	if g := gates["after-missing"]; g.Status != "skipped" {
 		t.Errorf("gate after-missing of b = %+v, want skipped (its dependency failed)", g)
 	}
-	if c := s.node(t, "c"); !strings.Contains(c.Reason, "dependency b failed") || c.Host != "" {
-		t.Errorf("node c = %+v, want skipped for dependency b without running", c)
+	if c := s.node(t, "c"); c.Host != "" || c.Attempt != 0 {
+		t.Errorf("node c = %+v, want pending without running while b waits", c)
 	}
 	if w := f.cli(30*time.Second, "logs", wf, "b"); w.code != 0 || !strings.Contains(w.stdout, "==> gate has-missing (") {
 		t.Errorf("logs of b lack the failed gate's log:\n%s", w)
+	}
+	if in := f.inbox(wf); len(in) != 1 || in["b"].Reason != b.Reason || in["b"].Attempt != 1 || in["b"].Budget != 1 {
+		t.Errorf("inbox items of %s = %+v, want b alone, at attempt 1 of 1, with its reason", wf, in)
+	}
+
+	// The human rejects b (HITL-01): it fails and c is skipped.
+	r = f.decide("reject", wf, "b", "e2e-reviewer", "--reason", "has-missing cannot pass")
+	if want := wf + " b: failed rejected by e2e-reviewer: has-missing cannot pass"; !strings.Contains(r.stdout, want) {
+		t.Errorf("reject printed no %q:\n%s", want, r)
+	}
+	f.waitStatus(wf, "failed", time.Minute)
+	s, code = f.status(wf)
+	if code != 2 || s.Status != "failed" {
+		t.Fatalf("status after the rejection: exit %d, status %s, want 2 and failed", code, s.Status)
+	}
+	if !strings.Contains(s.Reason, "b failed") || !strings.Contains(s.Reason, "c skipped") {
+		t.Errorf("workflow reason %q does not name b failed and c skipped", s.Reason)
+	}
+	want := map[string]string{"a": "succeeded", "b": "failed", "c": "skipped", "d": "succeeded"}
+	for id, st := range want {
+		if n := s.node(t, id); n.Status != st {
+			t.Errorf("node %s: %s (%s), want %s", id, n.Status, n.Reason, st)
+		}
+	}
+	if b := s.node(t, "b"); b.Reason != "rejected by e2e-reviewer: has-missing cannot pass" {
+		t.Errorf("node b reason %q does not say who rejected it and why", b.Reason)
+	}
+	if c := s.node(t, "c"); !strings.Contains(c.Reason, "dependency b failed") || c.Host != "" {
+		t.Errorf("node c = %+v, want skipped for dependency b without running", c)
+	}
+	if in := f.inbox(wf); len(in) != 0 {
+		t.Errorf("inbox still lists %+v after the rejection", in)
+	}
+	if w := f.cli(time.Minute, "watch", wf); w.code != 2 || !strings.Contains(w.stdout, "node b                       rejected by e2e-reviewer: has-missing cannot pass") {
+		t.Errorf("watch of the rejected workflow: want exit 2 and the rejection\n%s", w)
 	}
 
 	// A failed workflow's accepted work is delivered into the repository

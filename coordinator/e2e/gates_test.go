@@ -36,7 +36,7 @@ type gateRow struct {
 
 // sub is the fleet as seen from a subtest: its failures are the subtest's.
 func (f *fleet) sub(t *testing.T) *fleet {
-	return &fleet{t: t, dir: f.dir, natsURL: f.natsURL, redisURL: f.redisURL, ackWait: f.ackWait}
+	return &fleet{t: t, dir: f.dir, natsURL: f.natsURL, redisURL: f.redisURL, ackWait: f.ackWait, env: f.env}
 }
 
 // waitEnd polls the workflow until it is no longer running.
@@ -187,9 +187,13 @@ tasks:
 }
 
 // ciWorkflow has one task per behaviour; %[1]s is the file whose
-// existence completes the external check of pending-then-pass.
+// existence completes the external check of pending-then-pass. Each task
+// has one attempt (max_attempts: 1), so that a failure goes straight to a
+// human (HITL-04); t-onfail-block and t-int-new have three, which an
+// on_fail block and an integrity violation do not wait for.
 const ciWorkflow = `name: ci-gates
-` + agentDefaults + `gates:
+` + agentDefaults + `  max_attempts: 1
+gates:
   - name: always-pass
     command: ["true"]
   - name: always-fail
@@ -264,6 +268,10 @@ tasks:
   - id: t-onfail-warn
     prompt: "@write t-onfail-warn.txt\non_fail warn\n@end\n"
     gates: {optional: [always-fail], on_fail: {always-fail: warn}}
+  - id: t-onfail-block
+    prompt: "@write t-onfail-block.txt\non_fail block\n@end\n"
+    gates: {required: [always-fail], on_fail: {always-fail: block}}
+    max_attempts: 3
   - id: t-dep-skip
     prompt: "@write t-dep-skip.txt\ndependencies\n@end\n"
     gates: [after-fail, report-anyway]
@@ -273,6 +281,7 @@ tasks:
   - id: t-int-new
     prompt: "@write t-int-new.txt\nnew\n@end\n"
     gates: [create-file]
+    max_attempts: 3
   - id: t-int-git
     prompt: "@write t-int-git.txt\ngit\n@end\n"
     gates: [touch-git-config]
@@ -289,7 +298,13 @@ tasks:
 // on_fail, gate and task dependency skips, and integrity violations (a
 // gate that exits 0 but edits a tracked file, creates a file or touches
 // .git/config fails, and blocks even as a warning; one that writes inside
-// allowed_writes passes). `coordinator gate results` shows it all.
+// allowed_writes passes). `coordinator gate results` shows it all. A node
+// whose gates did not pass escalates to a human (HITL-04): its one
+// attempt is used, or its failure is not the agent's to retry (on_fail
+// block, an integrity violation, which cannot be approved either), and
+// submit --wait ends with exit 5 once nothing else runs. The human then
+// rejects each escalated node through the CLI (HITL-01): they fail, their
+// dependent is skipped and the workflow fails.
 func testCIGates(f *fleet) {
 	t := f.t
 	repo, base := testkit.Repo(t, map[string]string{"README.md": "ci gates\n"})
@@ -325,37 +340,45 @@ func testCIGates(f *fleet) {
 	})
 	writeFile(t, filepath.Dir(done), filepath.Base(done), "done\n")
 	r := testkit.Receive(t, sub, 3*time.Minute, "submit --wait did not return")
-	if r.code != 2 || wfID(t, r) != wf {
-		t.Fatalf("submit --wait: want exit 2 (failed) for %s\n%s", wf, r)
+	if r.code != 5 || wfID(t, r) != wf {
+		t.Fatalf("submit --wait: want exit 5 (needs attention) for %s\n%s", wf, r)
 	}
-	t.Logf("workflow %s ended in %s", wf, time.Since(started).Round(time.Millisecond))
+	t.Logf("workflow %s waited for a human after %s", wf, time.Since(started).Round(time.Millisecond))
 
-	s := f.detail(wf)
-	if s.Status != "failed" {
-		t.Fatalf("workflow %s is %s", wf, s.Status)
+	s, code := f.status(wf)
+	if code != 5 || s.Status != "needs_attention" {
+		t.Fatalf("workflow %s is %s (status exit %d), want needs_attention (5)", wf, s.Status, code)
 	}
+	// attempts is the reason of a node that used its one attempt.
+	attempts := func(failed string) string { return "1 of 1 attempts used (gates did not pass: " + failed + ")" }
 	type want struct {
 		node, status, reason string
 		gates                map[string]string // gate → status
 	}
 	for _, w := range []want{
 		{"t-pass", "succeeded", "", map[string]string{"always-pass": "passed", "no-shell": "passed", "shell-opt-in": "passed", "uncached": "passed"}},
-		{"t-fail", "failed", "gates did not pass: always-fail failed", map[string]string{"always-fail": "failed"}},
-		{"t-after-fail", "skipped", "dependency t-fail failed", nil},
-		{"t-slow", "failed", "gates did not pass: slow-gate timeout", map[string]string{"slow-gate": "timeout"}},
-		{"t-pending", "failed", "gates did not pass: always-pending timeout", map[string]string{"always-pending": "timeout"}},
+		{"t-fail", "escalated", attempts("always-fail failed"), map[string]string{"always-fail": "failed"}},
+		{"t-after-fail", "pending", "", nil},
+		{"t-slow", "escalated", attempts("slow-gate timeout"), map[string]string{"slow-gate": "timeout"}},
+		{"t-pending", "escalated", attempts("always-pending timeout"), map[string]string{"always-pending": "timeout"}},
 		{"t-pending-pass", "succeeded", "", map[string]string{"pending-then-pass": "passed"}},
 		{"t-warn", "succeeded", "", map[string]string{"lint-warn": "failed", "after-warn": "passed"}},
 		{"t-onfail-warn", "succeeded", "", map[string]string{"always-fail": "failed"}},
-		{"t-dep-skip", "failed", "gates did not pass: always-fail failed", map[string]string{"always-fail": "failed", "after-fail": "skipped", "report-anyway": "passed"}},
-		{"t-int-modify", "failed", "gates did not pass: edit-tracked failed (integrity violation: modified README.md)", map[string]string{"edit-tracked": "failed"}},
-		{"t-int-new", "failed", "gates did not pass: create-file failed (integrity violation: new stray.txt)", map[string]string{"create-file": "failed"}},
-		{"t-int-git", "failed", "", map[string]string{"touch-git-config": "failed"}},
-		{"t-int-head", "failed", "", map[string]string{"touch-git-head": "failed"}},
+		{"t-onfail-block", "escalated", "gate always-fail failed and its on_fail is block (gates did not pass: always-fail failed)",
+			map[string]string{"always-fail": "failed"}},
+		{"t-dep-skip", "escalated", attempts("always-fail failed"), map[string]string{"always-fail": "failed", "after-fail": "skipped", "report-anyway": "passed"}},
+		{"t-int-modify", "escalated", "gate edit-tracked changed the workspace outside its allowed_writes (integrity violation: modified README.md) " +
+			"(gates did not pass: edit-tracked failed)", map[string]string{"edit-tracked": "failed"}},
+		{"t-int-new", "escalated", "gate create-file changed the workspace outside its allowed_writes (integrity violation: new stray.txt) " +
+			"(gates did not pass: create-file failed)", map[string]string{"create-file": "failed"}},
+		{"t-int-git", "escalated", "gate touch-git-config changed the workspace outside its allowed_writes (integrity violation: ",
+			map[string]string{"touch-git-config": "failed"}},
+		{"t-int-head", "escalated", "gate touch-git-head changed the workspace outside its allowed_writes (integrity violation: ",
+			map[string]string{"touch-git-head": "failed"}},
 		{"t-int-allowed", "succeeded", "", map[string]string{"write-allowed": "passed"}},
 	} {
 		n := s.node(t, w.node)
-		if n.Status != w.status || (w.reason != "" && !strings.Contains(n.Reason, w.reason)) {
+		if n.Status != w.status || (w.reason != "" && !strings.HasPrefix(n.Reason, w.reason)) || (w.reason == "" && n.Status == "escalated") {
 			t.Errorf("node %s: %s (%q), want %s (%q)", w.node, n.Status, n.Reason, w.status, w.reason)
 		}
 		if len(n.Gates) != len(w.gates) {
@@ -365,6 +388,13 @@ func testCIGates(f *fleet) {
 			if g := n.gate(t, name); g.Status != st {
 				t.Errorf("node %s gate %s: %s (exit %s, %q), want %s", w.node, name, g.Status, g.exit(), g.Error, st)
 			}
+		}
+	}
+	// Escalated at their first attempt although two more were left: an
+	// on_fail block and an integrity violation are not retried.
+	for _, id := range []string{"t-onfail-block", "t-int-new"} {
+		if n := s.node(t, id); n.Attempt != 1 || n.MaxAttempts != 3 {
+			t.Errorf("node %s: attempt %d of %d, want 1 of 3", id, n.Attempt, n.MaxAttempts)
 		}
 	}
 
@@ -416,14 +446,63 @@ func testCIGates(f *fleet) {
 		t.Errorf("write-allowed: %+v", g)
 	}
 
+	// The inbox lists every escalated node (HITL-01). A patch whose gates
+	// found an integrity violation cannot be approved.
+	var escalated []string
+	isEscalated := map[string]bool{}
+	for _, n := range s.Nodes {
+		if n.Status == "escalated" {
+			escalated = append(escalated, n.ID)
+			isEscalated[n.ID] = true
+		}
+	}
+	inbox := f.inbox(wf)
+	for _, id := range escalated {
+		n := s.node(t, id)
+		if it, ok := inbox[id]; !ok || it.Reason != n.Reason || it.Attempt != 1 || it.Budget != n.MaxAttempts {
+			t.Errorf("inbox item of %s = %+v, want attempt 1 of %d, reason %q", id, it, n.MaxAttempts, n.Reason)
+		}
+	}
+	if len(inbox) != len(escalated) {
+		t.Errorf("inbox lists %d nodes of %s, want the %d escalated: %v", len(inbox), wf, len(escalated), escalated)
+	}
+	if r := f.cli(30*time.Second, "approve", wf, "t-int-new", "--as", "e2e-reviewer"); r.code == 0 ||
+		!strings.Contains(r.stderr, "found an integrity violation in attempt 1; it cannot be approved") {
+		t.Errorf("approve of a node with an integrity violation: want it refused\n%s", r)
+	}
+
+	// The human rejects them all (HITL-01): each fails, t-fail's dependent is
+	// skipped and the workflow fails.
+	for _, id := range escalated {
+		f.decide("reject", wf, id, "e2e-reviewer", "--reason", "not good enough")
+	}
+	s = f.waitStatus(wf, "failed", time.Minute)
+	for _, n := range s.Nodes {
+		switch {
+		case n.ID == "t-after-fail":
+			if n.Status != "skipped" || !strings.Contains(n.Reason, "dependency t-fail failed") {
+				t.Errorf("node t-after-fail: %s (%q), want skipped for dependency t-fail failed", n.Status, n.Reason)
+			}
+		case isEscalated[n.ID]:
+			if n.Status != "failed" || n.Reason != "rejected by e2e-reviewer: not good enough" {
+				t.Errorf("node %s after the rejection: %s (%q)", n.ID, n.Status, n.Reason)
+			}
+		case n.Status != "succeeded":
+			t.Errorf("node %s: %s (%q), want succeeded", n.ID, n.Status, n.Reason)
+		}
+	}
+	if _, code := f.status(wf); code != 2 {
+		t.Errorf("status of the failed workflow: exit %d, want 2", code)
+	}
+
 	// gate results, as JSON: every gate of every node that ran gates.
 	rows := f.gateResults(wf)
 	byKey := map[string]gateRow{}
 	for _, row := range rows {
 		byKey[row.Node+"/"+row.Name] = row
 	}
-	if len(rows) != 19 || len(byKey) != 19 {
-		t.Errorf("gate results -o json: %d rows (%d distinct), want 19", len(rows), len(byKey))
+	if len(rows) != 20 || len(byKey) != 20 {
+		t.Errorf("gate results -o json: %d rows (%d distinct), want 20", len(rows), len(byKey))
 	}
 	for _, n := range s.Nodes {
 		for _, g := range n.Gates {
@@ -473,10 +552,19 @@ func testCIGates(f *fleet) {
 		t.Errorf("logs of t-int-new:\n%s", r)
 	}
 
-	// watch replays the history: each gate finished exactly once.
+	// watch replays the history: each gate finished exactly once, and
+	// each escalated node was rejected once.
 	r = f.cli(time.Minute, "watch", wf)
 	if r.code != 2 {
 		t.Errorf("watch of the failed workflow: want exit 2\n%s", r)
+	}
+	for _, id := range escalated {
+		if c := len(regexp.MustCompile(`node `+regexp.QuoteMeta(id)+`\s+escalated to a human: `).FindAllString(r.stdout, -1)); c != 1 {
+			t.Errorf("watch shows %s escalating %d times, want once", id, c)
+		}
+		if c := len(regexp.MustCompile(`node `+regexp.QuoteMeta(id)+`\s+rejected by e2e-reviewer: not good enough`).FindAllString(r.stdout, -1)); c != 1 {
+			t.Errorf("watch shows %s rejected %d times, want once", id, c)
+		}
 	}
 	for _, n := range s.Nodes {
 		for _, g := range n.Gates {
@@ -506,11 +594,14 @@ const countedGate = `  - name: counted
     env: {MARKER: %[1]q}
 `
 
-// flakyWorkflow: %[1]s counts runs of counted; %[2]s is flaky-gate's state.
+// flakyWorkflow: %[1]s counts runs of counted; %[2]s is flaky-gate's
+// state. One attempt per task: a failure goes to a human, not to a retry
+// of the agent, so that only gate reruns run flaky-gate again.
 const flakyWorkflow = `name: flaky
 defaults:
   agent:
     command: ` + agentCommand + `
+  max_attempts: 1
 gates:
 ` + countedGate + `  - name: flaky-gate
     command: [gatehelper, flaky, %[2]q, "2"]
@@ -525,10 +616,12 @@ tasks:
 `
 
 // The flaky gate and `coordinator gate rerun`: flaky-gate fails
-// twice, then passes. The first run fails the node and skips its
-// dependent; a rerun reopens the node, serves counted from the cache and
-// fails again; a rerun with --no-cache runs counted again, flaky-gate
-// passes, the dependent runs and the workflow, failed twice, succeeds.
+// twice, then passes. The first run escalates the node to a human (its
+// one attempt is used), who rejects it: it fails and its dependent is
+// skipped. A rerun reopens the node, serves counted from the cache and
+// fails again: the node escalates again and is rejected again. A rerun
+// with --no-cache runs counted again, flaky-gate passes, the dependent
+// runs and the workflow, failed twice, succeeds.
 func testFlakyRerun(f *fleet) {
 	t := f.t
 	repo, base := testkit.Repo(t, map[string]string{"README.md": "flaky\n"})
@@ -537,31 +630,41 @@ func testFlakyRerun(f *fleet) {
 	wfFile := writeFile(t, t.TempDir(), "flaky.yaml", fmt.Sprintf(flakyWorkflow, marker, state))
 
 	r := f.cli(2*time.Minute, "submit", wfFile, "--repo", repo, "--wait")
-	if r.code != 2 {
-		t.Fatalf("first run: want exit 2 (failed)\n%s", r)
+	if r.code != 5 {
+		t.Fatalf("first run: want exit 5 (needs attention)\n%s", r)
 	}
 	wf := wfID(t, r)
+	const escalation = "1 of 1 attempts used (gates did not pass: flaky-gate failed)"
 	s := f.detail(wf)
-	if n := s.node(t, "flaky"); n.Status != "failed" || n.Reason != "gates did not pass: flaky-gate failed" {
+	if n := s.node(t, "flaky"); n.Status != "escalated" || n.Reason != escalation {
 		t.Fatalf("flaky after the first run: %s (%q)", n.Status, n.Reason)
 	}
-	if n := s.node(t, "after"); n.Status != "skipped" {
+	if n := s.node(t, "after"); n.Status != "pending" {
 		t.Fatalf("after after the first run: %s", n.Status)
+	}
+	f.decide("reject", wf, "flaky", "e2e-reviewer", "--reason", "flaky-gate failed")
+	s = f.waitStatus(wf, "failed", time.Minute)
+	if n := s.node(t, "flaky"); n.Status != "failed" || n.Reason != "rejected by e2e-reviewer: flaky-gate failed" {
+		t.Fatalf("flaky after the rejection: %s (%q)", n.Status, n.Reason)
+	}
+	if n := s.node(t, "after"); n.Status != "skipped" {
+		t.Fatalf("after after the rejection: %s", n.Status)
 	}
 	if got := runsOf(markerLines(t, marker), wf, "flaky"); got != 1 {
 		t.Fatalf("counted ran %d times for flaky, want 1", got)
 	}
 
-	// Rerun: counted is served from the cache; flaky-gate fails again.
+	// Rerun: counted is served from the cache; flaky-gate fails again, and
+	// the node waits for a human again.
 	r = f.cli(time.Minute, "gate", "rerun", wf, "flaky")
 	if r.code != 0 || !strings.Contains(r.stdout, "workflow "+wf+" running; gates re-running:") ||
 		!regexp.MustCompile(`flaky\s+flaky-gate\s+waiting`).MatchString(r.stdout) {
 		t.Fatalf("gate rerun: %s", r)
 	}
-	s = f.waitEnd(wf, 90*time.Second)
+	s = f.waitStatus(wf, "needs_attention", 90*time.Second)
 	n := s.node(t, "flaky")
-	if s.Status != "failed" || n.Status != "failed" || s.node(t, "after").Status != "skipped" {
-		t.Fatalf("after the first rerun: workflow %s, flaky %s (%q), after %s", s.Status, n.Status, n.Reason, s.node(t, "after").Status)
+	if n.Status != "escalated" || n.Reason != escalation || s.node(t, "after").Status != "pending" {
+		t.Fatalf("after the first rerun: flaky %s (%q), after %s", n.Status, n.Reason, s.node(t, "after").Status)
 	}
 	if g := n.gate(t, "counted"); g.Status != "passed" || !g.Cached || g.Round != 2 {
 		t.Errorf("counted after the rerun: %s cached %v round %d, want a cache hit at round 2", g.Status, g.Cached, g.Round)
@@ -572,8 +675,16 @@ func testFlakyRerun(f *fleet) {
 	if got := runsOf(markerLines(t, marker), wf, "flaky"); got != 1 {
 		t.Errorf("counted ran %d times for flaky after a cached rerun, want 1", got)
 	}
+	if r := f.cli(time.Minute, "watch", wf); r.code != 5 {
+		t.Errorf("watch after the failed rerun: want exit 5 (needs attention)\n%s", r)
+	}
+	f.decide("reject", wf, "flaky", "e2e-reviewer", "--reason", "flaky-gate failed again")
+	s = f.waitStatus(wf, "failed", time.Minute)
+	if n := s.node(t, "after"); n.Status != "skipped" {
+		t.Fatalf("after after the second rejection: %s", n.Status)
+	}
 	if r := f.cli(time.Minute, "watch", wf); r.code != 2 {
-		t.Errorf("watch after the failed rerun: want exit 2\n%s", r)
+		t.Errorf("watch after the second rejection: want exit 2\n%s", r)
 	}
 
 	// Rerun without the cache: counted runs again, flaky-gate passes, the
@@ -824,7 +935,10 @@ func testSingleFlight(f *fleet) {
 // The acceptance of the gate cache on the demo: `coordinator demo`'s
 // workflow (go vet and go test on a sample Go repository) run twice on the
 // fleet; `gate results` shows every gate passed, and on the second run,
-// every gate served from the cache.
+// every gate served from the cache. In both runs add-shout passes at its
+// second attempt, after go test failed its first: a failure is never
+// cached, so the second run's first attempt fails afresh, and its second
+// attempt's code is the first run's.
 func testDemoCache(f *fleet) {
 	t := f.t
 	root, err := repoRoot()
@@ -872,6 +986,11 @@ func testDemoCache(f *fleet) {
 		}
 		wf := wfID(t, r)
 		wfs = append(wfs, wf)
+		for _, n := range f.detail(wf).Nodes {
+			if want := map[bool]int{true: 2, false: 1}[n.ID == "add-shout"]; n.Attempt != want || n.Status != "succeeded" {
+				t.Errorf("run %d: node %s %s at attempt %d, want succeeded at attempt %d", run, n.ID, n.Status, n.Attempt, want)
+			}
+		}
 		r = f.cli(30*time.Second, "gate", "results", wf)
 		table := tableRows(t, r.stdout)
 		var keys []string

@@ -150,6 +150,9 @@ type fleet struct {
 	natsURL  string
 	redisURL string
 	ackWait  string
+	// env holds extra NAME=value variables for every process start runs
+	// from then on (set it before starting them).
+	env []string
 
 	mu    sync.Mutex
 	procs []*proc
@@ -207,7 +210,7 @@ func (f *fleet) start(name, bin string, args ...string) *proc {
 	}
 	cmd := exec.Command(filepath.Join(binDir, bin), args...)
 	cmd.Dir = f.dir
-	cmd.Env = config.ChildEnv()
+	cmd.Env = append(config.ChildEnv(), f.env...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	if err := cmd.Start(); err != nil {
 		lf.Close()
@@ -503,6 +506,11 @@ type nodeStatus struct {
 	Gates     []gateStatus `json:"gates"`
 	Commit    string       `json:"commit"`
 	Reason    string       `json:"reason"`
+	// MaxAttempts is the node's budget of agent rounds, what humans
+	// granted included; RetryAt is when a retrying node's next attempt
+	// starts.
+	MaxAttempts int        `json:"max_attempts"`
+	RetryAt     *time.Time `json:"retry_at"`
 }
 
 // gateStatus is a gate as `status -o json` and `gate results -o json`
@@ -604,12 +612,86 @@ func (f *fleet) waitNode(wf, node, want string, timeout time.Duration) wfStatus 
 				return true
 			}
 		}
-		if last.Status != "running" {
+		if last.Status != "running" && last.Status != "needs_attention" {
 			f.t.Fatalf("workflow %s ended (%s: %s) while waiting for node %s to be %s", wf, last.Status, last.Reason, node, want)
 		}
 		return false
 	})
 	return last
+}
+
+// waitStatus polls the workflow's status until it is want (failed,
+// succeeded, needs_attention ...) and returns it; it fails the test at
+// once if the workflow ends otherwise.
+func (f *fleet) waitStatus(wf, want string, timeout time.Duration) wfStatus {
+	f.t.Helper()
+	var last wfStatus
+	waitFor(f.t, timeout, fmt.Sprintf("workflow %s to be %s", wf, want), func() bool {
+		last = f.detail(wf)
+		if last.Status == want {
+			return true
+		}
+		if last.Status == "succeeded" || last.Status == "failed" || last.Status == "cancelled" {
+			f.t.Fatalf("workflow %s ended %s (%s) while waiting for it to be %s", wf, last.Status, last.Reason, want)
+		}
+		return false
+	})
+	return last
+}
+
+// inboxItem is a node waiting for a human, as `coordinator inbox -o json`
+// prints it.
+type inboxItem struct {
+	WorkflowID   string    `json:"workflow_id"`
+	WorkflowName string    `json:"workflow_name"`
+	NodeID       string    `json:"node_id"`
+	Status       string    `json:"status"`
+	Reason       string    `json:"reason"`
+	Attempt      int       `json:"attempt"`
+	Budget       int       `json:"budget"`
+	Since        time.Time `json:"since"`
+	DiffStat     *struct {
+		Files []struct {
+			Path       string `json:"path"`
+			Insertions int    `json:"insertions"`
+			Deletions  int    `json:"deletions"`
+		} `json:"files"`
+		Insertions int `json:"insertions"`
+		Deletions  int `json:"deletions"`
+	} `json:"diff_stat"`
+}
+
+// inbox runs `coordinator inbox -o json` and returns the items of
+// workflow wf (of every workflow when wf is ""), by node.
+func (f *fleet) inbox(wf string) map[string]inboxItem {
+	f.t.Helper()
+	r := f.cli(30*time.Second, "inbox", "-o", "json")
+	if r.code != 0 {
+		f.t.Fatalf("inbox: %s", r)
+	}
+	var items []inboxItem
+	if err := json.Unmarshal([]byte(r.stdout), &items); err != nil {
+		f.t.Fatalf("inbox JSON: %v\n%s", err, r)
+	}
+	out := map[string]inboxItem{}
+	for _, it := range items {
+		if wf == "" || it.WorkflowID == wf {
+			out[it.NodeID] = it
+		}
+	}
+	return out
+}
+
+// decide runs a human's decision on an escalated node through the CLI
+// (approve, reject or retry WF NODE with args) as who, failing the test
+// unless it exits 0.
+func (f *fleet) decide(decision, wf, node, who string, args ...string) result {
+	f.t.Helper()
+	r := f.cli(30*time.Second, append([]string{decision, wf, node, "--as", who}, args...)...)
+	if r.code != 0 {
+		f.t.Fatalf("%s %s %s: %s", decision, wf, node, r)
+	}
+	return r
 }
 
 // waitFor polls cond every 100 ms (conditions here run the CLI or scan

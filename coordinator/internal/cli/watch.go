@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
@@ -86,13 +87,30 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 	defer context.AfterFunc(ctx, it.Stop)()
 	// escalated are the nodes waiting for a human, as the events tell.
 	escalated := map[string]bool{}
+	// recheck is set while nodes wait for a human and the last event has
+	// been read, but the coordinator's status did not say that nothing can
+	// move: an event is in the log a moment before the coordinator serves
+	// the state it leads to, so the status is asked again whenever no event
+	// comes for a while, rather than waiting for one that may never come.
+	recheck := false
 	for {
-		msg, err := it.Next()
+		var next []jetstream.NextOpt
+		if recheck {
+			next = append(next, jetstream.NextMaxWait(time.Second))
+		}
+		msg, err := it.Next(next...)
 		if ctx.Err() != nil {
 			return &ExitError{Code: ExitFault, Err: ctx.Err()}
 		}
 		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 			return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("watch %s: %w", wf, err)}
+		}
+		if recheck && errors.Is(err, nats.ErrTimeout) {
+			if stuck, err := e.waitsForHuman(ctx, client, wf); err == nil && stuck {
+				fmt.Fprintf(e.out, "workflow %s needs attention: nothing runs until a human decides (coordinator inbox)\n", wf)
+				return &ExitError{Code: ExitNeedsAttention}
+			}
+			continue
 		}
 		if err != nil {
 			// A missed heartbeat and the like: the iterator carries on.
@@ -111,12 +129,14 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 			delete(escalated, ev.NodeID)
 		}
 		fin, ok := ev.Body.(eventlog.WorkflowFinished)
+		recheck = false
 		if !ok {
 			if md, err := msg.Metadata(); err == nil && md.NumPending == 0 && len(escalated) > 0 {
 				if stuck, err := e.waitsForHuman(ctx, client, wf); err == nil && stuck {
 					fmt.Fprintf(e.out, "workflow %s needs attention: nothing runs until a human decides (coordinator inbox)\n", wf)
 					return &ExitError{Code: ExitNeedsAttention}
 				}
+				recheck = true
 			}
 			continue
 		}

@@ -18,6 +18,10 @@
 //	                 "fetch URL: STATUS" or "fetch URL: error: ..."; a
 //	                 failure does not stop the agent
 //	@exit CODE       stop here and exit with CODE (is_error in the JSON)
+//	@print-feedback  print the feedback file's content on stdout, each line
+//	                 prefixed "feedback| " ("feedback| none" without one)
+//	@print-prompt    print the prompt as received on stdout, each line
+//	                 prefixed "prompt| "
 //
 // Conditions, like a real agent acting on the feedback of a failed round:
 // the directives between one of these and a line "@endif" run only when
@@ -178,6 +182,13 @@ func execute(prompt string) (string, int) {
 			fmt.Println(arg)
 		case "@env":
 			fmt.Printf("%s=%s\n", arg, os.Getenv(arg))
+		case "@print-feedback":
+			if !hasFeedback {
+				fmt.Println("feedback| none")
+			}
+			printPrefixed("feedback| ", fbText)
+		case "@print-prompt":
+			printPrefixed("prompt| ", prompt)
 		case "@fetch":
 			fmt.Printf("fetch %s: %s\n", arg, fetch(arg))
 			done = append(done, "fetch "+arg)
@@ -193,6 +204,16 @@ func execute(prompt string) (string, int) {
 		return "nothing to do", 0
 	}
 	return "done: " + strings.Join(done, ", "), 0
+}
+
+// printPrefixed prints each line of text with prefix.
+func printPrefixed(prefix, text string) {
+	if text == "" {
+		return
+	}
+	for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		fmt.Println(prefix + l)
+	}
 }
 
 func safePath(p string) (string, error) {

@@ -12,6 +12,9 @@
 //	touch-git NAME         set the mtime of `git rev-parse --git-path NAME`
 //	unexpanded ARG...      exit 1 unless every ARG still starts with '$'
 //	print TEXT             print TEXT on stdout
+//	env NAME               print NAME=value of an environment variable
+//	expect PATH TEXT       exit 1 unless PATH holds the line TEXT, printing
+//	                       "gatehelper: PATH holds X, want TEXT"
 //
 // A PATH, FILE or STATE written "env:NAME" is taken from the environment
 // variable NAME. Relative paths are relative to the working directory, the
@@ -33,7 +36,7 @@ func main() {
 	for len(args) > 0 {
 		step := args[0]
 		need := map[string]int{"exit": 1, "sleep": 1, "pending-until": 1, "flaky": 2, "write": 2,
-			"append": 1, "wait-file": 2, "touch-git": 1, "print": 1}
+			"append": 1, "wait-file": 2, "touch-git": 1, "print": 1, "env": 1, "expect": 2}
 		n, known := need[step]
 		if step == "unexpanded" {
 			n, known = len(args)-1, true
@@ -136,6 +139,19 @@ func main() {
 			fmt.Printf("gatehelper: arguments arrived as written: %q\n", a)
 		case "print":
 			fmt.Println(a[0])
+		case "env":
+			fmt.Printf("%s=%s\n", a[0], os.Getenv(a[0]))
+		case "expect":
+			b, err := os.ReadFile(path(a[0]))
+			got := strings.TrimSuffix(string(b), "\n")
+			if err != nil {
+				got = "nothing (" + err.Error() + ")"
+			}
+			if got != a[1] {
+				fmt.Printf("gatehelper: %s holds %s, want %s\n", a[0], got, a[1])
+				os.Exit(1)
+			}
+			fmt.Printf("gatehelper: %s holds %s\n", a[0], got)
 		}
 	}
 }
