@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -126,6 +127,15 @@ func (w *Worker) run(ctx context.Context, job *protocol.AgentJob, token uint64) 
 
 	env := jobrun.Env(job.Env, job.WorkflowID, job.NodeID, job.Attempt)
 	env["SUPERVISOR_JOB_ID"] = job.JobID
+	if len(job.Approvals) > 0 {
+		// Who approved the work this job builds on, node by node.
+		pairs := make([]string, 0, len(job.Approvals))
+		for node, by := range job.Approvals {
+			pairs = append(pairs, node+"="+by)
+		}
+		sort.Strings(pairs)
+		env["SUPERVISOR_APPROVALS"] = strings.Join(pairs, ",")
+	}
 	var files []sandbox.File
 	if len(job.Feedback) > 0 {
 		// The failed round's feedback, beside the workspace (never in it, so

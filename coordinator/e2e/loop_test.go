@@ -269,8 +269,9 @@ func testFixFromFeedback(f *fleet, worker *proc) {
 	}
 }
 
-// retryWorkflow: stubborn writes 41 and keeps it until an operator's note
-// says to use the fix; after depends on it.
+// retryWorkflow: stubborn writes 41, then, told it is wrong, 40 (a
+// different patch: the same one twice would escalate as a loop), until an
+// operator's note says to use the fix; after depends on it.
 const retryWorkflow = `name: retry-with-note
 ` + agentDefaults + `  max_attempts: 2
 gates:
@@ -282,6 +283,11 @@ gates:
       @if-no-feedback
       @write answer.txt
       41
+      @end
+      @endif
+      @if-feedback holds 41
+      @write answer.txt
+      40
       @end
       @endif
       @if-note use the fix
@@ -466,7 +472,7 @@ func testApprove(f *fleet) {
 		t.Errorf("answer.txt = %q, want the approved 41", got)
 	}
 	if r := f.cli(30*time.Second, "approve", wf, "close-enough", "--as", "e2e-approver"); r.code == 0 ||
-		!strings.Contains(r.stderr, "only an escalated node waits for a human") {
+		!strings.Contains(r.stderr, "only an escalated node, or one awaiting approval, waits for a human") {
 		t.Errorf("a second approval: want it refused\n%s", r)
 	}
 	if in := f.inbox(wf); len(in) != 0 {

@@ -68,6 +68,10 @@ type AgentJob struct {
 	// to the workspace without being committed, so the agent continues
 	// that work and the attempt's patch holds both.
 	StartFrom *PatchRef `json:"start_from,omitempty"`
+	// Approvals names, for each ancestor a human approved, who did (or
+	// "timeout"); the worker gives them to the agent in
+	// SUPERVISOR_APPROVALS as "node=who" pairs, comma-separated.
+	Approvals map[string]string `json:"approvals,omitempty"`
 	// Feedback, on a retry, is the failed round's feedback (a JSON
 	// document, package shared/feedback); the worker gives it to the agent
 	// as a read-only file outside the workspace, named by

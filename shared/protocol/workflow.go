@@ -55,7 +55,39 @@ type TaskSpec struct {
 	// AllowEmpty accepts an agent round that changes nothing; without it,
 	// such a round is a no_changes failure, retried with feedback.
 	AllowEmpty bool `json:"allow_empty,omitempty"`
+	// Type is TaskAgent ("": an agent does the task) or TaskHuman (no
+	// agent: the task waits for a human to approve it; its prompt tells
+	// the human what to do).
+	Type string `json:"type,omitempty"`
+	// Approval, if set, makes the node wait for a human's approval once
+	// its gates have passed (HITL-02).
+	Approval *Approval `json:"approval,omitempty"`
 }
+
+// Task types.
+const (
+	TaskAgent = ""
+	TaskHuman = "human"
+)
+
+// Approval is an approval step: who may decide, and what happens when
+// nobody does in time.
+type Approval struct {
+	// TimeoutSeconds bounds the wait (0: none); then OnTimeout happens.
+	TimeoutSeconds int `json:"timeout_seconds,omitempty"`
+	// OnTimeout is OnTimeoutApprove, OnTimeoutReject or OnTimeoutEscalate
+	// (the default).
+	OnTimeout string `json:"on_timeout,omitempty"`
+	// Approvers, if any, are the only ones who may decide.
+	Approvers []string `json:"approvers,omitempty"`
+}
+
+// What an approval step's timeout does.
+const (
+	OnTimeoutApprove  = "approve"
+	OnTimeoutReject   = "reject"
+	OnTimeoutEscalate = "escalate"
+)
 
 // Attempts is the task's budget of agent rounds: MaxAttempts, else its
 // retry policy's, else DefaultMaxAttempts.
@@ -210,6 +242,9 @@ const (
 	// NodeEscalated waits for a human: approve, reject or retry. It is not
 	// terminal; its dependents wait with it.
 	NodeEscalated NodeStatus = "escalated"
+	// NodeAwaitingApproval waits for a human's approval: an approval step
+	// after its gates passed, or a human task.
+	NodeAwaitingApproval NodeStatus = "awaiting_approval"
 	NodeSucceeded NodeStatus = "succeeded"
 	NodeFailed    NodeStatus = "failed"
 	NodeSkipped   NodeStatus = "skipped"

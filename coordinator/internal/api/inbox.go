@@ -25,6 +25,10 @@ type InboxItem struct {
 	// what it changes.
 	Patch    *protocol.PatchRef `json:"patch,omitempty"`
 	DiffStat *DiffStat          `json:"diff_stat,omitempty"`
+	// Deadline is when an approval step's on_timeout happens, and
+	// Approvers who may decide it (anyone when empty).
+	Deadline  *time.Time `json:"deadline,omitempty"`
+	Approvers []string   `json:"approvers,omitempty"`
 }
 
 // DiffStat counts what a patch changes.

@@ -115,7 +115,7 @@ tasks:
 	wantCode(t, run("status", id), ExitNeedsAttention, "needs_attention")
 
 	wantCode(t, run("reject", id, "a"), ExitUsage, "reject needs --reason")
-	wantCode(t, run("approve", id, "b"), ExitFault, "node b is pending: only an escalated node waits for a human")
+	wantCode(t, run("approve", id, "b"), ExitFault, "node b is pending: only an escalated node, or one awaiting approval, waits for a human")
 	wantCode(t, run("reject", id, "a", "--reason", "not worth it", "--as", "ada"), 0,
 		"a: failed rejected by ada: not worth it", "workflow "+id+" is")
 	testkit.WaitFor(t, 30*time.Second, 100*time.Millisecond, "the workflow to fail", func() bool {

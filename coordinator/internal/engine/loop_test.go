@@ -257,7 +257,7 @@ func TestApproveEscalatedNodeIntegratesAndDependentsRun(t *testing.T) {
 	_, err = e.client.Approve(ctx, api.DecisionRequest{WorkflowID: wf, NodeID: "a"})
 	_ = wantAPIError(t, err, api.CodeBadRequest, "a decision without its author")
 	_, err = e.client.Approve(ctx, api.DecisionRequest{WorkflowID: wf, NodeID: "b", By: "ada"})
-	if ae := wantAPIError(t, err, api.CodeConflict, "approve a pending node"); !strings.Contains(ae.Description, "only an escalated node waits for a human") {
+	if ae := wantAPIError(t, err, api.CodeConflict, "approve a pending node"); !strings.Contains(ae.Description, "only an escalated node, or one awaiting approval, waits for a human") {
 		t.Errorf("approve a pending node: %s", ae.Description)
 	}
 	_, err = e.client.Reject(ctx, api.DecisionRequest{WorkflowID: wf, NodeID: "a", By: "ada"})

@@ -21,12 +21,17 @@ func (s *Service) inbox(ctx context.Context, _ api.IDRequest) (api.InboxResponse
 		for _, w := range st.Workflows() {
 			for _, id := range w.Order {
 				n := w.Nodes[id]
-				if n.Status != protocol.NodeEscalated || n.Approved {
+				if (n.Status != protocol.NodeEscalated && n.Status != protocol.NodeAwaitingApproval) || n.Approved {
 					continue
 				}
 				item := api.InboxItem{WorkflowID: w.ID, WorkflowName: w.Spec.Name, NodeID: n.ID, Status: n.Status,
 					Reason: n.Reason, Attempt: n.Attempt, Budget: n.Budget, Patch: n.Patch}
-				if len(n.History) > 0 {
+				if n.Status == protocol.NodeAwaitingApproval {
+					item.Since, item.Deadline = n.AwaitingSince, timePtr(n.ApprovalDeadline)
+					if a := n.Task.Approval; a != nil {
+						item.Approvers = a.Approvers
+					}
+				} else if len(n.History) > 0 {
 					item.Since = n.History[len(n.History)-1].At
 				}
 				out.Items = append(out.Items, item)

@@ -56,7 +56,7 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		n.jobID = protocol.AgentJobID(w.ID, n.ID, b.Attempt)
 		n.LeaseToken, n.Host, n.Agent, n.Patch = 0, "", nil, nil
 		n.Gates = map[string]*GateRun{}
-		n.Approved, n.RetryAt, n.NextAttempt = false, time.Time{}, 0
+		n.Approved, n.ApprovedBy, n.RetryAt, n.NextAttempt = false, "", time.Time{}, 0
 	case eventlog.NodeStarted:
 		n.Status, n.LeaseToken, n.Host = protocol.NodeRunning, b.LeaseToken, b.Host
 		if n.StartedAt.IsZero() {
@@ -130,7 +130,10 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		n.Status, n.Reason, n.Feedback = protocol.NodeEscalated, b.Reason, b.Feedback
 		n.countFailures(b.FailedGates)
 	case eventlog.NodeApproved:
-		n.Approved, n.Reason = true, "approved by "+b.By
+		n.Approved, n.ApprovedBy, n.Reason = true, b.By, "approved by "+b.By
+	case eventlog.NodeAwaitingApproval:
+		n.Status, n.Reason, n.AwaitingSince, n.ApprovalDeadline = protocol.NodeAwaitingApproval, b.Reason, ev.Time, b.Deadline
+		n.Attempt = max(n.Attempt, b.Attempt)
 	case eventlog.NodeRejected:
 		n.Status, n.Reason, n.EndedAt = protocol.NodeFailed, fmt.Sprintf("rejected by %s: %s", b.By, b.Reason), ev.Time
 	case eventlog.NodeRetryGranted:
@@ -153,7 +156,7 @@ func (w *Workflow) refreshStatus() {
 	}
 	w.Status = protocol.WorkflowRunning
 	for _, n := range w.Nodes {
-		if n.Status == protocol.NodeEscalated && !n.Approved {
+		if (n.Status == protocol.NodeEscalated || n.Status == protocol.NodeAwaitingApproval) && !n.Approved {
 			w.Status = protocol.WorkflowNeedsAttention
 			return
 		}

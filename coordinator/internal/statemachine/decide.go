@@ -48,6 +48,8 @@ func Decide(w *Workflow, now time.Time, published func(jobID string) bool) Decis
 			d.retrying(n)
 		case protocol.NodeEscalated:
 			d.escalated(n)
+		case protocol.NodeAwaitingApproval:
+			d.awaiting(n)
 		}
 	}
 	if len(d.Effects) == 0 {
@@ -131,6 +133,9 @@ func (d *decider) pending(n *Node) {
 	switch {
 	case blocked != "":
 		d.finishNode(n, protocol.NodeSkipped, blocked)
+	case !waiting && n.Task.Type == protocol.TaskHuman:
+		// No agent: the task is a human's, and waits for their approval.
+		d.awaitApproval(n, 1, "a human task")
 	case !waiting:
 		d.append(n, eventlog.NodeReady{Attempt: 1}, fmt.Sprintf("%s.%s.a1.ready", d.w.ID, n.ID))
 		d.publishAgent(n, 1, d.now)
@@ -275,6 +280,10 @@ func (d *decider) decideNode(n *Node) {
 	}
 	switch workflow.FoldGates(statuses) {
 	case workflow.OutcomePassed:
+		if n.Task.Approval != nil && !n.Approved {
+			d.awaitApproval(n, n.Attempt, "an approval step: its gates passed")
+			return
+		}
 		if !n.Integrated {
 			d.Effects = append(d.Effects, Integrate{Node: n.ID, CommitTime: d.w.commitTime(n)})
 			return
@@ -361,6 +370,14 @@ func (w *Workflow) agentJob(n *Node, attempt int, publishedAt time.Time) *protoc
 		Attempt: attempt, Pool: n.Task.Pool, Repo: w.Repo, Patches: w.BasePatches(n.ID),
 		Command: n.Task.Command, Prompt: n.Task.Prompt, Env: n.Task.Env,
 		TimeoutSeconds: n.Task.TimeoutSeconds, PublishedAt: publishedAt,
+	}
+	for id := range w.ancestors(n.ID) {
+		if a := w.Nodes[id]; a.Approved && a.ApprovedBy != "" {
+			if job.Approvals == nil {
+				job.Approvals = map[string]string{}
+			}
+			job.Approvals[id] = a.ApprovedBy
+		}
 	}
 	if attempt > 1 {
 		job.StartFrom = n.startFrom()

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -224,6 +225,46 @@ func (d *decider) escalated(n *Node) {
 	d.finishNode(n, protocol.NodeSucceeded, n.Reason)
 }
 
+// awaitApproval makes n wait for a human's approval, until the approval
+// step's timeout if it has one.
+func (d *decider) awaitApproval(n *Node, attempt int, reason string) {
+	ev := eventlog.NodeAwaitingApproval{Attempt: attempt, Reason: reason}
+	if a := n.Task.Approval; a != nil && a.TimeoutSeconds > 0 {
+		ev.Deadline = d.now.Add(time.Duration(a.TimeoutSeconds) * time.Second)
+	}
+	d.append(n, ev, fmt.Sprintf("%s.%s.a%d.awaiting", d.w.ID, n.ID, attempt))
+}
+
+// awaiting waits for a human's approval; once given, the node's work is
+// integrated and it succeeds. Past the approval step's deadline, its
+// on_timeout happens: approve, reject, or escalate (the default).
+func (d *decider) awaiting(n *Node) {
+	if n.Approved {
+		d.escalated(n)
+		return
+	}
+	if n.ApprovalDeadline.IsZero() {
+		return
+	}
+	if d.now.Before(n.ApprovalDeadline) {
+		d.wakeAt(n.ApprovalDeadline)
+		return
+	}
+	onTimeout := protocol.OnTimeoutEscalate
+	if a := n.Task.Approval; a != nil && a.OnTimeout != "" {
+		onTimeout = a.OnTimeout
+	}
+	id := fmt.Sprintf("%s.%s.a%d.approval-timeout", d.w.ID, n.ID, n.Attempt)
+	switch onTimeout {
+	case protocol.OnTimeoutApprove:
+		d.append(n, eventlog.NodeApproved{Attempt: n.Attempt, By: "timeout", Note: "approved when the approval step timed out"}, id)
+	case protocol.OnTimeoutReject:
+		d.append(n, eventlog.NodeRejected{Attempt: n.Attempt, By: "timeout", Reason: "nobody approved it in time"}, id)
+	default:
+		d.append(n, eventlog.NodeEscalated{Attempt: n.Attempt, Reason: "nobody approved it in time"}, id)
+	}
+}
+
 // feedback builds the document a failed round of n gives the next attempt
 // (or the human it escalates to), with an operator's note if any.
 func (w *Workflow) feedback(n *Node, f failure, escalated bool, note *feedback.Note) json.RawMessage {
@@ -310,11 +351,11 @@ func (n *Node) startFrom() *protocol.PatchRef {
 // not succeed has no work to approve, and one whose gates found an
 // integrity violation cannot be approved: its patch cannot be trusted.
 func Approve(w *Workflow, node, by, note string, now time.Time) ([]Effect, error) {
-	n, err := escalatedNode(w, node)
+	n, err := waitingNode(w, node, by)
 	if err != nil {
 		return nil, err
 	}
-	if !n.AgentSucceeded() {
+	if !n.AgentSucceeded() && n.Task.Type != protocol.TaskHuman {
 		return nil, conflict("node %s: attempt %d's agent did not succeed, so there is no work to approve (reject it, or retry)",
 			n.ID, n.Attempt)
 	}
@@ -331,7 +372,7 @@ func Approve(w *Workflow, node, by, note string, now time.Time) ([]Effect, error
 
 // Reject fails an escalated node; its dependents are skipped.
 func Reject(w *Workflow, node, by, reason string, now time.Time) ([]Effect, error) {
-	n, err := escalatedNode(w, node)
+	n, err := waitingNode(w, node, by)
 	if err != nil {
 		return nil, err
 	}
@@ -347,9 +388,12 @@ func Reject(w *Workflow, node, by, reason string, now time.Time) ([]Effect, erro
 // budget) and starts the next at once; note, if any, reaches the agent
 // with the failed round's feedback, marked as the operator's.
 func Retry(w *Workflow, node, by, note string, attempts int, now time.Time) ([]Effect, error) {
-	n, err := escalatedNode(w, node)
+	n, err := waitingNode(w, node, by)
 	if err != nil {
 		return nil, err
+	}
+	if n.Task.Type == protocol.TaskHuman {
+		return nil, conflict("node %s is a human task: there is no agent to retry (approve or reject it)", n.ID)
 	}
 	if attempts <= 0 {
 		attempts = n.Task.Attempts()
@@ -367,7 +411,10 @@ func Retry(w *Workflow, node, by, note string, attempts int, now time.Time) ([]E
 		MsgID: w.msgID(fmt.Sprintf("%s.%s.a%d.retry-granted", w.ID, n.ID, n.Attempt))}}, nil
 }
 
-func escalatedNode(w *Workflow, node string) (*Node, error) {
+// waitingNode returns node if it waits for a human's decision (escalated,
+// or awaiting approval) and by may make it: an approval step with
+// approvers takes them only.
+func waitingNode(w *Workflow, node, by string) (*Node, error) {
 	if w.CancelRequested || w.Status == protocol.WorkflowCancelled {
 		return nil, conflict("workflow %s was cancelled", w.ID)
 	}
@@ -375,8 +422,12 @@ func escalatedNode(w *Workflow, node string) (*Node, error) {
 	if n == nil {
 		return nil, notFound("workflow %s has no node %q", w.ID, node)
 	}
-	if n.Status != protocol.NodeEscalated || n.Approved {
-		return nil, conflict("node %s is %s: only an escalated node waits for a human", n.ID, n.Status)
+	if (n.Status != protocol.NodeEscalated && n.Status != protocol.NodeAwaitingApproval) || n.Approved {
+		return nil, conflict("node %s is %s: only an escalated node, or one awaiting approval, waits for a human", n.ID, n.Status)
+	}
+	if a := n.Task.Approval; a != nil && len(a.Approvers) > 0 && n.Status == protocol.NodeAwaitingApproval &&
+		!slices.Contains(a.Approvers, by) {
+		return nil, conflict("node %s may be decided by %s only, not %s", n.ID, strings.Join(a.Approvers, ", "), by)
 	}
 	return n, nil
 }

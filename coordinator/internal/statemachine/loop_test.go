@@ -183,7 +183,7 @@ func TestLoop(t *testing.T) {
 				"node.ready b", "publish agent b a1")},
 			{"an approved node takes no other decision", func(w *world) []string {
 				return w.command(statemachine.Retry(w.wf(), "a", "ada", "", 0, w.now))
-			}, lines("refused conflict: node a is succeeded: only an escalated node waits for a human")},
+			}, lines("refused conflict: node a is succeeded: only an escalated node, or one awaiting approval, waits for a human")},
 		},
 		after: func(t *testing.T, w *world) {
 			if n := w.node("a"); n.Reason != "approved by ada" || !n.Integrated || w.wf().Status != protocol.WorkflowRunning {
@@ -301,7 +301,7 @@ func TestLoop(t *testing.T) {
 		steps: []step{
 			{"approve a ready node", func(w *world) []string {
 				return w.command(statemachine.Approve(w.wf(), "a", "ops", "", w.now))
-			}, lines("refused conflict: node a is ready: only an escalated node waits for a human")},
+			}, lines("refused conflict: node a is ready: only an escalated node, or one awaiting approval, waits for a human")},
 			{"retry an unknown node", func(w *world) []string {
 				return w.command(statemachine.Retry(w.wf(), "zz", "ops", "", 0, w.now))
 			}, lines(`refused not found: workflow wf-test has no node "zz"`)},
@@ -483,6 +483,104 @@ func TestEscalatesAtOnce(t *testing.T) {
 				w.wf().Status != protocol.WorkflowNeedsAttention {
 				t.Errorf("reason %q, workflow %s", r, w.wf().Status)
 			}
+		},
+	}})
+}
+
+// Approval steps and human tasks (HITL-02, HITL-03): a task with an
+// approval waits in awaiting_approval once its gates pass, until a human
+// (one of its approvers, if it names them) approves or rejects it, or its
+// timeout's on_timeout decides; a human task runs no agent and waits for
+// approval once its dependencies succeeded. Who approved reaches the
+// dependents' jobs.
+func TestApprovalSteps(t *testing.T) {
+	const gates = "gates:\n  - {name: test, command: [t]}\n"
+	approved := func(w *world, node, by string) []string {
+		return w.command(statemachine.Approve(w.wf(), node, by, "", w.now))
+	}
+	runScenarios(t, []scenario{{
+		name: "an approval step waits after the gates; only an approver decides; dependents learn who",
+		yaml: "name: a\n" + agent + gates + "tasks:\n  - id: a\n    prompt: a\n    gates: [test]\n" +
+			"    approval: {approvers: [ada, bob]}\n  - {id: b, prompt: b, depends_on: [a], gates: []}\n",
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			agentStep("attempt 1", "a", 1, protocol.AgentSucceeded, true,
+				"node.agent_done a succeeded", "gate.dispatched a/test r1", "publish gate a/test r1"),
+			gateStep("test passes: a awaits approval, nothing is integrated", "a", "test", 1, protocol.GatePassed,
+				"gate.finished a/test passed", "node.awaiting_approval a"),
+			{"the workflow needs attention; no deadline, no wake-up", func(w *world) []string {
+				d := statemachine.Decide(w.wf(), w.now, nil)
+				return []string{string(w.wf().Status), fmt.Sprint(d.Wake.IsZero())}
+			}, lines("needs_attention", "true")},
+			{"eve is not an approver", func(w *world) []string { return approved(w, "a", "eve") },
+				lines("refused conflict: node a may be decided by ada, bob only, not eve")},
+			{"ada approves: integrated, b runs", func(w *world) []string { return approved(w, "a", "ada") },
+				lines("node.approved a", "integrate a", "node.integrated a", "node.finished a succeeded", "node.ready b", "publish agent b a1")},
+			{"b's job says who approved a", func(w *world) []string {
+				return []string{fmt.Sprint(w.job("b").Approvals)}
+			}, lines("map[a:ada]")},
+		},
+	}, {
+		name: "a timeout decides as on_timeout says: reject",
+		yaml: "name: a\n" + agent + gates + "tasks:\n  - id: a\n    prompt: a\n    gates: [test]\n" +
+			"    approval: {timeout: 1h, on_timeout: reject}\n",
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			agentStep("attempt 1", "a", 1, protocol.AgentSucceeded, true,
+				"node.agent_done a succeeded", "gate.dispatched a/test r1", "publish gate a/test r1"),
+			gateStep("passes: awaiting", "a", "test", 1, protocol.GatePassed, "gate.finished a/test passed", "node.awaiting_approval a"),
+			{"a wake-up at the deadline", func(w *world) []string {
+				return []string{statemachine.Decide(w.wf(), w.now, nil).Wake.Sub(w.now).String()}
+			}, lines("1h0m0s")},
+			{"not yet", func(w *world) []string { return w.later(59 * time.Minute) }, nil},
+			{"the hour is up: rejected", func(w *world) []string { return w.later(time.Minute) },
+				lines("node.rejected a", "finish failed")},
+		},
+		after: func(t *testing.T, w *world) {
+			if r := w.node("a").Reason; r != "rejected by timeout: nobody approved it in time" {
+				t.Errorf("reason %q", r)
+			}
+		},
+	}, {
+		name: "a timeout that approves, and one that escalates",
+		yaml: "name: a\n" + agent + gates + "tasks:\n  - id: a\n    prompt: a\n    gates: [test]\n" +
+			"    approval: {timeout: 10m, on_timeout: approve}\n  - id: b\n    prompt: b\n    gates: [test]\n" +
+			"    approval: {timeout: 10m}\n",
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1", "node.ready b", "publish agent b a1"),
+		steps: []step{
+			{"both pass their gates", func(w *world) []string {
+				w.agentDone("a", 1, protocol.AgentSucceeded, true)
+				w.agentDone("b", 2, protocol.AgentSucceeded, true)
+				w.gateDone("a", "test", 1, protocol.GatePassed)
+				return w.gateDone("b", "test", 2, protocol.GatePassed)
+			}, lines("gate.finished b/test passed", "node.awaiting_approval b")},
+			{"ten minutes on", func(w *world) []string { return w.later(10 * time.Minute) },
+				lines("node.approved a", "node.escalated b", "integrate a", "node.integrated a", "node.finished a succeeded")},
+		},
+		after: func(t *testing.T, w *world) {
+			if n := w.node("a"); n.Reason != "approved by timeout" {
+				t.Errorf("a: %q", n.Reason)
+			}
+			if n := w.node("b"); n.Reason != "nobody approved it in time" || w.wf().Status != protocol.WorkflowNeedsAttention {
+				t.Errorf("b: %q, workflow %s", n.Reason, w.wf().Status)
+			}
+		},
+	}, {
+		name: "a human task runs no agent; approved, its dependents run; it cannot be retried",
+		yaml: "name: h\n" + agent + "tasks:\n  - {id: a, prompt: a, gates: []}\n" +
+			"  - {id: review, type: human, prompt: Read the design and approve it., depends_on: [a]}\n" +
+			"  - {id: c, prompt: c, depends_on: [review], gates: []}\n",
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			agentStep("a succeeds: the human task waits, no job", "a", 1, protocol.AgentSucceeded, true,
+				"node.agent_done a succeeded", "integrate a", "node.integrated a", "node.finished a succeeded",
+				"node.awaiting_approval review"),
+			{"retry is refused", func(w *world) []string {
+				return w.command(statemachine.Retry(w.wf(), "review", "ada", "", 0, w.now))
+			}, lines("refused conflict: node review is a human task: there is no agent to retry (approve or reject it)")},
+			{"approved: c runs", func(w *world) []string { return approved(w, "review", "ada") },
+				lines("node.approved review", "integrate review", "node.integrated review", "node.finished review succeeded",
+					"node.ready c", "publish agent c a1")},
 		},
 	}})
 }

@@ -128,8 +128,14 @@ type Node struct {
 	GateFailures map[string]int
 	// Transients counts the transient re-runs in a row.
 	Transients int
-	// Approved is set when a human approved the escalated node.
-	Approved bool
+	// Approved is set when a human approved the escalated or waiting
+	// node, ApprovedBy who (or "timeout").
+	Approved   bool
+	ApprovedBy string
+	// AwaitingSince is when the node began awaiting approval, and
+	// ApprovalDeadline when its approval step times out (zero: never).
+	AwaitingSince    time.Time
+	ApprovalDeadline time.Time
 	// History holds the node's finished attempts, oldest first.
 	History []AttemptRecord
 

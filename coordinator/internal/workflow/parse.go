@@ -349,8 +349,8 @@ type taskDef struct {
 
 func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 	t := taskDef{node: n, spec: protocol.TaskSpec{Pool: d.pool, TimeoutSeconds: d.timeout}}
-	f, ok := p.Fields(n, "task", append([]string{"id", "agent", "prompt", "depends_on", "gates", "pool", "timeout", "env"},
-		retryFields...)...)
+	f, ok := p.Fields(n, "task", append([]string{"id", "type", "agent", "prompt", "depends_on", "gates", "pool", "timeout", "env",
+		"approval"}, retryFields...)...)
 	if !ok {
 		d.retry.apply(&t.spec)
 		return t
@@ -365,7 +365,25 @@ func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 	} else {
 		p.Addf(n, "task is missing required field \"id\"")
 	}
+	if x, ok := f["type"]; ok {
+		if s, good := p.Str(x.Val, what+" type"); good {
+			switch s {
+			case "agent":
+			case protocol.TaskHuman:
+				t.spec.Type = protocol.TaskHuman
+			default:
+				p.Addf(x.Val, "%s type must be agent or human, got %q", what, s)
+			}
+		}
+	}
+	if x, ok := f["approval"]; ok {
+		t.spec.Approval = p.approval(x.Val, what)
+	}
+	human := t.spec.Type == protocol.TaskHuman
 	switch x, ok := f["agent"]; {
+	case human && ok:
+		p.Addf(x.Key, "%s is a human task: it runs no agent", what)
+	case human:
 	case ok:
 		if a, good := p.agent(x.Val, what+" agent"); good {
 			t.spec.Command, t.spec.Adapter = a.command, a.adapter
@@ -394,7 +412,9 @@ func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 	if x, ok := f["depends_on"]; ok && !gates.IsNull(x.Val) {
 		t.spec.DependsOn, t.depNodes, _ = p.NameList(x.Val, what+" depends_on")
 	}
-	if x, ok := f["gates"]; ok {
+	if x, ok := f["gates"]; ok && human {
+		p.Addf(x.Key, "%s is a human task: it makes no change for gates to check", what)
+	} else if ok {
 		t.gatesSet = true
 		t.gatesNode = x.Val
 		p.taskGates(&t, x.Val, what)
@@ -683,6 +703,10 @@ func (p *parser) checkTasks(tasks []taskDef, wfGates []gates.Gate, wfSet *gates.
 // every workflow gate when the task has no gates section; the front
 // matter's gates are added as required unless listed.
 func (p *parser) fillGates(t *taskDef, wfGates []gates.Gate) {
+	if t.spec.Type == protocol.TaskHuman {
+		t.spec.Gates = []string{}
+		return
+	}
 	if !t.gatesSet {
 		for _, g := range wfGates {
 			t.spec.Required = append(t.spec.Required, g.Name)

@@ -604,3 +604,43 @@ func TestParseRetryPolicyOptions(t *testing.T) {
 		t.Errorf("AnyRetryPolicy: %v", err)
 	}
 }
+
+// Approval steps and human tasks (HITL-02, HITL-03) as written.
+func TestParseApproval(t *testing.T) {
+	spec, err := Parse("a.yaml", []byte(head+`tasks:
+  - {id: a, prompt: p, approval: required}
+  - {id: b, prompt: p, approval: {timeout: 2h, on_timeout: approve, approvers: [ada, bob]}}
+  - {id: c, type: human, prompt: Sign it off., depends_on: [a]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b, c := spec.Tasks[0], spec.Tasks[1], spec.Tasks[2]
+	if a.Approval == nil || a.Approval.TimeoutSeconds != 0 || len(a.Approval.Approvers) != 0 {
+		t.Errorf("a: %+v", a.Approval)
+	}
+	if b.Approval == nil || b.Approval.TimeoutSeconds != 7200 || b.Approval.OnTimeout != "approve" ||
+		strings.Join(b.Approval.Approvers, ",") != "ada,bob" {
+		t.Errorf("b: %+v", b.Approval)
+	}
+	if c.Type != protocol.TaskHuman || len(c.Command) != 0 || len(c.Gates) != 0 {
+		t.Errorf("c: type %q, command %v, gates %v", c.Type, c.Command, c.Gates)
+	}
+	src := head + `tasks:
+  - {id: a, prompt: p, approval: maybe}
+  - {id: b, prompt: p, approval: {on_timeout: later}}
+  - {id: c, prompt: p, type: robot}
+  - {id: d, prompt: p, type: human, agent: {adapter: codex}, gates: []}
+  - {id: e, prompt: p, approval: {timeout: 1s}}
+`
+	_, err = Parse("a.yaml", []byte(src))
+	checkProblems(t, "a.yaml", src, err, []want{
+		`4:34: task "a" approval must be "required" or a mapping of timeout, on_timeout and approvers, got "maybe"`,
+		`5:47: task "b" approval on_timeout must be approve, reject or escalate, got "later"`,
+		`5:47: task "b" approval on_timeout needs a timeout`,
+		`6:30: task "c" type must be agent or human, got "robot"`,
+		`7:37: task "d" is a human task: it runs no agent`,
+		`7:62: task "d" is a human task: it makes no change for gates to check`,
+		`8:44: task "e" approval timeout`,
+	})
+}

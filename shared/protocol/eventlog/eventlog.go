@@ -48,6 +48,7 @@ const (
 	TypeNodeApproved      Type = "node.approved"
 	TypeNodeRejected      Type = "node.rejected"
 	TypeNodeRetryGranted  Type = "node.retry_granted"
+	TypeNodeAwaiting      Type = "node.awaiting_approval"
 )
 
 // Event is one entry of the event log, on subject protocol.EventSubject(WorkflowID).
@@ -264,6 +265,16 @@ type NodeRetryGranted struct {
 	Feedback json.RawMessage `json:"feedback,omitempty"`
 }
 
+// NodeAwaitingApproval makes a node wait for a human's approval: an
+// approval step once its gates passed, or a human task once its
+// dependencies succeeded. Deadline, if set, is when the step's on_timeout
+// happens.
+type NodeAwaitingApproval struct {
+	Attempt  int       `json:"attempt"`
+	Reason   string    `json:"reason"`
+	Deadline time.Time `json:"deadline,omitzero"`
+}
+
 // GateChange is what a node.gates_changed event does to the node's gates:
 // exactly one of Definition and Remove is set.
 type GateChange struct {
@@ -300,6 +311,7 @@ func (NodeEscalated) Type() Type           { return TypeNodeEscalated }
 func (NodeApproved) Type() Type            { return TypeNodeApproved }
 func (NodeRejected) Type() Type            { return TypeNodeRejected }
 func (NodeRetryGranted) Type() Type        { return TypeNodeRetryGranted }
+func (NodeAwaitingApproval) Type() Type    { return TypeNodeAwaiting }
 
 func (WorkflowSubmitted) eventBody()       {}
 func (WorkflowCancelRequested) eventBody() {}
@@ -320,6 +332,7 @@ func (NodeEscalated) eventBody()           {}
 func (NodeApproved) eventBody()            {}
 func (NodeRejected) eventBody()            {}
 func (NodeRetryGranted) eventBody()        {}
+func (NodeAwaitingApproval) eventBody()    {}
 
 // newBody returns a pointer to a zero body of type t.
 func newBody(t Type) (Body, error) {
@@ -362,6 +375,8 @@ func newBody(t Type) (Body, error) {
 		return &NodeRejected{}, nil
 	case TypeNodeRetryGranted:
 		return &NodeRetryGranted{}, nil
+	case TypeNodeAwaiting:
+		return &NodeAwaitingApproval{}, nil
 	}
 	return nil, fmt.Errorf("%w %q", ErrUnknownType, t)
 }
@@ -407,6 +422,8 @@ func deref(b Body) Body {
 	case *NodeRejected:
 		return *v
 	case *NodeRetryGranted:
+		return *v
+	case *NodeAwaitingApproval:
 		return *v
 	}
 	return b
