@@ -245,10 +245,10 @@ const (
 	// NodeAwaitingApproval waits for a human's approval: an approval step
 	// after its gates passed, or a human task.
 	NodeAwaitingApproval NodeStatus = "awaiting_approval"
-	NodeSucceeded NodeStatus = "succeeded"
-	NodeFailed    NodeStatus = "failed"
-	NodeSkipped   NodeStatus = "skipped"
-	NodeCancelled NodeStatus = "cancelled"
+	NodeSucceeded        NodeStatus = "succeeded"
+	NodeFailed           NodeStatus = "failed"
+	NodeSkipped          NodeStatus = "skipped"
+	NodeCancelled        NodeStatus = "cancelled"
 )
 
 // Terminal reports whether a node in this status will not change again.
