@@ -39,17 +39,6 @@ func (f *fleet) sub(t *testing.T) *fleet {
 	return &fleet{t: t, dir: f.dir, natsURL: f.natsURL, redisURL: f.redisURL, ackWait: f.ackWait, env: f.env}
 }
 
-// waitEnd polls the workflow until it is no longer running.
-func (f *fleet) waitEnd(wf string, timeout time.Duration) wfStatus {
-	f.t.Helper()
-	var s wfStatus
-	waitFor(f.t, timeout, "workflow "+wf+" to end", func() bool {
-		s = f.detail(wf)
-		return s.Status != "running"
-	})
-	return s
-}
-
 // gateResults runs `coordinator gate results WF [NODE] -o json`.
 func (f *fleet) gateResults(args ...string) []gateRow {
 	f.t.Helper()
