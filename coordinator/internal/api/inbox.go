@@ -70,11 +70,13 @@ type AttemptDetail struct {
 // NodeDetail is one node in full: its attempts, the feedback its current
 // (or next) attempt gets, and the candidate diff.
 type NodeDetail struct {
-	WorkflowID string          `json:"workflow_id"`
-	Node       NodeSummary     `json:"node"`
-	Budget     int             `json:"budget"`
-	Attempts   []AttemptDetail `json:"attempts"`
-	Feedback   json.RawMessage `json:"feedback,omitempty"`
+	WorkflowID string      `json:"workflow_id"`
+	Node       NodeSummary `json:"node"`
+	Budget     int         `json:"budget"`
+	// Instructions is a human task's prompt: what the person is to do.
+	Instructions string          `json:"instructions,omitempty"`
+	Attempts     []AttemptDetail `json:"attempts"`
+	Feedback     json.RawMessage `json:"feedback,omitempty"`
 	// Diff is the candidate patch (the latest attempt's), cut at
 	// DiffMaxBytes (DiffTruncated).
 	Diff          string    `json:"diff,omitempty"`

@@ -105,6 +105,9 @@ func printNodeDetail(w io.Writer, d api.NodeDetail) {
 	if n.Reason != "" {
 		fmt.Fprintf(w, "reason    %s\n", n.Reason)
 	}
+	if d.Instructions != "" {
+		fmt.Fprintf(w, "\na human task; what to do:\n%s\n", strings.TrimRight(d.Instructions, "\n"))
+	}
 	for _, a := range d.Attempts {
 		fmt.Fprintf(w, "\nattempt %d: agent %s", a.Attempt, a.AgentStatus)
 		if a.Patch != nil {

@@ -65,6 +65,9 @@ func (s *Service) show(ctx context.Context, req api.IDRequest) (api.NodeDetail, 
 			}
 		}
 		out.WorkflowID, out.Budget, out.Feedback = w.ID, n.Budget, n.Feedback
+		if n.Task.Type == protocol.TaskHuman {
+			out.Instructions = n.Task.Prompt
+		}
 		for _, r := range n.History {
 			out.Attempts = append(out.Attempts, attemptDetail(r))
 		}
