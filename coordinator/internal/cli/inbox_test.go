@@ -136,3 +136,57 @@ tasks:
 		t.Errorf("notifications %+v, %+v", esc, rej)
 	}
 }
+
+// An approval step and a human task through the CLI (HITL-02, HITL-03):
+// the inbox lists both, only an approver may decide, show prints a human
+// task's instructions, and who approved reaches the dependent's agent.
+func TestApprovalStepAndHumanTask(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, err := fleet.Start(ctx, fleet.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0",
+		Tick: 200 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatalf("start fleet: %v", err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	empty := t.TempDir()
+	run := func(args ...string) cliResult {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		code := Main(append([]string{"--nats=" + st.URL(), "--builtin-gates=" + empty, "--user-gates=", "--timeout=90s"}, args...),
+			&out, &errOut)
+		return cliResult{code: code, stdout: out.String(), stderr: errOut.String()}
+	}
+	repo, _ := testkit.Repo(t, map[string]string{"README.md": "approvals\n"})
+	wf := filepath.Join(t.TempDir(), "wf.yaml")
+	testkit.WriteFile(t, wf, `name: approvals
+defaults:
+  agent: {command: ["true"]}
+  allow_empty: true
+tasks:
+  - {id: design, prompt: d, gates: [], approval: {approvers: [ada]}}
+  - {id: sign-off, type: human, prompt: Read the design doc and sign it off., depends_on: [design]}
+  - id: build
+    depends_on: [sign-off]
+    gates: []
+    agent: {command: [env]}
+    prompt: b
+`)
+	r := run("submit", wf, "--repo", repo, "--wait")
+	wantCode(t, r, ExitNeedsAttention, "node design                  awaiting approval: an approval step", "needs attention")
+	id := strings.Fields(r.stdout)[0]
+	wantCode(t, run("inbox"), 0, "design", "an approval step: its gates passed")
+	wantCode(t, run("approve", id, "design", "--as", "eve"), ExitFault, "node design may be decided by ada only, not eve")
+	wantCode(t, run("approve", id, "design", "--as", "ada"), 0, "design: succeeded approved by ada")
+
+	testkit.WaitFor(t, 30*time.Second, 100*time.Millisecond, "the human task to wait", func() bool {
+		return strings.Contains(run("inbox").stdout, "a human task")
+	})
+	wantCode(t, run("show", id, "sign-off"), 0, "a human task; what to do:\nRead the design doc and sign it off.")
+	wantCode(t, run("retry", id, "sign-off"), ExitFault, "a human task: there is no agent to retry")
+	wantCode(t, run("approve", id, "sign-off", "--as", "bob"), 0, "sign-off: succeeded approved by bob")
+	testkit.WaitFor(t, 30*time.Second, 100*time.Millisecond, "the workflow to succeed", func() bool {
+		return run("status", id).code == 0
+	})
+	wantCode(t, run("logs", id, "build"), 0, "SUPERVISOR_APPROVALS=design=ada,sign-off=bob")
+}

@@ -85,7 +85,8 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 	}
 	defer it.Stop()
 	defer context.AfterFunc(ctx, it.Stop)()
-	// escalated are the nodes waiting for a human, as the events tell.
+	// escalated are the nodes waiting for a human (escalated, or awaiting
+	// approval), as the events tell.
 	escalated := map[string]bool{}
 	// recheck is set while nodes wait for a human and the last event has
 	// been read, but the coordinator's status did not say that nothing can
@@ -123,7 +124,7 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 		}
 		printEvent(e.out, ev)
 		switch ev.Body.(type) {
-		case eventlog.NodeEscalated:
+		case eventlog.NodeEscalated, eventlog.NodeAwaitingApproval:
 			escalated[ev.NodeID] = true
 		case eventlog.NodeApproved, eventlog.NodeRejected, eventlog.NodeRetryGranted, eventlog.NodeReopened:
 			delete(escalated, ev.NodeID)
@@ -298,6 +299,11 @@ func printEvent(w io.Writer, ev eventlog.Event) {
 		}
 	case eventlog.NodeEscalated:
 		what = "escalated to a human: " + b.Reason
+	case eventlog.NodeAwaitingApproval:
+		what = "awaiting approval: " + b.Reason
+		if !b.Deadline.IsZero() {
+			what += " (until " + b.Deadline.Local().Format("15:04:05") + ")"
+		}
 	case eventlog.NodeApproved:
 		what = withReason("approved by "+b.By, b.Note)
 	case eventlog.NodeRejected:
