@@ -48,6 +48,8 @@ const (
 	TypeNodeApproved      Type = "node.approved"
 	TypeNodeRejected      Type = "node.rejected"
 	TypeNodeRetryGranted  Type = "node.retry_granted"
+	TypeNodeWaiting       Type = "node.waiting"
+	TypeGateWaiting       Type = "gate.waiting"
 )
 
 // Event is one entry of the event log, on subject protocol.EventSubject(WorkflowID).
@@ -264,6 +266,27 @@ type NodeRetryGranted struct {
 	Feedback json.RawMessage `json:"feedback,omitempty"`
 }
 
+// NodeWaiting records that a runner holds the node's agent job back
+// because the circuit breaker of Scope is open: the job runs once the
+// breaker lets it through, at Until at the earliest. It uses no attempt
+// and no delivery.
+type NodeWaiting struct {
+	Attempt int       `json:"attempt"`
+	Scope   string    `json:"scope"`
+	Until   time.Time `json:"until"`
+	Host    string    `json:"host,omitempty"`
+}
+
+// GateWaiting is NodeWaiting for a gate job (round Round of Gate).
+type GateWaiting struct {
+	Gate    string    `json:"gate"`
+	Attempt int       `json:"attempt"`
+	Round   int       `json:"round,omitempty"`
+	Scope   string    `json:"scope"`
+	Until   time.Time `json:"until"`
+	Host    string    `json:"host,omitempty"`
+}
+
 // GateChange is what a node.gates_changed event does to the node's gates:
 // exactly one of Definition and Remove is set.
 type GateChange struct {
@@ -300,6 +323,8 @@ func (NodeEscalated) Type() Type           { return TypeNodeEscalated }
 func (NodeApproved) Type() Type            { return TypeNodeApproved }
 func (NodeRejected) Type() Type            { return TypeNodeRejected }
 func (NodeRetryGranted) Type() Type        { return TypeNodeRetryGranted }
+func (NodeWaiting) Type() Type             { return TypeNodeWaiting }
+func (GateWaiting) Type() Type             { return TypeGateWaiting }
 
 func (WorkflowSubmitted) eventBody()       {}
 func (WorkflowCancelRequested) eventBody() {}
@@ -320,6 +345,8 @@ func (NodeEscalated) eventBody()           {}
 func (NodeApproved) eventBody()            {}
 func (NodeRejected) eventBody()            {}
 func (NodeRetryGranted) eventBody()        {}
+func (NodeWaiting) eventBody()             {}
+func (GateWaiting) eventBody()             {}
 
 // newBody returns a pointer to a zero body of type t.
 func newBody(t Type) (Body, error) {
@@ -362,6 +389,10 @@ func newBody(t Type) (Body, error) {
 		return &NodeRejected{}, nil
 	case TypeNodeRetryGranted:
 		return &NodeRetryGranted{}, nil
+	case TypeNodeWaiting:
+		return &NodeWaiting{}, nil
+	case TypeGateWaiting:
+		return &GateWaiting{}, nil
 	}
 	return nil, fmt.Errorf("%w %q", ErrUnknownType, t)
 }
@@ -407,6 +438,10 @@ func deref(b Body) Body {
 	case *NodeRejected:
 		return *v
 	case *NodeRetryGranted:
+		return *v
+	case *NodeWaiting:
+		return *v
+	case *GateWaiting:
 		return *v
 	}
 	return b
