@@ -126,11 +126,14 @@ func awaitBreakers(ctx context.Context, deps Deps, d *bus.Delivery, m Meta, log 
 // allowAll asks every scope's breaker and returns the refusal that binds
 // longest, or nil when all of them let the job through. It first looks
 // without changing anything, so that a probe of one scope is not handed
-// out to a job another scope holds back. A breaker the store cannot answer
-// for lets the job through: the lease, taken next, stops it if the store
-// is down.
+// out to a job another scope holds back; only a scope whose look says the
+// job would be its probe is asked for real (a closed breaker's answer
+// changes nothing, so one read per closed scope is all a job costs). A
+// breaker the store cannot answer for lets the job through: the lease,
+// taken next, stops it if the store is down.
 func allowAll(ctx context.Context, store state.Store, scopes []string, p state.BreakerPolicy, log *slog.Logger) *refusal {
 	var worst *refusal
+	var probes []string
 	now := p.CurrentTime()
 	for _, sc := range scopes {
 		b, err := store.BreakerGet(ctx, sc)
@@ -138,14 +141,17 @@ func allowAll(ctx context.Context, store state.Store, scopes []string, p state.B
 			log.Warn("cannot read a circuit breaker; not holding the job back", "scope", sc, "err", err)
 			continue
 		}
-		if _, d := b.Allow(now, p); !d.Allowed {
+		switch _, d := b.Allow(now, p); {
+		case !d.Allowed:
 			worst = later(worst, &refusal{scope: sc, Decision: d})
+		case d.Probe:
+			probes = append(probes, sc)
 		}
 	}
 	if worst != nil {
 		return worst
 	}
-	for _, sc := range scopes {
+	for _, sc := range probes {
 		d, err := store.BreakerAllow(ctx, sc, p)
 		if err != nil {
 			log.Warn("cannot ask a circuit breaker; not holding the job back", "scope", sc, "err", err)
