@@ -96,7 +96,8 @@ func (r *Runner) handle(ctx context.Context, d *bus.Delivery) bus.Disposition {
 		return bus.Term("malformed gate job: " + err.Error())
 	}
 	meta := jobrun.Meta{Kind: protocol.KindGate, JobID: job.JobID, WorkflowID: job.WorkflowID,
-		NodeID: job.NodeID, Gate: job.Gate, Attempt: job.Attempt, PublishedAt: job.PublishedAt}
+		NodeID: job.NodeID, Gate: job.Gate, Attempt: job.Attempt, Round: job.Round, PublishedAt: job.PublishedAt,
+		Scopes: jobrun.JobScopes{Work: protocol.GateScope(job.Gate, definition(&job).command), Repo: protocol.RepoScope(job.Repo.ID)}}
 	began := time.Now()
 	return jobrun.Run(ctx, r.deps, &r.cancels, d, meta,
 		func(ctx context.Context, token uint64) jobrun.Outcome { return r.run(ctx, &job, token) },
@@ -176,6 +177,12 @@ func resourcesKey(r *protocol.GateResources) string {
 	return fmt.Sprintf("memory_bytes=%d cpus=%s pids=%d", r.MemoryBytes, strconv.FormatFloat(r.CPUs, 'g', -1, 64), r.PIDs)
 }
 
+// run runs the gate job. For the breakers, a workspace that cannot be
+// materialized is the repository's failure; once it is, the repository
+// worked. The gate's own verdict is execute's: a gate that could not run
+// (did not start, or ran out of memory) broke; one that ran worked,
+// whatever it found, since a failing test is the code's fault, not the
+// gate's. A cache hit says nothing about the gate today: unjudged.
 func (r *Runner) run(ctx context.Context, job *protocol.GateJob, token uint64) jobrun.Outcome {
 	began := time.Now()
 	def := definition(job)
@@ -184,9 +191,18 @@ func (r *Runner) run(ctx context.Context, job *protocol.GateJob, token uint64) j
 		job.Attempt, job.Round, r.deps.Host, token, strings.Join(def.command, " "))
 	ws, err := r.deps.Workspaces.Prepare(ctx, job.Repo, job.Patches, job.JobID)
 	if err != nil {
-		return jobrun.Outcome{Err: fmt.Errorf("prepare workspace: %w", err)}
+		return jobrun.Outcome{Err: fmt.Errorf("prepare workspace: %w", err), Repo: jobrun.Broke}
 	}
 	defer ws.Close() //nolint:errcheck
+	out := r.runIn(ctx, job, token, began, def, logw, ws.Dir)
+	out.Repo = jobrun.Worked
+	return out
+}
+
+// runIn runs the gate job in its prepared workspace dir, through the gate
+// cache.
+func (r *Runner) runIn(ctx context.Context, job *protocol.GateJob, token uint64, began time.Time, def gateDef,
+	logw *jobrun.LogWriter, dir string) jobrun.Outcome {
 
 	// The SUPERVISOR_* metadata differs per job; it is not part of the
 	// cache key, which takes the definition's env only.
@@ -199,7 +215,7 @@ func (r *Runner) run(ctx context.Context, job *protocol.GateJob, token uint64) j
 	env["SUPERVISOR_REVIEW_ID"] = fmt.Sprintf("%s.%s.a%d", job.WorkflowID, job.NodeID, job.Attempt)
 
 	spec := sandbox.Spec{
-		Argv: def.command, Workspace: ws.Dir, WorkingDir: def.workingDir, Env: env,
+		Argv: def.command, Workspace: dir, WorkingDir: def.workingDir, Env: env,
 		// The workspace as the gate sees it: /workspace in a container.
 		WorkspaceEnv: "SUPERVISOR_REPO_PATH",
 		Timeout:      time.Duration(def.timeoutSeconds) * time.Second, Stdout: logw, Stderr: logw,
@@ -211,7 +227,7 @@ func (r *Runner) run(ctx context.Context, job *protocol.GateJob, token uint64) j
 		spec.Resources = sandbox.Resources{MemoryBytes: rs.MemoryBytes, CPUs: rs.CPUs, Pids: rs.PIDs}
 	}
 
-	key, err := r.cacheKey(ctx, job, def, spec, ws.Dir)
+	key, err := r.cacheKey(ctx, job, def, spec, dir)
 	if err != nil {
 		return jobrun.Outcome{Err: fmt.Errorf("gate cache key: %w", err)}
 	}
@@ -225,11 +241,13 @@ func (r *Runner) run(ctx context.Context, job *protocol.GateJob, token uint64) j
 	}
 
 	logName := fmt.Sprintf("%s/%s/a%d/gate-%s-%d.log", job.WorkflowID, job.NodeID, job.Attempt, job.Gate, token)
+	verdict := jobrun.Unjudged
 	execute := func(rctx context.Context) (gatecache.Entry, bool, error) {
-		g, err := r.execute(ctx, rctx, job, token, began, def, spec, ws.Dir, logw, logName)
+		g, v, err := r.execute(ctx, rctx, job, token, began, def, spec, dir, logw, logName)
 		if err != nil {
 			return gatecache.Entry{}, false, err
 		}
+		verdict = v
 		g.CacheKey, g.CacheDisabled = key.ID, key.Disabled
 		cacheable := key.ID != "" && g.Status == protocol.GatePassed && !g.IntegrityViolation && rctx.Err() == nil
 		return gatecache.Entry{Tree: key.Tree, Result: *g}, cacheable, nil
@@ -257,7 +275,7 @@ func (r *Runner) run(ctx context.Context, job *protocol.GateJob, token uint64) j
 	}
 	if !hit {
 		g := entry.Result
-		return jobrun.Outcome{Report: gateReport(&g)}
+		return jobrun.Outcome{Report: gateReport(&g), Work: verdict}
 	}
 
 	// A hit: the stored passing result, as this job's, with this runner's
@@ -330,29 +348,33 @@ func (r *Runner) cacheKey(ctx context.Context, job *protocol.GateJob, def gateDe
 }
 
 // execute runs the gate once in the workspace, between an integrity
-// capture and check, uploads its log and returns its result. jobCtx is the
-// job's context; ctx may be shorter-lived (the gate cache's single-flight
-// lock). An error is an infrastructure failure: the job is handed back.
+// capture and check, uploads its log and returns its result with how it
+// counts for the gate's breaker. jobCtx is the job's context; ctx may be
+// shorter-lived (the gate cache's single-flight lock). An error is an
+// infrastructure failure: the job is handed back.
 func (r *Runner) execute(jobCtx, ctx context.Context, job *protocol.GateJob, token uint64, began time.Time,
-	def gateDef, spec sandbox.Spec, dir string, logw *jobrun.LogWriter, logName string) (*protocol.GateResult, error) {
+	def gateDef, spec sandbox.Spec, dir string, logw *jobrun.LogWriter, logName string) (*protocol.GateResult, jobrun.Verdict, error) {
 	base, err := integrity.Capture(ctx, dir, integrity.Options{AllowedWrites: def.allowedWrites})
 	if err != nil {
-		return nil, fmt.Errorf("integrity: capture the workspace before the gate: %w", err)
+		return nil, jobrun.Unjudged, fmt.Errorf("integrity: capture the workspace before the gate: %w", err)
 	}
 
 	res, err := r.deps.Sandbox.Run(ctx, spec)
 	ran := err == nil
 	g := r.result(job, token, began)
+	verdict := jobrun.Worked
 	var notes []string
 	switch {
 	case errors.Is(err, sandbox.ErrStart) || errors.Is(err, sandbox.ErrInvalidSpec):
 		// A gate whose command cannot run fails: that is the gate's
 		// definition, not an infrastructure fault a redelivery would fix.
+		// The gate did not work: a failure for its breaker.
 		g.Status, g.Error = protocol.GateFailed, err.Error()
 		notes = append(notes, err.Error())
 		logw.Printf("cannot start the gate: %v", err)
+		verdict = jobrun.Broke
 	case err != nil:
-		return nil, fmt.Errorf("run gate: %w", err)
+		return nil, jobrun.Unjudged, fmt.Errorf("run gate: %w", err)
 	default:
 		g.Status = protocol.GateStatusFromExit(res.ExitCode, res.TimedOut)
 		if !res.TimedOut && res.Signal == "" && !res.OOMKilled {
@@ -366,14 +388,14 @@ func (r *Runner) execute(jobCtx, ctx context.Context, job *protocol.GateJob, tok
 	if ctx.Err() != nil && jobCtx.Err() == nil {
 		// Only the cache's single-flight lock was lost: another runner
 		// may be running the same gate; run it again later.
-		return nil, errors.New("gate cache: lost the single-flight lock while the gate ran")
+		return nil, jobrun.Unjudged, errors.New("gate cache: lost the single-flight lock while the gate ran")
 	}
 
 	// The sandbox has ended every process of the gate: the workspace is
 	// final.
 	rep, err := base.Check(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("integrity: check the workspace after the gate: %w", err)
+		return nil, jobrun.Unjudged, fmt.Errorf("integrity: check the workspace after the gate: %w", err)
 	}
 	for _, p := range rep.Ignored {
 		logw.Printf("ignored path written by the gate (not a violation): %s", p)
@@ -388,6 +410,7 @@ func (r *Runner) execute(jobCtx, ctx context.Context, job *protocol.GateJob, tok
 	case res.OOMKilled:
 		g.Status, g.Error, g.OOMKilled = protocol.GateError, "resource limit: out of memory", true
 		notes = append(notes, g.Error)
+		verdict = jobrun.Broke
 		logw.Printf("the sandbox killed the gate: it ran out of memory")
 	}
 	if ran {
@@ -404,11 +427,11 @@ func (r *Runner) execute(jobCtx, ctx context.Context, job *protocol.GateJob, tok
 	g.Output = truncateOutput(output)
 
 	if err := jobrun.UploadLog(ctx, r.deps.Bus, logName, logw.Bytes()); err != nil {
-		return nil, err
+		return nil, jobrun.Unjudged, err
 	}
 	g.Log = logName
 	g.FinishedAt = time.Now().UTC()
-	return g, nil
+	return g, verdict, nil
 }
 
 func joinNonEmpty(sep string, parts ...string) string {

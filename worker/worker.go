@@ -19,6 +19,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/redact"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
+	"github.com/supervisorhq/supervisor/shared/workspace"
 )
 
 // DefaultResources are the default limits of an agent container (the
@@ -92,7 +93,8 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) bus.Disposition {
 		return bus.Term("malformed agent job: " + err.Error())
 	}
 	meta := jobrun.Meta{Kind: protocol.KindAgent, JobID: job.JobID, WorkflowID: job.WorkflowID,
-		NodeID: job.NodeID, Attempt: job.Attempt, PublishedAt: job.PublishedAt}
+		NodeID: job.NodeID, Attempt: job.Attempt, PublishedAt: job.PublishedAt,
+		Scopes: jobrun.JobScopes{Work: protocol.AgentScope(job.Command), Repo: protocol.RepoScope(job.Repo.ID)}}
 	return jobrun.Run(ctx, w.deps, &w.cancels, d, meta,
 		func(ctx context.Context, token uint64) jobrun.Outcome { return w.run(ctx, &job, token) },
 		func(token uint64, err error) *protocol.Report {
@@ -108,22 +110,34 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) bus.Disposition {
 // the failed round's feedback document (JSON) the agent may read.
 const EnvFeedbackFile = "SUPERVISOR_FEEDBACK_FILE"
 
-// run materializes the workspace, runs the agent and uploads its patch and log.
+// run materializes the workspace, runs the agent and uploads its patch and
+// log. For the breakers, a workspace that cannot be materialized (the
+// bundle, a patch, git) is the repository's failure; once it is, the
+// repository worked, and the agent's verdict is its own (see finish).
 func (w *Worker) run(ctx context.Context, job *protocol.AgentJob, token uint64) jobrun.Outcome {
 	logw := &jobrun.LogWriter{}
 	logw.Printf("agent job %s on %s (lease %d): %s", job.JobID, w.deps.Host, token, strings.Join(job.Command, " "))
 	ws, err := w.deps.Workspaces.Prepare(ctx, job.Repo, job.Patches, job.JobID)
 	if err != nil {
-		return jobrun.Outcome{Err: fmt.Errorf("prepare workspace: %w", err)}
+		return jobrun.Outcome{Err: fmt.Errorf("prepare workspace: %w", err), Repo: jobrun.Broke}
 	}
 	defer ws.Close() //nolint:errcheck
 	if job.StartFrom != nil {
 		// A retry continues the previous attempt's work.
 		if err := ws.ApplyWork(ctx, *job.StartFrom); err != nil {
-			return jobrun.Outcome{Err: fmt.Errorf("prepare workspace: %w", err)}
+			return jobrun.Outcome{Err: fmt.Errorf("prepare workspace: %w", err), Repo: jobrun.Broke}
 		}
 		logw.Printf("starting from the previous attempt's patch %s", job.StartFrom.Object)
 	}
+	out := w.runAgent(ctx, job, token, ws, logw)
+	out.Repo = jobrun.Worked
+	return out
+}
+
+// runAgent runs the agent in the prepared workspace and uploads its patch
+// and log.
+func (w *Worker) runAgent(ctx context.Context, job *protocol.AgentJob, token uint64, ws *workspace.Workspace,
+	logw *jobrun.LogWriter) jobrun.Outcome {
 
 	env := jobrun.Env(job.Env, job.WorkflowID, job.NodeID, job.Attempt)
 	env["SUPERVISOR_JOB_ID"] = job.JobID
@@ -194,6 +208,9 @@ func (w *Worker) run(ctx context.Context, job *protocol.AgentJob, token uint64) 
 	return w.finish(ctx, job, token, logw, status, res.ExitCode, res, patch, "")
 }
 
+// finish uploads the log and builds the result. An agent that did not
+// succeed (failed, timed out, or could not start) is a failure for its
+// breaker.
 func (w *Worker) finish(ctx context.Context, job *protocol.AgentJob, token uint64, logw *jobrun.LogWriter,
 	status protocol.AgentStatus, exit int, res sandbox.Result, patch *protocol.PatchRef, errText string) jobrun.Outcome {
 	logName := fmt.Sprintf("%s/%s/a%d/agent-%d.log", job.WorkflowID, job.NodeID, job.Attempt, token)
@@ -205,5 +222,16 @@ func (w *Worker) finish(ctx context.Context, job *protocol.AgentJob, token uint6
 		LeaseToken: token, Host: w.deps.Host, Status: status, ExitCode: exit,
 		Stdout: redact.String(string(res.Stdout)), Stderr: redact.String(string(res.Stderr)), Patch: patch, Log: logName, Error: errText,
 		StartedAt: res.StartedAt.UTC(), FinishedAt: time.Now().UTC(), Sandbox: res.Environment,
-	}}}
+	}}, Work: agentVerdict(status)}
+}
+
+// agentVerdict is how an agent's status counts for its breaker.
+func agentVerdict(st protocol.AgentStatus) jobrun.Verdict {
+	switch st {
+	case protocol.AgentSucceeded:
+		return jobrun.Worked
+	case protocol.AgentFailed, protocol.AgentTimeout:
+		return jobrun.Broke
+	}
+	return jobrun.Unjudged
 }

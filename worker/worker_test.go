@@ -21,6 +21,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/jobrun/jobruntest"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
+	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
 	"github.com/supervisorhq/supervisor/shared/testkit"
 )
@@ -66,6 +67,10 @@ type harness struct {
 	*jobruntest.Fleet
 	t     *testing.T
 	hosts atomic.Int64
+	// openStore, if set, opens each worker's state store on its bus
+	// (default: JetStream KV); breakers is the workers' breaker policy.
+	openStore func(b *bus.Bus) state.Store
+	breakers  state.BreakerPolicy
 }
 
 func newHarness(t *testing.T, cfg bus.Config) *harness {
@@ -100,8 +105,10 @@ func (h *harness) workerDeps(labels map[string]string) jobrun.Deps {
 		t.Fatalf("worker bus: %v", err)
 	}
 	t.Cleanup(wb.Close)
-	store, err := kvstate.New(ctx, wb.JS)
-	if err != nil {
+	var store state.Store
+	if h.openStore != nil {
+		store = h.openStore(wb)
+	} else if store, err = kvstate.New(ctx, wb.JS); err != nil {
 		t.Fatalf("worker kvstate: %v", err)
 	}
 	deps, err := jobrun.LocalDeps(jobrun.Settings{
@@ -109,6 +116,7 @@ func (h *harness) workerDeps(labels map[string]string) jobrun.Deps {
 		SandboxPath: agentDir + ":" + sandbox.BasePath,
 		Host:        host,
 		Labels:      labels,
+		Breakers:    h.breakers,
 	}, wb, store, h.Log)
 	if err != nil {
 		t.Fatalf("LocalDeps: %v", err)

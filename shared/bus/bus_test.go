@@ -729,3 +729,94 @@ func TestOpenEventsMaxAgeBelowDuplicateWindow(t *testing.T) {
 		t.Errorf("jobs duplicate window = %s, want the 20m default", c.Duplicates)
 	}
 }
+
+// A parked job gives its slot back and spends no delivery: with one slot
+// and AckWait 1 s, a job parked for 2.5 s lets another job run meanwhile,
+// is never redelivered (the heartbeats go on) and carries on as delivery
+// 1; MaxDeliver 2 is not touched.
+func TestPullParkFreesSlotWithoutDelivery(t *testing.T) {
+	t.Parallel()
+	b, _ := openBus(t, Config{AckWait: time.Second, MaxDeliver: 2})
+	var calls atomic.Int32
+	events := make(chan string, 8)
+	startPull(t, b, PullOptions{Concurrency: 1}, func(ctx context.Context, d *Delivery) Disposition {
+		calls.Add(1)
+		id := jobID(t, d)
+		if id != "parked" {
+			events <- "ran " + id
+			return Ack()
+		}
+		events <- "parking"
+		if err := d.Park(ctx, 2500*time.Millisecond, 0); err != nil {
+			events <- "park: " + err.Error()
+			return Nak(0)
+		}
+		events <- fmt.Sprintf("resumed as delivery %d", d.Number)
+		return Ack()
+	})
+	publish(t, b, "default", "parked")
+	if e := testkit.Receive(t, events, 5*time.Second, "job not taken"); e != "parking" {
+		t.Fatalf("first event %q", e)
+	}
+	publish(t, b, "default", "other")
+	if e := testkit.Receive(t, events, 2*time.Second, "the other job did not run while the first was parked"); e != "ran other" {
+		t.Fatalf("second event %q, want the other job run in the freed slot", e)
+	}
+	if e := testkit.Receive(t, events, 5*time.Second, "parked job did not resume"); e != "resumed as delivery 1" {
+		t.Fatalf("third event %q", e)
+	}
+	testkit.WaitFor(t, 3*time.Second, 20*time.Millisecond, "both jobs to leave the work queue", func() bool {
+		return streamInfo(t, b, protocol.StreamJobs).State.Msgs == 0
+	})
+	time.Sleep(1200 * time.Millisecond)
+	if c := calls.Load(); c != 2 {
+		t.Errorf("handler ran %d times, want 2 (the parked job was redelivered)", c)
+	}
+	if n := streamInfo(t, b, protocol.StreamAdvisories).State.Msgs; n != 0 {
+		t.Errorf("%d max-deliveries advisories; parking spent deliveries", n)
+	}
+}
+
+// Park gives up when no slot comes free within its grace, and at once
+// when the runner stops; neither waits for the drain.
+func TestPullParkNoSlotAndStop(t *testing.T) {
+	t.Parallel()
+	b, _ := openBus(t, Config{AckWait: 2 * time.Second})
+	release := make(chan struct{})
+	events := make(chan string, 8)
+	r := startPull(t, b, PullOptions{Concurrency: 1, DrainTimeout: 10 * time.Second}, func(ctx context.Context, d *Delivery) Disposition {
+		switch jobID(t, d) {
+		case "busy":
+			events <- "busy"
+			<-release
+			return Ack()
+		case "short":
+			events <- "parking short"
+			events <- fmt.Sprint(d.Park(ctx, 100*time.Millisecond, 300*time.Millisecond))
+			return Nak(10 * time.Second)
+		default:
+			events <- "parking long"
+			events <- fmt.Sprint(d.Park(ctx, time.Minute, 0))
+			return Nak(10 * time.Second)
+		}
+	})
+	publish(t, b, "default", "short")
+	testkit.Receive(t, events, 5*time.Second, "short not taken")
+	publish(t, b, "default", "busy")
+	if e := testkit.Receive(t, events, 5*time.Second, "busy not taken"); e != "busy" {
+		t.Fatalf("event %q, want the busy job in the parked job's slot", e)
+	}
+	if e := testkit.Receive(t, events, 5*time.Second, "Park did not return"); e != ErrNoSlot.Error() {
+		t.Fatalf("Park with the only slot busy = %q, want %v", e, ErrNoSlot)
+	}
+	close(release)
+	publish(t, b, "default", "long")
+	testkit.Receive(t, events, 5*time.Second, "long not taken")
+	took := r.halt(t, 5*time.Second)
+	if e := testkit.Receive(t, events, time.Second, "Park did not return on stop"); e != ErrStopping.Error() {
+		t.Fatalf("Park on stop = %q, want %v", e, ErrStopping)
+	}
+	if took > 2*time.Second {
+		t.Errorf("Pull took %s to stop with a parked job, want no drain wait", took)
+	}
+}

@@ -68,6 +68,72 @@ type Delivery struct {
 	MaxDeliver int
 	// StreamSeq is the job's sequence in the jobs stream.
 	StreamSeq uint64
+
+	// slots is Pull's pool of concurrency slots (nil outside Pull), stop
+	// Pull's stop signal, and holding whether this job holds a slot.
+	slots   chan struct{}
+	stop    context.Context
+	holding bool
+}
+
+// Errors of Delivery.Park.
+var (
+	// ErrStopping means the runner began to stop while the job waited.
+	ErrStopping = errors.New("bus: the runner is stopping")
+	// ErrNoSlot means no concurrency slot came free in time after the wait.
+	ErrNoSlot = errors.New("bus: no free slot for the job")
+)
+
+// Park holds the job for wait without running it: it gives the job's
+// concurrency slot back, so the runner takes and runs other jobs
+// meanwhile, while the heartbeats go on keeping the message in progress.
+// Unlike a Nak this spends no delivery: JetStream counts a delivery each
+// time it sends the message, and an InProgress ack only pushes the ack
+// deadline back, so a job can wait as long as it must without nearing
+// MaxDeliver. After wait, Park takes a slot again, waiting for one up to
+// grace (as long as it takes if grace is not positive), and returns nil.
+// It returns ErrStopping if the runner begins to stop meanwhile (a parked
+// job has nothing to finish, so it does not wait for the drain),
+// ErrNoSlot if no slot came free within grace, or ctx's error; the job
+// then holds no slot and its handler hands it back.
+func (d *Delivery) Park(ctx context.Context, wait, grace time.Duration) error {
+	stop := d.stop
+	if stop == nil {
+		stop = context.Background()
+	}
+	if d.holding {
+		<-d.slots
+		d.holding = false
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-stop.Done():
+		return ErrStopping
+	case <-t.C:
+	}
+	if d.slots == nil {
+		return nil
+	}
+	var expired <-chan time.Time
+	if grace > 0 {
+		g := time.NewTimer(grace)
+		defer g.Stop()
+		expired = g.C
+	}
+	select {
+	case d.slots <- struct{}{}:
+		d.holding = true
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-stop.Done():
+		return ErrStopping
+	case <-expired:
+		return ErrNoSlot
+	}
 }
 
 // Last reports whether no further redelivery will happen.
@@ -192,8 +258,7 @@ func (b *Bus) fetchLoop(stop, jobCtx context.Context, opts PullOptions, pool str
 		running.Add(1)
 		go func() {
 			defer running.Done()
-			defer func() { <-slots }()
-			b.handle(jobCtx, opts, pool, msg, h, log)
+			b.handle(stop, jobCtx, opts, pool, msg, slots, h, log)
 		}()
 	}
 }
@@ -218,8 +283,17 @@ func fetchOne(stop context.Context, c jetstream.Consumer, wait time.Duration) (j
 	return nil, nil
 }
 
-func (b *Bus) handle(jobCtx context.Context, opts PullOptions, pool string, msg jetstream.Msg, h Handler, log *slog.Logger) {
-	d := &Delivery{Msg: msg, Kind: opts.Kind, Pool: pool, MaxDeliver: b.Cfg.MaxDeliver}
+// handle runs h on a job that holds a slot, settles the message as h
+// says and gives the slot back (unless the job gave it up in Park).
+func (b *Bus) handle(stop, jobCtx context.Context, opts PullOptions, pool string, msg jetstream.Msg,
+	slots chan struct{}, h Handler, log *slog.Logger) {
+	d := &Delivery{Msg: msg, Kind: opts.Kind, Pool: pool, MaxDeliver: b.Cfg.MaxDeliver,
+		slots: slots, stop: stop, holding: true}
+	defer func() {
+		if d.holding {
+			<-slots
+		}
+	}()
 	if md, err := msg.Metadata(); err == nil {
 		d.Number = md.NumDelivered
 		d.StreamSeq = md.Sequence.Stream

@@ -14,6 +14,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/egress"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
+	"github.com/supervisorhq/supervisor/shared/state"
 )
 
 // DefaultNATSURL is where every binary looks for NATS unless told otherwise.
@@ -39,6 +40,27 @@ func AddRunnerFlags(fs *pflag.FlagSet) {
 	fs.String("data-dir", "./.supervisor-data", "directory for the mirror cache, workspaces and sandbox caches (two runners on one host need different ones)")
 	fs.String("host-id", "", "this runner's identity in leases, reports and its sandbox containers; stable across restarts (default hostname-<hash of --data-dir>)")
 	fs.String("sandbox-path", "", "PATH inside the process sandbox (default /usr/local/bin:/usr/bin:/bin plus the host's Go)")
+	AddBreakerFlags(fs)
+}
+
+// AddBreakerFlags adds the circuit breakers' policy flags. Runners use the
+// policy to open and close the breakers, the coordinator to show them;
+// every binary of a fleet should be given the same.
+func AddBreakerFlags(fs *pflag.FlagSet) {
+	d := state.DefaultBreakerPolicy()
+	fs.Int("breaker-failures", d.Failures, "failures of one scope (agent, gate or repository) within --breaker-window that open its circuit breaker")
+	fs.Duration("breaker-window", d.Window, "how far back a circuit breaker counts failures")
+	fs.Duration("breaker-cool-down", d.CoolDown, "how long an open circuit breaker holds jobs back before one job probes the scope")
+}
+
+// BreakerPolicy reads the circuit breakers' policy (AddBreakerFlags) from v.
+func BreakerPolicy(v *viper.Viper) (state.BreakerPolicy, error) {
+	p := state.BreakerPolicy{Failures: v.GetInt("breaker-failures"), Window: v.GetDuration("breaker-window"),
+		CoolDown: v.GetDuration("breaker-cool-down")}
+	if p.Failures <= 0 || p.Window <= 0 || p.CoolDown <= 0 {
+		return state.BreakerPolicy{}, fmt.Errorf("--breaker-failures, --breaker-window and --breaker-cool-down must be positive")
+	}
+	return p, nil
 }
 
 // Profile is what differs between runner binaries' sandbox settings.
@@ -109,6 +131,11 @@ func SettingsFrom(v *viper.Viper, log *slog.Logger, p Profile) (Settings, error)
 			Path:  v.GetString("sandbox-container-path"),
 		},
 	}
+	bp, err := BreakerPolicy(v)
+	if err != nil {
+		return Settings{}, err
+	}
+	s.Breakers = bp
 	switch s.Sandbox {
 	case SandboxAuto, SandboxDocker, SandboxProcess:
 	default:

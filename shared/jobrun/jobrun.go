@@ -1,6 +1,8 @@
-// Package jobrun is the job lifecycle workers and gate runners share: take
-// the job's lease (a fencing token), report that it started, do the work
-// with heartbeats, upload the log, report the result, and only then ack.
+// Package jobrun is the job lifecycle workers and gate runners share: wait
+// while a circuit breaker of the job's scopes is open, take the job's
+// lease (a fencing token), report that it started, do the work with
+// heartbeats, upload the log, tell the breakers how it went, report the
+// result, and only then ack.
 // Infrastructure failures are handed back for redelivery and reported as
 // errors only on the last delivery; a lost lease abandons the job to the
 // runner that now holds it; a drain interruption hands it back.
@@ -49,18 +51,25 @@ type Deps struct {
 	// network (agents) as Spec.Network: the egress proxy's allow-list when
 	// the Docker sandbox runs one, empty otherwise (no network).
 	Network []string
-	Log     *slog.Logger
+	// Breakers is the circuit breakers' policy (zero fields: the
+	// defaults); every runner of a fleet should have the same.
+	Breakers state.BreakerPolicy
+	Log      *slog.Logger
 }
 
 // Meta identifies a job.
 type Meta struct {
-	Kind        protocol.JobKind
-	JobID       string
-	WorkflowID  string
-	NodeID      string
-	Gate        string
-	Attempt     int
+	Kind       protocol.JobKind
+	JobID      string
+	WorkflowID string
+	NodeID     string
+	Gate       string
+	Attempt    int
+	// Round is a gate job's round.
+	Round       int
 	PublishedAt time.Time
+	// Scopes are the circuit breakers the job asks before it runs.
+	Scopes JobScopes
 }
 
 // Outcome is what a job's work produced.
@@ -74,6 +83,11 @@ type Outcome struct {
 	// Retry, when positive, hands the job back after this delay even though
 	// a report was sent (a pending gate waiting to be polled again).
 	Retry time.Duration
+	// Work and Repo say how the outcome counts for the breakers of
+	// Meta.Scopes: Work for what the job ran, Repo for its repository.
+	// They are reported with an infrastructure error too, unless the job
+	// is interrupted, loses its lease or its workflow is cancelled.
+	Work, Repo Verdict
 }
 
 // Work does a job under a held lease whose fencing token is given.
@@ -134,9 +148,11 @@ func (c *Cancels) add(wf string, f *context.CancelFunc) func() {
 func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Meta, work Work, errReport ErrorReport) bus.Disposition {
 	log := deps.Log.With("job", m.JobID, "delivery", d.Number)
 	ackWait := deps.Bus.Cfg.AckWait
-	if v, err := deps.Store.CacheGet(ctx, protocol.WorkflowFinishedKey(m.WorkflowID)); err == nil {
-		log.Info("workflow already finished; dropping its queued job", "workflow", m.WorkflowID, "status", string(v))
-		return bus.Term("workflow " + m.WorkflowID + " already " + string(v))
+	if disp, done := finished(ctx, deps, m, log); done {
+		return disp
+	}
+	if disp, ok := awaitBreakers(ctx, deps, d, m, log); !ok {
+		return disp
 	}
 	// The lease lives two thirds of AckWait and is renewed every third of
 	// that, so a dead runner's lease has lapsed by the time JetStream
@@ -188,6 +204,9 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 	// A job stopped by its workflow's cancellation is never handed back:
 	// that would only run it again for a workflow that is over.
 	cancelled := errors.Is(context.Cause(jctx), ErrWorkflowCancelled)
+	if !cancelled {
+		reportBreakers(deps, m, out, log)
+	}
 	report := out.Report
 	if out.Err != nil {
 		if cancelled {
@@ -211,6 +230,18 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 		return bus.Nak(out.Retry)
 	}
 	return bus.Ack()
+}
+
+// finished reports whether the job's workflow has finished (the
+// coordinator's marker in the state store), with the disposition that
+// drops the job.
+func finished(ctx context.Context, deps Deps, m Meta, log *slog.Logger) (bus.Disposition, bool) {
+	v, err := deps.Store.CacheGet(ctx, protocol.WorkflowFinishedKey(m.WorkflowID))
+	if err != nil {
+		return bus.Disposition{}, false
+	}
+	log.Info("workflow already finished; dropping its queued job", "workflow", m.WorkflowID, "status", string(v))
+	return bus.Term("workflow " + m.WorkflowID + " already " + string(v)), true
 }
 
 // backoff is the redelivery delay after a failed delivery (numbered from

@@ -69,6 +69,8 @@ type Settings struct {
 	Labels map[string]string
 	// GPUs, when positive, are requested for every Docker container.
 	GPUs int
+	// Breakers is the circuit breakers' policy (zero fields: the defaults).
+	Breakers state.BreakerPolicy
 }
 
 // DockerSettings configure the Docker sandbox (sandbox.DockerOptions).
@@ -160,7 +162,7 @@ func NewDeps(ctx context.Context, s Settings, b *bus.Bus, store state.Store, log
 		}
 	}
 	return Deps{Bus: b, Store: store, Workspaces: ws, Sandbox: sel.Sandbox, Host: host, Labels: labels,
-		Network: sel.Network, Log: log}, sel.Close, nil
+		Network: sel.Network, Breakers: s.Breakers, Log: log}, sel.Close, nil
 }
 
 // Selected is the sandbox SelectSandbox chose.

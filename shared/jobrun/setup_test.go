@@ -24,6 +24,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/egress"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
 	"github.com/supervisorhq/supervisor/shared/sandbox/sandboxtest"
+	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
@@ -318,5 +319,32 @@ func TestStringListAndLabels(t *testing.T) {
 	}
 	if FormatLabels(nil) != "" {
 		t.Error("FormatLabels(nil)")
+	}
+}
+
+// The breaker policy: the defaults (5 failures in 300 s, 300 s cool-down),
+// the flags, and non-positive values refused.
+func TestBreakerFlags(t *testing.T) {
+	s, err := settingsFor(t, Profile{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := func(a, b state.BreakerPolicy) bool {
+		return a.Failures == b.Failures && a.Window == b.Window && a.CoolDown == b.CoolDown && a.Now == nil
+	}
+	if d := state.DefaultBreakerPolicy(); !same(s.Breakers, d) {
+		t.Errorf("default policy %+v, want %+v", s.Breakers, d)
+	}
+	s, err = settingsFor(t, Profile{}, "--breaker-failures", "3", "--breaker-window", "1m", "--breaker-cool-down", "30s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (state.BreakerPolicy{Failures: 3, Window: time.Minute, CoolDown: 30 * time.Second}); !same(s.Breakers, want) {
+		t.Errorf("policy %+v, want %+v", s.Breakers, want)
+	}
+	for _, args := range [][]string{{"--breaker-failures", "0"}, {"--breaker-window", "-1s"}, {"--breaker-cool-down", "0s"}} {
+		if _, err := settingsFor(t, Profile{}, args...); err == nil {
+			t.Errorf("%v accepted", args)
+		}
 	}
 }

@@ -267,6 +267,34 @@ type DeadLetter struct {
 	Reason     string  `json:"reason"`
 }
 
+// Waiting reports that a runner holds a job back without running it
+// because the circuit breaker of one of the job's scopes is open (or
+// half-open with another job's probe out). The job stays with the runner,
+// neither redelivered nor counted as a failure, until the breaker may let
+// it through; the runner sends another Waiting if it then has to wait
+// again, on any scope.
+type Waiting struct {
+	Kind       JobKind `json:"kind"`
+	JobID      string  `json:"job_id"`
+	WorkflowID string  `json:"workflow_id"`
+	NodeID     string  `json:"node_id"`
+	Gate       string  `json:"gate,omitempty"`
+	Attempt    int     `json:"attempt"`
+	// Round is a gate job's round.
+	Round int `json:"round,omitempty"`
+	// Scope is the breaker's (AgentScope, GateScope or RepoScope).
+	Scope string `json:"scope"`
+	// State is the breaker's: "open", or "half_open" while a probe is out.
+	State string `json:"state"`
+	// Until is when the breaker may let a job through again: the end of its
+	// cool-down, or when an unanswered probe is handed out again.
+	Until time.Time `json:"until"`
+	Host  string    `json:"host"`
+	// Delivery is the job's delivery number (1 unless it was handed back).
+	Delivery uint64    `json:"delivery"`
+	At       time.Time `json:"at"`
+}
+
 // ReportType tags the payload of a Report.
 type ReportType string
 
@@ -276,6 +304,7 @@ const (
 	ReportAgentResult ReportType = "agent_result"
 	ReportGateResult  ReportType = "gate_result"
 	ReportDeadLetter  ReportType = "dead_letter"
+	ReportWaiting     ReportType = "waiting"
 )
 
 // Report is what workers and gate runners send to the coordinator on the
@@ -287,6 +316,7 @@ type Report struct {
 	Agent      *AgentResult `json:"agent,omitempty"`
 	Gate       *GateResult  `json:"gate,omitempty"`
 	DeadLetter *DeadLetter  `json:"dead_letter,omitempty"`
+	Waiting    *Waiting     `json:"waiting,omitempty"`
 }
 
 // WorkflowID returns the workflow the report concerns.
@@ -300,6 +330,8 @@ func (r *Report) WorkflowID() string {
 		return r.Gate.WorkflowID
 	case r.DeadLetter != nil:
 		return r.DeadLetter.WorkflowID
+	case r.Waiting != nil:
+		return r.Waiting.WorkflowID
 	}
 	return ""
 }
@@ -316,6 +348,8 @@ func (r *Report) Validate() error {
 		ok = r.Gate != nil
 	case ReportDeadLetter:
 		ok = r.DeadLetter != nil
+	case ReportWaiting:
+		ok = r.Waiting != nil
 	default:
 		return fmt.Errorf("report: unknown type %q", r.Type)
 	}

@@ -85,6 +85,10 @@ const (
 	APIApprove = "approve"
 	APIReject  = "reject"
 	APIRetry   = "retry"
+	// APIBreakers lists the fleet's circuit breakers; APIBreakerReset
+	// closes one.
+	APIBreakers     = "breakers"
+	APIBreakerReset = "breaker-reset"
 )
 
 // APISubject returns the subject of an API endpoint.

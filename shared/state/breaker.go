@@ -53,3 +53,10 @@ type Decision struct {
 	RetryAt time.Time
 	State   BreakerState
 }
+
+// ScopedBreaker is a breaker with the scope it guards, as BreakerList
+// returns it.
+type ScopedBreaker struct {
+	Scope string
+	Breaker
+}

@@ -36,9 +36,9 @@ func (p BreakerPolicy) CurrentTime() time.Time {
 	return time.Now()
 }
 
-// withDefaults returns p with non-positive fields set from
-// DefaultBreakerPolicy.
-func (p BreakerPolicy) withDefaults() BreakerPolicy {
+// WithDefaults returns p with non-positive fields set from
+// DefaultBreakerPolicy: the policy Allow and Report apply.
+func (p BreakerPolicy) WithDefaults() BreakerPolicy {
 	d := DefaultBreakerPolicy()
 	if p.Failures <= 0 {
 		p.Failures = d.Failures
@@ -89,7 +89,7 @@ func (b Breaker) Equal(o Breaker) bool {
 // state with the decision. Non-positive policy fields take
 // DefaultBreakerPolicy's values. b is not modified.
 func (b Breaker) Allow(now time.Time, p BreakerPolicy) (Breaker, Decision) {
-	p = p.withDefaults()
+	p = p.WithDefaults()
 	b = b.clone().Normalized()
 	switch b.State {
 	case BreakerOpen:
@@ -118,7 +118,7 @@ func (b Breaker) handOutProbe(now time.Time) (Breaker, Decision) {
 // breaker's next state. Non-positive policy fields take
 // DefaultBreakerPolicy's values. b is not modified.
 func (b Breaker) Report(now time.Time, p BreakerPolicy, success bool) Breaker {
-	p = p.withDefaults()
+	p = p.WithDefaults()
 	b = b.clone().Normalized()
 	switch b.State {
 	case BreakerOpen:

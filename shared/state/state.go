@@ -71,6 +71,14 @@ type Breakers interface {
 	BreakerReport(ctx context.Context, scope string, p BreakerPolicy, success bool) (Breaker, error)
 	// BreakerGet returns the breaker's current state (closed if unknown).
 	BreakerGet(ctx context.Context, scope string) (Breaker, error)
+	// BreakerList returns every breaker with something on record (open,
+	// half-open, or closed with failures), sorted by scope. Idle breakers
+	// are not stored, so they are not listed.
+	BreakerList(ctx context.Context) ([]ScopedBreaker, error)
+	// BreakerReset closes the breaker of scope and forgets its failures
+	// (an operator's manual reset), and returns the state it had before.
+	// Resetting an idle or unknown breaker changes nothing.
+	BreakerReset(ctx context.Context, scope string) (Breaker, error)
 }
 
 // Store is everything the fleet shares.

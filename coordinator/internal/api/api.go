@@ -100,6 +100,9 @@ type NodeSummary struct {
 	MaxAttempts int `json:"max_attempts,omitempty"`
 	// RetryAt is when a retrying node's next attempt starts.
 	RetryAt *time.Time `json:"retry_at,omitempty"`
+	// Waiting is set while a runner holds the node's agent job back on an
+	// open circuit breaker.
+	Waiting *BreakerWait `json:"waiting,omitempty"`
 }
 
 // GateSummary is a gate as the status API reports it.
@@ -124,6 +127,9 @@ type GateSummary struct {
 	Error              string   `json:"error,omitempty"`
 	// Sandbox says where the gate ran ("process", "docker IMAGE@ID").
 	Sandbox string `json:"sandbox,omitempty"`
+	// Waiting is set while a runner holds the gate's job back on an open
+	// circuit breaker.
+	Waiting *BreakerWait `json:"waiting,omitempty"`
 }
 
 // WorkflowSummary is a workflow as the status and list APIs report it.

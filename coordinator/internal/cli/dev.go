@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/fleet"
+	"github.com/supervisorhq/supervisor/shared/jobrun"
 )
 
 func newDev() *cobra.Command {
@@ -36,6 +37,10 @@ may join it over --listen.`,
 			if err != nil {
 				return err
 			}
+			breakers, err := jobrun.BreakerPolicy(e.v)
+			if err != nil {
+				return &ExitError{Code: ExitUsage, Err: err}
+			}
 			notifier, err := e.notifier(cmd)
 			if err != nil {
 				return err
@@ -44,7 +49,7 @@ may join it over --listen.`,
 			st, err := startFleet(ctx, fleet.Options{Gates: lower, RetryPolicies: policies, Notify: notifierOf(notifier),
 				DataDir: e.v.GetString("data-dir"), Listen: e.v.GetString("listen"),
 				WorkerConcurrency: e.v.GetInt("worker-concurrency"), GateConcurrency: e.v.GetInt("gate-concurrency"),
-				SandboxPath: e.v.GetString("sandbox-path"), Log: e.log,
+				SandboxPath: e.v.GetString("sandbox-path"), Breakers: breakers, Log: e.log,
 			})
 			if err != nil {
 				return err
@@ -60,6 +65,7 @@ may join it over --listen.`,
 	fs.Int("worker-concurrency", 2, "agents run at once by the in-process worker")
 	fs.Int("gate-concurrency", 2, "gates run at once by the in-process gate runner")
 	fs.String("sandbox-path", "", "PATH inside the process sandbox (default: minimal base plus the host's Go)")
+	jobrun.AddBreakerFlags(fs)
 	addNotifyFlags(cmd)
 	return cmd
 }

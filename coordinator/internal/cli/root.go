@@ -1,6 +1,7 @@
 // Package cli is the coordinator binary's command line: the service
 // (serve), the embedded default (dev, demo) and the user's commands
-// (submit, status, watch, logs, cancel, gate).
+// (submit, status, watch, logs, cancel, gate, the inbox and its decisions,
+// breakers).
 package cli
 
 import (
@@ -97,7 +98,7 @@ Exit codes: 0 succeeded; 1 error; 2 workflow failed; 3 workflow cancelled;
 	root.PersistentFlags().Duration("timeout", 30*time.Second, "how long to wait for NATS and the coordinator to answer")
 	addGateSourceFlags(root.PersistentFlags())
 	root.AddCommand(newServe(), newDev(), newDemo(), newSubmit(), newStatus(), newWatch(), newLogs(), newCancel(), newGate(),
-		newInbox(), newShow(), newApprove(), newReject(), newRetry())
+		newInbox(), newShow(), newApprove(), newReject(), newRetry(), newBreakers())
 	return root
 }
 

@@ -52,6 +52,10 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 			if err != nil {
 				return err
 			}
+			breakers, err := jobrun.BreakerPolicy(e.v)
+			if err != nil {
+				return &ExitError{Code: ExitUsage, Err: err}
+			}
 			id := jobrun.HostName(e.v.GetString("id"))
 			notifier, err := e.notifier(cmd)
 			if err != nil {
@@ -62,7 +66,8 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 			if err != nil {
 				return err
 			}
-			svc := service.New(eng, b, service.Options{ID: id, Gates: lower, RetryPolicies: policies, Log: e.log})
+			svc := service.New(eng, b, service.Options{ID: id, Gates: lower, RetryPolicies: policies,
+				Breakers: store, BreakerPolicy: breakers, Log: e.log})
 			e.log.Info("coordinator starting", "nats", bus.RedactURL(e.v.GetString("nats")), "state", store.Backend(), "data_dir", dataDir)
 			if err := eng.Run(ctx, svc.Serve); err != nil && ctx.Err() == nil {
 				return fmt.Errorf("coordinator stopped: %w", err)
@@ -84,5 +89,6 @@ func addServiceFlags(cmd *cobra.Command) {
 	fs.Duration("artifact-ttl", 7*24*time.Hour, "how long bundles, patches and logs are kept in the object store")
 	fs.String("data-dir", "./.supervisor-data", "directory for the coordinator's integration mirrors")
 	fs.String("id", "", "this coordinator's identity for the leader lock (default hostname-pid)")
+	jobrun.AddBreakerFlags(fs)
 	addNotifyFlags(cmd)
 }

@@ -58,6 +58,20 @@ waits for a human: coordinator inbox). -o json prints the API's JSON.`,
 	return cmd
 }
 
+// nodeWait says which job of a node a runner holds back on an open circuit
+// breaker, and until when ("" if none).
+func nodeWait(n api.NodeSummary) string {
+	if w := n.Waiting; w != nil {
+		return fmt.Sprintf("waiting on breaker %s until %s", w.Scope, w.Until.Local().Format(time.TimeOnly))
+	}
+	for _, g := range n.Gates {
+		if w := g.Waiting; w != nil {
+			return fmt.Sprintf("gate %s waiting on breaker %s until %s", g.Name, w.Scope, w.Until.Local().Format(time.TimeOnly))
+		}
+	}
+	return ""
+}
+
 func statusExit(s protocol.WorkflowStatus) error {
 	switch s {
 	case protocol.WorkflowSucceeded:
@@ -128,6 +142,9 @@ func printWorkflow(w io.Writer, s api.WorkflowSummary) {
 		}
 		if n.RetryAt != nil {
 			detail = fmt.Sprintf("attempt %d at %s: %s", n.Attempt+1, n.RetryAt.Local().Format(time.TimeOnly), n.Reason)
+		}
+		if wait := nodeWait(n); wait != "" {
+			detail = wait
 		}
 		attempt := fmt.Sprint(n.Attempt)
 		if n.MaxAttempts > 1 && n.Attempt > 0 {

@@ -266,6 +266,11 @@ func printEvent(w io.Writer, ev eventlog.Event) {
 		what = fmt.Sprintf("ready (attempt %d)", b.Attempt)
 	case eventlog.NodeStarted:
 		what = fmt.Sprintf("running on %s (lease %d)", b.Host, b.LeaseToken)
+	case eventlog.NodeWaiting:
+		what = fmt.Sprintf("waiting on breaker %s until %s (held by %s)", b.Scope, b.Until.Local().Format("15:04:05"), b.Host)
+	case eventlog.GateWaiting:
+		what = fmt.Sprintf("gate %s waiting on breaker %s until %s (held by %s)", b.Gate, b.Scope,
+			b.Until.Local().Format("15:04:05"), b.Host)
 	case eventlog.NodeAgentDone:
 		what = fmt.Sprintf("agent %s (exit %d)", b.Result.Status, b.Result.ExitCode)
 		if b.Result.Patch == nil && b.Result.Status == protocol.AgentSucceeded {

@@ -60,7 +60,10 @@ type Options struct {
 	RetryPolicies map[string]protocol.RetryPolicy
 	// Notify, if set, is told of escalations and humans' decisions.
 	Notify engine.Notifier
-	Log    *slog.Logger
+	// Breakers is the circuit breakers' policy of the runners and the
+	// coordinator (zero fields: the defaults).
+	Breakers state.BreakerPolicy
+	Log      *slog.Logger
 }
 
 // Fleet is the embedded default running in this process.
@@ -114,13 +117,14 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 		f.closeConns()
 		return nil, err
 	}
-	svc := service.New(f.engine, f.bus, service.Options{ID: "dev", Gates: o.Gates, RetryPolicies: o.RetryPolicies, Log: o.Log})
+	svc := service.New(f.engine, f.bus, service.Options{ID: "dev", Gates: o.Gates, RetryPolicies: o.RetryPolicies,
+		Breakers: f.store, BreakerPolicy: o.Breakers, Log: o.Log})
 	runCtx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
 	f.goRun("coordinator", func() error { return f.engine.Run(runCtx, svc.Serve) })
 	if !o.NoRunners {
-		deps, err := jobrun.LocalDeps(jobrun.Settings{DataDir: filepath.Join(dataDir, "runner"), SandboxPath: o.SandboxPath, Host: "dev"},
-			f.bus, f.store, o.Log)
+		deps, err := jobrun.LocalDeps(jobrun.Settings{DataDir: filepath.Join(dataDir, "runner"), SandboxPath: o.SandboxPath, Host: "dev",
+			Breakers: o.Breakers}, f.bus, f.store, o.Log)
 		if err != nil {
 			_ = f.Close()
 			return nil, err

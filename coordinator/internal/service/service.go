@@ -23,6 +23,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/state"
 )
 
 // Version is reported by the micro service's info endpoint.
@@ -53,6 +54,11 @@ type Options struct {
 	// RetryPolicies are the operator's named retry policies, besides the
 	// built-in ones.
 	RetryPolicies map[string]protocol.RetryPolicy
+	// Breakers are the fleet's circuit breakers (the state store), which
+	// the breakers endpoints list and reset, read with BreakerPolicy (zero
+	// fields: the defaults).
+	Breakers      state.Breakers
+	BreakerPolicy state.BreakerPolicy
 	Log           *slog.Logger
 }
 
@@ -84,7 +90,7 @@ func (s *Service) Serve(leaderCtx context.Context) (stop func() error, err error
 	svc, err := micro.AddService(s.bus.NC, micro.Config{
 		Name:        "supervisor",
 		Version:     Version,
-		Description: "Supervisor coordinator: submit, status, list, cancel and logs of workflows; gates; the human inbox",
+		Description: "Supervisor coordinator: submit, status, list, cancel and logs of workflows; gates; the human inbox; circuit breakers",
 		Metadata:    map[string]string{"coordinator": s.opts.ID},
 	})
 	if err != nil {
@@ -92,21 +98,23 @@ func (s *Service) Serve(leaderCtx context.Context) (stop func() error, err error
 	}
 	g := svc.AddGroup(protocol.APIPrefix)
 	endpoints := map[string]micro.Handler{
-		protocol.APISubmit:     endpoint(s, leaderCtx, s.submit),
-		protocol.APIStatus:     endpoint(s, leaderCtx, s.status),
-		protocol.APIList:       endpoint(s, leaderCtx, s.list),
-		protocol.APICancel:     endpoint(s, leaderCtx, s.cancel),
-		protocol.APILogs:       endpoint(s, leaderCtx, s.logs),
-		protocol.APIGateRerun:  endpoint(s, leaderCtx, s.gateRerun),
-		protocol.APIGateList:   endpoint(s, leaderCtx, s.gateList),
-		protocol.APIGateAdd:    endpoint(s, leaderCtx, s.gateAdd),
-		protocol.APIGateUpdate: endpoint(s, leaderCtx, s.gateUpdate),
-		protocol.APIGateRemove: endpoint(s, leaderCtx, s.gateRemove),
-		protocol.APIInbox:      endpoint(s, leaderCtx, s.inbox),
-		protocol.APIShow:       endpoint(s, leaderCtx, s.show),
-		protocol.APIApprove:    endpoint(s, leaderCtx, s.approve),
-		protocol.APIReject:     endpoint(s, leaderCtx, s.reject),
-		protocol.APIRetry:      endpoint(s, leaderCtx, s.retry),
+		protocol.APISubmit:       endpoint(s, leaderCtx, s.submit),
+		protocol.APIStatus:       endpoint(s, leaderCtx, s.status),
+		protocol.APIList:         endpoint(s, leaderCtx, s.list),
+		protocol.APICancel:       endpoint(s, leaderCtx, s.cancel),
+		protocol.APILogs:         endpoint(s, leaderCtx, s.logs),
+		protocol.APIGateRerun:    endpoint(s, leaderCtx, s.gateRerun),
+		protocol.APIGateList:     endpoint(s, leaderCtx, s.gateList),
+		protocol.APIGateAdd:      endpoint(s, leaderCtx, s.gateAdd),
+		protocol.APIGateUpdate:   endpoint(s, leaderCtx, s.gateUpdate),
+		protocol.APIGateRemove:   endpoint(s, leaderCtx, s.gateRemove),
+		protocol.APIInbox:        endpoint(s, leaderCtx, s.inbox),
+		protocol.APIShow:         endpoint(s, leaderCtx, s.show),
+		protocol.APIApprove:      endpoint(s, leaderCtx, s.approve),
+		protocol.APIReject:       endpoint(s, leaderCtx, s.reject),
+		protocol.APIRetry:        endpoint(s, leaderCtx, s.retry),
+		protocol.APIBreakers:     endpoint(s, leaderCtx, s.breakers),
+		protocol.APIBreakerReset: endpoint(s, leaderCtx, s.breakerReset),
 	}
 	for name, h := range endpoints {
 		if err := g.AddEndpoint(name, h); err != nil {

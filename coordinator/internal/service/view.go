@@ -41,6 +41,9 @@ func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
 		if n.Status == protocol.NodeRetrying {
 			ns.RetryAt = timePtr(n.RetryAt)
 		}
+		if n.Status == protocol.NodeReady || n.Status == protocol.NodeRunning {
+			ns.Waiting = breakerWait(n.Waiting)
+		}
 		if n.Agent != nil {
 			ns.Sandbox = n.Agent.Sandbox
 		}
@@ -49,6 +52,9 @@ func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
 			if gr := n.Gates[g]; gr != nil {
 				gs = gateSummary(g, n.Attempt, gr.Result)
 				gs.Status, gs.Host, gs.Round = gr.Status, gr.Host, gr.Round
+				if gr.Awaiting {
+					gs.Waiting = breakerWait(gr.Waiting)
+				}
 			} else {
 				gs = gateSummary(g, n.Attempt, nil)
 			}
@@ -57,6 +63,14 @@ func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
 		s.Nodes = append(s.Nodes, ns)
 	}
 	return s
+}
+
+// breakerWait is a job's wait on a circuit breaker for the API.
+func breakerWait(w *statemachine.BreakerWait) *api.BreakerWait {
+	if w == nil {
+		return nil
+	}
+	return &api.BreakerWait{Scope: w.Scope, Until: w.Until, Host: w.Host}
 }
 
 // gateSummary is gate name of an attempt with its result r, if any.

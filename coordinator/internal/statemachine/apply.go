@@ -57,13 +57,16 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		n.LeaseToken, n.Host, n.Agent, n.Patch = 0, "", nil, nil
 		n.Gates = map[string]*GateRun{}
 		n.Approved, n.ApprovedBy, n.RetryAt, n.NextAttempt = false, "", time.Time{}, 0
+		n.Waiting = nil
+	case eventlog.NodeWaiting:
+		n.Waiting = &BreakerWait{Scope: b.Scope, Until: b.Until, Host: b.Host}
 	case eventlog.NodeStarted:
-		n.Status, n.LeaseToken, n.Host = protocol.NodeRunning, b.LeaseToken, b.Host
+		n.Status, n.LeaseToken, n.Host, n.Waiting = protocol.NodeRunning, b.LeaseToken, b.Host, nil
 		if n.StartedAt.IsZero() {
 			n.StartedAt = ev.Time
 		}
 	case eventlog.NodeAgentDone:
-		n.Agent = b.Result
+		n.Agent, n.Waiting = b.Result, nil
 		if n.AgentSucceeded() {
 			n.Status, n.Patch = protocol.NodeGating, b.Result.Patch
 			for _, g := range n.GateOrder {
@@ -75,7 +78,7 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		// A new round is a new job, whose lease (lease/<job-id>) has
 		// fencing tokens of its own; it is out until its result arrives.
 		g.Dispatched, g.Round, g.NoCache = true, g.Round+1, b.NoCache
-		g.LeaseToken, g.Awaiting = 0, true
+		g.LeaseToken, g.Awaiting, g.Waiting = 0, true, nil
 		if b.Rerun != "" {
 			g.Status, g.Result = "", nil
 		}
@@ -85,13 +88,17 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		// dispatches it again in its layer.
 		g := n.Gate(b.Gate)
 		g.Dispatched, g.Status, g.Result, g.NoCache = false, "", nil, b.NoCache
-		g.PendingSince, g.NextPollAt = time.Time{}, time.Time{}
+		g.PendingSince, g.NextPollAt, g.Waiting = time.Time{}, time.Time{}, nil
+	case eventlog.GateWaiting:
+		if g := n.Gate(b.Gate); b.Round == 0 || b.Round == g.Round {
+			g.Waiting = &BreakerWait{Scope: b.Scope, Until: b.Until, Host: b.Host}
+		}
 	case eventlog.GateStarted:
 		g := n.Gate(b.Gate)
-		g.LeaseToken, g.Host = b.LeaseToken, b.Host
+		g.LeaseToken, g.Host, g.Waiting = b.LeaseToken, b.Host, nil
 	case eventlog.GateFinished:
 		g := n.Gate(b.Gate)
-		g.Status, g.Result, g.Awaiting = b.Result.Status, b.Result, false
+		g.Status, g.Result, g.Awaiting, g.Waiting = b.Result.Status, b.Result, false, nil
 		if b.Result.OOMKilled {
 			g.OOMs++
 		}
@@ -110,7 +117,7 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 	case eventlog.NodeReopened:
 		w.reopen(n)
 	case eventlog.NodeFinished:
-		n.Status, n.Reason, n.EndedAt = b.Status, b.Reason, ev.Time
+		n.Status, n.Reason, n.EndedAt, n.Waiting = b.Status, b.Reason, ev.Time, nil
 	case eventlog.NodeGatesChanged:
 		return w.applyGateChange(n, b.Change)
 	case eventlog.NodeRetryScheduled:

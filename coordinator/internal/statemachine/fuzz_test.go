@@ -115,6 +115,14 @@ func drive(w *world, script []byte) {
 		token++
 		switch script[i] % 10 {
 		case 0:
+			// A runner holds a job back on a breaker (no argument used, so
+			// older scripts keep their meaning).
+			if n := pick(running, int(token)); n != "" {
+				w.waiting(n, "", 0, "agent:fuzz")
+			} else if ng := pick(gates, int(token)); ng != "" {
+				node, gate := split(ng)
+				w.waiting(node, gate, w.node(node).Gates[gate].Round, "gate:fuzz")
+			}
 			w.settle()
 		case 1:
 			if n := pick(running, arg(&i)); n != "" {

@@ -8,8 +8,9 @@ import (
 	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
 )
 
-// OnReport turns a runner's report into the events it causes. A report
-// that no longer matters (another attempt, a node or gate that has moved
+// OnReport turns a runner's report into the events it causes: a start, a
+// result, a dead letter, or a job held back by an open circuit breaker (a
+// wait). A report that no longer matters (another attempt, a node or gate that has moved
 // on, a finished workflow) causes none; one from an older lease than the
 // one the coordinator knows causes none either, and stale says why, for
 // the log. Fencing: a started report must carry a greater lease token than
@@ -86,6 +87,9 @@ func OnReport(w *Workflow, r *protocol.Report, now time.Time) (effects []Effect,
 		return ev(n.ID, eventlog.GateFinished{Gate: gr.Gate, Attempt: gr.Attempt, Round: g.Round,
 			LeaseToken: gr.LeaseToken, Host: gr.Host, Result: gr}, id), ""
 
+	case protocol.ReportWaiting:
+		return onWaiting(w, r.Waiting, ev), ""
+
 	case protocol.ReportDeadLetter:
 		dl := r.DeadLetter
 		n := w.Nodes[dl.NodeID]
@@ -112,4 +116,29 @@ func OnReport(w *Workflow, r *protocol.Report, now time.Time) (effects []Effect,
 			fmt.Sprintf("%s.%s.a%d.escalated", w.ID, n.ID, n.Attempt)), ""
 	}
 	return nil, ""
+}
+
+// onWaiting turns a waiting report into a node.waiting or gate.waiting
+// event while the job it concerns is still out: the current attempt's
+// agent job before its result, or the current round of a gate. Nothing
+// else changes: the runner holds the job and runs it when the breaker
+// lets it, so the coordinator has nothing to publish again.
+func onWaiting(w *Workflow, wt *protocol.Waiting, ev func(string, eventlog.Body, string) []Effect) []Effect {
+	n := w.Nodes[wt.NodeID]
+	if n == nil || wt.Attempt != n.Attempt {
+		return nil
+	}
+	id := fmt.Sprintf("%s.waiting.%s.%d", wt.JobID, wt.Scope, wt.Until.UnixNano())
+	if wt.Kind == protocol.KindGate {
+		g := n.Gates[wt.Gate]
+		if n.Status != protocol.NodeGating || g == nil || !g.Awaiting || (wt.Round != 0 && wt.Round != g.Round) {
+			return nil
+		}
+		return ev(n.ID, eventlog.GateWaiting{Gate: wt.Gate, Attempt: wt.Attempt, Round: g.Round, Scope: wt.Scope,
+			Until: wt.Until, Host: wt.Host}, id)
+	}
+	if n.Agent != nil || (n.Status != protocol.NodeReady && n.Status != protocol.NodeRunning) {
+		return nil
+	}
+	return ev(n.ID, eventlog.NodeWaiting{Attempt: wt.Attempt, Scope: wt.Scope, Until: wt.Until, Host: wt.Host}, id)
 }

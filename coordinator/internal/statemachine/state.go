@@ -138,6 +138,9 @@ type Node struct {
 	ApprovalDeadline time.Time
 	// History holds the node's finished attempts, oldest first.
 	History []AttemptRecord
+	// Waiting is set while a runner holds the current attempt's agent job
+	// back on an open circuit breaker.
+	Waiting *BreakerWait
 
 	// jobID is the current attempt's agent job id, kept so that deciding
 	// again does not build it anew for every node in flight.
@@ -185,9 +188,23 @@ type GateRun struct {
 
 	// OOMs counts the gate's out-of-memory kills in this attempt.
 	OOMs int
+	// Waiting is set while a runner holds the current round's job back on
+	// an open circuit breaker.
+	Waiting *BreakerWait
 
 	// jobID is the current round's job id.
 	jobID string
+}
+
+// BreakerWait is a job a runner holds back, unrun, because the circuit
+// breaker of one of its scopes is open: the runner's waiting report.
+type BreakerWait struct {
+	// Scope is the breaker's (agent:…, gate:… or repo:…).
+	Scope string
+	// Until is when the breaker may let the job through.
+	Until time.Time
+	// Host is the runner holding the job.
+	Host string
 }
 
 // Terminal reports whether the gate has a final status.

@@ -234,6 +234,19 @@ func (w *world) gateOOM(node, gate string, token uint64) []string {
 		Error: "resource limit: out of memory", OOMKilled: true}})
 }
 
+// waiting reports that a runner holds node's agent job (gate "") or
+// gate's job of round round back on breaker scope for a minute.
+func (w *world) waiting(node, gate string, round int, scope string) []string {
+	n := w.node(node)
+	wt := &protocol.Waiting{Kind: protocol.KindAgent, JobID: protocol.AgentJobID(w.id, node, n.Attempt), WorkflowID: w.id,
+		NodeID: node, Attempt: n.Attempt, Scope: scope, State: "open", Until: w.now.Add(time.Minute), Host: "h", Delivery: 1, At: w.now}
+	if gate != "" {
+		wt.Kind, wt.Gate, wt.Round = protocol.KindGate, gate, round
+		wt.JobID = protocol.GateJobID(w.id, node, n.Attempt, gate, round)
+	}
+	return w.report(&protocol.Report{Type: protocol.ReportWaiting, Waiting: wt})
+}
+
 // later moves the clock on and settles.
 func (w *world) later(d time.Duration) []string {
 	w.now = w.now.Add(d)
@@ -292,6 +305,10 @@ func describeEvent(ev eventlog.Event) string {
 		s += fmt.Sprintf("/%s %s", b.Gate, b.Result.Status)
 	case eventlog.GateStarted:
 		s += "/" + b.Gate
+	case eventlog.NodeWaiting:
+		s += " " + b.Scope
+	case eventlog.GateWaiting:
+		s += fmt.Sprintf("/%s r%d %s", b.Gate, b.Round, b.Scope)
 	case eventlog.GateRerunRequested:
 		s += "/" + b.Gate
 	case eventlog.NodeAgentDone:

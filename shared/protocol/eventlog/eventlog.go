@@ -49,6 +49,8 @@ const (
 	TypeNodeRejected      Type = "node.rejected"
 	TypeNodeRetryGranted  Type = "node.retry_granted"
 	TypeNodeAwaiting      Type = "node.awaiting_approval"
+	TypeNodeWaiting       Type = "node.waiting"
+	TypeGateWaiting       Type = "gate.waiting"
 )
 
 // Event is one entry of the event log, on subject protocol.EventSubject(WorkflowID).
@@ -275,6 +277,27 @@ type NodeAwaitingApproval struct {
 	Deadline time.Time `json:"deadline,omitzero"`
 }
 
+// NodeWaiting records that a runner holds the node's agent job back
+// because the circuit breaker of Scope is open: the job runs once the
+// breaker lets it through, at Until at the earliest. It uses no attempt
+// and no delivery.
+type NodeWaiting struct {
+	Attempt int       `json:"attempt"`
+	Scope   string    `json:"scope"`
+	Until   time.Time `json:"until"`
+	Host    string    `json:"host,omitempty"`
+}
+
+// GateWaiting is NodeWaiting for a gate job (round Round of Gate).
+type GateWaiting struct {
+	Gate    string    `json:"gate"`
+	Attempt int       `json:"attempt"`
+	Round   int       `json:"round,omitempty"`
+	Scope   string    `json:"scope"`
+	Until   time.Time `json:"until"`
+	Host    string    `json:"host,omitempty"`
+}
+
 // GateChange is what a node.gates_changed event does to the node's gates:
 // exactly one of Definition and Remove is set.
 type GateChange struct {
@@ -312,6 +335,8 @@ func (NodeApproved) Type() Type            { return TypeNodeApproved }
 func (NodeRejected) Type() Type            { return TypeNodeRejected }
 func (NodeRetryGranted) Type() Type        { return TypeNodeRetryGranted }
 func (NodeAwaitingApproval) Type() Type    { return TypeNodeAwaiting }
+func (NodeWaiting) Type() Type             { return TypeNodeWaiting }
+func (GateWaiting) Type() Type             { return TypeGateWaiting }
 
 func (WorkflowSubmitted) eventBody()       {}
 func (WorkflowCancelRequested) eventBody() {}
@@ -333,6 +358,8 @@ func (NodeApproved) eventBody()            {}
 func (NodeRejected) eventBody()            {}
 func (NodeRetryGranted) eventBody()        {}
 func (NodeAwaitingApproval) eventBody()    {}
+func (NodeWaiting) eventBody()             {}
+func (GateWaiting) eventBody()             {}
 
 // newBody returns a pointer to a zero body of type t.
 func newBody(t Type) (Body, error) {
@@ -377,6 +404,10 @@ func newBody(t Type) (Body, error) {
 		return &NodeRetryGranted{}, nil
 	case TypeNodeAwaiting:
 		return &NodeAwaitingApproval{}, nil
+	case TypeNodeWaiting:
+		return &NodeWaiting{}, nil
+	case TypeGateWaiting:
+		return &GateWaiting{}, nil
 	}
 	return nil, fmt.Errorf("%w %q", ErrUnknownType, t)
 }
@@ -424,6 +455,9 @@ func deref(b Body) Body {
 	case *NodeRetryGranted:
 		return *v
 	case *NodeAwaitingApproval:
+	case *NodeWaiting:
+		return *v
+	case *GateWaiting:
 		return *v
 	}
 	return b

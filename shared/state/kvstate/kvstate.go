@@ -7,7 +7,7 @@
 //
 //	lock.<k>     a lease: JSON {owner, token, expires_at}
 //	cache.<k>    a cache entry: 8-byte big-endian expiry (Unix ns) + value
-//	breaker.<k>  a circuit breaker as JSON (absent while idle)
+//	breaker.<k>  a circuit breaker as JSON, naming its scope (absent while idle)
 //
 // Every change is a compare-and-swap on the key's revision. A lease's
 // fencing token is the bucket revision at which it was acquired; revisions
@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -340,6 +341,72 @@ func (s *Store) BreakerGet(ctx context.Context, scope string) (state.Breaker, er
 	return b, nil
 }
 
+// BreakerReset closes the breaker of scope and forgets its failures, and
+// returns the state it had before.
+func (s *Store) BreakerReset(ctx context.Context, scope string) (state.Breaker, error) {
+	return backend.BreakerReset(ctx, s.updateBreaker, scope)
+}
+
+// BreakerList returns every stored breaker, sorted by scope. A breaker that
+// becomes idle while the list is read is left out.
+func (s *Store) BreakerList(ctx context.Context) ([]state.ScopedBreaker, error) {
+	const op = "breaker list"
+	lister, err := s.kv.ListKeysFiltered(ctx, "breaker.>")
+	if err != nil {
+		return nil, fail(ctx, op, err)
+	}
+	defer lister.Stop() //nolint:errcheck // only stops the watcher
+	var keys []string
+	seen := map[string]bool{} // a key written while listed may come twice
+	for k := range lister.Keys() {
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("kvstate: %s: %w", op, err)
+	}
+	out := []state.ScopedBreaker{}
+	for _, k := range keys {
+		e, err := s.kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // deleted since it was listed: idle now
+		}
+		if err != nil {
+			return nil, fail(ctx, op, err)
+		}
+		scope, b, err := backend.DecodeScopedBreaker(e.Value())
+		if err != nil {
+			return nil, fmt.Errorf("kvstate: %s: %s: %w", op, k, err)
+		}
+		if scope == "" {
+			if scope = decodeKey(strings.TrimPrefix(k, "breaker.")); scope == "" {
+				continue // an old record under a digest: its scope is unknown
+			}
+		}
+		out = append(out, state.ScopedBreaker{Scope: scope, Breaker: b})
+	}
+	backend.SortBreakers(out)
+	return out, nil
+}
+
+// decodeKey is the inverse of encodeKey, or "" for a key stored by its
+// digest (or not encoded by encodeKey at all).
+func decodeKey(k string) string {
+	switch {
+	case strings.HasPrefix(k, "r."):
+		return k[2:]
+	case strings.HasPrefix(k, "b."):
+		raw, err := base64.RawURLEncoding.DecodeString(k[2:])
+		if err != nil {
+			return ""
+		}
+		return string(raw)
+	}
+	return ""
+}
+
 // getBreaker reads a breaker; a missing one is closed with a nil entry.
 func (s *Store) getBreaker(ctx context.Context, scope string) (jetstream.KeyValueEntry, state.Breaker, error) {
 	e, err := s.kv.Get(ctx, breakerKey(scope))
@@ -379,8 +446,8 @@ func (s *Store) updateBreaker(ctx context.Context, op, scope string, fn func(sta
 			err = s.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
 		default:
 			var data []byte
-			if data, err = json.Marshal(next); err != nil {
-				return state.Breaker{}, fmt.Errorf("kvstate: %s: encode breaker: %w", op, err)
+			if data, err = backend.EncodeBreaker(scope, next); err != nil {
+				return state.Breaker{}, fmt.Errorf("kvstate: %s: %w", op, err)
 			}
 			if e == nil {
 				_, err = s.kv.Create(ctx, key, data)

@@ -5,10 +5,12 @@
 //	lock:{key}     the lease, "<token>:<owner>", with the lease's TTL
 //	lockseq:{key}  the key's fencing-token counter (never expires)
 //	cache:<key>    a cache entry, with its TTL
-//	breaker:<key>  a circuit breaker as JSON (absent while idle)
+//	breaker:<key>  a circuit breaker as JSON, naming its scope (absent while idle)
 //
 // The braces are Redis Cluster hash tags, so a lease and its counter live in
-// the same slot and the acquire script may touch both. The counters must
+// the same slot and the acquire script may touch both. BreakerList scans
+// the breaker keys, so it sees one server's keys: a Redis Cluster is not
+// supported for listing. The counters must
 // survive for tokens to keep increasing: run Redis with a noeviction policy
 // (or one that evicts only keys with a TTL) and with persistence if tokens
 // must also survive a restart.
@@ -16,7 +18,6 @@ package redisstate
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -319,6 +320,72 @@ func (s *Store) BreakerGet(ctx context.Context, scope string) (state.Breaker, er
 	return b, nil
 }
 
+// BreakerReset closes the breaker of scope and forgets its failures, and
+// returns the state it had before.
+func (s *Store) BreakerReset(ctx context.Context, scope string) (state.Breaker, error) {
+	return backend.BreakerReset(ctx, s.updateBreaker, scope)
+}
+
+// listBatch is how many keys one SCAN step asks for and one MGET reads.
+const listBatch = 200
+
+// BreakerList returns every stored breaker, sorted by scope: the breaker
+// keys are scanned (SCAN, so the server is never blocked) and read in
+// batches. A breaker that becomes idle meanwhile is left out.
+func (s *Store) BreakerList(ctx context.Context) ([]state.ScopedBreaker, error) {
+	base := s.breakerKey("")
+	var keys []string
+	seen := map[string]bool{} // SCAN may return a key more than once
+	iter := s.client.Scan(ctx, 0, globEscape(base)+"*", listBatch).Iterator()
+	for iter.Next(ctx) {
+		if k := iter.Val(); !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return nil, s.fail(ctx, "breaker list", err)
+	}
+	out := []state.ScopedBreaker{}
+	for len(keys) > 0 {
+		batch := keys[:min(len(keys), listBatch)]
+		keys = keys[len(batch):]
+		vals, err := s.client.MGet(ctx, batch...).Result()
+		if err != nil {
+			return nil, s.fail(ctx, "breaker list", err)
+		}
+		for i, v := range vals {
+			raw, ok := v.(string)
+			if !ok {
+				continue // deleted since the scan: idle now
+			}
+			scope, b, err := backend.DecodeScopedBreaker([]byte(raw))
+			if err != nil {
+				return nil, fmt.Errorf("redisstate: breaker list: %s: %w", batch[i], err)
+			}
+			if scope == "" {
+				scope = strings.TrimPrefix(batch[i], base)
+			}
+			out = append(out, state.ScopedBreaker{Scope: scope, Breaker: b})
+		}
+	}
+	backend.SortBreakers(out)
+	return out, nil
+}
+
+// globEscape escapes the characters SCAN's MATCH pattern gives a meaning.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
 // getBreaker reads and decodes a breaker record; a missing one is closed.
 func getBreaker(ctx context.Context, c redis.Cmdable, key string) (state.Breaker, error) {
 	raw, err := c.Get(ctx, key).Bytes()
@@ -351,8 +418,8 @@ func (s *Store) updateBreaker(ctx context.Context, op, scope string, fn func(sta
 		}
 		var data []byte
 		if !next.Idle() {
-			if data, err = json.Marshal(next); err != nil {
-				return fmt.Errorf("encode breaker record: %w", err)
+			if data, err = backend.EncodeBreaker(scope, next); err != nil {
+				return err
 			}
 		}
 		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {

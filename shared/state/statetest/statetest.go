@@ -470,6 +470,15 @@ func get(t *testing.T, s state.Store, scope string) state.Breaker {
 	return b
 }
 
+func list(t *testing.T, s state.Store) []state.ScopedBreaker {
+	t.Helper()
+	bs, err := s.BreakerList(ctxFor(t))
+	if err != nil {
+		t.Fatalf("BreakerList: %v", err)
+	}
+	return bs
+}
+
 // openBreaker reports p.Failures failures so the breaker opens at c.Now().
 func openBreaker(t *testing.T, s state.Store, scope string, c *testkit.Clock, p state.BreakerPolicy) {
 	t.Helper()
@@ -678,6 +687,82 @@ var breakerCases = []testCase{
 		}
 		if b := get(t, s, "s"); len(b.FailureTimes) != concurrency {
 			t.Fatalf("%d failures recorded, want %d (lost updates)", len(b.FailureTimes), concurrency)
+		}
+	}},
+	{"ListShowsWhatIsOnRecord", func(t *testing.T, s state.Store) {
+		c := newClock()
+		p := policy(c)
+		if got := list(t, s); len(got) != 0 {
+			t.Fatalf("BreakerList of an empty store = %+v, want none", got)
+		}
+		long := strings.Repeat("gate:long/", 40) // stored by its digest in KV
+		openBreaker(t, s, "repo:r1", c, p)
+		openBreaker(t, s, long, c, p)
+		report(t, s, "agent:claude:opus", p, false)
+		report(t, s, "agent:idle", p, true) // idle: not stored, not listed
+		got := list(t, s)
+		var scopes []string
+		for _, b := range got {
+			scopes = append(scopes, b.Scope)
+		}
+		if want := []string{"agent:claude:opus", long, "repo:r1"}; strings.Join(scopes, " ") != strings.Join(want, " ") {
+			t.Fatalf("BreakerList scopes = %q, want %q (sorted, idle left out)", scopes, want)
+		}
+		for _, b := range got {
+			if want := get(t, s, b.Scope); !b.Breaker.Equal(want) {
+				t.Errorf("listed %s = %+v, BreakerGet = %+v", b.Scope, b.Breaker, want)
+			}
+		}
+		if got[0].State != state.BreakerClosed || len(got[0].FailureTimes) != 1 ||
+			got[2].State != state.BreakerOpen || !got[2].OpenedAt.Equal(c.Now()) {
+			t.Fatalf("BreakerList = %+v", got)
+		}
+	}},
+	{"ResetCloses", func(t *testing.T, s state.Store) {
+		c := newClock()
+		p := policy(c)
+		ctx := ctxFor(t)
+		openBreaker(t, s, "s", c, p)
+		report(t, s, "other", p, false)
+		before, err := s.BreakerReset(ctx, "s")
+		if err != nil {
+			t.Fatalf("BreakerReset: %v", err)
+		}
+		if before.State != state.BreakerOpen || !before.OpenedAt.Equal(c.Now()) {
+			t.Fatalf("BreakerReset returned %+v, want the open breaker it reset", before)
+		}
+		if b := get(t, s, "s"); !b.Idle() {
+			t.Fatalf("after reset: %+v, want closed with nothing on record", b)
+		}
+		if d := allow(t, s, "s", p); !d.Allowed || d.Probe || d.State != state.BreakerClosed {
+			t.Fatalf("BreakerAllow after reset = %+v, want allowed, closed", d)
+		}
+		if got := list(t, s); len(got) != 1 || got[0].Scope != "other" {
+			t.Fatalf("BreakerList after reset = %+v, want only the other scope", got)
+		}
+		// Counting starts afresh: it takes all the failures again to open.
+		for range p.Failures - 1 {
+			report(t, s, "s", p, false)
+		}
+		if b := get(t, s, "s"); b.State != state.BreakerClosed {
+			t.Fatalf("after %d failures since the reset: %+v, want closed", p.Failures-1, b)
+		}
+		// A half-open breaker resets too, and an unknown one is no error.
+		if _, err := s.BreakerReset(ctx, "s"); err != nil {
+			t.Fatalf("BreakerReset: %v", err)
+		}
+		_, p2 := probing(t, s)
+		if before, err := s.BreakerReset(ctx, "s"); err != nil || before.State != state.BreakerHalfOpen {
+			t.Fatalf("BreakerReset of a half-open breaker = %+v, %v", before, err)
+		}
+		if d := allow(t, s, "s", p2); !d.Allowed || d.Probe {
+			t.Fatalf("BreakerAllow after resetting a half-open breaker = %+v", d)
+		}
+		if before, err := s.BreakerReset(ctx, "never-seen"); err != nil || !before.Idle() {
+			t.Fatalf("BreakerReset of an unknown scope = %+v, %v; want closed, no error", before, err)
+		}
+		if _, err := s.BreakerReset(ctx, ""); err == nil {
+			t.Error("BreakerReset with an empty scope succeeded")
 		}
 	}},
 	{"OddScopesAreDistinct", func(t *testing.T, s state.Store) {

@@ -1,6 +1,6 @@
 // Package backend holds what the two state backends, kvstate and
 // redisstate, do alike: the checks of a lease's arguments, the breaker
-// transitions applied through a backend's own atomic update, the decoding
+// transitions applied through a backend's own atomic update, the encoding
 // of a stored breaker, and the jittered wait between compare-and-swap
 // attempts.
 package backend
@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"time"
 
 	"github.com/supervisorhq/supervisor/shared/state"
@@ -69,11 +70,53 @@ func BreakerReport(ctx context.Context, update UpdateBreaker, scope string, p st
 	})
 }
 
+// BreakerReset is state.Breakers.BreakerReset through update: the breaker
+// becomes idle (closed, no failures), which the backends do not store.
+func BreakerReset(ctx context.Context, update UpdateBreaker, scope string) (state.Breaker, error) {
+	var before state.Breaker
+	_, err := update(ctx, "breaker reset", scope, func(b state.Breaker) state.Breaker {
+		before = b
+		return state.Breaker{State: state.BreakerClosed}
+	})
+	if err != nil {
+		return state.Breaker{}, err
+	}
+	return before.Normalized(), nil
+}
+
+// breakerRecord is a breaker as stored: its state with its scope, so that
+// a backend that stores a long scope under a digest can still list it.
+type breakerRecord struct {
+	Scope string `json:"scope,omitempty"`
+	state.Breaker
+}
+
+// EncodeBreaker encodes the breaker of scope for storage.
+func EncodeBreaker(scope string, b state.Breaker) ([]byte, error) {
+	data, err := json.Marshal(breakerRecord{Scope: scope, Breaker: b})
+	if err != nil {
+		return nil, fmt.Errorf("encode breaker record: %w", err)
+	}
+	return data, nil
+}
+
 // DecodeBreaker decodes a stored breaker record.
 func DecodeBreaker(data []byte) (state.Breaker, error) {
-	var b state.Breaker
-	if err := json.Unmarshal(data, &b); err != nil {
-		return state.Breaker{}, fmt.Errorf("decode breaker record: %w", err)
+	_, b, err := DecodeScopedBreaker(data)
+	return b, err
+}
+
+// DecodeScopedBreaker decodes a stored breaker record with the scope it
+// names ("" in a record written before records named their scope).
+func DecodeScopedBreaker(data []byte) (string, state.Breaker, error) {
+	var r breakerRecord
+	if err := json.Unmarshal(data, &r); err != nil {
+		return "", state.Breaker{}, fmt.Errorf("decode breaker record: %w", err)
 	}
-	return b.Normalized(), nil
+	return r.Scope, r.Normalized(), nil
+}
+
+// SortBreakers sorts breakers by scope, as BreakerList returns them.
+func SortBreakers(bs []state.ScopedBreaker) {
+	sort.Slice(bs, func(i, j int) bool { return bs[i].Scope < bs[j].Scope })
 }
