@@ -50,6 +50,7 @@ func TestBreakersListAndReset(t *testing.T) {
 	testkit.WriteFile(t, wf, `name: breakers
 defaults:
   agent: {command: [printenv, SUPERVISOR_FEEDBACK_FILE]}
+  allow_empty: true
 tasks:
   - {id: a, prompt: a, gates: []}
 `)

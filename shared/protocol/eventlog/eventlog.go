@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"time"
 
 	"github.com/supervisorhq/supervisor/shared/protocol"
@@ -361,53 +363,47 @@ func (NodeAwaitingApproval) eventBody()    {}
 func (NodeWaiting) eventBody()             {}
 func (GateWaiting) eventBody()             {}
 
+// bodies makes, for each event type, a pointer to a zero body to decode
+// into.
+var bodies = map[Type]func() Body{
+	TypeWorkflowSubmitted: func() Body { return &WorkflowSubmitted{} },
+	TypeWorkflowCancelled: func() Body { return &WorkflowCancelRequested{} },
+	TypeWorkflowFinished:  func() Body { return &WorkflowFinished{} },
+	TypeNodeReady:         func() Body { return &NodeReady{} },
+	TypeNodeStarted:       func() Body { return &NodeStarted{} },
+	TypeNodeAgentDone:     func() Body { return &NodeAgentDone{} },
+	TypeNodeFinished:      func() Body { return &NodeFinished{} },
+	TypeNodeReopened:      func() Body { return &NodeReopened{} },
+	TypeNodeIntegrated:    func() Body { return &NodeIntegrated{} },
+	TypeNodeGatesChanged:  func() Body { return &NodeGatesChanged{} },
+	TypeGateDispatched:    func() Body { return &GateDispatched{} },
+	TypeGateStarted:       func() Body { return &GateStarted{} },
+	TypeGateFinished:      func() Body { return &GateFinished{} },
+	TypeGateRerun:         func() Body { return &GateRerunRequested{} },
+	TypeNodeRetry:         func() Body { return &NodeRetryScheduled{} },
+	TypeNodeEscalated:     func() Body { return &NodeEscalated{} },
+	TypeNodeApproved:      func() Body { return &NodeApproved{} },
+	TypeNodeRejected:      func() Body { return &NodeRejected{} },
+	TypeNodeRetryGranted:  func() Body { return &NodeRetryGranted{} },
+	TypeNodeAwaiting:      func() Body { return &NodeAwaitingApproval{} },
+	TypeNodeWaiting:       func() Body { return &NodeWaiting{} },
+	TypeGateWaiting:       func() Body { return &GateWaiting{} },
+}
+
+// Types lists every event type this build knows.
+func Types() []Type {
+	out := make([]Type, 0, len(bodies))
+	for t := range bodies {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // newBody returns a pointer to a zero body of type t.
 func newBody(t Type) (Body, error) {
-	switch t {
-	case TypeWorkflowSubmitted:
-		return &WorkflowSubmitted{}, nil
-	case TypeWorkflowCancelled:
-		return &WorkflowCancelRequested{}, nil
-	case TypeWorkflowFinished:
-		return &WorkflowFinished{}, nil
-	case TypeNodeReady:
-		return &NodeReady{}, nil
-	case TypeNodeStarted:
-		return &NodeStarted{}, nil
-	case TypeNodeAgentDone:
-		return &NodeAgentDone{}, nil
-	case TypeNodeFinished:
-		return &NodeFinished{}, nil
-	case TypeNodeReopened:
-		return &NodeReopened{}, nil
-	case TypeNodeIntegrated:
-		return &NodeIntegrated{}, nil
-	case TypeNodeGatesChanged:
-		return &NodeGatesChanged{}, nil
-	case TypeGateDispatched:
-		return &GateDispatched{}, nil
-	case TypeGateStarted:
-		return &GateStarted{}, nil
-	case TypeGateFinished:
-		return &GateFinished{}, nil
-	case TypeGateRerun:
-		return &GateRerunRequested{}, nil
-	case TypeNodeRetry:
-		return &NodeRetryScheduled{}, nil
-	case TypeNodeEscalated:
-		return &NodeEscalated{}, nil
-	case TypeNodeApproved:
-		return &NodeApproved{}, nil
-	case TypeNodeRejected:
-		return &NodeRejected{}, nil
-	case TypeNodeRetryGranted:
-		return &NodeRetryGranted{}, nil
-	case TypeNodeAwaiting:
-		return &NodeAwaitingApproval{}, nil
-	case TypeNodeWaiting:
-		return &NodeWaiting{}, nil
-	case TypeGateWaiting:
-		return &GateWaiting{}, nil
+	if make, ok := bodies[t]; ok {
+		return make(), nil
 	}
 	return nil, fmt.Errorf("%w %q", ErrUnknownType, t)
 }
@@ -415,52 +411,7 @@ func newBody(t Type) (Body, error) {
 // deref turns the pointer newBody made back into the value type the
 // Body field holds.
 func deref(b Body) Body {
-	switch v := b.(type) {
-	case *WorkflowSubmitted:
-		return *v
-	case *WorkflowCancelRequested:
-		return *v
-	case *WorkflowFinished:
-		return *v
-	case *NodeReady:
-		return *v
-	case *NodeStarted:
-		return *v
-	case *NodeAgentDone:
-		return *v
-	case *NodeFinished:
-		return *v
-	case *NodeReopened:
-		return *v
-	case *NodeIntegrated:
-		return *v
-	case *NodeGatesChanged:
-		return *v
-	case *GateDispatched:
-		return *v
-	case *GateStarted:
-		return *v
-	case *GateFinished:
-		return *v
-	case *GateRerunRequested:
-		return *v
-	case *NodeRetryScheduled:
-		return *v
-	case *NodeEscalated:
-		return *v
-	case *NodeApproved:
-		return *v
-	case *NodeRejected:
-		return *v
-	case *NodeRetryGranted:
-		return *v
-	case *NodeAwaitingApproval:
-	case *NodeWaiting:
-		return *v
-	case *GateWaiting:
-		return *v
-	}
-	return b
+	return reflect.ValueOf(b).Elem().Interface().(Body)
 }
 
 // eventEnvelope is an event's encoding (version 2).
