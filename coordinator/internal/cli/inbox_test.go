@@ -139,11 +139,17 @@ tasks:
 
 // An approval step and a human task through the CLI (HITL-02, HITL-03):
 // the inbox lists both, only an approver may decide, show prints a human
-// task's instructions, and who approved reaches the dependent's agent.
+// task's instructions, who approved reaches the dependent's agent, and a
+// webhook hears each wait and each approval.
 func TestApprovalStepAndHumanTask(t *testing.T) {
+	hook := &hookServer{}
+	srv := httptest.NewServer(hook)
+	defer srv.Close()
+	disp := notify.New([]notify.Sink{notify.Webhook{URL: srv.URL}}, notify.Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	defer disp.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	st, err := fleet.Start(ctx, fleet.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0",
+	st, err := fleet.Start(ctx, fleet.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Notify: disp,
 		Tick: 200 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatalf("start fleet: %v", err)
@@ -185,6 +191,10 @@ tasks:
 	wantCode(t, run("show", id, "sign-off"), 0, "a human task; what to do:\nRead the design doc and sign it off.")
 	wantCode(t, run("retry", id, "sign-off"), ExitFault, "a human task: there is no agent to retry")
 	wantCode(t, run("approve", id, "sign-off", "--as", "bob"), 0, "sign-off: succeeded approved by bob")
+	testkit.WaitFor(t, 30*time.Second, 100*time.Millisecond, "the webhook to hear of both approvals", func() bool {
+		return strings.Join(hook.types(), ", ") == "node.awaiting_approval design, node.approved design, "+
+			"node.awaiting_approval sign-off, node.approved sign-off"
+	})
 	testkit.WaitFor(t, 30*time.Second, 100*time.Millisecond, "the workflow to succeed", func() bool {
 		return run("status", id).code == 0
 	})

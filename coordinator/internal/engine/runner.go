@@ -136,6 +136,9 @@ func (e *Engine) notify(ev eventlog.Event) {
 	case eventlog.NodeEscalated:
 		n.Attempt, n.Reason = b.Attempt, b.Reason
 		n.Hint = fmt.Sprintf("coordinator show %s %s; then approve, reject or retry it", ev.WorkflowID, ev.NodeID)
+	case eventlog.NodeAwaitingApproval:
+		n.Attempt, n.Reason = b.Attempt, b.Reason
+		n.Hint = fmt.Sprintf("coordinator show %s %s; then approve or reject it", ev.WorkflowID, ev.NodeID)
 	case eventlog.NodeApproved:
 		n.Attempt, n.By, n.Note = b.Attempt, b.By, b.Note
 	case eventlog.NodeRejected:

@@ -23,8 +23,8 @@ import (
 
 // Notification is what a sink receives, as JSON.
 type Notification struct {
-	// Type is the event: node.escalated, node.approved, node.rejected or
-	// node.retry_granted.
+	// Type is the event: node.escalated, node.awaiting_approval,
+	// node.approved, node.rejected or node.retry_granted.
 	Type         string    `json:"type"`
 	WorkflowID   string    `json:"workflow_id"`
 	WorkflowName string    `json:"workflow_name"`
