@@ -325,10 +325,13 @@ func (f *fleet) coordinator(name, dataDir string) *proc {
 
 func (f *fleet) startCoordinator(name, dataDir string) *proc {
 	f.t.Helper()
+	// The tests fail many agent rounds on purpose, on one fleet: the
+	// fleet-wide pause would stop them (its own tests are in cli and
+	// statemachine).
 	return f.start(name, "coordinator", "serve",
 		"--nats", f.natsURL, "--redis-url", f.redisURL,
 		"--data-dir", filepath.Join(f.dir, "data", dataDir), "--id", name,
-		"--ack-wait", f.ackWait)
+		"--ack-wait", f.ackWait, "--max-failures-per-hour", "1000")
 }
 
 // waitCoordinator waits until `coordinator status` lists workflows.

@@ -85,6 +85,8 @@ const (
 	APIApprove = "approve"
 	APIReject  = "reject"
 	APIRetry   = "retry"
+	// APIResume ends a fleet-wide pause of new agent rounds.
+	APIResume = "resume"
 	// APIBreakers lists the fleet's circuit breakers; APIBreakerReset
 	// closes one.
 	APIBreakers     = "breakers"

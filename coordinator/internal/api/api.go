@@ -62,9 +62,24 @@ type GateRerunRequest struct {
 	NoCache bool `json:"no_cache,omitempty"`
 }
 
-// ListResponse lists workflows.
+// ListResponse lists workflows, and says whether the fleet is paused.
 type ListResponse struct {
 	Workflows []WorkflowSummary `json:"workflows"`
+	Fleet     FleetStatus       `json:"fleet"`
+}
+
+// FleetStatus is the fleet-wide safeguard's state: paused (since when,
+// why) or not, and the failed agent rounds within the last hour.
+type FleetStatus struct {
+	Paused           bool       `json:"paused"`
+	Since            *time.Time `json:"since,omitempty"`
+	Reason           string     `json:"reason,omitempty"`
+	FailuresLastHour int        `json:"failures_last_hour"`
+}
+
+// ResumeRequest ends a fleet pause; By names the operator.
+type ResumeRequest struct {
+	By string `json:"by"`
 }
 
 // LogEntry is one log of a node.
@@ -147,6 +162,9 @@ type WorkflowSummary struct {
 	FinishedAt  *time.Time              `json:"finished_at,omitempty"`
 	Counts      map[string]int          `json:"counts"`
 	Nodes       []NodeSummary           `json:"nodes,omitempty"`
+	// FleetPaused, when set, says why no new agent round starts anywhere
+	// (coordinator resume ends it).
+	FleetPaused string `json:"fleet_paused,omitempty"`
 	// ResultBundle is the object (in the bundles bucket) holding Branch,
 	// for hosts that cannot see RepoPath.
 	ResultBundle string `json:"result_bundle,omitempty"`
@@ -266,10 +284,10 @@ func (c *Client) Status(ctx context.Context, wf string) (WorkflowSummary, error)
 	return call[WorkflowSummary](ctx, c, protocol.APIStatus, IDRequest{WorkflowID: wf})
 }
 
-// List returns every workflow, newest last, without node detail.
-func (c *Client) List(ctx context.Context) ([]WorkflowSummary, error) {
-	out, err := call[ListResponse](ctx, c, protocol.APIList, IDRequest{})
-	return out.Workflows, err
+// List returns every workflow, newest last, without node detail, and
+// the fleet's state.
+func (c *Client) List(ctx context.Context) (ListResponse, error) {
+	return call[ListResponse](ctx, c, protocol.APIList, IDRequest{})
 }
 
 // Cancel asks the coordinator to cancel a workflow.

@@ -99,6 +99,11 @@ type DecisionRequest struct {
 	Attempts   int    `json:"attempts,omitempty"`
 }
 
+// Resume ends a fleet pause and returns the fleet's state afterwards.
+func (c *Client) Resume(ctx context.Context, by string) (FleetStatus, error) {
+	return call[FleetStatus](ctx, c, protocol.APIResume, ResumeRequest{By: by})
+}
+
 // Inbox lists the nodes that wait for a human.
 func (c *Client) Inbox(ctx context.Context) ([]InboxItem, error) {
 	out, err := call[InboxResponse](ctx, c, protocol.APIInbox, IDRequest{})

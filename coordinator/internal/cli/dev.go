@@ -50,6 +50,7 @@ may join it over --listen.`,
 				DataDir: e.v.GetString("data-dir"), Listen: e.v.GetString("listen"),
 				WorkerConcurrency: e.v.GetInt("worker-concurrency"), GateConcurrency: e.v.GetInt("gate-concurrency"),
 				SandboxPath: e.v.GetString("sandbox-path"), Breakers: breakers, Log: e.log,
+				MaxFailuresPerHour: e.v.GetInt("max-failures-per-hour"),
 			})
 			if err != nil {
 				return err

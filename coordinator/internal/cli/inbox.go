@@ -207,3 +207,30 @@ feedback and, with --note, the note, marked as coming from the operator.`,
 			c.Flags().Int("attempts", 0, "how many more rounds (default: the task's max_attempts)")
 		})
 }
+
+func newResume() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "resume",
+		Short: "End a fleet-wide pause of new agent rounds",
+		Long: `When more agent rounds fail within an hour than the coordinator allows
+(--max-failures-per-hour, default 10), no new agent round starts anywhere until
+an operator looks and resumes. status says so. resume ends the pause, recorded
+with who (--as, default the OS user), and the failures before it no longer
+count.`,
+		Args: cobra.NoArgs,
+		RunE: clientRunE("resume", func(ctx context.Context, e *env, client *api.Client, _ []string) error {
+			by := e.v.GetString("as")
+			if by == "" {
+				by = currentUser()
+			}
+			f, err := client.Resume(ctx, by)
+			if err != nil {
+				return apiErr(err)
+			}
+			fmt.Fprintf(e.out, "the fleet runs again (resumed by %s; %d failed rounds in the last hour before)\n", by, f.FailuresLastHour)
+			return nil
+		}),
+	}
+	cmd.Flags().String("as", "", "who resumes (default: the OS user)")
+	return cmd
+}

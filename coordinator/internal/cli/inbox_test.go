@@ -200,3 +200,68 @@ tasks:
 	})
 	wantCode(t, run("logs", id, "build"), 0, "SUPERVISOR_APPROVALS=design=ada,sign-off=bob")
 }
+
+// The fleet-wide pause through the CLI (S-7.4): past the failed rounds an
+// hour allows, no retry starts and status says why; resume lets them run.
+func TestFleetPauseAndResume(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, err := fleet.Start(ctx, fleet.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", MaxFailuresPerHour: 1,
+		Tick: 200 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatalf("start fleet: %v", err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	empty := t.TempDir()
+	run := func(args ...string) cliResult {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		code := Main(append([]string{"--nats=" + st.URL(), "--builtin-gates=" + empty, "--user-gates=", "--timeout=30s"}, args...),
+			&out, &errOut)
+		return cliResult{code: code, stdout: out.String(), stderr: errOut.String()}
+	}
+	wantCode(t, run("resume"), ExitFault, "the fleet is not paused")
+	repo, _ := testkit.Repo(t, map[string]string{"README.md": "pause\n"})
+	wf := filepath.Join(t.TempDir(), "wf.yaml")
+	testkit.WriteFile(t, wf, `name: pause
+defaults:
+  agent: {command: ["true"]}
+  allow_empty: true
+  retry_policy: aggressive
+gates:
+  - {name: never, command: ["false"]}
+tasks:
+  - {id: a, prompt: a, gates: [never]}
+  - {id: b, prompt: b, gates: [never]}
+`)
+	r := run("submit", wf, "--repo", repo)
+	wantCode(t, r, 0)
+	id := strings.Fields(r.stdout)[0]
+	testkit.WaitFor(t, 30*time.Second, 100*time.Millisecond, "the fleet to pause", func() bool {
+		return strings.Contains(run("status").stdout, "the fleet is paused")
+	})
+	wantCode(t, run("status"), 0, "2 agent rounds failed within an hour, more than the 1 allowed", "coordinator resume")
+	wantCode(t, run("status", id), ExitRunning, "fleet     paused: 2 agent rounds failed within an hour")
+	// Both nodes wait to retry; past their delay, neither starts.
+	time.Sleep(2 * time.Second)
+	var s api.WorkflowSummary
+	decodeJSON(t, run("status", id, "-o", "json"), &s)
+	for _, n := range s.Nodes {
+		if n.Status != "retrying" || n.Attempt != 1 {
+			t.Errorf("while paused: node %s is %s at attempt %d", n.ID, n.Status, n.Attempt)
+		}
+	}
+	wantCode(t, run("resume", "--as", "ada"), 0, "the fleet runs again (resumed by ada")
+	testkit.WaitFor(t, 30*time.Second, 100*time.Millisecond, "the retries to run", func() bool {
+		var s api.WorkflowSummary
+		if err := json.Unmarshal([]byte(run("status", id, "-o", "json").stdout), &s); err != nil {
+			return false
+		}
+		for _, n := range s.Nodes {
+			if n.Attempt < 2 {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -16,6 +16,7 @@ func addNotifyFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringArray("notify-webhook", nil, "POST a JSON notification to this URL on escalations and humans' decisions (repeatable)")
 	fs.StringArray("notify-command", nil, "run this argv (no shell) with the JSON notification on stdin: one value is split at white space, or repeat the flag once per argument")
+	fs.Int("max-failures-per-hour", 10, "pause new agent rounds fleet-wide when more agent rounds fail within an hour (coordinator resume ends it; negative: never)")
 }
 
 // notifier builds the dispatcher the flags ask for, nil without any. The

@@ -62,7 +62,8 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 				return err
 			}
 			defer notifier.Close()
-			eng, err := engine.New(b, store, engine.Options{DataDir: dataDir, ID: id, Log: e.log, Notify: notifierOf(notifier)})
+			eng, err := engine.New(b, store, engine.Options{DataDir: dataDir, ID: id, Log: e.log, Notify: notifierOf(notifier),
+				MaxFailuresPerHour: e.v.GetInt("max-failures-per-hour")})
 			if err != nil {
 				return err
 			}

@@ -35,9 +35,10 @@ waits for a human: coordinator inbox). -o json prints the API's JSON.`,
 					return apiErr(err)
 				}
 				if format == "json" {
-					return writeJSON(e.out, list)
+					return writeJSON(e.out, list.Workflows)
 				}
-				printList(e.out, list)
+				printList(e.out, list.Workflows)
+				printFleet(e.out, list.Fleet)
 				return nil
 			}
 			s, err := client.Status(ctx, args[0])
@@ -115,8 +116,23 @@ func counts(c map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
+// printFleet says whether the fleet is paused, and how to end it.
+func printFleet(w io.Writer, f api.FleetStatus) {
+	if !f.Paused {
+		return
+	}
+	since := ""
+	if f.Since != nil {
+		since = " since " + f.Since.Local().Format(time.DateTime)
+	}
+	fmt.Fprintf(w, "\nthe fleet is paused%s: %s; no new agent round starts until `coordinator resume`\n", since, f.Reason)
+}
+
 func printWorkflow(w io.Writer, s api.WorkflowSummary) {
 	fmt.Fprintf(w, "workflow  %s (%s)\nstatus    %s\n", s.ID, s.Name, s.Status)
+	if s.FleetPaused != "" {
+		fmt.Fprintf(w, "fleet     paused: %s (coordinator resume)\n", s.FleetPaused)
+	}
 	if s.Reason != "" {
 		fmt.Fprintf(w, "reason    %s\n", s.Reason)
 	}

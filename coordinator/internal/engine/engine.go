@@ -39,6 +39,9 @@ type Options struct {
 	Now func() time.Time
 	// Notify, if set, is told of escalations and of humans' decisions.
 	Notify Notifier
+	// MaxFailuresPerHour pauses new agent rounds fleet-wide past this many
+	// failed rounds within an hour (0: the default, 10; negative: never).
+	MaxFailuresPerHour int
 }
 
 // Notifier takes notifications and delivers them without blocking.
@@ -146,6 +149,7 @@ func (e *Engine) lead(leaderCtx context.Context, stopLeading context.CancelCause
 	known := 0
 	e.Read(func(s *statemachine.State) { known = s.Len() })
 	e.kickAll()
+	e.kickFleet() // failures counted in the replay may call for a pause
 
 	if serve != nil {
 		stop, err := serve(leaderCtx)
@@ -241,6 +245,52 @@ func (e *Engine) Submit(ctx context.Context, s statemachine.Submission) (string,
 		return nil
 	})
 	return id, err
+}
+
+// fleetQueue is the queue of the fleet's own decisions and commands; no
+// workflow id takes this form.
+const fleetQueue = statemachine.FleetID
+
+// kickFleet queues a decision on pausing the fleet.
+func (e *Engine) kickFleet() {
+	if _, queued := e.kicked.LoadOrStore(fleetQueue, true); queued {
+		return
+	}
+	e.queues.Go(fleetQueue, func() {
+		e.kicked.Delete(fleetQueue)
+		if e.ctx.Err() != nil {
+			return
+		}
+		var effects []statemachine.Effect
+		e.Read(func(s *statemachine.State) {
+			effects = statemachine.DecideFleet(s, e.opts.Now(), e.opts.MaxFailuresPerHour)
+		})
+		if len(effects) == 0 {
+			return
+		}
+		if _, err := e.execute(e.ctx, fleetQueue, effects); err != nil {
+			e.log.Warn("cannot pause the fleet now; will retry on the next failure", "err", err)
+			return
+		}
+		e.log.Warn("the fleet is paused: no new agent round starts until an operator resumes it (coordinator resume)")
+	})
+}
+
+// FleetCommand runs cmd in the fleet's queue, with the state read-locked,
+// and carries out the effects it returns.
+func (e *Engine) FleetCommand(ctx context.Context, cmd func(s *statemachine.State, now time.Time) ([]statemachine.Effect, error)) error {
+	return e.queues.Do(ctx, fleetQueue, func() error {
+		var (
+			effects []statemachine.Effect
+			err     error
+		)
+		e.Read(func(s *statemachine.State) { effects, err = cmd(s, e.opts.Now()) })
+		if err != nil {
+			return err
+		}
+		_, err = e.execute(ctx, fleetQueue, effects)
+		return err
+	})
 }
 
 // kickAll queues a decision for every running workflow.

@@ -1244,9 +1244,10 @@ tasks:
 	}
 
 	wf := e.submit(good)
-	list, err := e.client.List(ctx)
-	if err != nil || len(list) != 1 || list[0].ID != wf || list[0].Nodes != nil {
-		t.Errorf("list = %+v, %v", list, err)
+	resp, err := e.client.List(ctx)
+	list := resp.Workflows
+	if err != nil || len(list) != 1 || list[0].ID != wf || list[0].Nodes != nil || resp.Fleet.Paused {
+		t.Errorf("list = %+v, %v", resp, err)
 	}
 	if _, err := e.client.Logs(ctx, wf, "nope"); !errors.Is(err, api.ErrNotFound) {
 		t.Errorf("logs of an unknown node: %v", err)

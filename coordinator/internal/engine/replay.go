@@ -59,6 +59,12 @@ func (e *Engine) reload(ctx context.Context, wf string) error {
 	if err != nil {
 		return err
 	}
+	if wf == statemachine.FleetID {
+		e.mu.Lock()
+		e.st.SetPause(st.Fleet())
+		e.mu.Unlock()
+		return nil
+	}
 	w, ok := st.Workflow(wf)
 	if !ok {
 		return fmt.Errorf("workflow %s has no submission in the log", wf)

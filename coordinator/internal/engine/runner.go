@@ -94,11 +94,7 @@ func (e *Engine) execute(ctx context.Context, wf string, effects []statemachine.
 // the next decision starts from the log's state.
 func (e *Engine) append(ctx context.Context, ev eventlog.Event, msgID string) (folded bool, err error) {
 	var last uint64
-	e.Read(func(s *statemachine.State) {
-		if w, ok := s.Workflow(ev.WorkflowID); ok {
-			last = w.LastSeq
-		}
-	})
+	e.Read(func(s *statemachine.State) { last = s.LastSeq(ev.WorkflowID) })
 	seq, dup, err := e.bus.AppendEvent(ctx, ev, bus.WithMsgID(msgID), bus.ExpectLast(last))
 	if errors.Is(err, bus.ErrEventLogMoved) || (err == nil && dup && seq > last) {
 		e.log.Warn("the workflow's event log has events this coordinator has not folded; reloading it",
@@ -122,6 +118,12 @@ func (e *Engine) append(ctx context.Context, ev eventlog.Event, msgID string) (f
 		return true, fmt.Errorf("engine: fold %s event for %s: %w", ev.Type(), ev.WorkflowID, err)
 	}
 	e.notify(ev)
+	if statemachine.CountsAgainstFleet(ev) {
+		e.kickFleet()
+	}
+	if _, ok := ev.Body.(eventlog.FleetResumed); ok {
+		e.kickAll()
+	}
 	return true, nil
 }
 

@@ -60,6 +60,9 @@ type Options struct {
 	RetryPolicies map[string]protocol.RetryPolicy
 	// Notify, if set, is told of escalations and humans' decisions.
 	Notify engine.Notifier
+	// MaxFailuresPerHour pauses the fleet past this many failed agent
+	// rounds within an hour (engine.Options).
+	MaxFailuresPerHour int
 	// Breakers is the circuit breakers' policy of the runners and the
 	// coordinator (zero fields: the defaults).
 	Breakers state.BreakerPolicy
@@ -111,7 +114,7 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 	}
 	f.engine, err = engine.New(f.bus, f.store, engine.Options{
 		DataDir: filepath.Join(dataDir, "coordinator"), ID: "dev", Log: o.Log, Tick: o.Tick, LeaderTTL: 6 * time.Second,
-		Notify: o.Notify,
+		Notify: o.Notify, MaxFailuresPerHour: o.MaxFailuresPerHour,
 	})
 	if err != nil {
 		f.closeConns()

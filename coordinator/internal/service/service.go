@@ -41,6 +41,9 @@ type Workflows interface {
 	// Command runs cmd on workflow wf in its queue and carries out the
 	// effects it returns.
 	Command(ctx context.Context, wf string, cmd func(*statemachine.Workflow, time.Time) ([]statemachine.Effect, error)) error
+	// FleetCommand runs cmd in the fleet's queue and carries out the
+	// effects it returns.
+	FleetCommand(ctx context.Context, cmd func(*statemachine.State, time.Time) ([]statemachine.Effect, error)) error
 }
 
 // Options configures a Service.
@@ -113,6 +116,7 @@ func (s *Service) Serve(leaderCtx context.Context) (stop func() error, err error
 		protocol.APIApprove:      endpoint(s, leaderCtx, s.approve),
 		protocol.APIReject:       endpoint(s, leaderCtx, s.reject),
 		protocol.APIRetry:        endpoint(s, leaderCtx, s.retry),
+		protocol.APIResume:       endpoint(s, leaderCtx, s.resume),
 		protocol.APIBreakers:     endpoint(s, leaderCtx, s.breakers),
 		protocol.APIBreakerReset: endpoint(s, leaderCtx, s.breakerReset),
 	}

@@ -27,6 +27,9 @@ func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
 	if w.Status == protocol.WorkflowSucceeded {
 		s.ResultBundle = statemachine.ResultBundleName(w.ID)
 	}
+	if f := w.Fleet(); f != nil && f.Paused && !w.Status.Terminal() {
+		s.FleetPaused = f.PauseReason
+	}
 	for _, id := range w.Order {
 		n := w.Nodes[id]
 		s.Counts[string(n.Status)]++

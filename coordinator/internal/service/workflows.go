@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -78,7 +79,31 @@ func (s *Service) list(_ context.Context, _ api.IDRequest) (api.ListResponse, er
 		for _, w := range st.Workflows() {
 			out.Workflows = append(out.Workflows, Summary(w, false))
 		}
+		out.Fleet = fleetStatus(st.Fleet(), time.Now())
 	})
+	return out, nil
+}
+
+func fleetStatus(f *statemachine.Fleet, now time.Time) api.FleetStatus {
+	return api.FleetStatus{Paused: f.Paused, Since: timePtr(f.PausedAt), Reason: f.PauseReason,
+		FailuresLastHour: f.FailuresWithin(now)}
+}
+
+// resume ends a fleet pause.
+func (s *Service) resume(ctx context.Context, req api.ResumeRequest) (api.FleetStatus, error) {
+	by := strings.TrimSpace(req.By)
+	if by == "" {
+		return api.FleetStatus{}, api.BadRequest("resuming names who does it (by)")
+	}
+	err := s.wfs.FleetCommand(ctx, func(st *statemachine.State, now time.Time) ([]statemachine.Effect, error) {
+		return statemachine.Resume(st, by, now)
+	})
+	if err != nil {
+		return api.FleetStatus{}, refusal(err)
+	}
+	s.log.Info("fleet resumed", "by", by)
+	var out api.FleetStatus
+	s.wfs.Read(func(st *statemachine.State) { out = fleetStatus(st.Fleet(), time.Now()) })
 	return out, nil
 }
 

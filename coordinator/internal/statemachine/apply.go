@@ -15,6 +15,9 @@ import (
 // An event that does not fold (an unknown workflow or node, an invalid
 // gate change) is an error and changes nothing but the workflow's LastSeq.
 func (s *State) Apply(ev eventlog.Event) error {
+	if ev.WorkflowID == FleetID {
+		return s.applyFleet(ev)
+	}
 	if b, ok := ev.Body.(eventlog.WorkflowSubmitted); ok {
 		if _, dup := s.wfs[ev.WorkflowID]; dup {
 			return nil // a duplicate submission event
@@ -32,7 +35,11 @@ func (s *State) Apply(ev eventlog.Event) error {
 		return fmt.Errorf("event %s for unknown workflow %s", ev.Type(), ev.WorkflowID)
 	}
 	w.LastSeq = ev.Seq
-	return w.apply(ev)
+	if err := w.apply(ev); err != nil {
+		return err
+	}
+	s.countFailure(ev)
+	return nil
 }
 
 func (w *Workflow) apply(ev eventlog.Event) error {

@@ -136,11 +136,16 @@ func (d *decider) pending(n *Node) {
 	case !waiting && n.Task.Type == protocol.TaskHuman:
 		// No agent: the task is a human's, and waits for their approval.
 		d.awaitApproval(n, 1, "a human task")
+	case !waiting && fleetPaused(d.w):
+		// The fleet is paused: no new agent round starts.
 	case !waiting:
 		d.append(n, eventlog.NodeReady{Attempt: 1}, fmt.Sprintf("%s.%s.a1.ready", d.w.ID, n.ID))
 		d.publishAgent(n, 1, d.now)
 	}
 }
+
+// fleetPaused reports whether w's fleet is paused (S-7.4).
+func fleetPaused(w *Workflow) bool { return w.fleet != nil && w.fleet.Paused }
 
 // agentRunning republishes a ready node's job if this engine has not, and
 // fails a node whose agent did not succeed.

@@ -204,6 +204,9 @@ func (n *Node) samePatch() int {
 
 // retrying starts a retrying node's next attempt once its delay is over.
 func (d *decider) retrying(n *Node) {
+	if fleetPaused(d.w) {
+		return // no new agent round while the fleet is paused
+	}
 	if d.now.Before(n.RetryAt) {
 		d.wakeAt(n.RetryAt)
 		return

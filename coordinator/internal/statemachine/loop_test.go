@@ -3,6 +3,7 @@ package statemachine_test
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -583,4 +584,67 @@ func TestApprovalSteps(t *testing.T) {
 					"node.ready c", "publish agent c a1")},
 		},
 	}})
+}
+
+// The fleet-wide safeguard (S-7.4): more failed agent rounds within an
+// hour than the limit pause every new agent round, in every workflow,
+// until an operator resumes; rounds already out finish, transient re-runs
+// do not count, and failures older than an hour no longer count.
+func TestFleetPause(t *testing.T) {
+	w, _ := newWorld(t, "name: p\n"+agent+"gates:\n  - {name: test, command: [t]}\ntasks:\n"+
+		"  - {id: a, prompt: a, gates: [test]}\n  - {id: b, prompt: b, gates: [test]}\n  - {id: c, prompt: c, gates: [test]}\n"+
+		"  - {id: d, prompt: d, depends_on: [c], gates: []}\n  - {id: e, prompt: e, gates: [test]}\n")
+	fail := func(node string) {
+		t.Helper()
+		w.agentDone(node, 1, protocol.AgentSucceeded, true)
+		w.gateDone(node, "test", 1, protocol.GateFailed)
+	}
+	pause := func() []string {
+		t.Helper()
+		var out []string
+		for _, e := range statemachine.DecideFleet(w.st, w.now, 2) {
+			out = append(out, w.carry(e)...)
+		}
+		return out
+	}
+	fail("a")
+	fail("b")
+	w.agentFails("c", 1, "rate limit exceeded") // transient: it does not count
+	if got := pause(); len(got) != 0 || w.st.Fleet().FailuresWithin(w.now) != 2 {
+		t.Fatalf("two failures (and a transient error) under a limit of 2: %v, %d counted", got, w.st.Fleet().FailuresWithin(w.now))
+	}
+	fail("e")
+	check(t, "a third failure pauses the fleet", pause(), lines("fleet.paused"))
+	f := w.st.Fleet()
+	if !f.Paused || !strings.Contains(f.PauseReason, "3 agent rounds failed within an hour, more than the 2 allowed") {
+		t.Fatalf("fleet %+v", f)
+	}
+	check(t, "while paused, no retry starts", w.later(time.Minute), nil)
+	if n := w.node("a"); n.Status != protocol.NodeRetrying {
+		t.Errorf("a is %s", n.Status)
+	}
+	check(t, "a second pause is not decided", pause(), nil)
+	eff, err := statemachine.Resume(w.st, "ada", w.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, "resumed: the retries start", append(w.carry(eff...), w.settle()...),
+		lines("fleet.resumed", "node.ready a", "publish agent a a2", "node.ready b", "publish agent b a2", "node.ready c", "publish agent c a2",
+			"node.ready e", "publish agent e a2"))
+	if _, err := statemachine.Resume(w.st, "ada", w.now); err == nil {
+		t.Error("resuming a fleet that is not paused")
+	}
+	if f := w.st.Fleet(); f.Paused || len(f.Failures) != 0 {
+		t.Errorf("after the resume: %+v", f)
+	}
+	// Replaying the log gives the same fleet.
+	replayed := statemachine.New()
+	for _, ev := range w.events {
+		if err := replayed.Apply(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !reflect.DeepEqual(replayed.Fleet(), w.st.Fleet()) {
+		t.Errorf("replayed fleet %+v, live %+v", replayed.Fleet(), w.st.Fleet())
+	}
 }

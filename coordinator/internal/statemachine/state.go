@@ -24,10 +24,11 @@ import (
 type State struct {
 	wfs   map[string]*Workflow
 	order []string
+	fleet *Fleet
 }
 
 // New returns an empty state.
-func New() *State { return &State{wfs: map[string]*Workflow{}} }
+func New() *State { return &State{wfs: map[string]*Workflow{}, fleet: &Fleet{}} }
 
 // Workflow returns the workflow with id.
 func (s *State) Workflow(id string) (*Workflow, bool) {
@@ -53,6 +54,7 @@ func (s *State) Put(w *Workflow) {
 	if _, ok := s.wfs[w.ID]; !ok {
 		s.order = append(s.order, w.ID)
 	}
+	w.fleet = s.fleet
 	s.wfs[w.ID] = w
 }
 
@@ -81,6 +83,8 @@ type Workflow struct {
 	LastSeq uint64
 	// Generation counts reopenings (gate reruns of failed nodes).
 	Generation int
+	// fleet is the state of the fleet the workflow runs in.
+	fleet *Fleet
 
 	deps map[string][]string
 }

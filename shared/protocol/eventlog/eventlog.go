@@ -51,6 +51,8 @@ const (
 	TypeNodeRejected      Type = "node.rejected"
 	TypeNodeRetryGranted  Type = "node.retry_granted"
 	TypeNodeAwaiting      Type = "node.awaiting_approval"
+	TypeFleetPaused       Type = "fleet.paused"
+	TypeFleetResumed      Type = "fleet.resumed"
 	TypeNodeWaiting       Type = "node.waiting"
 	TypeGateWaiting       Type = "gate.waiting"
 )
@@ -300,6 +302,18 @@ type GateWaiting struct {
 	Host    string    `json:"host,omitempty"`
 }
 
+// FleetPaused stops new agent rounds fleet-wide: too many failed within an
+// hour. It is an event of the fleet's log (workflow id "fleet").
+type FleetPaused struct {
+	Reason   string `json:"reason"`
+	Failures int    `json:"failures"`
+}
+
+// FleetResumed ends a pause; By names the operator.
+type FleetResumed struct {
+	By string `json:"by"`
+}
+
 // GateChange is what a node.gates_changed event does to the node's gates:
 // exactly one of Definition and Remove is set.
 type GateChange struct {
@@ -337,6 +351,8 @@ func (NodeApproved) Type() Type            { return TypeNodeApproved }
 func (NodeRejected) Type() Type            { return TypeNodeRejected }
 func (NodeRetryGranted) Type() Type        { return TypeNodeRetryGranted }
 func (NodeAwaitingApproval) Type() Type    { return TypeNodeAwaiting }
+func (FleetPaused) Type() Type             { return TypeFleetPaused }
+func (FleetResumed) Type() Type            { return TypeFleetResumed }
 func (NodeWaiting) Type() Type             { return TypeNodeWaiting }
 func (GateWaiting) Type() Type             { return TypeGateWaiting }
 
@@ -360,6 +376,8 @@ func (NodeApproved) eventBody()            {}
 func (NodeRejected) eventBody()            {}
 func (NodeRetryGranted) eventBody()        {}
 func (NodeAwaitingApproval) eventBody()    {}
+func (FleetPaused) eventBody()             {}
+func (FleetResumed) eventBody()            {}
 func (NodeWaiting) eventBody()             {}
 func (GateWaiting) eventBody()             {}
 
@@ -386,6 +404,8 @@ var bodies = map[Type]func() Body{
 	TypeNodeRejected:      func() Body { return &NodeRejected{} },
 	TypeNodeRetryGranted:  func() Body { return &NodeRetryGranted{} },
 	TypeNodeAwaiting:      func() Body { return &NodeAwaitingApproval{} },
+	TypeFleetPaused:       func() Body { return &FleetPaused{} },
+	TypeFleetResumed:      func() Body { return &FleetResumed{} },
 	TypeNodeWaiting:       func() Body { return &NodeWaiting{} },
 	TypeGateWaiting:       func() Body { return &GateWaiting{} },
 }
@@ -488,7 +508,7 @@ func (e Event) check() error {
 		if b.Workflow == nil {
 			return fmt.Errorf("decode %s event for %s: no workflow spec", e.Type(), e.WorkflowID)
 		}
-	case WorkflowCancelRequested, WorkflowFinished:
+	case WorkflowCancelRequested, WorkflowFinished, FleetPaused, FleetResumed:
 	default:
 		if e.NodeID == "" {
 			return fmt.Errorf("decode %s event for %s: no node_id", e.Type(), e.WorkflowID)

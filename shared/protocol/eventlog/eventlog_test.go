@@ -20,7 +20,7 @@ func sample(t *testing.T, typ Type) Event {
 	switch x := b.(type) {
 	case *WorkflowSubmitted:
 		x.Workflow, ev.NodeID = &protocol.WorkflowSpec{Name: "w"}, ""
-	case *WorkflowCancelRequested, *WorkflowFinished:
+	case *WorkflowCancelRequested, *WorkflowFinished, *FleetPaused, *FleetResumed:
 		ev.NodeID = ""
 	case *NodeAgentDone:
 		x.Result = &protocol.AgentResult{Status: protocol.AgentSucceeded}
