@@ -17,7 +17,9 @@ const fuzzWorkflow = "name: fuzz\n" + agent +
 	"gates:\n  - {name: vet, command: [vet]}\n  - {name: test, command: [test], depends_on: [vet]}\n" +
 	"  - {name: ci, command: [ci], poll_interval: 10s, max_pending: 2m}\n  - {name: style, command: [style], severity: warning}\n" +
 	"tasks:\n  - {id: a, prompt: a, gates: [test, ci]}\n  - id: b\n    prompt: b\n    gates: {required: [vet], optional: [style]}\n" +
-	"  - {id: c, prompt: c, depends_on: [a, b], gates: [vet]}\n  - {id: d, prompt: d, depends_on: [c], gates: []}\n"
+	"  - {id: c, prompt: c, depends_on: [a, b], gates: [vet]}\n  - {id: d, prompt: d, depends_on: [c], gates: []}\n" +
+	"  - {id: e, prompt: e, depends_on: [b], gates: [vet], approval: {timeout: 10m, on_timeout: reject}}\n" +
+	"  - {id: f, type: human, prompt: sign off, depends_on: [e]}\n"
 
 // FuzzReplayIsDeterministic drives a workflow through a sequence of
 // reports, commands and time passing chosen by the input — every event
@@ -94,6 +96,8 @@ func drive(w *world, script []byte) {
 		return list[n%len(list)]
 	}
 	for i := 0; i < len(script); i++ {
+		// The fleet pauses past two failed rounds within the hour.
+		w.command(statemachine.DecideFleet(w.st, w.now, 2), nil)
 		wf := w.wf()
 		var running, gating []string
 		var gates []string // node/gate, dispatched and not final
@@ -161,8 +165,27 @@ func drive(w *world, script []byte) {
 			gate := pick(append([]string{""}, w.node(n).GateOrder...), arg(&i))
 			w.command(statemachine.RerunGates(wf, n, gate, arg(&i)%2 == 0, w.now))
 		case 7:
-			if arg(&i)%4 == 0 {
+			// A human: cancels, or decides a node that waits for one, or
+			// resumes a paused fleet.
+			var waiting []string
+			for _, id := range wf.Order {
+				if st := wf.Nodes[id].Status; st == protocol.NodeEscalated || st == protocol.NodeAwaitingApproval {
+					waiting = append(waiting, id)
+				}
+			}
+			n := pick(waiting, arg(&i))
+			switch a := arg(&i); {
+			case a%8 == 0:
 				w.command(statemachine.Cancel(wf, w.now))
+			case a%8 == 1 && n != "":
+				w.command(statemachine.Approve(wf, n, "ada", "", w.now))
+			case a%8 == 2 && n != "":
+				w.command(statemachine.Reject(wf, n, "ada", "no", w.now))
+			case a%8 == 3 && n != "":
+				w.command(statemachine.Retry(wf, n, "ada", "try this", 1+a%3, w.now))
+			case a%8 == 4:
+				eff, err := statemachine.Resume(w.st, "ada", w.now)
+				w.command(eff, err)
 			}
 		case 8:
 			if n := pick(running, arg(&i)); n != "" {
