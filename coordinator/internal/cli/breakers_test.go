@@ -1,11 +1,7 @@
 package cli
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,23 +19,8 @@ import (
 // says so; breakers lists the open breaker, reset closes it (a second
 // reset finds nothing), and the held retry then runs and succeeds.
 func TestBreakersListAndReset(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
 	policy := state.BreakerPolicy{Failures: 1, Window: time.Minute, CoolDown: 8 * time.Second}
-	st, err := fleet.Start(ctx, fleet.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Tick: 200 * time.Millisecond,
-		Breakers: policy, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatalf("start fleet: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	empty := t.TempDir()
-	run := func(args ...string) cliResult {
-		t.Helper()
-		var out, errOut bytes.Buffer
-		code := Main(append([]string{"--nats=" + st.URL(), "--builtin-gates=" + empty, "--user-gates=", "--timeout=30s"}, args...),
-			&out, &errOut)
-		return cliResult{code: code, stdout: out.String(), stderr: errOut.String()}
-	}
+	run := cliFleet(t, fleet.Options{Breakers: policy})
 
 	wantCode(t, run("breakers"), 0, "no circuit breaker has anything on record", "1 failures within 1m0s", "8s later one job probes")
 

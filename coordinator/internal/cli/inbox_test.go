@@ -67,22 +67,7 @@ func TestInboxRejectAndNotify(t *testing.T) {
 		notify.Options{Backoff: 50 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	defer disp.Close()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	st, err := fleet.Start(ctx, fleet.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Notify: disp,
-		Tick: 200 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatalf("start fleet: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	empty := t.TempDir()
-	run := func(args ...string) cliResult {
-		t.Helper()
-		var out, errOut bytes.Buffer
-		code := Main(append([]string{"--nats=" + st.URL(), "--builtin-gates=" + empty, "--user-gates=", "--timeout=90s"}, args...),
-			&out, &errOut)
-		return cliResult{code: code, stdout: out.String(), stderr: errOut.String()}
-	}
+	run := cliFleet(t, fleet.Options{Notify: disp})
 
 	repo, _ := testkit.Repo(t, map[string]string{"README.md": "inbox\n"})
 	wf := filepath.Join(t.TempDir(), "wf.yaml")
@@ -147,22 +132,7 @@ func TestApprovalStepAndHumanTask(t *testing.T) {
 	defer srv.Close()
 	disp := notify.New([]notify.Sink{notify.Webhook{URL: srv.URL}}, notify.Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	defer disp.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	st, err := fleet.Start(ctx, fleet.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Notify: disp,
-		Tick: 200 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatalf("start fleet: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	empty := t.TempDir()
-	run := func(args ...string) cliResult {
-		t.Helper()
-		var out, errOut bytes.Buffer
-		code := Main(append([]string{"--nats=" + st.URL(), "--builtin-gates=" + empty, "--user-gates=", "--timeout=90s"}, args...),
-			&out, &errOut)
-		return cliResult{code: code, stdout: out.String(), stderr: errOut.String()}
-	}
+	run := cliFleet(t, fleet.Options{Notify: disp})
 	repo, _ := testkit.Repo(t, map[string]string{"README.md": "approvals\n"})
 	wf := filepath.Join(t.TempDir(), "wf.yaml")
 	testkit.WriteFile(t, wf, `name: approvals
@@ -204,22 +174,7 @@ tasks:
 // The fleet-wide pause through the CLI (S-7.4): past the failed rounds an
 // hour allows, no retry starts and status says why; resume lets them run.
 func TestFleetPauseAndResume(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	st, err := fleet.Start(ctx, fleet.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", MaxFailuresPerHour: 1,
-		Tick: 200 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatalf("start fleet: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	empty := t.TempDir()
-	run := func(args ...string) cliResult {
-		t.Helper()
-		var out, errOut bytes.Buffer
-		code := Main(append([]string{"--nats=" + st.URL(), "--builtin-gates=" + empty, "--user-gates=", "--timeout=30s"}, args...),
-			&out, &errOut)
-		return cliResult{code: code, stdout: out.String(), stderr: errOut.String()}
-	}
+	run := cliFleet(t, fleet.Options{MaxFailuresPerHour: 1})
 	wantCode(t, run("resume"), ExitFault, "the fleet is not paused")
 	repo, _ := testkit.Repo(t, map[string]string{"README.md": "pause\n"})
 	wf := filepath.Join(t.TempDir(), "wf.yaml")
@@ -264,4 +219,31 @@ tasks:
 		}
 		return true
 	})
+}
+
+// cliFleet starts an in-process fleet (embedded NATS, coordinator, a
+// worker and a gate runner) with opts, and returns a function running the
+// CLI against it, as the binary does.
+func cliFleet(t *testing.T, opts fleet.Options) func(args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	opts.DataDir, opts.Listen = t.TempDir(), "127.0.0.1:0"
+	if opts.Tick == 0 {
+		opts.Tick = 200 * time.Millisecond
+	}
+	opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := fleet.Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("start fleet: %v", err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	empty := t.TempDir()
+	return func(args ...string) cliResult {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		code := Main(append([]string{"--nats=" + st.URL(), "--builtin-gates=" + empty, "--user-gates=", "--timeout=90s"}, args...),
+			&out, &errOut)
+		return cliResult{code: code, stdout: out.String(), stderr: errOut.String()}
+	}
 }
