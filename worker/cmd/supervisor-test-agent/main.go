@@ -18,6 +18,10 @@
 //	                 "fetch URL: STATUS" or "fetch URL: error: ..."; a
 //	                 failure does not stop the agent
 //	@exit CODE       stop here and exit with CODE (is_error in the JSON)
+//	@api-error TEXT  stop here as the CLI does when its model's API fails (a
+//	                 rate limit, an overloaded API): TEXT is the result, with
+//	                 is_error set, and the exit code is 1, e.g.
+//	                 "@api-error API Error: 429 rate limit exceeded; retry-after: 4"
 //	@print-feedback  print the feedback file's content on stdout, each line
 //	                 prefixed "feedback| " ("feedback| none" without one)
 //	@print-prompt    print the prompt as received on stdout, each line
@@ -73,7 +77,7 @@ func main() {
 	}
 	start := time.Now()
 	summary, code := execute(prompt)
-	emit(*format, *model, summary, code, time.Since(start))
+	emit(os.Stdout, *format, *model, summary, code, time.Since(start))
 	os.Exit(code)
 }
 
@@ -192,6 +196,10 @@ func execute(prompt string) (string, int) {
 		case "@fetch":
 			fmt.Printf("fetch %s: %s\n", arg, fetch(arg))
 			done = append(done, "fetch "+arg)
+		case "@api-error":
+			// The real CLI reports a failed API call as its result (the
+			// error's text) and exits 1; nothing after it runs.
+			return arg, 1
 		case "@exit":
 			code, err := strconv.Atoi(arg)
 			if err != nil {
@@ -250,8 +258,9 @@ func writeFile(p, body string, appendTo bool) error {
 	return f.Close()
 }
 
-// emit prints the answer the way Claude Code does for each output format.
-func emit(format, model, summary string, code int, took time.Duration) {
+// emit prints the answer to w the way Claude Code does for each output
+// format.
+func emit(w io.Writer, format, model, summary string, code int, took time.Duration) {
 	result := map[string]any{
 		"type": "result", "subtype": "success", "is_error": code != 0,
 		"duration_ms": took.Milliseconds(), "duration_api_ms": 0, "num_turns": 1,
@@ -265,14 +274,14 @@ func emit(format, model, summary string, code int, took time.Duration) {
 	switch format {
 	case "json":
 		b, _ := json.Marshal(result)
-		fmt.Println(string(b))
+		fmt.Fprintln(w, string(b))
 	case "stream-json":
 		b, _ := json.Marshal(map[string]any{"type": "system", "subtype": "init", "model": model})
-		fmt.Println(string(b))
+		fmt.Fprintln(w, string(b))
 		b, _ = json.Marshal(result)
-		fmt.Println(string(b))
+		fmt.Fprintln(w, string(b))
 	default:
-		fmt.Println(summary)
+		fmt.Fprintln(w, summary)
 	}
 }
 
