@@ -153,6 +153,9 @@ type fleet struct {
 	// env holds extra NAME=value variables for every process start runs
 	// from then on (set it before starting them).
 	env []string
+	// coordArgs are extra arguments of every `coordinator serve` started
+	// from then on, after the harness's own (so they override them).
+	coordArgs []string
 
 	mu    sync.Mutex
 	procs []*proc
@@ -328,10 +331,11 @@ func (f *fleet) startCoordinator(name, dataDir string) *proc {
 	// The tests fail many agent rounds on purpose, on one fleet: the
 	// fleet-wide pause would stop them (its own tests are in cli and
 	// statemachine).
-	return f.start(name, "coordinator", "serve",
+	args := append([]string{"serve",
 		"--nats", f.natsURL, "--redis-url", f.redisURL,
 		"--data-dir", filepath.Join(f.dir, "data", dataDir), "--id", name,
-		"--ack-wait", f.ackWait, "--max-failures-per-hour", "1000")
+		"--ack-wait", f.ackWait, "--max-failures-per-hour", "1000"}, f.coordArgs...)
+	return f.start(name, "coordinator", args...)
 }
 
 // waitCoordinator waits until `coordinator status` lists workflows.
@@ -653,7 +657,9 @@ type inboxItem struct {
 	Attempt      int       `json:"attempt"`
 	Budget       int       `json:"budget"`
 	Since        time.Time `json:"since"`
-	DiffStat     *struct {
+	// Deadline is when an approval step's on_timeout happens.
+	Deadline *time.Time `json:"deadline"`
+	DiffStat *struct {
 		Files []struct {
 			Path       string `json:"path"`
 			Insertions int    `json:"insertions"`
