@@ -99,7 +99,9 @@ type DecisionRequest struct {
 	Attempts   int    `json:"attempts,omitempty"`
 }
 
-// Resume ends a fleet pause and returns the fleet's state afterwards.
+// Resume ends a fleet pause and returns the fleet's state afterwards, but
+// for FailuresLastHour: the failed rounds within the hour before the
+// resume, which it forgives.
 func (c *Client) Resume(ctx context.Context, by string) (FleetStatus, error) {
 	return call[FleetStatus](ctx, c, protocol.APIResume, ResumeRequest{By: by})
 }

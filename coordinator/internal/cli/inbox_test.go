@@ -206,7 +206,7 @@ tasks:
 			t.Errorf("while paused: node %s is %s at attempt %d", n.ID, n.Status, n.Attempt)
 		}
 	}
-	wantCode(t, run("resume", "--as", "ada"), 0, "the fleet runs again (resumed by ada")
+	wantCode(t, run("resume", "--as", "ada"), 0, "the fleet runs again (resumed by ada; 2 failed rounds in the last hour before)")
 	testkit.WaitFor(t, 30*time.Second, 100*time.Millisecond, "the retries to run", func() bool {
 		var s api.WorkflowSummary
 		if err := json.Unmarshal([]byte(run("status", id, "-o", "json").stdout), &s); err != nil {

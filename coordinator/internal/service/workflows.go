@@ -95,15 +95,20 @@ func (s *Service) resume(ctx context.Context, req api.ResumeRequest) (api.FleetS
 	if by == "" {
 		return api.FleetStatus{}, api.BadRequest("resuming names who does it (by)")
 	}
+	// The failed rounds the pause was about, counted before the resume
+	// forgives them.
+	failures := 0
 	err := s.wfs.FleetCommand(ctx, func(st *statemachine.State, now time.Time) ([]statemachine.Effect, error) {
+		failures = st.Fleet().FailuresWithin(now)
 		return statemachine.Resume(st, by, now)
 	})
 	if err != nil {
 		return api.FleetStatus{}, refusal(err)
 	}
-	s.log.Info("fleet resumed", "by", by)
+	s.log.Info("fleet resumed", "by", by, "failures_last_hour", failures)
 	var out api.FleetStatus
 	s.wfs.Read(func(st *statemachine.State) { out = fleetStatus(st.Fleet(), time.Now()) })
+	out.FailuresLastHour = failures
 	return out, nil
 }
 
