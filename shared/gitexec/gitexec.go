@@ -116,6 +116,8 @@ func (r Runner) OutputStdin(ctx context.Context, stdin io.Reader, args ...string
 		}
 		if stdout.overflow {
 			gerr.Err = fmt.Errorf("%w: more than %d bytes", ErrOutputLimit, r.MaxOutput)
+		} else {
+			gerr.Stdout = stdout.Bytes()
 		}
 		return nil, gerr
 	}
@@ -138,6 +140,10 @@ type Error struct {
 	ExitCode int
 	// Stderr is git's standard error, trimmed and capped at MaxStderr.
 	Stderr string
+	// Stdout is what git wrote to standard output before it failed (some
+	// commands, such as merge-tree, report through their exit status and
+	// output both); nil past the output limit.
+	Stdout []byte
 	// Err is the cause: an *exec.ExitError, the context's error, an error
 	// starting git, or ErrOutputLimit.
 	Err error
