@@ -11,6 +11,11 @@ type WorkflowSpec struct {
 	Tasks []TaskSpec `json:"tasks"`
 	// Gates are the gate definitions tasks refer to by name.
 	Gates []GateSpec `json:"gates,omitempty"`
+	// AutoMerge makes the coordinator merge the workflow's branch into
+	// MergeInto (or, when empty, the branch it was submitted from) once
+	// the workflow succeeds.
+	AutoMerge bool   `json:"auto_merge,omitempty"`
+	MergeInto string `json:"merge_into,omitempty"`
 }
 
 // TaskSpec is one node of a workflow.

@@ -549,11 +549,12 @@ func (p *parser) taskGates(t *taskDef, n *yaml.Node, what string) {
 }
 
 func (p *parser) workflow(root *yaml.Node) *protocol.WorkflowSpec {
-	f, ok := p.Fields(root, "workflow", "name", "defaults", "gates", "tasks")
+	f, ok := p.Fields(root, "workflow", "name", "defaults", "gates", "tasks", "auto_merge", "merge_into")
 	if !ok {
 		return nil
 	}
 	spec := &protocol.WorkflowSpec{}
+	p.merge(f, spec)
 	if x, ok := f["name"]; ok {
 		spec.Name, _ = p.name(x.Val, "workflow name")
 	} else {
