@@ -50,6 +50,8 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 	case eventlog.WorkflowFinished:
 		w.Status, w.FinishedAt, w.Reason = b.Status, ev.Time, b.Reason
 		return nil
+	case eventlog.WorkflowMergeRequested, eventlog.WorkflowMerged, eventlog.WorkflowMergeFailed:
+		return w.applyMerge(ev)
 	case nil:
 		return fmt.Errorf("event for %s without a body", w.ID)
 	}

@@ -46,12 +46,15 @@ type Submission struct {
 	Repo     protocol.RepoRef
 	RepoPath string
 	Source   string
+	// BaseBranch is the branch the base commit was taken from, if any.
+	BaseBranch string
 }
 
 // Submit is the event that starts workflow id.
 func Submit(id string, s Submission, now time.Time) Append {
 	return Append{Event: eventlog.Event{WorkflowID: id, Time: now, Body: eventlog.WorkflowSubmitted{
-		Workflow: s.Spec, Repo: s.Repo, RepoPath: s.RepoPath, Source: s.Source}}, MsgID: id + ".submitted"}
+		Workflow: s.Spec, Repo: s.Repo, RepoPath: s.RepoPath, Source: s.Source, BaseBranch: s.BaseBranch}},
+		MsgID: id + ".submitted"}
 }
 
 // Cancel asks for the workflow to be cancelled; Decide then cancels its

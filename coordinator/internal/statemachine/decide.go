@@ -25,10 +25,13 @@ import (
 // pending gates, and once every gate has reported is decided: every gate
 // passed (or only warned) → its patch is integrated and it succeeds; any
 // blocking failure → it fails, even while another gate is still pending.
-// When every node has finished, the workflow finishes.
+// When every node has finished, the workflow finishes. A finished
+// workflow is only merged (merge.go): a merge request not done yet is
+// carried out, and a succeeded workflow with auto_merge requests one.
 func Decide(w *Workflow, now time.Time, published func(jobID string) bool) Decision {
 	d := &decider{w: w, now: now, published: published}
 	if w.Status.Terminal() {
+		d.merge() // a finished workflow may still be merged
 		return d.Decision
 	}
 	if w.CancelRequested {

@@ -78,6 +78,11 @@ type Workflow struct {
 	// Integrated lists nodes in the order their patches reached Branch.
 	Integrated      []string
 	CancelRequested bool
+	// BaseBranch is the branch the workflow was submitted from ("" if
+	// unknown), the default target of a merge; Merge is the latest merge
+	// request and its outcome (nil: none).
+	BaseBranch string
+	Merge      *MergeState
 	// LastSeq is the stream sequence of the last event folded in: the
 	// engine appends the next event only if the log still ends there.
 	LastSeq uint64
@@ -232,7 +237,7 @@ func newWorkflow(id string, b eventlog.WorkflowSubmitted, at time.Time) (*Workfl
 	w := &Workflow{
 		ID: id, Spec: b.Workflow, Repo: b.Repo, RepoPath: b.RepoPath, Source: b.Source,
 		Status: protocol.WorkflowRunning, SubmittedAt: at, Nodes: map[string]*Node{},
-		Order: g.TopoOrder(), Branch: BranchName(id), deps: map[string][]string{},
+		Order: g.TopoOrder(), Branch: BranchName(id), deps: map[string][]string{}, BaseBranch: b.BaseBranch,
 	}
 	for _, t := range b.Workflow.Tasks {
 		n := &Node{ID: t.ID, Status: protocol.NodePending, Gates: map[string]*GateRun{}, Budget: t.Attempts(),

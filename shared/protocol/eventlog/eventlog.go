@@ -94,6 +94,10 @@ type WorkflowSubmitted struct {
 	RepoPath string `json:"repo_path,omitempty"`
 	// Source is the file name the workflow was submitted from.
 	Source string `json:"source,omitempty"`
+	// BaseBranch is the branch the base commit was taken from (the
+	// repository's checked-out branch for --rev HEAD), "" when none: the
+	// default target of a merge.
+	BaseBranch string `json:"base_branch,omitempty"`
 }
 
 // WorkflowCancelRequested asks for every unfinished node to be cancelled.
@@ -508,7 +512,8 @@ func (e Event) check() error {
 		if b.Workflow == nil {
 			return fmt.Errorf("decode %s event for %s: no workflow spec", e.Type(), e.WorkflowID)
 		}
-	case WorkflowCancelRequested, WorkflowFinished, FleetPaused, FleetResumed:
+	case WorkflowCancelRequested, WorkflowFinished, FleetPaused, FleetResumed,
+		WorkflowMergeRequested, WorkflowMerged, WorkflowMergeFailed:
 	default:
 		if e.NodeID == "" {
 			return fmt.Errorf("decode %s event for %s: no node_id", e.Type(), e.WorkflowID)

@@ -20,7 +20,8 @@ func sample(t *testing.T, typ Type) Event {
 	switch x := b.(type) {
 	case *WorkflowSubmitted:
 		x.Workflow, ev.NodeID = &protocol.WorkflowSpec{Name: "w"}, ""
-	case *WorkflowCancelRequested, *WorkflowFinished, *FleetPaused, *FleetResumed:
+	case *WorkflowCancelRequested, *WorkflowFinished, *FleetPaused, *FleetResumed,
+		*WorkflowMergeRequested, *WorkflowMerged, *WorkflowMergeFailed:
 		ev.NodeID = ""
 	case *NodeAgentDone:
 		x.Result = &protocol.AgentResult{Status: protocol.AgentSucceeded}
