@@ -91,6 +91,9 @@ const (
 	// closes one.
 	APIBreakers     = "breakers"
 	APIBreakerReset = "breaker-reset"
+	// APIMerge merges a succeeded workflow's branch into a branch of the
+	// submitting repository (coordinator merge).
+	APIMerge = "merge"
 )
 
 // APISubject returns the subject of an API endpoint.

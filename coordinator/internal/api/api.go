@@ -27,6 +27,9 @@ type SubmitRequest struct {
 	YAML     string           `json:"yaml"`
 	Repo     protocol.RepoRef `json:"repo"`
 	RepoPath string           `json:"repo_path,omitempty"`
+	// BaseBranch is the branch the base commit was taken from ("" for a
+	// detached HEAD or a commit id): the default target of a merge.
+	BaseBranch string `json:"base_branch,omitempty"`
 	// ProjectGates is the repository's .supervisor/gates.yaml (or .toml)
 	// at the base commit, sent only when the submitter trusts the project.
 	ProjectGates *GateFile `json:"project_gates,omitempty"`
@@ -168,6 +171,13 @@ type WorkflowSummary struct {
 	// ResultBundle is the object (in the bundles bucket) holding Branch,
 	// for hosts that cannot see RepoPath.
 	ResultBundle string `json:"result_bundle,omitempty"`
+	// BaseBranch is the branch the workflow was submitted from; AutoMerge
+	// and MergeInto are the workflow's merge settings, Merge its latest
+	// merge (see merge.go).
+	BaseBranch string        `json:"base_branch,omitempty"`
+	AutoMerge  bool          `json:"auto_merge,omitempty"`
+	MergeInto  string        `json:"merge_into,omitempty"`
+	Merge      *MergeSummary `json:"merge,omitempty"`
 }
 
 // Error codes the service replies with (in the Nats-Service-Error-Code header).

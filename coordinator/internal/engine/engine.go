@@ -42,6 +42,10 @@ type Options struct {
 	// MaxFailuresPerHour pauses new agent rounds fleet-wide past this many
 	// failed rounds within an hour (0: the default, 10; negative: never).
 	MaxFailuresPerHour int
+	// MergeLockWait is how long a merge waits for another merge of the
+	// same branch to release the lock before it is left to the next
+	// decision (default 30 s).
+	MergeLockWait time.Duration
 }
 
 // Notifier takes notifications and delivers them without blocking.
@@ -94,6 +98,9 @@ func New(b *bus.Bus, store state.Store, opts Options) (*Engine, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.MergeLockWait <= 0 {
+		opts.MergeLockWait = mergeLockWait
 	}
 	if opts.Log == nil {
 		opts.Log = slog.Default()
@@ -293,12 +300,13 @@ func (e *Engine) FleetCommand(ctx context.Context, cmd func(s *statemachine.Stat
 	})
 }
 
-// kickAll queues a decision for every running workflow.
+// kickAll queues a decision for every running workflow, and every
+// finished one with a merge to carry out.
 func (e *Engine) kickAll() {
 	var ids []string
 	e.Read(func(s *statemachine.State) {
 		for _, w := range s.Workflows() {
-			if !w.Status.Terminal() {
+			if !w.Status.Terminal() || w.MergePending() {
 				ids = append(ids, w.ID)
 			}
 		}

@@ -73,6 +73,8 @@ func (e *Engine) execute(ctx context.Context, wf string, effects []statemachine.
 			folded, err = e.integrate(ctx, wf, x)
 		case statemachine.Finish:
 			folded, err = e.finish(ctx, wf, x)
+		case statemachine.Merge:
+			folded, err = e.merge(ctx, wf, x)
 		case statemachine.Reopen:
 			// Runners drop jobs of finished workflows; this one runs again.
 			err = e.store.CacheDelete(ctx, protocol.WorkflowFinishedKey(wf))

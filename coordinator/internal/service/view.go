@@ -23,6 +23,7 @@ func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
 		ID: w.ID, Name: w.Spec.Name, Status: w.Status, Source: w.Source, RepoPath: w.RepoPath,
 		BaseCommit: w.Repo.BaseCommit, Branch: w.Branch, Head: w.Head, Reason: w.Reason,
 		SubmittedAt: w.SubmittedAt, FinishedAt: timePtr(w.FinishedAt), Counts: map[string]int{},
+		BaseBranch: w.BaseBranch, AutoMerge: w.Spec.AutoMerge, MergeInto: w.Spec.MergeInto, Merge: mergeSummary(w.Merge),
 	}
 	if w.Status == protocol.WorkflowSucceeded {
 		s.ResultBundle = statemachine.ResultBundleName(w.ID)

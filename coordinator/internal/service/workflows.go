@@ -62,7 +62,13 @@ func (s *Service) submit(ctx context.Context, req api.SubmitRequest) (api.Submit
 		}
 		return none, err
 	}
-	id, err := s.wfs.Submit(ctx, statemachine.Submission{Spec: spec, Repo: req.Repo, RepoPath: req.RepoPath, Source: req.Filename})
+	if req.BaseBranch != "" {
+		if err := protocol.CheckBranchName(req.BaseBranch); err != nil {
+			return none, api.BadRequest("base_branch: %v", err)
+		}
+	}
+	id, err := s.wfs.Submit(ctx, statemachine.Submission{Spec: spec, Repo: req.Repo, RepoPath: req.RepoPath,
+		Source: req.Filename, BaseBranch: req.BaseBranch})
 	if err != nil {
 		return none, err
 	}
