@@ -141,6 +141,9 @@ func printWorkflow(w io.Writer, s api.WorkflowSummary) {
 		fmt.Fprintf(w, " at %s", short(s.Head))
 	}
 	fmt.Fprintln(w)
+	if line := mergeLine(s); line != "" {
+		fmt.Fprintf(w, "merge     %s\n", line)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\nNODE\tSTATUS\tATTEMPT\tHOST\tGATES\tDETAIL")
 	for _, n := range s.Nodes {

@@ -116,6 +116,11 @@ func (e *env) submitFile(ctx context.Context, file string) (string, error) {
 	if err != nil {
 		return "", &ExitError{Code: ExitUnavailable, Err: err}
 	}
+	// The branch the work starts from is the default target of a merge.
+	baseBranch, err := workspace.CurrentBranch(ctx, repoPath, e.v.GetString("rev"))
+	if err != nil {
+		return "", &ExitError{Code: ExitUsage, Err: err}
+	}
 	repo := protocol.RepoRef{ID: repoID, BaseCommit: commit, Bundle: fmt.Sprintf("%s/%s.bundle", repoID, commit)}
 	if err := uploadBundle(ctx, b, repoPath, repo); err != nil {
 		return "", err
@@ -123,7 +128,7 @@ func (e *env) submitFile(ctx context.Context, file string) (string, error) {
 	rctx, cancel := context.WithTimeout(ctx, e.v.GetDuration("timeout"))
 	defer cancel()
 	resp, err := client.Submit(rctx, api.SubmitRequest{Filename: filepath.Base(file), YAML: string(data), Repo: repo,
-		RepoPath: repoPath, ProjectGates: project})
+		RepoPath: repoPath, BaseBranch: baseBranch, ProjectGates: project})
 	if err != nil {
 		return "", apiErr(err)
 	}

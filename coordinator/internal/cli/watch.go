@@ -29,7 +29,9 @@ func newWatch() *cobra.Command {
 		Long: `watch prints the workflow's history and then its live progress, one line per
 node or gate transition, and exits when the workflow ends: 0 if it succeeded,
 2 if it failed, 3 if it was cancelled. With --repo, a succeeded workflow's
-branch is fetched into that repository if it is not there yet.`,
+branch is fetched into that repository if it is not there yet. A workflow
+with auto_merge is followed until its merge is done (exit 0) or has failed
+(exit 6).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			e, err := load(cmd, "watch")
@@ -94,6 +96,9 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 	// the state it leads to, so the status is asked again whenever no event
 	// comes for a while, rather than waiting for one that may never come.
 	recheck := false
+	// awaitMerge is set once a succeeded workflow with auto_merge has
+	// finished: watch goes on until the merge's outcome.
+	awaitMerge := false
 	for {
 		var next []jetstream.NextOpt
 		if recheck {
@@ -123,6 +128,12 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 			continue
 		}
 		printEvent(e.out, ev)
+		if awaitMerge {
+			if done, err := mergeOutcome(ev, sum.Branch); done {
+				return err
+			}
+			continue
+		}
 		switch ev.Body.(type) {
 		case eventlog.NodeEscalated, eventlog.NodeAwaitingApproval:
 			escalated[ev.NodeID] = true
@@ -154,6 +165,10 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 		}
 		switch fin.Status {
 		case protocol.WorkflowSucceeded:
+			if sum.AutoMerge {
+				awaitMerge = true
+				continue
+			}
 			return nil
 		case protocol.WorkflowCancelled:
 			return &ExitError{Code: ExitCancelled}
@@ -315,6 +330,8 @@ func printEvent(w io.Writer, ev eventlog.Event) {
 		what = withReason("rejected by "+b.By, b.Reason)
 	case eventlog.NodeRetryGranted:
 		what = withReason(fmt.Sprintf("%d more attempts granted by %s", b.Attempts, b.By), b.Note)
+	case eventlog.WorkflowMergeRequested, eventlog.WorkflowMerged, eventlog.WorkflowMergeFailed:
+		what = mergeEventLine(ev)
 	default:
 		what = string(ev.Type())
 	}

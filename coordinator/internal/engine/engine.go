@@ -44,7 +44,8 @@ type Options struct {
 	MaxFailuresPerHour int
 	// MergeLockWait is how long a merge waits for another merge of the
 	// same branch to release the lock before it is left to the next
-	// decision (default 30 s).
+	// decision (default 20 s, so an API request waiting for the merge
+	// is answered within the CLI's default 30 s timeout).
 	MergeLockWait time.Duration
 }
 

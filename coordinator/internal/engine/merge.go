@@ -20,7 +20,7 @@ const (
 	// merge runs.
 	mergeLockTTL = 30 * time.Second
 	// mergeLockWait is the default of Options.MergeLockWait.
-	mergeLockWait = 30 * time.Second
+	mergeLockWait = 20 * time.Second
 	// mergeMoves is how many times a merge is rebuilt when the target
 	// moves under it before it gives up until the next decision.
 	mergeMoves = 3
