@@ -150,9 +150,9 @@ func TestMergeThroughAPI(t *testing.T) {
 	}
 
 	_, err := e.client.Merge(testkit.Context(t, 10*time.Second), api.MergeRequest{WorkflowID: first.ID, Into: "a..b", By: "ops"})
-	wantAPIError(t, err, api.CodeBadRequest, "a bad branch name")
+	_ = wantAPIError(t, err, api.CodeBadRequest, "a bad branch name")
 	_, err = e.client.Merge(testkit.Context(t, 10*time.Second), api.MergeRequest{WorkflowID: first.ID, By: " "})
-	wantAPIError(t, err, api.CodeBadRequest, "a merge without its author")
+	_ = wantAPIError(t, err, api.CodeBadRequest, "a merge without its author")
 }
 
 // TestMergeWaitsForTheLockAndSurvivesRestart: while another merge of the
