@@ -60,9 +60,6 @@ type MergeOptions struct {
 	// the second): the same merge on the same tips then makes the same
 	// commit wherever and however often it is made.
 	Date time.Time
-	// AllowCheckedOut lets a branch checked out in a worktree be moved.
-	// Off by default: its working tree would not follow.
-	AllowCheckedOut bool
 
 	// beforeUpdate, if set, runs just before the branch is moved (tests
 	// move the branch there to race the compare-and-swap).
@@ -81,8 +78,8 @@ type MergeOptions struct {
 // naming the conflicting paths, and changes no ref; a target that moved
 // meanwhile returns ErrBranchMoved and changes nothing either (merging
 // again is safe). A target checked out in a worktree is refused
-// (ErrCheckedOut) unless opts allow it, a missing target is ErrNoBranch,
-// and a commit the repository lacks ErrNoCommit.
+// (ErrCheckedOut): its working tree and index would not follow. A missing
+// target is ErrNoBranch, and a commit the repository lacks ErrNoCommit.
 func MergeIntoBranch(ctx context.Context, repoPath, target, commit string, opts MergeOptions) (MergeResult, error) {
 	ref, err := checkBranch(ctx, target)
 	if err != nil {
@@ -98,12 +95,10 @@ func MergeIntoBranch(ctx context.Context, repoPath, target, commit string, opts 
 	fail := func(err error) (MergeResult, error) {
 		return MergeResult{}, fmt.Errorf("workspace: merge %s into %s of %s: %w", commit, target, repoPath, err)
 	}
-	if !opts.AllowCheckedOut {
-		if wt, err := checkedOutIn(ctx, g, ref); err != nil {
-			return fail(err)
-		} else if wt != "" {
-			return fail(fmt.Errorf("%w in %s: moving it would leave that working tree behind", ErrCheckedOut, wt))
-		}
+	if wt, err := checkedOutIn(ctx, g, ref); err != nil {
+		return fail(err)
+	} else if wt != "" {
+		return fail(fmt.Errorf("%w in %s: moving it would leave that working tree behind", ErrCheckedOut, wt))
 	}
 	old, err := g.Text(ctx, "rev-parse", "--verify", "--quiet", ref+"^{commit}")
 	if err != nil {
