@@ -26,7 +26,10 @@ func newSubmit() *cobra.Command {
 uploads a git bundle of the repository's base commit to the object store, and
 submits the workflow. It prints the workflow id. With --wait it follows the
 workflow to its end, like 'watch', and exits 0 only if it succeeded; the
-accepted work is then on branch supervisor/<workflow-id> of --repo.`,
+accepted work is then on branch supervisor/<workflow-id> of --repo. A workflow
+with auto_merge is followed until its merge is done (exit 6 if it failed).
+The branch --rev names (the checked-out one for HEAD) is recorded as the
+default target of 'coordinator merge'.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			e, err := load(cmd, "submit")
