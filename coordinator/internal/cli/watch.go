@@ -96,9 +96,16 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 	// the state it leads to, so the status is asked again whenever no event
 	// comes for a while, rather than waiting for one that may never come.
 	recheck := false
-	// awaitMerge is set once a succeeded workflow with auto_merge has
-	// finished: watch goes on until the merge's outcome.
-	awaitMerge := false
+	// fin is the workflow's latest end while nothing but merges happened
+	// since (a node event means it was reopened), and merged the outcome
+	// of its latest merge since then; awaitMerge is set once a succeeded
+	// workflow with auto_merge has finished and its merge has no outcome
+	// yet: watch goes on until it has.
+	var (
+		fin        *eventlog.WorkflowFinished
+		merged     *eventlog.Event
+		awaitMerge bool
+	)
 	for {
 		var next []jetstream.NextOpt
 		if recheck {
@@ -134,15 +141,21 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 			}
 			continue
 		}
-		switch ev.Body.(type) {
+		switch b := ev.Body.(type) {
 		case eventlog.NodeEscalated, eventlog.NodeAwaitingApproval:
 			escalated[ev.NodeID] = true
 		case eventlog.NodeApproved, eventlog.NodeRejected, eventlog.NodeRetryGranted, eventlog.NodeReopened:
 			delete(escalated, ev.NodeID)
+		case eventlog.WorkflowFinished:
+			fin, merged = &b, nil
+		case eventlog.WorkflowMerged, eventlog.WorkflowMergeFailed:
+			merged = &ev
 		}
-		fin, ok := ev.Body.(eventlog.WorkflowFinished)
+		if ev.NodeID != "" {
+			fin, merged = nil, nil // the workflow runs again
+		}
 		recheck = false
-		if !ok {
+		if fin == nil {
 			if md, err := msg.Metadata(); err == nil && md.NumPending == 0 && len(escalated) > 0 {
 				if stuck, err := e.waitsForHuman(ctx, client, wf); err == nil && stuck {
 					fmt.Fprintf(e.out, "workflow %s needs attention: nothing runs until a human decides (coordinator inbox)\n", wf)
@@ -153,7 +166,7 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 			continue
 		}
 		if md, err := msg.Metadata(); err == nil && md.NumPending > 0 {
-			continue // reopened since (a gate rerun): follow it to its latest end
+			continue // reopened since (a gate rerun), or merged: follow it to its latest end
 		}
 		// Accepted work is delivered whatever the outcome: on failure the
 		// branch holds the nodes that passed their gates.
@@ -165,11 +178,15 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 		}
 		switch fin.Status {
 		case protocol.WorkflowSucceeded:
-			if sum.AutoMerge {
-				awaitMerge = true
-				continue
+			if !sum.AutoMerge {
+				return nil
 			}
-			return nil
+			if merged != nil {
+				_, err := mergeOutcome(*merged, sum.Branch)
+				return err
+			}
+			awaitMerge = true
+			continue
 		case protocol.WorkflowCancelled:
 			return &ExitError{Code: ExitCancelled}
 		default:
