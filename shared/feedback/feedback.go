@@ -75,6 +75,9 @@ type Feedback struct {
 	WorkReset bool `json:"work_reset"`
 	// Note is a human operator's note, which is trusted (unlike Gates).
 	Note *Note `json:"note,omitempty"`
+	// Integration is set when the round's own gates passed but its
+	// integration gates failed on top of the work of other nodes.
+	Integration *Integration `json:"integration,omitempty"`
 	// Constraints are fixed rules of every retry.
 	Constraints []string `json:"constraints"`
 	// Untrusted is UntrustedNotice: it applies to PriorityFixes and Gates,
@@ -102,6 +105,18 @@ type Note struct {
 	From string `json:"from"`
 	// Text is the note.
 	Text string `json:"text"`
+}
+
+// Integration says that a round's work passed its own gates but broke
+// the combination with other nodes' work: the workflow's integration gates
+// failed on the branch with the nodes Ahead applied before it.
+type Integration struct {
+	// Ahead names the nodes whose work the failing run applied before this
+	// node's, in order: nodes already on the workflow's branch and nodes
+	// queued for integration ahead of it.
+	Ahead []string `json:"ahead"`
+	// Gates are the integration gates that failed.
+	Gates []string `json:"gates"`
 }
 
 // Gate is one failed gate in a Feedback.
@@ -162,6 +177,8 @@ type Input struct {
 	Gates []GateInput
 	// Note is an optional operator note.
 	Note *Note
+	// Integration, if set, says the gates failed as integration gates.
+	Integration *Integration
 	// Budget caps the size of json.Marshal(Feedback) in bytes: 0 means
 	// DefaultBudget, and less than MinBudget means MinBudget.
 	Budget int
@@ -242,6 +259,16 @@ func Build(in Input) Feedback {
 		text := strings.TrimSpace(Sanitize(in.Note.Text))
 		f.Note = &Note{From: keepHead(oneLine(Sanitize(in.Note.From)), maxNoteFrom), Text: keepHead(text, maxNoteText)}
 		f.Truncated = len(text) > maxNoteText
+	}
+
+	if x := in.Integration; x != nil {
+		f.Integration = &Integration{Ahead: make([]string, 0, len(x.Ahead)), Gates: make([]string, 0, len(x.Gates))}
+		for _, a := range x.Ahead {
+			f.Integration.Ahead = append(f.Integration.Ahead, keepHead(oneLine(Sanitize(a)), maxIDBytes))
+		}
+		for _, g := range x.Gates {
+			f.Integration.Gates = append(f.Integration.Gates, keepHead(oneLine(Sanitize(g)), maxIDBytes))
+		}
 	}
 
 	var work []*gateWork

@@ -91,7 +91,8 @@ var funcs = template.FuncMap{
 		}
 		return strconv.Itoa(*p)
 	},
-	"add": func(a, b int) int { return a + b },
+	"add":  func(a, b int) int { return a + b },
+	"join": strings.Join,
 	"lines": func(s string) []string {
 		return strings.Split(s, "\n")
 	},

@@ -16,6 +16,11 @@ type WorkflowSpec struct {
 	// the workflow succeeds.
 	AutoMerge bool   `json:"auto_merge,omitempty"`
 	MergeInto string `json:"merge_into,omitempty"`
+	// IntegrationGates name gates of Gates that test each node's work on
+	// top of everything integrated before it and the nodes queued ahead
+	// of it, before it lands on the workflow's branch (the integration
+	// queue). Empty: a node whose gates passed is integrated at once.
+	IntegrationGates []string `json:"integration_gates,omitempty"`
 }
 
 // TaskSpec is one node of a workflow.
@@ -250,10 +255,14 @@ const (
 	// NodeAwaitingApproval waits for a human's approval: an approval step
 	// after its gates passed, or a human task.
 	NodeAwaitingApproval NodeStatus = "awaiting_approval"
-	NodeSucceeded        NodeStatus = "succeeded"
-	NodeFailed           NodeStatus = "failed"
-	NodeSkipped          NodeStatus = "skipped"
-	NodeCancelled        NodeStatus = "cancelled"
+	// NodeIntegrating waits in the workflow's integration queue: its own
+	// gates passed, and its integration gates run on top of the branch
+	// and the nodes queued ahead of it before it lands.
+	NodeIntegrating NodeStatus = "integrating"
+	NodeSucceeded   NodeStatus = "succeeded"
+	NodeFailed      NodeStatus = "failed"
+	NodeSkipped     NodeStatus = "skipped"
+	NodeCancelled   NodeStatus = "cancelled"
 )
 
 // Terminal reports whether a node in this status will not change again.

@@ -66,7 +66,7 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		n.LeaseToken, n.Host, n.Agent, n.Patch = 0, "", nil, nil
 		n.Gates = map[string]*GateRun{}
 		n.Approved, n.ApprovedBy, n.RetryAt, n.NextAttempt = false, "", time.Time{}, 0
-		n.Waiting = nil
+		n.Waiting, n.Speculation, n.integRounds = nil, nil, nil
 	case eventlog.NodeWaiting:
 		n.Waiting = &BreakerWait{Scope: b.Scope, Until: b.Until, Host: b.Host}
 	case eventlog.NodeStarted:
@@ -152,6 +152,8 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		n.Attempt = max(n.Attempt, b.Attempt)
 	case eventlog.NodeRejected:
 		n.Status, n.Reason, n.EndedAt = protocol.NodeFailed, fmt.Sprintf("rejected by %s: %s", b.By, b.Reason), ev.Time
+	case eventlog.NodeIntegrationQueued, eventlog.IntegrationDispatched, eventlog.IntegrationFinished:
+		w.applyIntegration(n, ev)
 	case eventlog.NodeRetryGranted:
 		// A human's retry starts the count of each gate's failures afresh.
 		n.Budget, n.GateFailures = n.Budget+b.Attempts, map[string]int{}
@@ -188,6 +190,7 @@ func (n *Node) record(ev eventlog.Event, reason string, feedback json.RawMessage
 			r.Gates = append(r.Gates, *g.Result)
 		}
 	}
+	r.Gates = append(r.Gates, n.speculationResults()...)
 	n.History = append(n.History, r)
 }
 

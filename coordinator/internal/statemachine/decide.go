@@ -23,8 +23,10 @@ import (
 // succeed fails. A gating node dispatches its gates in dependency layers
 // (skipping those whose dependency failed in a blocking way), polls its
 // pending gates, and once every gate has reported is decided: every gate
-// passed (or only warned) → its patch is integrated and it succeeds; any
-// blocking failure → it fails, even while another gate is still pending.
+// passed (or only warned) → its patch is integrated and it succeeds (in a
+// workflow with integration gates, it joins the integration queue
+// instead: integration_queue.go); any blocking failure → it fails, even
+// while another gate is still pending.
 // When every node has finished, the workflow finishes. A finished
 // workflow is only merged (merge.go): a merge request not done yet is
 // carried out, and a succeeded workflow with auto_merge requests one.
@@ -54,6 +56,9 @@ func Decide(w *Workflow, now time.Time, published func(jobID string) bool) Decis
 		case protocol.NodeAwaitingApproval:
 			d.awaiting(n)
 		}
+	}
+	if w.Gated() {
+		d.integrationQueue()
 	}
 	if len(d.Effects) == 0 {
 		d.finish()
@@ -290,6 +295,10 @@ func (d *decider) decideNode(n *Node) {
 	case workflow.OutcomePassed:
 		if n.Task.Approval != nil && !n.Approved {
 			d.awaitApproval(n, n.Attempt, "an approval step: its gates passed")
+			return
+		}
+		if !n.Integrated && d.w.Gated() {
+			d.queueForIntegration(n)
 			return
 		}
 		if !n.Integrated {

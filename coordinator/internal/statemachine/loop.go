@@ -33,6 +33,10 @@ type failure struct {
 	// escalate, when set, is why no retry can help (an integrity
 	// violation, on_fail block, a gate that could not run).
 	escalate string
+	// integration is set when gates are integration gates (named with
+	// failureGatePrefix) that failed on top of the nodes ahead.
+	integration bool
+	ahead       []string
 }
 
 // gateFailure classifies a gating node's blocking failures.
@@ -70,9 +74,20 @@ func (f failure) summary(n *Node) string {
 	}
 	parts := make([]string, 0, len(f.gates))
 	for _, name := range f.gates {
+		if g, ok := strings.CutPrefix(name, failureGatePrefix); ok {
+			parts = append(parts, g+" "+string(n.Speculation.Gates[g].Status))
+			continue
+		}
 		parts = append(parts, name+" "+string(n.Gates[name].Status))
 	}
 	sort.Strings(parts)
+	if f.integration {
+		on := "the branch"
+		if len(f.ahead) > 0 {
+			on = strings.Join(f.ahead, ", ")
+		}
+		return "integration gates did not pass on top of " + on + ": " + strings.Join(parts, ", ")
+	}
 	return "gates did not pass: " + strings.Join(parts, ", ")
 }
 
@@ -122,7 +137,8 @@ func (d *decider) roundFailed(n *Node, f failure) {
 	}
 	if escalate == "" {
 		for _, name := range f.gates {
-			if rounds, max := n.GateFailures[name]+1, n.GateSpecs[name].Retries(); rounds > max {
+			_, spec := d.w.failedRun(n, name)
+			if rounds, max := n.GateFailures[name]+1, spec.Retries(); rounds > max {
 				escalate = fmt.Sprintf("gate %s failed %d rounds; its max_retries is %d", name, rounds, max)
 				break
 			}
@@ -175,7 +191,8 @@ func (n *Node) signature(f failure) string {
 		sort.Strings(names)
 		for _, name := range names {
 			out := ""
-			if r := n.Gates[name].Result; r != nil {
+			if g := n.failedGate(name); g != nil && g.Result != nil {
+				r := g.Result
 				out = r.Stdout + r.Stderr + r.Output + r.Error
 			}
 			write(name, out)
@@ -239,10 +256,16 @@ func (d *decider) awaitApproval(n *Node, attempt int, reason string) {
 }
 
 // awaiting waits for a human's approval; once given, the node's work is
-// integrated and it succeeds. Past the approval step's deadline, its
+// integrated (through the integration queue, in a workflow with
+// integration gates) and it succeeds. Past the approval step's deadline, its
 // on_timeout happens: approve, reject, or escalate (the default).
 func (d *decider) awaiting(n *Node) {
 	if n.Approved {
+		if d.w.Gated() && !n.Integrated && n.Task.Type != protocol.TaskHuman {
+			// Approved work lands through the integration queue.
+			d.queueForIntegration(n)
+			return
+		}
 		d.escalated(n)
 		return
 	}
@@ -288,12 +311,18 @@ func (w *Workflow) feedback(n *Node, f failure, escalated bool, note *feedback.N
 			Spec: protocol.GateSpec{Name: "agent"}, RoundsFailed: n.Attempt, Escalated: escalated})
 	}
 	for _, name := range f.gates {
-		g := n.Gates[name]
-		if g.Result == nil {
+		g, spec := w.failedRun(n, name)
+		if g == nil || g.Result == nil {
 			continue
 		}
-		in.Gates = append(in.Gates, feedback.GateInput{Result: *g.Result, Spec: n.GateSpecs[name],
+		in.Gates = append(in.Gates, feedback.GateInput{Result: *g.Result, Spec: spec,
 			RoundsFailed: n.GateFailures[name] + 1, Escalated: escalated})
+	}
+	if f.integration {
+		in.Integration = &feedback.Integration{Ahead: f.ahead}
+		for _, name := range f.gates {
+			in.Integration.Gates = append(in.Integration.Gates, strings.TrimPrefix(name, failureGatePrefix))
+		}
 	}
 	data, err := json.Marshal(feedback.Build(in))
 	if err != nil {

@@ -19,6 +19,9 @@ func OnReport(w *Workflow, r *protocol.Report, now time.Time) (effects []Effect,
 	if w.Status.Terminal() {
 		return nil, ""
 	}
+	if isIntegrationReport(w, r) {
+		return onIntegrationReport(w, r, now)
+	}
 	ev := func(node string, body eventlog.Body, msgID string) []Effect {
 		return []Effect{Append{Event: eventlog.Event{WorkflowID: w.ID, NodeID: node, Time: now, Body: body},
 			MsgID: w.msgID(msgID)}}

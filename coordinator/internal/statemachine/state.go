@@ -88,8 +88,15 @@ type Workflow struct {
 	LastSeq uint64
 	// Generation counts reopenings (gate reruns of failed nodes).
 	Generation int
+	// IntegrationOrder is the workflow's integration gates in dispatch
+	// order (dependency layers), IntegrationSpecs their definitions.
+	IntegrationOrder []string
+	IntegrationSpecs map[string]protocol.GateSpec
 	// fleet is the state of the fleet the workflow runs in.
 	fleet *Fleet
+	// queue is the integration queue: node ids in the order they joined
+	// it; IntegrationQueue filters those still waiting in it.
+	queue []string
 
 	deps map[string][]string
 }
@@ -151,9 +158,17 @@ type Node struct {
 	// back on an open circuit breaker.
 	Waiting *BreakerWait
 
+	// QueuedAt is when the node joined the integration queue, and
+	// Speculation its current speculative run of the integration gates.
+	QueuedAt    time.Time
+	Speculation *Speculation
+
 	// jobID is the current attempt's agent job id, kept so that deciding
 	// again does not build it anew for every node in flight.
 	jobID string
+	// integRounds numbers each integration gate's rounds in the attempt,
+	// across speculations, so every run has a job id of its own.
+	integRounds map[string]int
 }
 
 // AttemptRecord is what one finished attempt of a node did and what came
@@ -238,6 +253,9 @@ func newWorkflow(id string, b eventlog.WorkflowSubmitted, at time.Time) (*Workfl
 		ID: id, Spec: b.Workflow, Repo: b.Repo, RepoPath: b.RepoPath, Source: b.Source,
 		Status: protocol.WorkflowRunning, SubmittedAt: at, Nodes: map[string]*Node{},
 		Order: g.TopoOrder(), Branch: BranchName(id), deps: map[string][]string{}, BaseBranch: b.BaseBranch,
+	}
+	if err := w.setIntegrationGates(); err != nil {
+		return nil, fmt.Errorf("workflow %s: %w", id, err)
 	}
 	for _, t := range b.Workflow.Tasks {
 		n := &Node{ID: t.ID, Status: protocol.NodePending, Gates: map[string]*GateRun{}, Budget: t.Attempts(),

@@ -549,7 +549,7 @@ func (p *parser) taskGates(t *taskDef, n *yaml.Node, what string) {
 }
 
 func (p *parser) workflow(root *yaml.Node) *protocol.WorkflowSpec {
-	f, ok := p.Fields(root, "workflow", "name", "defaults", "gates", "tasks", "auto_merge", "merge_into")
+	f, ok := p.Fields(root, "workflow", "name", "defaults", "gates", "integration_gates", "tasks", "auto_merge", "merge_into")
 	if !ok {
 		return nil
 	}
@@ -596,7 +596,10 @@ func (p *parser) workflow(root *yaml.Node) *protocol.WorkflowSpec {
 		}
 	}
 	p.CheckDeps(defined, wfSet)
-	p.checkTasks(tasks, wfGates, wfSet)
+	if x, ok := f["integration_gates"]; ok {
+		spec.IntegrationGates = p.integrationGates(x.Val, wfSet)
+	}
+	p.checkTasks(tasks, onlyTaskGates(wfGates, spec.IntegrationGates), wfSet)
 
 	for _, g := range wfGates {
 		spec.Gates = append(spec.Gates, g.Spec())
@@ -632,6 +635,14 @@ func (p *parser) workflow(root *yaml.Node) *protocol.WorkflowSpec {
 			t.spec.GateDefs = append(t.spec.GateDefs, g.Spec())
 		}
 		spec.Tasks = append(spec.Tasks, t.spec)
+	}
+	if len(p.Problems) == 0 && len(spec.IntegrationGates) > 0 {
+		order, _ := gates.Resolve(wfSet, spec.IntegrationGates)
+		for _, n := range order {
+			if !wfNames[n] {
+				needed[n] = true
+			}
+		}
 	}
 	extra := make([]string, 0, len(needed))
 	for n := range needed {

@@ -55,6 +55,9 @@ const (
 	TypeFleetResumed      Type = "fleet.resumed"
 	TypeNodeWaiting       Type = "node.waiting"
 	TypeGateWaiting       Type = "gate.waiting"
+	TypeNodeQueued        Type = "node.integration_queued"
+	TypeIntegDispatched   Type = "integration.dispatched"
+	TypeIntegFinished     Type = "integration.finished"
 )
 
 // Event is one entry of the event log, on subject protocol.EventSubject(WorkflowID).
@@ -306,6 +309,45 @@ type GateWaiting struct {
 	Host    string    `json:"host,omitempty"`
 }
 
+// NodeIntegrationQueued puts a node whose gates passed (and whose
+// approval step, if any, approved it) at the end of its workflow's
+// integration queue: its integration gates run on top of the branch and
+// the nodes queued ahead of it before its patch lands.
+type NodeIntegrationQueued struct {
+	Attempt int `json:"attempt"`
+}
+
+// IntegrationDispatched starts round Round of integration gate Gate for a
+// queued node's attempt on one speculative base: the patches already on
+// the branch, then those of the queued nodes Ahead (in queue order), then
+// the node's own. Speculation identifies that sequence of patches; a
+// result counts only while the node's speculation is still the one
+// dispatched for. The gate job is published after it.
+type IntegrationDispatched struct {
+	Attempt     int    `json:"attempt"`
+	Gate        string `json:"gate"`
+	Round       int    `json:"round"`
+	Speculation string `json:"speculation"`
+	// Ahead names the queued nodes, not yet on the branch, whose patches
+	// the run applies before the node's own.
+	Ahead []string `json:"ahead,omitempty"`
+	// Poll marks the re-run of a pending integration gate.
+	Poll bool `json:"poll,omitempty"`
+}
+
+// IntegrationFinished records the result of round Round of integration
+// gate Gate on speculation Speculation.
+type IntegrationFinished struct {
+	Attempt     int                  `json:"attempt"`
+	Gate        string               `json:"gate"`
+	Round       int                  `json:"round"`
+	Speculation string               `json:"speculation"`
+	LeaseToken  uint64               `json:"lease_token,omitempty"`
+	Host        string               `json:"host,omitempty"`
+	Result      *protocol.GateResult `json:"result"`
+	Reason      string               `json:"reason,omitempty"`
+}
+
 // FleetPaused stops new agent rounds fleet-wide: too many failed within an
 // hour. It is an event of the fleet's log (workflow id "fleet").
 type FleetPaused struct {
@@ -359,6 +401,9 @@ func (FleetPaused) Type() Type             { return TypeFleetPaused }
 func (FleetResumed) Type() Type            { return TypeFleetResumed }
 func (NodeWaiting) Type() Type             { return TypeNodeWaiting }
 func (GateWaiting) Type() Type             { return TypeGateWaiting }
+func (NodeIntegrationQueued) Type() Type   { return TypeNodeQueued }
+func (IntegrationDispatched) Type() Type   { return TypeIntegDispatched }
+func (IntegrationFinished) Type() Type     { return TypeIntegFinished }
 
 func (WorkflowSubmitted) eventBody()       {}
 func (WorkflowCancelRequested) eventBody() {}
@@ -384,6 +429,9 @@ func (FleetPaused) eventBody()             {}
 func (FleetResumed) eventBody()            {}
 func (NodeWaiting) eventBody()             {}
 func (GateWaiting) eventBody()             {}
+func (NodeIntegrationQueued) eventBody()   {}
+func (IntegrationDispatched) eventBody()   {}
+func (IntegrationFinished) eventBody()     {}
 
 // bodies makes, for each event type, a pointer to a zero body to decode
 // into.
@@ -412,6 +460,9 @@ var bodies = map[Type]func() Body{
 	TypeFleetResumed:      func() Body { return &FleetResumed{} },
 	TypeNodeWaiting:       func() Body { return &NodeWaiting{} },
 	TypeGateWaiting:       func() Body { return &GateWaiting{} },
+	TypeNodeQueued:        func() Body { return &NodeIntegrationQueued{} },
+	TypeIntegDispatched:   func() Body { return &IntegrationDispatched{} },
+	TypeIntegFinished:     func() Body { return &IntegrationFinished{} },
 }
 
 // Types lists every event type this build knows.
@@ -527,6 +578,14 @@ func (e Event) check() error {
 	case GateFinished:
 		if b.Result == nil {
 			return fmt.Errorf("decode %s event for %s/%s: no result", e.Type(), e.WorkflowID, e.NodeID)
+		}
+	case IntegrationDispatched:
+		if b.Speculation == "" || b.Gate == "" {
+			return fmt.Errorf("decode %s event for %s/%s: no speculation or gate", e.Type(), e.WorkflowID, e.NodeID)
+		}
+	case IntegrationFinished:
+		if b.Result == nil || b.Speculation == "" {
+			return fmt.Errorf("decode %s event for %s/%s: no result or speculation", e.Type(), e.WorkflowID, e.NodeID)
 		}
 	}
 	return nil

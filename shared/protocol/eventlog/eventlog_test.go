@@ -27,6 +27,10 @@ func sample(t *testing.T, typ Type) Event {
 		x.Result = &protocol.AgentResult{Status: protocol.AgentSucceeded}
 	case *GateFinished:
 		x.Result = &protocol.GateResult{Status: protocol.GatePassed}
+	case *IntegrationDispatched:
+		x.Gate, x.Speculation, x.Ahead = "combined", "0123abcd", []string{"a"}
+	case *IntegrationFinished:
+		x.Gate, x.Speculation, x.Result = "combined", "0123abcd", &protocol.GateResult{Status: protocol.GateFailed}
 	}
 	ev.Body = deref(b)
 	return ev
