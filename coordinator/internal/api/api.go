@@ -121,6 +121,25 @@ type NodeSummary struct {
 	// Waiting is set while a runner holds the node's agent job back on an
 	// open circuit breaker.
 	Waiting *BreakerWait `json:"waiting,omitempty"`
+	// Integration is set while the node waits in the workflow's
+	// integration queue.
+	Integration *QueueEntry `json:"integration,omitempty"`
+}
+
+// QueueEntry is a node's place in its workflow's integration queue and
+// the speculative run of the integration gates it is tested on.
+type QueueEntry struct {
+	// Position counts from 1, the head: the node that lands next.
+	Position int `json:"position"`
+	// Speculation identifies the sequence of patches the run applies.
+	Speculation string `json:"speculation,omitempty"`
+	// Integrated counts the patches on the branch the run applies first;
+	// Ahead names the queued nodes whose patches come next, before the
+	// node's own.
+	Integrated int      `json:"integrated"`
+	Ahead      []string `json:"ahead,omitempty"`
+	// Gates are the integration gates' runs on that speculation.
+	Gates []GateSummary `json:"gates,omitempty"`
 }
 
 // GateSummary is a gate as the status API reports it.

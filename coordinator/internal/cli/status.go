@@ -107,7 +107,7 @@ func printList(w io.Writer, list []api.WorkflowSummary) {
 func counts(c map[string]int) string {
 	var parts []string
 	for _, st := range []protocol.NodeStatus{protocol.NodeSucceeded, protocol.NodeRunning, protocol.NodeGating,
-		protocol.NodeReady, protocol.NodeRetrying, protocol.NodeEscalated, protocol.NodePending, protocol.NodeFailed,
+		protocol.NodeIntegrating, protocol.NodeReady, protocol.NodeRetrying, protocol.NodeEscalated, protocol.NodePending, protocol.NodeFailed,
 		protocol.NodeSkipped, protocol.NodeCancelled} {
 		if n := c[string(st)]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, st))
@@ -164,6 +164,9 @@ func printWorkflow(w io.Writer, s api.WorkflowSummary) {
 		}
 		if wait := nodeWait(n); wait != "" {
 			detail = wait
+		}
+		if q := n.Integration; q != nil {
+			detail = queueDetail(q)
 		}
 		attempt := fmt.Sprint(n.Attempt)
 		if n.MaxAttempts > 1 && n.Attempt > 0 {

@@ -349,6 +349,8 @@ func printEvent(w io.Writer, ev eventlog.Event) {
 		what = withReason(fmt.Sprintf("%d more attempts granted by %s", b.Attempts, b.By), b.Note)
 	case eventlog.WorkflowMergeRequested, eventlog.WorkflowMerged, eventlog.WorkflowMergeFailed:
 		what = mergeEventLine(ev)
+	case eventlog.NodeIntegrationQueued, eventlog.IntegrationDispatched, eventlog.IntegrationFinished:
+		what = integrationEvent(ev)
 	default:
 		what = string(ev.Type())
 	}

@@ -64,6 +64,7 @@ func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
 			}
 			ns.Gates = append(ns.Gates, gs)
 		}
+		ns.Integration = queueEntry(w, n)
 		s.Nodes = append(s.Nodes, ns)
 	}
 	return s

@@ -266,7 +266,11 @@ func describe(eff statemachine.Effect) string {
 		if x.Agent != nil {
 			return fmt.Sprintf("publish agent %s a%d", x.Agent.NodeID, x.Agent.Attempt)
 		}
-		s := fmt.Sprintf("publish gate %s/%s r%d", x.Gate.NodeID, x.Gate.Gate, x.Gate.Round)
+		kind := "gate"
+		if strings.Contains(x.Gate.JobID, fmt.Sprintf(".a%d.i.", x.Gate.Attempt)) {
+			kind = "integration"
+		}
+		s := fmt.Sprintf("publish %s %s/%s r%d", kind, x.Gate.NodeID, x.Gate.Gate, x.Gate.Round)
 		if x.Gate.NoCache {
 			s += " no-cache"
 		}
@@ -311,6 +315,10 @@ func describeEvent(ev eventlog.Event) string {
 		s += fmt.Sprintf("/%s r%d %s", b.Gate, b.Round, b.Scope)
 	case eventlog.GateRerunRequested:
 		s += "/" + b.Gate
+	case eventlog.IntegrationDispatched:
+		s += fmt.Sprintf("/%s r%d on [%s]", b.Gate, b.Round, strings.Join(b.Ahead, " "))
+	case eventlog.IntegrationFinished:
+		s += fmt.Sprintf("/%s %s", b.Gate, b.Result.Status)
 	case eventlog.NodeAgentDone:
 		s += " " + string(b.Result.Status)
 	case eventlog.NodeGatesChanged:
