@@ -15,6 +15,9 @@
 //	env NAME               print NAME=value of an environment variable
 //	expect PATH TEXT       exit 1 unless PATH holds the line TEXT, printing
 //	                       "gatehelper: PATH holds X, want TEXT"
+//	distinct DIR           exit 1 unless the files in DIR hold different
+//	                       values, printing "gatehelper: DIR/X and DIR/Y
+//	                       both hold V"
 //
 // A PATH, FILE or STATE written "env:NAME" is taken from the environment
 // variable NAME. Relative paths are relative to the working directory, the
@@ -36,7 +39,8 @@ func main() {
 	for len(args) > 0 {
 		step := args[0]
 		need := map[string]int{"exit": 1, "sleep": 1, "pending-until": 1, "flaky": 2, "write": 2,
-			"append": 1, "wait-file": 2, "touch-git": 1, "print": 1, "env": 1, "expect": 2}
+			"append": 1, "wait-file": 2, "touch-git": 1, "print": 1, "env": 1, "expect": 2,
+			"distinct": 1}
 		n, known := need[step]
 		if step == "unexpanded" {
 			n, known = len(args)-1, true
@@ -152,8 +156,32 @@ func main() {
 				os.Exit(1)
 			}
 			fmt.Printf("gatehelper: %s holds %s\n", a[0], got)
+		case "distinct":
+			distinct(path(a[0]))
 		}
 	}
+}
+
+// distinct exits 1 unless the files in dir hold different values.
+func distinct(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		fail("distinct: %v", err)
+	}
+	owner := map[string]string{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			fail("distinct: %v", err)
+		}
+		v := strings.TrimSpace(string(b))
+		if first, dup := owner[v]; dup {
+			fmt.Printf("gatehelper: %s/%s and %s/%s both hold %s\n", dir, first, dir, e.Name(), v)
+			os.Exit(1)
+		}
+		owner[v] = e.Name()
+	}
+	fmt.Printf("gatehelper: the %d files in %s hold different values\n", len(entries), dir)
 }
 
 // path resolves "env:NAME" to the variable's value.
