@@ -105,7 +105,8 @@ func Parse(filename string, data []byte) (*protocol.WorkflowSpec, error) {
 // (defaults.pool to tasks and the workflow's gates alike), timeouts are in
 // seconds (fractions rounded up), and every task lists its gates
 // explicitly: a task that omits gates gets all workflow-level gates in
-// declaration order, and an empty list means none, so consumers never
+// declaration order (but those integration_gates names, which the
+// integration queue runs), and an empty list means none, so consumers never
 // re-expand it. A task's gates are a list of names (all required) or
 // {required, optional, on_fail} (RC-01). Gate dependencies are
 // not added to the task's list: GateLayers closes over them.
@@ -117,7 +118,8 @@ func Parse(filename string, data []byte) (*protocol.WorkflowSpec, error) {
 // the task's GateDefs, replace workflow gates of the same name for that
 // task, are run by the task (as required, unless its gates list them as
 // optional), and are cut from the prompt. Spec.Gates holds the workflow
-// gates, then the gates of opts' sources that some task needs, by name.
+// gates, then the gates of opts' sources that some task or the
+// integration gates need, by name.
 //
 // An optional field written with no value (env:) counts as absent, except
 // a task's gates, where it is ambiguous and rejected. YAML aliases are
