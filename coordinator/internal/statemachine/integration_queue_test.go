@@ -1,6 +1,7 @@
 package statemachine_test
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -274,4 +275,51 @@ func TestIntegrationQueueAfterApproval(t *testing.T) {
 	check(t, "approved", w.command(statemachine.Approve(w.wf(), "a", "lead", "", w.now)),
 		lines("node.approved a", "node.integration_queued a", "integration.dispatched a/combined r1 on []",
 			"publish integration a/combined r1"))
+}
+
+// A node a human approves after an escalation lands directly, not
+// through the queue (GIT-08): the human accepted its work as it is. The
+// branch then holds more than the queued nodes were tested on, so they
+// are tested again on it. A dead-lettered integration job is an
+// integration gate that could not run: the node escalates.
+func TestIntegrationQueueBranchMovesAndDeadLetters(t *testing.T) {
+	yaml := strings.Replace(queueYAML, "{id: a, prompt: A, gates: [own]}", "{id: a, prompt: A, gates: [own], max_attempts: 1}", 1)
+	runScenarios(t, []scenario{{
+		name:   "an escalated node approved lands directly; the queue is tested again on the new branch",
+		yaml:   yaml,
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1", "node.ready b", "publish agent b a1"),
+		steps: []step{
+			agentStep("b's agent", "b", 1, protocol.AgentSucceeded, true,
+				"node.agent_done b succeeded", "gate.dispatched b/own r1", "publish gate b/own r1"),
+			gateStep("b queued, tested on the branch", "b", "own", 1, protocol.GatePassed,
+				"gate.finished b/own passed", "node.integration_queued b",
+				"integration.dispatched b/combined r1 on []", "publish integration b/combined r1"),
+			agentStep("a's agent", "a", 1, protocol.AgentSucceeded, true,
+				"node.agent_done a succeeded", "gate.dispatched a/own r1", "publish gate a/own r1"),
+			gateStep("a's own gate fails its only attempt: escalated", "a", "own", 1, protocol.GateFailed,
+				"gate.finished a/own failed", "node.escalated a"),
+			{"approved: a lands, and b is tested again on top of it", func(w *world) []string {
+				return w.command(statemachine.Approve(w.wf(), "a", "lead", "", w.now))
+			}, lines("node.approved a", "integrate a", "node.integrated a", "node.finished a succeeded",
+				"integration.dispatched b/combined r2 on []", "publish integration b/combined r2")},
+			{"b's new run applies the branch's a, then b", func(w *world) []string {
+				return lines(patchNames(w.integrationJob("b")), fmt.Sprint(w.node("b").Speculation.Integrated))
+			}, lines("a/a1 b/a1", "1")},
+			{"b's first run reports late: stale", func(w *world) []string {
+				out := w.integRound("b", "combined", 1, 1, protocol.GatePassed)
+				return []string{strings.SplitN(out[0], " (", 2)[0]}
+			}, lines("stale: a superseded speculation's job")},
+			{"b's integration job is dead-lettered: it could not run, b escalates", func(w *world) []string {
+				n := w.node("b")
+				return w.report(&protocol.Report{Type: protocol.ReportDeadLetter, DeadLetter: &protocol.DeadLetter{
+					Kind: protocol.KindGate, JobID: statemachine.IntegrationJobID(w.id, "b", n.Attempt, "combined", 2),
+					WorkflowID: w.id, NodeID: "b", Gate: "combined", Attempt: n.Attempt, Deliveries: 5, Reason: "prepare workspace"}})
+			}, lines("integration.finished b/combined error", "node.escalated b")},
+		},
+		after: func(t *testing.T, w *world) {
+			if r := w.node("b").Reason; !strings.HasPrefix(r, "integration gate combined could not run: integration gate job ") {
+				t.Fatalf("b's reason %q", r)
+			}
+		},
+	}})
 }

@@ -397,6 +397,12 @@ func Approve(w *Workflow, node, by, note string, now time.Time) ([]Effect, error
 				n.ID, name, n.Attempt)
 		}
 	}
+	for _, r := range n.speculationResults() {
+		if r.IntegrityViolation {
+			return nil, conflict("node %s: integration gate %s found an integrity violation in attempt %d; it cannot be approved (reject it, or retry)",
+				n.ID, r.Gate, n.Attempt)
+		}
+	}
 	return []Effect{Append{Event: eventlog.Event{WorkflowID: w.ID, NodeID: n.ID, Time: now,
 		Body: eventlog.NodeApproved{Attempt: n.Attempt, By: by, Note: note}},
 		MsgID: w.msgID(fmt.Sprintf("%s.%s.a%d.approved", w.ID, n.ID, n.Attempt))}}, nil
