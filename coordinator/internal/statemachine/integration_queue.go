@@ -38,11 +38,13 @@ import (
 type Speculation struct {
 	// ID identifies the sequence of patches the run applies.
 	ID string
-	// Ahead are the queued nodes, not on the branch when the run was
-	// dispatched, whose patches it applies before the node's own.
-	Ahead []string
-	// Integrated counts the patches on the branch the run applies first.
+	// Integrated counts the nodes on the branch when the speculation
+	// began, whose patches its runs apply first, and Ahead names the
+	// queued nodes, not on the branch then, whose patches come next,
+	// before the node's own. Nodes ahead may land while it runs: the
+	// sequence of patches, and so the speculation, stays the same.
 	Integrated int
+	Ahead      []string
 	// Gates are the runs of the integration gates, by name.
 	Gates map[string]*GateRun
 	// Since is when the speculation's first gate was dispatched.
@@ -115,10 +117,10 @@ func (w *Workflow) applyIntegration(n *Node, ev eventlog.Event) {
 	case eventlog.IntegrationDispatched:
 		s := n.Speculation
 		if s == nil || s.ID != b.Speculation {
-			s = &Speculation{ID: b.Speculation, Ahead: b.Ahead, Gates: map[string]*GateRun{}, Since: ev.Time}
+			s = &Speculation{ID: b.Speculation, Ahead: b.Ahead, Integrated: len(w.Integrated),
+				Gates: map[string]*GateRun{}, Since: ev.Time}
 			n.Speculation = s
 		}
-		s.Integrated = len(w.Integrated)
 		g := s.Gates[b.Gate]
 		if g == nil {
 			g = &GateRun{Name: b.Gate}
@@ -242,7 +244,10 @@ func (d *decider) integrationQueue() {
 		}
 		switch d.speculativeGates(n, ahead) {
 		case workflow.OutcomePassed:
-			if len(ahead) == 0 {
+			// Not while another patch is about to land outside the queue
+			// (an escalated node a human approved): the run did not
+			// assume it, and will run again once it is on the branch.
+			if len(ahead) == 0 && !d.integrates() {
 				d.Effects = append(d.Effects, Integrate{Node: n.ID, CommitTime: d.w.commitTime(n)})
 			}
 			ahead = append(ahead, id)
@@ -256,6 +261,16 @@ func (d *decider) integrationQueue() {
 			ahead = append(ahead, id)
 		}
 	}
+}
+
+// integrates reports whether the decision already lands a patch.
+func (d *decider) integrates() bool {
+	for _, e := range d.Effects {
+		if _, ok := e.(Integrate); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // speculate starts a new speculation of n's integration gates on top of
