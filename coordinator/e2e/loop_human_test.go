@@ -30,6 +30,7 @@ func TestLoopHuman(t *testing.T) {
 	t.Run("ApprovalTimeout", func(t *testing.T) { t.Parallel(); testApprovalTimeout(f.sub(t)) })
 	t.Run("SamePatch", func(t *testing.T) { t.Parallel(); testSamePatch(f.sub(t), f.procNamed("gate-1")) })
 	t.Run("Transient", func(t *testing.T) { t.Parallel(); testTransient(f.sub(t), f.procNamed("worker-1")) })
+	t.Run("ApprovalPolicy", func(t *testing.T) { t.Parallel(); testApprovalPolicy(f.sub(t)) })
 }
 
 // rejectWorkflow: wrong writes 41, which its gate refuses, with one
@@ -421,5 +422,72 @@ func testTransient(f *fleet, worker *proc) {
 	}
 	if wait := starts[0].Sub(*d.Attempts[0].At); wait < 4*time.Second || wait > 30*time.Second {
 		t.Errorf("attempt 2 started %s after attempt 1 failed, want the agent's retry-after, 4 s", wait)
+	}
+}
+
+// policyWorkflow: two approval steps under the default approval policy;
+// small writes one short file, keys writes a key file (a sensitive path).
+// after depends on small.
+const policyWorkflow = `name: approval-policy
+` + agentDefaults + `tasks:
+  - id: small
+    gates: []
+    approval: {auto_approve: true}
+    prompt: "@write notes/small.txt\nsmall\n@end\n"
+  - id: keys
+    gates: []
+    approval: {auto_approve: true}
+    prompt: "@write config/server.pem\nnot really a key\n@end\n"
+  - id: after
+    depends_on: [small]
+    gates: []
+    prompt: "@env SUPERVISOR_APPROVALS\n@write after.txt\nafter\n@end\n"
+`
+
+// The approval policy (HITL-05) on a fleet of separate processes: the
+// worker summarizes each patch it makes, and the coordinator's policy
+// approves small's one-line file without a human, recorded as the
+// policy's with its reason, so after runs; keys touched a sensitive path
+// and waits in the inbox, told why, until a human rejects it.
+func testApprovalPolicy(f *fleet) {
+	t := f.t
+	repo, base := testkit.Repo(t, map[string]string{"README.md": "policy\n"})
+	r := f.cli(3*time.Minute, "submit", writeFile(t, t.TempDir(), "policy.yaml", policyWorkflow), "--repo", repo, "--wait")
+	if r.code != 5 {
+		t.Fatalf("submit --wait: want exit 5 (keys waits for a human)\n%s", r)
+	}
+	wf := wfID(t, r)
+	for _, re := range []string{
+		`node small\s+approved by policy: auto-approved by the approval policy: 1 file, 1 line changed \(max_files 2, max_lines 100\), no sensitive path\n`,
+		`node keys\s+awaiting approval: an approval step: its gates passed; the approval policy declined: config/server.pem is a sensitive path \(\*\*/\*\.pem\)`,
+	} {
+		if !regexp.MustCompile(re).MatchString(r.stdout) {
+			t.Errorf("submit --wait printed nothing matching %s:\n%s", re, r.stdout)
+		}
+	}
+	s := f.waitNode(wf, "after", "succeeded", time.Minute)
+	if n := s.node(t, "small"); n.Status != "succeeded" || n.Reason != "approved by policy" {
+		t.Errorf("small = %s (%q), want succeeded, approved by policy", n.Status, n.Reason)
+	}
+	in := f.inbox(wf)
+	if it, ok := in["keys"]; !ok || it.Status != "awaiting_approval" || !strings.Contains(it.Reason, "config/server.pem is a sensitive path") {
+		t.Errorf("inbox item of keys = %+v (listed: %v)", it, ok)
+	}
+	if _, ok := in["small"]; ok {
+		t.Errorf("the auto-approved node is in the inbox")
+	}
+	if r := f.cli(30*time.Second, "approve", wf, "keys", "--as", "policy"); r.code == 0 || !strings.Contains(r.stderr, "decide as yourself") {
+		t.Errorf("a human approving as the policy: want it refused\n%s", r)
+	}
+	logs := f.cli(30*time.Second, "logs", wf, "after")
+	if want := "\nSUPERVISOR_APPROVALS=small=policy\n"; !strings.Contains(logs.stdout, want) {
+		t.Errorf("after's agent did not get %q:\n%s", strings.TrimSpace(want), logs)
+	}
+	f.decide("reject", wf, "keys", "e2e-security", "--reason", "no key files in the repository")
+	if s, code := f.status(wf); code != 2 || s.Status != "failed" {
+		t.Errorf("status after the rejection: exit %d, %s; want 2, failed", code, s.Status)
+	}
+	if got, want := branchChanges(t, repo, base, "supervisor/"+wf), []string{"A\tafter.txt", "A\tnotes/small.txt"}; !equalStrings(got, want) {
+		t.Errorf("changes = %q, want %q", got, want)
 	}
 }

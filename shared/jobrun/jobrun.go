@@ -25,6 +25,7 @@ import (
 
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/lease"
+	"github.com/supervisorhq/supervisor/shared/patchstat"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/redact"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
@@ -310,13 +311,15 @@ func UploadLog(ctx context.Context, b *bus.Bus, name string, data []byte) error 
 	return nil
 }
 
-// UploadPatch stores a patch in the patches bucket and returns its ref.
+// UploadPatch stores a patch in the patches bucket and returns its ref,
+// with a summary of what it changes.
 func UploadPatch(ctx context.Context, b *bus.Bus, node, name string, patch []byte) (*protocol.PatchRef, error) {
 	sum := sha256.Sum256(patch)
 	if _, err := b.Patches.PutBytes(ctx, name, patch); err != nil {
 		return nil, fmt.Errorf("upload patch %s: %w", name, err)
 	}
-	return &protocol.PatchRef{NodeID: node, Object: name, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(patch))}, nil
+	return &protocol.PatchRef{NodeID: node, Object: name, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(patch)),
+		Stat: patchstat.Parse(patch).Summary()}, nil
 }
 
 // HostName returns an identity: the given one, or hostname-pid (the

@@ -28,6 +28,21 @@ type PatchRef struct {
 	SHA256 string `json:"sha256"`
 	// Size is the patch length in bytes.
 	Size int64 `json:"size"`
+	// Stat summarizes what the patch changes; the worker that made it
+	// fills it in. Absent in logs written before it existed.
+	Stat *PatchStat `json:"stat,omitempty"`
+}
+
+// PatchStat summarizes a patch: how many files and lines it changes, and
+// the names it touches (both sides of a rename), up to a cap.
+type PatchStat struct {
+	Files      int  `json:"files"`
+	Insertions int  `json:"insertions"`
+	Deletions  int  `json:"deletions"`
+	Binary     bool `json:"binary,omitempty"`
+	// Paths are the names touched; PathsTruncated says some were left out.
+	Paths          []string `json:"paths,omitempty"`
+	PathsTruncated bool     `json:"paths_truncated,omitempty"`
 }
 
 // RepoRef identifies the repository and base commit a job works on.

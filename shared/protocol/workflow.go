@@ -90,6 +90,43 @@ type Approval struct {
 	OnTimeout string `json:"on_timeout,omitempty"`
 	// Approvers, if any, are the only ones who may decide.
 	Approvers []string `json:"approvers,omitempty"`
+	// AutoApprove, if set, is the approval policy (HITL-05): a patch
+	// within its limits that touches no sensitive path is approved
+	// without a human, and the approval says why.
+	AutoApprove *AutoApprove `json:"auto_approve,omitempty"`
+}
+
+// AutoApprove is an approval policy: the limits within which a node's
+// patch, its gates passed, needs no human.
+type AutoApprove struct {
+	// MaxFiles and MaxLines bound the files changed and the lines added
+	// plus removed.
+	MaxFiles int `json:"max_files"`
+	MaxLines int `json:"max_lines"`
+	// SensitivePaths are globs a patch may not touch, on top of the
+	// built-in ones (DefaultSensitivePaths).
+	SensitivePaths []string `json:"sensitive_paths,omitempty"`
+}
+
+// Defaults of an approval policy's limits.
+const (
+	DefaultAutoApproveMaxFiles = 2
+	DefaultAutoApproveMaxLines = 100
+)
+
+// DefaultSensitivePaths are globs no auto-approved patch may touch,
+// matched against the lower-cased path: credentials and keys, auth,
+// cryptography and payment code, CI, deployment and container
+// definitions, git's own settings and Supervisor's gate configuration.
+var DefaultSensitivePaths = []string{
+	"**/*.pem", "**/*.key", "**/*.p12", "**/*.pfx", "**/*.crt", "**/id_rsa*", "**/id_ed25519*",
+	"**/.env", "**/.env.*", "**/*secret*", "**/*credential*", "**/*password*", "**/*token*",
+	"**/*auth*", "**/*login*", "**/*session*", "**/*permission*", "**/*crypt*", "**/*cipher*",
+	"**/*payment*", "**/*billing*", "**/*invoice*",
+	".github/**", ".gitlab-ci.yml", ".circleci/**", "**/jenkinsfile", ".buildkite/**",
+	"**/dockerfile", "**/dockerfile.*", "**/compose.yaml", "**/docker-compose*.yml", "**/*.tf",
+	"**/deploy/**", "**/k8s/**", "**/helm/**", "**/*prod*",
+	".gitattributes", ".gitmodules", "**/codeowners", ".supervisor/**",
 }
 
 // What an approval step's timeout does.

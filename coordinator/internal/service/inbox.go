@@ -11,6 +11,7 @@ import (
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
 	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
+	"github.com/supervisorhq/supervisor/shared/patchstat"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 )
 
@@ -155,35 +156,10 @@ func (s *Service) retry(ctx context.Context, req api.DecisionRequest) (api.Workf
 
 // diffStat counts the lines a git patch adds and removes, per file.
 func diffStat(patch []byte) *api.DiffStat {
-	st := &api.DiffStat{Files: []api.FileStat{}}
-	var cur *api.FileStat
-	inHunk := false
-	for _, line := range strings.Split(string(patch), "\n") {
-		switch {
-		case strings.HasPrefix(line, "diff --git "):
-			st.Files = append(st.Files, api.FileStat{Path: diffPath(line)})
-			cur, inHunk = &st.Files[len(st.Files)-1], false
-		case cur == nil:
-		case strings.HasPrefix(line, "@@"):
-			inHunk = true
-		case !inHunk && (strings.HasPrefix(line, "GIT binary patch") || strings.HasPrefix(line, "Binary files ")):
-			cur.Binary = true
-		case inHunk && strings.HasPrefix(line, "+"):
-			cur.Insertions++
-			st.Insertions++
-		case inHunk && strings.HasPrefix(line, "-"):
-			cur.Deletions++
-			st.Deletions++
-		}
+	st := patchstat.Parse(patch)
+	out := &api.DiffStat{Files: make([]api.FileStat, 0, len(st.Files)), Insertions: st.Insertions, Deletions: st.Deletions}
+	for _, f := range st.Files {
+		out.Files = append(out.Files, api.FileStat{Path: f.Path, Insertions: f.Insertions, Deletions: f.Deletions, Binary: f.Binary})
 	}
-	return st
-}
-
-// diffPath is the file a "diff --git a/X b/Y" line is about (Y).
-func diffPath(header string) string {
-	rest := strings.TrimPrefix(header, "diff --git ")
-	if i := strings.LastIndex(rest, " b/"); i >= 0 {
-		return rest[i+3:]
-	}
-	return rest
+	return out
 }

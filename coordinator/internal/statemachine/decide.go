@@ -294,7 +294,7 @@ func (d *decider) decideNode(n *Node) {
 	switch workflow.FoldGates(statuses) {
 	case workflow.OutcomePassed:
 		if n.Task.Approval != nil && !n.Approved {
-			d.awaitApproval(n, n.Attempt, "an approval step: its gates passed")
+			d.approvalStep(n)
 			return
 		}
 		if !n.Integrated && d.w.Gated() {
@@ -305,7 +305,11 @@ func (d *decider) decideNode(n *Node) {
 			d.Effects = append(d.Effects, Integrate{Node: n.ID, CommitTime: d.w.commitTime(n)})
 			return
 		}
-		d.finishNode(n, protocol.NodeSucceeded, "")
+		reason := ""
+		if n.Approved { // by its approval policy
+			reason = n.Reason
+		}
+		d.finishNode(n, protocol.NodeSucceeded, reason)
 	case workflow.OutcomePending:
 	default:
 		d.roundFailed(n, n.gateFailure())

@@ -283,9 +283,9 @@ func (d *decider) awaiting(n *Node) {
 	id := fmt.Sprintf("%s.%s.a%d.approval-timeout", d.w.ID, n.ID, n.Attempt)
 	switch onTimeout {
 	case protocol.OnTimeoutApprove:
-		d.append(n, eventlog.NodeApproved{Attempt: n.Attempt, By: "timeout", Note: "approved when the approval step timed out"}, id)
+		d.append(n, eventlog.NodeApproved{Attempt: n.Attempt, By: TimeoutApprover, Note: "approved when the approval step timed out"}, id)
 	case protocol.OnTimeoutReject:
-		d.append(n, eventlog.NodeRejected{Attempt: n.Attempt, By: "timeout", Reason: "nobody approved it in time"}, id)
+		d.append(n, eventlog.NodeRejected{Attempt: n.Attempt, By: TimeoutApprover, Reason: "nobody approved it in time"}, id)
 	default:
 		d.append(n, eventlog.NodeEscalated{Attempt: n.Attempt, Reason: "nobody approved it in time"}, id)
 	}
@@ -459,6 +459,9 @@ func waitingNode(w *Workflow, node, by string) (*Node, error) {
 	n := w.Nodes[node]
 	if n == nil {
 		return nil, notFound("workflow %s has no node %q", w.ID, node)
+	}
+	if by == PolicyApprover || by == TimeoutApprover {
+		return nil, conflict("%q is the name decisions not made by a person are recorded under; decide as yourself (--as)", by)
 	}
 	if (n.Status != protocol.NodeEscalated && n.Status != protocol.NodeAwaitingApproval) || n.Approved {
 		return nil, conflict("node %s is %s: only an escalated node, or one awaiting approval, waits for a human", n.ID, n.Status)

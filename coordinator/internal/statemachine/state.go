@@ -145,7 +145,7 @@ type Node struct {
 	// Transients counts the transient re-runs in a row.
 	Transients int
 	// Approved is set when a human approved the escalated or waiting
-	// node, ApprovedBy who (or "timeout").
+	// node, ApprovedBy who (or TimeoutApprover, PolicyApprover).
 	Approved   bool
 	ApprovedBy string
 	// AwaitingSince is when the node began awaiting approval, and

@@ -31,6 +31,8 @@ type world struct {
 	roundTrip bool
 	// samePatch makes every attempt's agent produce the same patch.
 	samePatch bool
+	// patchStat is the summary the agents' patches carry (nil: none).
+	patchStat *protocol.PatchStat
 }
 
 const testWF = "wf-test"
@@ -187,7 +189,8 @@ func (w *world) agentDone(node string, token uint64, st protocol.AgentStatus, pa
 		if w.samePatch {
 			sum = "sha-same"
 		}
-		a.Patch = &protocol.PatchRef{NodeID: node, Object: fmt.Sprintf("%s/%s/a%d.patch", w.id, node, n.Attempt), SHA256: sum, Size: 1}
+		a.Patch = &protocol.PatchRef{NodeID: node, Object: fmt.Sprintf("%s/%s/a%d.patch", w.id, node, n.Attempt), SHA256: sum, Size: 1,
+			Stat: w.patchStat}
 	}
 	return w.report(&protocol.Report{Type: protocol.ReportAgentResult, Agent: a})
 }

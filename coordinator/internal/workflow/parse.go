@@ -382,6 +382,9 @@ func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 		t.spec.Approval = p.approval(x.Val, what)
 	}
 	human := t.spec.Type == protocol.TaskHuman
+	if x, ok := f["approval"]; ok && human && t.spec.Approval != nil && t.spec.Approval.AutoApprove != nil {
+		p.Addf(x.Val, "%s is a human task: a human decides it, so auto_approve does not apply", what)
+	}
 	switch x, ok := f["agent"]; {
 	case human && ok:
 		p.Addf(x.Key, "%s is a human task: it runs no agent", what)

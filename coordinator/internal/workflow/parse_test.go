@@ -635,12 +635,50 @@ func TestParseApproval(t *testing.T) {
 `
 	_, err = Parse("a.yaml", []byte(src))
 	checkProblems(t, "a.yaml", src, err, []want{
-		`4:34: task "a" approval must be "required" or a mapping of timeout, on_timeout and approvers, got "maybe"`,
+		`4:34: task "a" approval must be "required" or a mapping of timeout, on_timeout, approvers and auto_approve, got "maybe"`,
 		`5:47: task "b" approval on_timeout must be approve, reject or escalate, got "later"`,
 		`5:47: task "b" approval on_timeout needs a timeout`,
 		`6:30: task "c" type must be agent or human, got "robot"`,
 		`7:37: task "d" is a human task: it runs no agent`,
 		`7:62: task "d" is a human task: it makes no change for gates to check`,
 		`8:44: task "e" approval timeout`,
+	})
+}
+
+// An approval policy (HITL-05): true for the default limits, or limits and
+// sensitive paths of the task's own; off unless written.
+func TestParseAutoApprove(t *testing.T) {
+	spec, err := Parse("p.yaml", []byte(head+`tasks:
+  - {id: a, prompt: p, approval: {auto_approve: true}}
+  - {id: b, prompt: p, approval: {auto_approve: {max_files: 5, max_lines: 0, sensitive_paths: [db/migrations/**]}}}
+  - {id: c, prompt: p, approval: {auto_approve: false}}
+  - {id: d, prompt: p, approval: required}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []*protocol.AutoApprove{
+		{MaxFiles: protocol.DefaultAutoApproveMaxFiles, MaxLines: protocol.DefaultAutoApproveMaxLines},
+		{MaxFiles: 5, MaxLines: 0, SensitivePaths: []string{"db/migrations/**"}},
+		nil, nil,
+	} {
+		if got := spec.Tasks[i].Approval.AutoApprove; !reflect.DeepEqual(got, want) {
+			t.Errorf("task %s: auto_approve %+v, want %+v", spec.Tasks[i].ID, got, want)
+		}
+	}
+	src := head + `tasks:
+  - {id: a, prompt: p, approval: {auto_approve: yes please}}
+  - {id: b, prompt: p, approval: {auto_approve: {max_files: -1, max_lines: lots}}}
+  - {id: c, prompt: p, approval: {auto_approve: {sensitive_paths: x, risk: low}}}
+  - {id: d, type: human, prompt: p, approval: {auto_approve: true}}
+`
+	_, err = Parse("p.yaml", []byte(src))
+	checkProblems(t, "p.yaml", src, err, []want{
+		`4:49: task "a" approval auto_approve must be true, false or a mapping of max_files, max_lines and sensitive_paths, got a string`,
+		`5:61: task "b" approval auto_approve max_files`,
+		`5:76: task "b" approval auto_approve max_lines`,
+		`6:67: task "c" approval auto_approve sensitive_paths must be a list of globs, got a string`,
+		`6:70: unknown field "risk" in task "c" approval auto_approve`,
+		`7:47: task "d" is a human task: a human decides it, so auto_approve does not apply`,
 	})
 }
