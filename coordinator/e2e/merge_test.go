@@ -3,6 +3,8 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -52,8 +54,8 @@ func (f *fleet) mergeStatus(wf string) mergeStatus {
 
 // TestMerge merges workflows' branches on a fleet of separate processes
 // (GIT-03, CLI-05, S-1.13, S-2.10): `coordinator merge` into the branch a
-// workflow was submitted from, refused while that branch is checked out,
-// then a fast-forward; a second workflow that changes the same file fails
+// workflow was submitted from, checked out: refused while an untracked
+// file is in the way, then a fast-forward that brings the checkout along; a second workflow that changes the same file fails
 // to merge with the conflicting path, both branches untouched; and a
 // workflow with auto_merge is merged when it succeeds, followed by
 // submit --wait to the merge's outcome.
@@ -73,16 +75,25 @@ func TestMerge(t *testing.T) {
 		t.Fatalf("first workflow: base branch %q, merge %+v; want main and no merge yet", s.BaseBranch, s.Merge)
 	}
 
-	// main is checked out: merging would leave the working tree behind.
+	// main is checked out, and an untracked shared.txt is in the way of
+	// the merge: git refuses, nothing moves, the file is kept.
+	testkit.WriteFile(t, filepath.Join(repo, "shared.txt"), "mine, untracked\n")
 	r := f.cli(time.Minute, "merge", first, "--as", "alice")
-	if r.code != 6 || !strings.Contains(r.stderr+r.stdout, "checked out") {
-		t.Fatalf("merge into the checked-out main: want exit 6 naming the checkout\n%s", r)
+	if r.code != 6 || !strings.Contains(r.stderr+r.stdout, "local changes the merge would overwrite") ||
+		!strings.Contains(r.stderr+r.stdout, "shared.txt") {
+		t.Fatalf("merge into main with an untracked shared.txt in the way: want exit 6 naming it\n%s", r)
 	}
 	if tip := testkit.Git(t, repo, "rev-parse", "main"); tip != base {
 		t.Fatalf("main moved to %s on a refused merge", tip)
 	}
-	testkit.Git(t, repo, "checkout", "--quiet", "-b", "scratch")
+	if got := string(testkit.ReadFile(t, filepath.Join(repo, "shared.txt"))); got != "mine, untracked\n" {
+		t.Fatalf("the untracked file was overwritten: %q", got)
+	}
+	if err := os.Remove(filepath.Join(repo, "shared.txt")); err != nil {
+		t.Fatal(err)
+	}
 
+	// Out of the way, the checked-out main fast-forwards with its files.
 	r = f.cli(time.Minute, "merge", first, "--as", "alice")
 	head := f.detail(first).Head
 	if r.code != 0 || !strings.Contains(r.stdout, "merged supervisor/"+first+" into main: fast-forward to "+head[:12]) {
@@ -90,6 +101,9 @@ func TestMerge(t *testing.T) {
 	}
 	if tip := testkit.Git(t, repo, "rev-parse", "main"); tip != head {
 		t.Fatalf("main = %s, want the workflow's %s", tip, head)
+	}
+	if got, st := string(testkit.ReadFile(t, filepath.Join(repo, "shared.txt"))), testkit.Git(t, repo, "status", "--porcelain"); got != "from the first\n" || st != "" {
+		t.Fatalf("main's checkout after the merge: shared.txt %q, status %q; want the first's file, clean", got, st)
 	}
 	if m := f.mergeStatus(first).Merge; m == nil || m.Status != "merged" || m.Request != 2 || m.By != "alice" || !m.FastForward {
 		t.Fatalf("status after the merge: %+v", m)
@@ -137,5 +151,8 @@ func TestMerge(t *testing.T) {
 	}
 	if got := testkit.Git(t, repo, "status", "--porcelain"); got != "" {
 		t.Fatalf("the user's working tree changed: %q", got)
+	}
+	if tip := testkit.Git(t, repo, "rev-parse", "main"); tip != head {
+		t.Fatalf("merging into release moved main to %s", tip)
 	}
 }

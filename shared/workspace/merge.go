@@ -17,10 +17,10 @@ var (
 	// ErrMergeConflict means the two branches change the same lines (or
 	// a file one deletes); the error is a *MergeConflictError.
 	ErrMergeConflict = errors.New("merge conflict")
-	// ErrCheckedOut means the target branch is checked out in a worktree
-	// of the repository: moving it would leave that working tree and index
-	// describing the old commit.
-	ErrCheckedOut = errors.New("branch is checked out")
+	// ErrLocalChanges means the target branch is checked out in a
+	// worktree whose uncommitted changes (or untracked files) the merge
+	// would overwrite; git's message, in the error, names them.
+	ErrLocalChanges = errors.New("the checkout has local changes the merge would overwrite")
 	// ErrNoBranch means the target branch does not exist.
 	ErrNoBranch = errors.New("no such branch")
 	// ErrNoCommit means the commit to merge is not in the repository.
@@ -67,19 +67,22 @@ type MergeOptions struct {
 }
 
 // MergeIntoBranch merges commit into refs/heads/<target> of the repository
-// at repoPath with git plumbing alone, never touching a working tree, an
-// index or HEAD: a fast-forward when target is an ancestor of commit,
+// at repoPath: a fast-forward when target is an ancestor of commit,
 // nothing when commit is already in target, otherwise a merge commit
 // (first parent the target's tip, second commit) of the tree
-// `git merge-tree --write-tree` computes. The branch is moved with a
-// compare-and-swap on the tip it had when the merge began.
+// `git merge-tree --write-tree` computes, made with plumbing. A target no
+// worktree has checked out is moved with a compare-and-swap on the tip it
+// had when the merge began, touching no working tree, index or HEAD. A
+// target checked out in a worktree moves as `git merge` would move it
+// there: that worktree's HEAD, index and files fast-forward to the result
+// (`git merge --ff-only`), and git refuses, changing nothing, when that
+// would overwrite local changes (ErrLocalChanges).
 //
 // A conflict returns a *MergeConflictError (errors.Is ErrMergeConflict)
 // naming the conflicting paths, and changes no ref; a target that moved
 // meanwhile returns ErrBranchMoved and changes nothing either (merging
-// again is safe). A target checked out in a worktree is refused
-// (ErrCheckedOut): its working tree and index would not follow. A missing
-// target is ErrNoBranch, and a commit the repository lacks ErrNoCommit.
+// again is safe). A missing target is ErrNoBranch, and a commit the
+// repository lacks ErrNoCommit.
 func MergeIntoBranch(ctx context.Context, repoPath, target, commit string, opts MergeOptions) (MergeResult, error) {
 	ref, err := checkBranch(ctx, target)
 	if err != nil {
@@ -95,10 +98,9 @@ func MergeIntoBranch(ctx context.Context, repoPath, target, commit string, opts 
 	fail := func(err error) (MergeResult, error) {
 		return MergeResult{}, fmt.Errorf("workspace: merge %s into %s of %s: %w", commit, target, repoPath, err)
 	}
-	if wt, err := checkedOutIn(ctx, g, ref); err != nil {
+	wt, err := checkedOutIn(ctx, g, ref)
+	if err != nil {
 		return fail(err)
-	} else if wt != "" {
-		return fail(fmt.Errorf("%w in %s: moving it would leave that working tree behind", ErrCheckedOut, wt))
 	}
 	old, err := g.Text(ctx, "rev-parse", "--verify", "--quiet", ref+"^{commit}")
 	if err != nil {
@@ -145,7 +147,11 @@ func MergeIntoBranch(ctx context.Context, repoPath, target, commit string, opts 
 	if opts.beforeUpdate != nil {
 		opts.beforeUpdate()
 	}
-	if err := createOrUpdateRef(ctx, g, ref, next, old, true); err != nil {
+	if wt != "" {
+		if err := fastForwardCheckout(ctx, wt, old, next); err != nil {
+			return fail(err)
+		}
+	} else if err := createOrUpdateRef(ctx, g, ref, next, old, true); err != nil {
 		return fail(err)
 	}
 	res.Commit = next
@@ -192,6 +198,35 @@ func isAncestor(ctx context.Context, g gitexec.Runner, a, b string) (bool, error
 		return false, nil
 	}
 	return false, fmt.Errorf("merge-base --is-ancestor %s %s: %w", a, b, err)
+}
+
+// fastForwardCheckout moves the branch checked out in worktree wt from
+// old to next, with its index and files, as `git merge --ff-only` does:
+// git checks that no local change would be lost and changes nothing if
+// one would. A HEAD that is no longer old is ErrBranchMoved.
+func fastForwardCheckout(ctx context.Context, wt, old, next string) error {
+	w := gitexec.Runner{Dir: wt}
+	head, err := w.Text(ctx, "rev-parse", "--verify", "HEAD")
+	if err != nil {
+		return fmt.Errorf("checkout %s: %w", wt, err)
+	}
+	if head != old {
+		return fmt.Errorf("%w: checked out in %s at %s, not %s", ErrBranchMoved, wt, head, old)
+	}
+	if _, err := w.Text(ctx, "merge", "--ff-only", "--quiet", "--no-stat", next); err != nil {
+		var gerr *gitexec.Error
+		if errors.As(err, &gerr) {
+			msg := gerr.Stderr + "\n" + string(gerr.Stdout)
+			switch {
+			case strings.Contains(msg, "would be overwritten"), strings.Contains(msg, "would be removed"):
+				return fmt.Errorf("%w (checked out in %s): %s", ErrLocalChanges, wt, strings.TrimSpace(msg))
+			case strings.Contains(strings.ToLower(msg), "not possible to fast-forward"):
+				return fmt.Errorf("%w: checked out in %s, it moved during the merge", ErrBranchMoved, wt)
+			}
+		}
+		return fmt.Errorf("fast-forward the checkout in %s: %w", wt, err)
+	}
+	return nil
 }
 
 // checkedOutIn returns the worktree ref is checked out in, "" if none.

@@ -55,7 +55,8 @@ func userState(t *testing.T, dir string) string {
 	return testkit.Git(t, dir, "symbolic-ref", "HEAD") + "\n" + testkit.Git(t, dir, "status", "--porcelain") + "\n" + string(index)
 }
 
-// TestMergeIntoBranch merges a workflow's branch with git plumbing alone:
+// TestMergeIntoBranch merges a workflow's branch into branches nobody has
+// checked out, with git plumbing alone:
 // a fast-forward, a true merge commit, nothing when already merged, and
 // refusals that leave every ref as it was (GIT-03, CLI-05).
 func TestMergeIntoBranch(t *testing.T) {
@@ -129,11 +130,6 @@ func TestMergeIntoBranch(t *testing.T) {
 			},
 			wantErr: ErrMergeConflict,
 			paths:   []string{"a.txt", "new.txt"},
-		},
-		{
-			name:    "a checked-out target is refused",
-			setup:   func(t *testing.T, r mergeRepo) string { return "main" },
-			wantErr: ErrCheckedOut,
 		},
 		{
 			name:    "a missing target is refused",
@@ -231,5 +227,78 @@ func TestCurrentBranch(t *testing.T) {
 	testkit.Git(t, r.dir, "checkout", "--quiet", "--detach")
 	if got, err := CurrentBranch(ctx, r.dir, "HEAD"); err != nil || got != "" {
 		t.Errorf("detached HEAD: CurrentBranch = %q, %v; want \"\"", got, err)
+	}
+}
+
+// TestMergeIntoCheckedOutBranch merges into the branch a worktree has
+// checked out as `git merge` would there (GIT-03): HEAD, index and files
+// follow, local changes the merge does not touch survive, and one it would
+// overwrite (or an untracked file in its way) makes git refuse, moving
+// nothing and losing nothing.
+func TestMergeIntoCheckedOutBranch(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// setup prepares main's checkout; it returns main's tip if it
+		// committed there.
+		setup   func(t *testing.T, r mergeRepo)
+		wantErr error
+		// files are what the checkout holds afterwards.
+		files map[string]string
+		ff    bool
+	}{
+		{name: "a clean checkout fast-forwards with its files", setup: func(t *testing.T, r mergeRepo) {},
+			files: map[string]string{"a.txt": "a1\na2 by the workflow\na3\n", "new.txt": "new\n", "b.txt": "b1\n"}, ff: true},
+		{name: "a moved checkout gets the merge commit", setup: func(t *testing.T, r mergeRepo) {
+			testkit.WriteFile(t, filepath.Join(r.dir, "b.txt"), "b1 on main\n")
+			testkit.Git(t, r.dir, "commit", "--quiet", "-am", "main moves")
+		}, files: map[string]string{"a.txt": "a1\na2 by the workflow\na3\n", "new.txt": "new\n", "b.txt": "b1 on main\n"}},
+		{name: "a local change the merge does not touch survives", setup: func(t *testing.T, r mergeRepo) {
+			testkit.WriteFile(t, filepath.Join(r.dir, "b.txt"), "b1 edited, not committed\n")
+		}, files: map[string]string{"a.txt": "a1\na2 by the workflow\na3\n", "b.txt": "b1 edited, not committed\n"}, ff: true},
+		{name: "a local change the merge would overwrite stops it", setup: func(t *testing.T, r mergeRepo) {
+			testkit.WriteFile(t, filepath.Join(r.dir, "a.txt"), "mine\n")
+		}, wantErr: ErrLocalChanges, files: map[string]string{"a.txt": "mine\n"}},
+		{name: "an untracked file in the way stops it", setup: func(t *testing.T, r mergeRepo) {
+			testkit.WriteFile(t, filepath.Join(r.dir, "new.txt"), "untracked\n")
+		}, wantErr: ErrLocalChanges, files: map[string]string{"new.txt": "untracked\n", "a.txt": "a1\na2\na3\n"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testkit.Context(t, 30*time.Second)
+			r := newMergeRepo(t)
+			tc.setup(t, r)
+			old := testkit.Git(t, r.dir, "rev-parse", "main")
+			res, err := MergeIntoBranch(ctx, r.dir, "main", r.wf, MergeOptions{})
+			for p, want := range tc.files {
+				if got := string(testkit.ReadFile(t, filepath.Join(r.dir, p))); got != want {
+					t.Errorf("%s holds %q, want %q", p, got, want)
+				}
+			}
+			if head := testkit.Git(t, r.dir, "symbolic-ref", "HEAD"); head != "refs/heads/main" {
+				t.Errorf("HEAD is %s", head)
+			}
+			tip := testkit.Git(t, r.dir, "rev-parse", "main")
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tc.wantErr)
+				}
+				if tip != old {
+					t.Errorf("main moved to %s on a refused merge", tip)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Commit != tip || res.Old != old || res.FastForward != tc.ff {
+				t.Errorf("result %+v; main %s (was %s); want fast-forward %v", res, tip, old, tc.ff)
+			}
+			// The index matches the new tip: only the local edits differ.
+			if staged := testkit.Git(t, r.dir, "diff", "--cached", "--name-only"); staged != "" {
+				t.Errorf("staged after the merge: %q", staged)
+			}
+		})
 	}
 }

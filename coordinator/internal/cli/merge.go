@@ -14,8 +14,9 @@ import (
 	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
 )
 
-// ExitMergeFailed: the merge failed (a conflict, a target checked out or
-// missing …); neither branch changed.
+// ExitMergeFailed: the merge failed (a conflict, local changes in the
+// target's checkout in the way, a missing target …); neither branch
+// changed.
 const ExitMergeFailed = 6
 
 func newMerge() *cobra.Command {
@@ -24,12 +25,13 @@ func newMerge() *cobra.Command {
 		Short: "Merge a succeeded workflow's branch into a branch of the submitting repository",
 		Long: `merge merges branch supervisor/<WF> into --into (default: the workflow's
 merge_into, or else the branch it was submitted from) of the repository it was
-submitted from. The coordinator does it with git plumbing alone — never
-touching a working tree or the index — and one merge at a time per repository
-and branch across the fleet: a fast-forward when the target has not moved
-since, otherwise a merge commit. A target branch checked out in a worktree is
-refused, since its working tree would not follow: switch that worktree to
-another branch first, or merge into another branch.
+submitted from, one merge at a time per repository and branch across the
+fleet: a fast-forward when the target has not moved since, otherwise a merge
+commit. A target no worktree has checked out is moved with git plumbing alone,
+touching no working tree or index. A target that is checked out moves as
+"git merge --ff-only" would move it there, files and index included; if that
+would overwrite uncommitted changes or untracked files, git refuses and nothing
+changes: commit or stash them and merge again.
 
 Only a succeeded workflow can be merged. Merging again into the same branch
 changes nothing. A conflict fails the merge with the conflicting paths and

@@ -126,8 +126,9 @@ func (in *integrator) merge(ctx context.Context, store state.Locks, owner string
 			}
 			return none, err
 		}
-		// Anything else (a target checked out or missing, a commit git
-		// cannot merge) stays so until someone changes the repository.
+		// Anything else (local changes in the target's checkout that the
+		// merge would overwrite, a missing target, a commit git cannot
+		// merge) stays so until someone changes the repository.
 		return none, &mergeFailure{reason: err.Error()}
 	}
 	return none, fmt.Errorf("engine: merge %s into %s: the branch moved %d times while the merge was built; will try again",

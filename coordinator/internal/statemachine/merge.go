@@ -18,7 +18,7 @@ const (
 	MergeRequested MergeStatus = "requested"
 	// MergeDone: the target branch holds the workflow's work.
 	MergeDone MergeStatus = "merged"
-	// MergeFailed: not merged (a conflict, a target checked out …);
+	// MergeFailed: not merged (a conflict, local changes in the way …);
 	// neither branch changed. A new request may follow.
 	MergeFailed MergeStatus = "failed"
 )
