@@ -28,6 +28,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +41,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/redact"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
+	"github.com/supervisorhq/supervisor/shared/workspace"
 )
 
 // DefaultResources are the default limits of a gate container (the gate
@@ -178,7 +180,8 @@ func resourcesKey(r *protocol.GateResources) string {
 }
 
 // run runs the gate job. For the breakers, a workspace that cannot be
-// materialized is the repository's failure; once it is, the repository
+// materialized is the repository's failure (but patches that do not apply
+// together fail the gate: patchesConflict); once it is, the repository
 // worked. The gate's own verdict is execute's: a gate that could not run
 // (did not start, or ran out of memory) broke; one that ran worked,
 // whatever it found, since a failing test is the code's fault, not the
@@ -190,6 +193,9 @@ func (r *Runner) run(ctx context.Context, job *protocol.GateJob, token uint64) j
 	logw.Printf("gate %s for %s/%s attempt %d round %d on %s (lease %d): %s", job.Gate, job.WorkflowID, job.NodeID,
 		job.Attempt, job.Round, r.deps.Host, token, strings.Join(def.command, " "))
 	ws, err := r.deps.Workspaces.Prepare(ctx, job.Repo, job.Patches, job.JobID)
+	if errors.Is(err, workspace.ErrConflict) {
+		return r.patchesConflict(job, token, began, err)
+	}
 	if err != nil {
 		return jobrun.Outcome{Err: fmt.Errorf("prepare workspace: %w", err), Repo: jobrun.Broke}
 	}
@@ -197,6 +203,42 @@ func (r *Runner) run(ctx context.Context, job *protocol.GateJob, token uint64) j
 	out := r.runIn(ctx, job, token, began, def, logw, ws.Dir)
 	out.Repo = jobrun.Worked
 	return out
+}
+
+// patchesConflict reports a gate job whose patches do not apply together
+// (a speculative integration run testing a node on top of others whose
+// changes clash with it): the code under test cannot exist, so the gate
+// fails at once, saying which patch did not apply and git's reason, for
+// the node's feedback. Nothing is wrong with the runner or the
+// repository, and a redelivery would fail alike.
+func (r *Runner) patchesConflict(job *protocol.GateJob, token uint64, began time.Time, err error) jobrun.Outcome {
+	g := r.result(job, token, began)
+	g.Status = protocol.GateFailed
+	g.Error = "the patches under test do not apply together"
+	var pc *workspace.PatchConflictError
+	if errors.As(err, &pc) {
+		var before []string
+		for _, p := range job.Patches[:min(pc.Index, len(job.Patches))] {
+			if !slices.Contains(before, p.NodeID) {
+				before = append(before, p.NodeID)
+			}
+		}
+		g.Error = fmt.Sprintf("the patches under test do not apply together: node %s's patch does not apply on top of the base and the work of %s",
+			pc.NodeID, strings.Join(before, ", "))
+		if len(before) == 0 {
+			g.Error = fmt.Sprintf("the patches under test do not apply together: node %s's patch does not apply to the base", pc.NodeID)
+		}
+		g.Stderr = pc.Detail
+	}
+	g.Output = strings.TrimSpace(g.Error + "\n" + g.Stderr)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	name := fmt.Sprintf("%s/%s/a%d/gate-%s-%d.log", job.WorkflowID, job.NodeID, job.Attempt, job.Gate, token)
+	if uerr := jobrun.UploadLog(ctx, r.deps.Bus, name, []byte(g.Output+"\n")); uerr == nil {
+		g.Log = name
+	}
+	r.deps.Log.Info("gate job's patches conflict", "job", job.JobID, "err", err)
+	return jobrun.Outcome{Report: gateReport(g), Repo: jobrun.Worked}
 }
 
 // runIn runs the gate job in its prepared workspace dir, through the gate

@@ -777,3 +777,34 @@ func TestGateOutOfMemory(t *testing.T) {
 		t.Errorf("redelivered %d times", info.NumRedelivered)
 	}
 }
+
+// A gate job whose patches do not apply together — an integration run of
+// a node on top of another that changed the same lines (GIT-08) — fails
+// at once with the patch and git's reason, for the node's feedback; it is
+// neither handed back nor counted against the repository.
+func TestGatePatchesConflict(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.startRunner(Config{})
+	other := h.variantPatch("a1\nsomething else\n")
+	other.NodeID = "other"
+	j := h.gateJob("combined", 1, "sh", "-c", "echo ran; exit 0")
+	j.Patches = []protocol.PatchRef{h.patch, other}
+	g := h.run(j)
+	if g.Status != protocol.GateFailed || g.ExitCode != nil ||
+		g.Error != "the patches under test do not apply together: node other's patch does not apply on top of the base and the work of node" ||
+		!strings.Contains(g.Stderr, "patch failed: src/a.txt:1") || strings.Contains(g.Output, os.TempDir()) {
+		t.Fatalf("conflicting patches: status %s exit %s error %q stderr %q", g.Status, exitCode(g.ExitCode), g.Error, g.Stderr)
+	}
+	if !strings.Contains(h.logText(g.Log), "patch failed: src/a.txt:1") {
+		t.Errorf("the log does not say what did not apply")
+	}
+	if strings.Contains(g.Stdout, "ran") {
+		t.Errorf("the gate ran on patches that do not apply: %q", g.Stdout)
+	}
+	info := h.Settled(protocol.KindGate)
+	if info.NumRedelivered != 0 || info.Delivered.Consumer != 1 {
+		t.Errorf("the job was delivered %d times (%d redelivered), want once", info.Delivered.Consumer, info.NumRedelivered)
+	}
+	h.NoReports(300 * time.Millisecond)
+}

@@ -394,8 +394,9 @@ func (m *Manager) Prepare(ctx context.Context, repo protocol.RepoRef, patches []
 			continue
 		}
 		if _, err := g.Text(ctx, "apply", "--binary", "--index", "--whitespace=nowarn", files[i]); err != nil {
-			if gitexec.ExitCode(err) == 1 {
-				err = fmt.Errorf("%w: %w", ErrConflict, err)
+			var gerr *gitexec.Error
+			if gitexec.ExitCode(err) == 1 && errors.As(err, &gerr) {
+				err = &PatchConflictError{NodeID: p.NodeID, Object: p.Object, Index: i, Detail: gerr.Stderr, err: err}
 			}
 			return nil, fmt.Errorf("workspace: prepare job %s: apply patch %q of node %s on %s: %w", jobID, p.Object, p.NodeID, repo.BaseCommit, err)
 		}
