@@ -198,13 +198,21 @@ tasks:
 	})
 	wantCode(t, run("status"), 0, "2 agent rounds failed within an hour, more than the 1 allowed", "coordinator resume")
 	wantCode(t, run("status", id), ExitRunning, "fleet     paused: 2 agent rounds failed within an hour")
-	// Both nodes wait to retry; past their delay, neither starts.
-	time.Sleep(2 * time.Second)
+	// No new round starts while paused: past the retry delay, every node
+	// is still at the attempt it had when the pause began (its second, if
+	// its first failed more than the 1 s delay before the other's did) and
+	// waits to retry.
+	var paused api.WorkflowSummary
+	decodeJSON(t, run("status", id, "-o", "json"), &paused)
+	time.Sleep(2500 * time.Millisecond)
 	var s api.WorkflowSummary
 	decodeJSON(t, run("status", id, "-o", "json"), &s)
-	for _, n := range s.Nodes {
-		if n.Status != "retrying" || n.Attempt != 1 {
-			t.Errorf("while paused: node %s is %s at attempt %d", n.ID, n.Status, n.Attempt)
+	attempts := map[string]int{}
+	for i, n := range s.Nodes {
+		attempts[n.ID] = paused.Nodes[i].Attempt
+		if n.Status != "retrying" || n.Attempt != paused.Nodes[i].Attempt {
+			t.Errorf("while paused: node %s is %s at attempt %d; it was at attempt %d when the pause began",
+				n.ID, n.Status, n.Attempt, paused.Nodes[i].Attempt)
 		}
 	}
 	// It reports the failed rounds the pause was about (2, or more if one
@@ -220,7 +228,7 @@ tasks:
 			return false
 		}
 		for _, n := range s.Nodes {
-			if n.Attempt < 2 {
+			if n.Attempt <= attempts[n.ID] {
 				return false
 			}
 		}
