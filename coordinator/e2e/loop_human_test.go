@@ -287,6 +287,15 @@ func testApprovalTimeout(f *fleet) {
 		t.Errorf("status while they wait: exit %d, %s", code, s.Status)
 	}
 
+	// watch goes on while a timeout can still decide, and stops (exit 5)
+	// only once nothing but a human can move the workflow.
+	w := f.cli(3*time.Minute, "watch", wf)
+	if w.code != 5 || !regexp.MustCompile(`node auto-yes\s+approved by timeout`).MatchString(w.stdout) ||
+		!regexp.MustCompile(`node auto-escalate\s+escalated to a human: nobody approved it in time`).MatchString(w.stdout) ||
+		!strings.Contains(w.stdout, "nothing runs until a human decides") {
+		t.Errorf("watch while the approval steps wait for their timeouts: want it to follow them, then exit 5\n%s", w)
+	}
+
 	// Past the deadline (a minute), each step's on_timeout decides.
 	f.waitNode(wf, "after-yes", "succeeded", 2*time.Minute)
 	var s wfStatus

@@ -118,6 +118,9 @@ type NodeSummary struct {
 	MaxAttempts int `json:"max_attempts,omitempty"`
 	// RetryAt is when a retrying node's next attempt starts.
 	RetryAt *time.Time `json:"retry_at,omitempty"`
+	// ApprovalDeadline is when the approval step a node awaits decides
+	// by itself (its on_timeout), if it has a timeout.
+	ApprovalDeadline *time.Time `json:"approval_deadline,omitempty"`
 	// Waiting is set while a runner holds the node's agent job back on an
 	// open circuit breaker.
 	Waiting *BreakerWait `json:"waiting,omitempty"`

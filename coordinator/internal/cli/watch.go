@@ -196,8 +196,9 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 }
 
 // waitsForHuman reports whether workflow wf needs attention and nothing
-// in it can move without a human: no node is in flight, retrying, or
-// pending with every dependency done.
+// in it can move without a human: no node is in flight, retrying, in the
+// integration queue, awaiting an approval step whose timeout will decide
+// it, or pending with every dependency done.
 func (e *env) waitsForHuman(ctx context.Context, client *api.Client, wf string) (bool, error) {
 	rctx, cancel := context.WithTimeout(ctx, e.v.GetDuration("timeout"))
 	defer cancel()
@@ -211,8 +212,12 @@ func (e *env) waitsForHuman(ctx context.Context, client *api.Client, wf string) 
 	}
 	for _, n := range s.Nodes {
 		switch n.Status {
-		case protocol.NodeReady, protocol.NodeRunning, protocol.NodeGating, protocol.NodeRetrying:
+		case protocol.NodeReady, protocol.NodeRunning, protocol.NodeGating, protocol.NodeRetrying, protocol.NodeIntegrating:
 			return false, nil
+		case protocol.NodeAwaitingApproval:
+			if n.ApprovalDeadline != nil {
+				return false, nil // its timeout decides if nobody does
+			}
 		case protocol.NodePending:
 			ready := true
 			for _, d := range n.DependsOn {

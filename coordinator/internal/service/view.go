@@ -45,6 +45,9 @@ func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
 		if n.Status == protocol.NodeRetrying {
 			ns.RetryAt = timePtr(n.RetryAt)
 		}
+		if n.Status == protocol.NodeAwaitingApproval && !n.Approved {
+			ns.ApprovalDeadline = timePtr(n.ApprovalDeadline)
+		}
 		if n.Status == protocol.NodeReady || n.Status == protocol.NodeRunning {
 			ns.Waiting = breakerWait(n.Waiting)
 		}
