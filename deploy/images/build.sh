@@ -28,8 +28,8 @@
 #   IMAGE_PREFIX           image names' prefix (default supervisor: supervisor/worker, ...)
 #   IMAGE_TAG              tag of every image (default latest)
 #   DEBIAN_RELEASE         Debian release of the root file system (default bookworm)
-#   DEBIAN_MIRROR          Debian mirror (default http://deb.debian.org/debian)
-#   DEBIAN_SECURITY_MIRROR security mirror (default http://deb.debian.org/debian-security)
+#   DEBIAN_MIRROR          Debian mirror (default: the one this machine's apt sources use for the release)
+#   DEBIAN_SECURITY_MIRROR security mirror (default: the one they use for <release>-security)
 #   GO_SUITE               suite golang-go comes from (default $DEBIAN_RELEASE-backports; empty: the release)
 #   SUPERVISOR_IMAGE_CACHE rootfs tarball cache (default ${XDG_CACHE_HOME:-~/.cache}/supervisor-images)
 #   IMAGE_STAGE_DIR        static binaries and build contexts (default bin/images in the repository)
@@ -41,8 +41,46 @@ root=$(cd "$here/../.." && pwd)
 prefix=${IMAGE_PREFIX:-supervisor}
 tag=${IMAGE_TAG:-latest}
 release=${DEBIAN_RELEASE:-bookworm}
-mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-security=${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
+
+# apt_uri WANT: the first URI this machine's apt sources (deb822 .sources
+# files, then one-line .list files) give for a suite matching the
+# extended regular expression WANT. The mirrors are the machine's to
+# choose; none is written here.
+apt_uri() {
+  local want=$1 f
+  {
+    for f in /etc/apt/sources.list.d/*.sources; do
+      [ -r "$f" ] || continue
+      awk -v want="^($want)\$" '
+        BEGIN { RS = ""; FS = "\n" }
+        {
+          uris = ""; suites = ""; on = 1
+          for (i = 1; i <= NF; i++) {
+            line = $i
+            if (line ~ /^URIs:/) { sub(/^URIs:[ \t]*/, "", line); uris = line }
+            else if (line ~ /^Suites:/) { sub(/^Suites:[ \t]*/, "", line); suites = line }
+            else if (line ~ /^Enabled:[ \t]*[Nn]o/) on = 0
+          }
+          if (!on || uris == "") next
+          n = split(suites, s, /[ \t]+/)
+          for (j = 1; j <= n; j++) if (s[j] ~ want) { split(uris, u, /[ \t]+/); print u[1]; next }
+        }' "$f"
+    done
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+      [ -r "$f" ] || continue
+      awk -v want="^($want)\$" '
+        $1 == "deb" {
+          i = 2
+          if ($i ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
+          if ($(i + 1) ~ want) print $i
+        }' "$f"
+    done
+  } | head -n 1
+}
+mirror=${DEBIAN_MIRROR:-$(apt_uri "$release")}
+mirror=${mirror:-$(apt_uri "[a-z]+")}
+security=${DEBIAN_SECURITY_MIRROR:-$(apt_uri "$release-security")}
+security=${security:-$(apt_uri "[a-z]+-security")}
 case $release in sid | unstable) default_go_suite="" ;; *) default_go_suite="$release-backports" ;; esac
 go_suite=${GO_SUITE-$default_go_suite}
 cache=${SUPERVISOR_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/supervisor-images}
@@ -57,6 +95,8 @@ die() {
   log "error: $*"
   exit 1
 }
+[ -n "$mirror" ] || die "no Debian mirror in this machine's apt sources (/etc/apt/sources.list[.d]): set DEBIAN_MIRROR"
+[ -n "$security" ] || die "no Debian security mirror in this machine's apt sources: set DEBIAN_SECURITY_MIRROR"
 sha() { sha256sum | cut -c1-64; }
 ref() { echo "$prefix/$1:$tag"; }
 
