@@ -613,6 +613,10 @@ func TestFleetPause(t *testing.T) {
 	if got := pause(); len(got) != 0 || w.st.Fleet().FailuresWithin(w.now) != 2 {
 		t.Fatalf("two failures (and a transient error) under a limit of 2: %v, %d counted", got, w.st.Fleet().FailuresWithin(w.now))
 	}
+	// The window slides: a failure counts for an hour, then no more.
+	if in, out := w.st.Fleet().FailuresWithin(w.now.Add(59*time.Minute)), w.st.Fleet().FailuresWithin(w.now.Add(time.Hour+time.Second)); in != 2 || out != 0 {
+		t.Errorf("failures counted 59 minutes on: %d (want 2); an hour on: %d (want 0)", in, out)
+	}
 	fail("e")
 	check(t, "a third failure pauses the fleet", pause(), lines("fleet.paused"))
 	f := w.st.Fleet()
