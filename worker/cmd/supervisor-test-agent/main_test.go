@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"testing"
+
+	"github.com/supervisorhq/supervisor/worker/internal/scriptagent"
 )
 
 // @api-error stops the agent the way the real CLI stops when its API call
@@ -15,7 +18,8 @@ func TestAPIError(t *testing.T) {
 	t.Chdir(t.TempDir())
 	t.Setenv("SUPERVISOR_FEEDBACK_FILE", "")
 	const text = "API Error: 429 rate limit exceeded; retry-after: 4"
-	summary, code := execute("@write before.txt\nx\n@end\n@api-error " + text + "\n@write after.txt\ny\n@end\n")
+	ran := scriptagent.Execute("@write before.txt\nx\n@end\n@api-error "+text+"\n@write after.txt\ny\n@end\n", io.Discard)
+	summary, code := ran.Summary, ran.Code
 	if summary != text || code != 1 {
 		t.Fatalf("execute = %q, %d; want %q, 1", summary, code, text)
 	}
