@@ -208,7 +208,7 @@ var geminiTypeClasses = map[string]Class{
 
 var geminiPatterns = []classPattern{
 	{Fatal, regexp.MustCompile(`(?i)please set an auth method|limit: 0|terminalquotaerror|daily|api key not valid|` +
-		`permission_denied|unauthenticated|cannot use both`)},
+		`permission_denied|unauthenticated|cannot use both|unknown argument|invalid values`)},
 	{Transient, regexp.MustCompile(`(?i)resource_exhausted|unavailable|overloaded|please retry in|status: 429|status: 503|` +
 		`too many requests|rate limit`)},
 }
