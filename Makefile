@@ -14,7 +14,7 @@ export GOTOOLCHAIN := local
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(BIN)/golangci-lint
 
-.PHONY: all help build run dev lint test test-unit test-e2e bench vet fmt clean
+.PHONY: all help build run dev lint test test-unit test-e2e fuzz bench vet fmt clean
 
 ## all: the default target, the same as build
 all: build
@@ -53,9 +53,17 @@ lint:
 	  (cd $$m && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...) || status=1; \
 	done; exit $$status
 
-## test: lint, then every test, with a redis-server of our own (installed from Debian's packages if missing)
+## test: lint, then every test, with a redis-server of our own (installed from Debian's packages if missing), and the agent output parsers fuzzed briefly
 test: lint
 	scripts/with-redis.sh $(MAKE) --no-print-directory test-unit test-e2e
+	$(MAKE) --no-print-directory fuzz
+
+## fuzz: the agent CLI output parsers' fuzz targets (shared/agentcli), FUZZTIME each (default 5s)
+FUZZTIME ?= 5s
+fuzz:
+	for f in FuzzClaudeStream FuzzClaudeJSON FuzzCodex FuzzGeminiStream FuzzGeminiJSON; do \
+	  $(GO) test ./shared/agentcli/ -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s || exit 1; \
+	done
 
 ## test-unit: each binary built without go.work, go vet, and every package's tests but the e2e ones (race detector on)
 test-unit:
