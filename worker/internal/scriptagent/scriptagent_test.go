@@ -1,0 +1,28 @@
+package scriptagent
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestExecuteReportsChanges checks what the CLI stand-ins build their tool
+// events from: the files changed, in order, what the directives printed,
+// and how the script ended.
+func TestExecuteReportsChanges(t *testing.T) {
+	t.Chdir(t.TempDir())
+	t.Setenv("SUPERVISOR_FEEDBACK_FILE", "")
+	var out strings.Builder
+	res := Execute("@write a.txt\n1\n@end\n@print hi\n@append a.txt\n2\n@end\n@write b.txt\n3\n@end\n@delete b.txt\n", &out)
+	want := []Change{{"write", "a.txt"}, {"append", "a.txt"}, {"write", "b.txt"}, {"delete", "b.txt"}}
+	if !slices.Equal(res.Changes, want) || res.Code != 0 || res.APIError || out.String() != "hi\n" {
+		t.Errorf("result = %+v, printed %q", res, out.String())
+	}
+	if res.Summary != "done: write a.txt, append a.txt, write b.txt, delete b.txt" {
+		t.Errorf("summary = %q", res.Summary)
+	}
+	res = Execute("@write c.txt\nx\n@end\n@api-error API Error: 529 overloaded\n@write d.txt\ny\n@end\n", &out)
+	if !res.APIError || res.Code != 1 || res.Summary != "API Error: 529 overloaded" || len(res.Changes) != 1 {
+		t.Errorf("api error result = %+v", res)
+	}
+}
