@@ -63,7 +63,7 @@ func (Claude) Invocation(prompt string, s Settings) (Invocation, error) {
 
 // NewParser implements Adapter.
 func (Claude) NewParser(s Settings) Parser {
-	return &claudeParser{json: s.OutputFormat == "json"}
+	return &claudeParser{lines: lines{json: s.OutputFormat == "json"}}
 }
 
 // claudeMsg is the union of the stream-json message fields read.
@@ -121,35 +121,19 @@ type claudeModelUsage struct {
 }
 
 type claudeParser struct {
-	json     bool
-	buf      bytes.Buffer // the whole output, in json mode
+	lines
 	session  string
 	model    string
 	lastText string
 	apiError string // the last assistant message's error field
 	result   *claudeMsg
-	warnings []string
-	bad      int
 }
 
 // Line implements Parser.
 func (p *claudeParser) Line(line []byte) []Event {
-	if p.json {
-		p.buf.Write(line)
-		p.buf.WriteByte('\n')
-		return nil
-	}
-	if len(bytes.TrimSpace(line)) == 0 {
-		return nil
-	}
 	var m claudeMsg
-	ok, note := decodeObject(line, &m)
-	if !ok {
-		p.bad++
+	if !p.decode(line, &m, func() string { return "claude message " + m.Type }) {
 		return nil
-	}
-	if note != "" {
-		p.warnings = append(p.warnings, "claude message "+m.Type+": "+note)
 	}
 	return p.message(&m)
 }

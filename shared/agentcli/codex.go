@@ -1,7 +1,6 @@
 package agentcli
 
 import (
-	"bytes"
 	"fmt"
 	"regexp"
 	"strings"
@@ -85,6 +84,7 @@ type codexItem struct {
 }
 
 type codexParser struct {
+	lines     // never in json mode: codex prints JSON lines only
 	session   string
 	turns     int
 	text      string
@@ -93,23 +93,13 @@ type codexParser struct {
 	failed    bool
 	failMsg   string
 	lastError string
-	warnings  []string
-	bad       int
 }
 
 // Line implements Parser.
 func (p *codexParser) Line(line []byte) []Event {
-	if len(bytes.TrimSpace(line)) == 0 {
-		return nil
-	}
 	var e codexEvent
-	ok, note := decodeObject(line, &e)
-	if !ok {
-		p.bad++
+	if !p.decode(line, &e, func() string { return "codex event " + e.Type }) {
 		return nil
-	}
-	if note != "" {
-		p.warnings = append(p.warnings, "codex event "+e.Type+": "+note)
 	}
 	switch e.Type {
 	case "thread.started":

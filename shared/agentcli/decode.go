@@ -93,3 +93,37 @@ func lastJSONObject(text []byte) []byte {
 	}
 	return found
 }
+
+// lines is what the parsers of JSON-lines output share: in json mode the
+// output is only kept, to be read whole at the end; otherwise each
+// non-blank line is decoded on its own, malformed ones counted and
+// oddities noted.
+type lines struct {
+	json     bool
+	buf      bytes.Buffer // the whole output, in json mode
+	warnings []string
+	bad      int
+}
+
+// decode reads line into v, a pointer to the message type, and says
+// whether there is a message to handle (not in json mode, not blank, a
+// JSON object). kind names the message for a note, with its type.
+func (l *lines) decode(line []byte, v any, kind func() string) bool {
+	if l.json {
+		l.buf.Write(line)
+		l.buf.WriteByte('\n')
+		return false
+	}
+	if len(bytes.TrimSpace(line)) == 0 {
+		return false
+	}
+	ok, note := decodeObject(line, v)
+	if !ok {
+		l.bad++
+		return false
+	}
+	if note != "" {
+		l.warnings = append(l.warnings, kind()+": "+note)
+	}
+	return true
+}

@@ -67,7 +67,9 @@ func (Gemini) Invocation(prompt string, s Settings) (Invocation, error) {
 }
 
 // NewParser implements Adapter.
-func (Gemini) NewParser(s Settings) Parser { return &geminiParser{json: s.OutputFormat == "json"} }
+func (Gemini) NewParser(s Settings) Parser {
+	return &geminiParser{lines: lines{json: s.OutputFormat == "json"}}
+}
 
 type geminiError struct {
 	Type    string          `json:"type"`
@@ -124,35 +126,19 @@ type geminiJSON struct {
 }
 
 type geminiParser struct {
-	json     bool
-	buf      bytes.Buffer
+	lines
 	session  string
 	model    string
 	text     strings.Builder // the assistant's text since the last tool call
 	prevText string          // the text before it
 	result   *geminiEvent
-	warnings []string
-	bad      int
 }
 
 // Line implements Parser.
 func (p *geminiParser) Line(line []byte) []Event {
-	if p.json {
-		p.buf.Write(line)
-		p.buf.WriteByte('\n')
-		return nil
-	}
-	if len(bytes.TrimSpace(line)) == 0 {
-		return nil
-	}
 	var e geminiEvent
-	ok, note := decodeObject(line, &e)
-	if !ok {
-		p.bad++
+	if !p.decode(line, &e, func() string { return "gemini event " + e.Type }) {
 		return nil
-	}
-	if note != "" {
-		p.warnings = append(p.warnings, "gemini event "+e.Type+": "+note)
 	}
 	switch e.Type {
 	case "init":
