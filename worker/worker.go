@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -112,12 +113,17 @@ const EnvFeedbackFile = "SUPERVISOR_FEEDBACK_FILE"
 
 // run materializes the workspace, runs the agent and uploads its patch and
 // log. For the breakers, a workspace that cannot be materialized (the
-// bundle, a patch, git) is the repository's failure; once it is, the
+// bundle, a patch, git) is the repository's failure, but for dependencies
+// whose patches do not apply together (dependenciesConflict); once it is, the
 // repository worked, and the agent's verdict is its own (see finish).
 func (w *Worker) run(ctx context.Context, job *protocol.AgentJob, token uint64) jobrun.Outcome {
 	logw := &jobrun.LogWriter{}
 	logw.Printf("agent job %s on %s (lease %d): %s", job.JobID, w.deps.Host, token, strings.Join(job.Command, " "))
 	ws, err := w.deps.Workspaces.Prepare(ctx, job.Repo, job.Patches, job.JobID)
+	var conflict *workspace.PatchConflictError
+	if errors.As(err, &conflict) {
+		return w.dependenciesConflict(job, token, conflict)
+	}
 	if err != nil {
 		return jobrun.Outcome{Err: fmt.Errorf("prepare workspace: %w", err), Repo: jobrun.Broke}
 	}
@@ -132,6 +138,30 @@ func (w *Worker) run(ctx context.Context, job *protocol.AgentJob, token uint64) 
 	out := w.runAgent(ctx, job, token, ws, logw)
 	out.Repo = jobrun.Worked
 	return out
+}
+
+// dependenciesConflict reports an agent job whose dependencies' patches do
+// not apply together: the work it builds on cannot exist, whoever runs
+// it, so it is not handed back to fail again until dead-lettered. The
+// agent never ran: an error the coordinator escalates at once, naming the
+// patch that did not apply, the nodes before it and git's account.
+func (w *Worker) dependenciesConflict(job *protocol.AgentJob, token uint64, c *workspace.PatchConflictError) jobrun.Outcome {
+	var before []string
+	for _, p := range job.Patches[:min(c.Index, len(job.Patches))] {
+		if !slices.Contains(before, p.NodeID) {
+			before = append(before, p.NodeID)
+		}
+	}
+	msg := fmt.Sprintf("the dependencies' work does not apply together: node %s's patch does not apply on top of the base", c.NodeID)
+	if len(before) > 0 {
+		msg += " and the work of " + strings.Join(before, ", ")
+	}
+	w.deps.Log.Warn("agent job's dependencies conflict", "job", job.JobID, "err", c)
+	return jobrun.Outcome{Repo: jobrun.Worked, Report: &protocol.Report{Type: protocol.ReportAgentResult, Agent: &protocol.AgentResult{
+		JobID: job.JobID, WorkflowID: job.WorkflowID, NodeID: job.NodeID, Attempt: job.Attempt,
+		LeaseToken: token, Host: w.deps.Host, Status: protocol.AgentError, ExitCode: -1,
+		Error: msg, Stderr: c.Detail, FinishedAt: time.Now().UTC(),
+	}}}
 }
 
 // runAgent runs the agent in the prepared workspace and uploads its patch

@@ -724,3 +724,31 @@ func TestRetryStartsFromPreviousWorkWithFeedback(t *testing.T) {
 	}
 	h.Settled(protocol.KindAgent)
 }
+
+// Dependencies whose patches do not apply together (GIT-05: the work a
+// node builds on cannot be assembled) end the job at once with an error
+// naming the patch that did not apply and git's account, instead of being
+// handed back until dead-lettered; the agent never runs.
+func TestDependenciesConflict(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, bus.Config{MaxDeliver: 3})
+	h.startWorker(Config{})
+	one := h.run(h.agentJob("one", 1, "@write src/a.txt\na1\nfrom one\n@end\n"))
+	two := h.run(h.agentJob("two", 1, "@write src/a.txt\na1\nfrom two\n@end\n"))
+	if one.Patch == nil || two.Patch == nil {
+		t.Fatalf("dependencies made no patch: %+v %+v", one, two)
+	}
+	job := h.agentJob("both", 1, "@write ran.txt\nran\n@end\n")
+	job.Patches = []protocol.PatchRef{*one.Patch, *two.Patch}
+	res := h.run(job)
+	if res.Status != protocol.AgentError || res.Patch != nil ||
+		res.Error != "the dependencies' work does not apply together: node two's patch does not apply on top of the base and the work of one" ||
+		!strings.Contains(res.Stderr, "src/a.txt") {
+		t.Fatalf("status %s, patch %v, error %q, stderr %q", res.Status, res.Patch, res.Error, res.Stderr)
+	}
+	info := h.Settled(protocol.KindAgent)
+	if info.NumRedelivered != 0 {
+		t.Errorf("the job was handed back %d times; a redelivery would fail alike", info.NumRedelivered)
+	}
+	h.NoReports(300 * time.Millisecond)
+}
