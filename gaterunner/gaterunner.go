@@ -28,7 +28,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -217,17 +216,7 @@ func (r *Runner) patchesConflict(job *protocol.GateJob, token uint64, began time
 	g.Error = "the patches under test do not apply together"
 	var pc *workspace.PatchConflictError
 	if errors.As(err, &pc) {
-		var before []string
-		for _, p := range job.Patches[:min(pc.Index, len(job.Patches))] {
-			if !slices.Contains(before, p.NodeID) {
-				before = append(before, p.NodeID)
-			}
-		}
-		g.Error = fmt.Sprintf("the patches under test do not apply together: node %s's patch does not apply on top of the base and the work of %s",
-			pc.NodeID, strings.Join(before, ", "))
-		if len(before) == 0 {
-			g.Error = fmt.Sprintf("the patches under test do not apply together: node %s's patch does not apply to the base", pc.NodeID)
-		}
+		g.Error += ": " + pc.Clash()
 		g.Stderr = pc.Detail
 	}
 	g.Output = strings.TrimSpace(g.Error + "\n" + g.Stderr)

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -146,16 +145,7 @@ func (w *Worker) run(ctx context.Context, job *protocol.AgentJob, token uint64) 
 // agent never ran: an error the coordinator escalates at once, naming the
 // patch that did not apply, the nodes before it and git's account.
 func (w *Worker) dependenciesConflict(job *protocol.AgentJob, token uint64, c *workspace.PatchConflictError) jobrun.Outcome {
-	var before []string
-	for _, p := range job.Patches[:min(c.Index, len(job.Patches))] {
-		if !slices.Contains(before, p.NodeID) {
-			before = append(before, p.NodeID)
-		}
-	}
-	msg := fmt.Sprintf("the dependencies' work does not apply together: node %s's patch does not apply on top of the base", c.NodeID)
-	if len(before) > 0 {
-		msg += " and the work of " + strings.Join(before, ", ")
-	}
+	msg := "the dependencies' work does not apply together: " + c.Clash()
 	w.deps.Log.Warn("agent job's dependencies conflict", "job", job.JobID, "err", c)
 	return jobrun.Outcome{Repo: jobrun.Worked, Report: &protocol.Report{Type: protocol.ReportAgentResult, Agent: &protocol.AgentResult{
 		JobID: job.JobID, WorkflowID: job.WorkflowID, NodeID: job.NodeID, Attempt: job.Attempt,

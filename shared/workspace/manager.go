@@ -396,7 +396,7 @@ func (m *Manager) Prepare(ctx context.Context, repo protocol.RepoRef, patches []
 		if _, err := g.Text(ctx, "apply", "--binary", "--index", "--whitespace=nowarn", files[i]); err != nil {
 			var gerr *gitexec.Error
 			if gitexec.ExitCode(err) == 1 && errors.As(err, &gerr) {
-				err = &PatchConflictError{NodeID: p.NodeID, Object: p.Object, Index: i, Detail: gerr.Stderr, err: err}
+				err = &PatchConflictError{NodeID: p.NodeID, Object: p.Object, Before: nodesOf(patches[:i]), Detail: gerr.Stderr, err: err}
 			}
 			return nil, fmt.Errorf("workspace: prepare job %s: apply patch %q of node %s on %s: %w", jobID, p.Object, p.NodeID, repo.BaseCommit, err)
 		}
