@@ -63,8 +63,9 @@ func autoApproval(a *protocol.Approval, patch *protocol.PatchRef) (bool, string)
 	case lines > p.MaxLines:
 		return false, fmt.Sprintf("the approval policy declined: %d lines changed, more than max_lines %d", lines, p.MaxLines)
 	}
+	own := compileAll(p.SensitivePaths)
 	for _, path := range st.Paths {
-		if pat, ok := sensitive(path, p.SensitivePaths); ok {
+		if pat, ok := sensitive(path, own, p.SensitivePaths); ok {
 			return false, fmt.Sprintf("the approval policy declined: %s is a sensitive path (%s)", path, pat)
 		}
 	}
@@ -74,8 +75,9 @@ func autoApproval(a *protocol.Approval, patch *protocol.PatchRef) (bool, string)
 
 // sensitive reports the first pattern that path, or a directory it is
 // in, matches: a built-in one, against the lower-cased path, or one of
-// the task's, as written. So "**/*auth*" holds internal/oauth/client.go.
-func sensitive(path string, own []string) (string, bool) {
+// the task's (own, compiled from ownText), as written. So "**/*auth*"
+// holds internal/oauth/client.go.
+func sensitive(path string, own []*pathglob.Pattern, ownText []string) (string, bool) {
 	for _, p := range withParents(path) {
 		lower := strings.ToLower(p)
 		for i, pat := range defaultSensitive {
@@ -83,9 +85,9 @@ func sensitive(path string, own []string) (string, bool) {
 				return protocol.DefaultSensitivePaths[i], true
 			}
 		}
-		for _, pat := range own {
-			if pathglob.Match(pat, p) {
-				return pat, true
+		for i, pat := range own {
+			if pat.Match(p) {
+				return ownText[i], true
 			}
 		}
 	}
@@ -104,13 +106,16 @@ func withParents(path string) []string {
 }
 
 // defaultSensitive are protocol.DefaultSensitivePaths, compiled.
-var defaultSensitive = func() []*pathglob.Pattern {
-	out := make([]*pathglob.Pattern, len(protocol.DefaultSensitivePaths))
-	for i, p := range protocol.DefaultSensitivePaths {
-		out[i] = pathglob.Compile(p)
+var defaultSensitive = compileAll(protocol.DefaultSensitivePaths)
+
+// compileAll compiles globs, in order.
+func compileAll(globs []string) []*pathglob.Pattern {
+	out := make([]*pathglob.Pattern, len(globs))
+	for i, g := range globs {
+		out[i] = pathglob.Compile(g)
 	}
 	return out
-}()
+}
 
 func plural(n int, what string) string {
 	if n == 1 {
