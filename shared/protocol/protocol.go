@@ -70,8 +70,12 @@ type AgentJob struct {
 	// Patches are applied, in order, on top of the base commit before the
 	// agent starts: the accepted work of the nodes this one depends on.
 	Patches []PatchRef `json:"patches,omitempty"`
-	// Command is the agent's argv; it is never passed through a shell.
-	Command []string `json:"command"`
+	// Command is the agent's argv when Agent is nil (jobs of events
+	// written before Agent existed); it is never passed through a shell.
+	Command []string `json:"command,omitempty"`
+	// Agent, when set, is how to run the agent: the worker builds the argv
+	// from it with the adapter it names and parses the CLI's output.
+	Agent *AgentSpec `json:"agent,omitempty"`
 	// Prompt is written to the agent's standard input.
 	Prompt         string            `json:"prompt"`
 	Env            map[string]string `json:"env,omitempty"`
@@ -217,6 +221,9 @@ type AgentResult struct {
 	FinishedAt time.Time `json:"finished_at"`
 	// Sandbox says where the agent ran: "process", or "docker IMAGE@ID".
 	Sandbox string `json:"sandbox,omitempty"`
+	// Run is what the agent CLI reported, as its adapter parsed it (nil
+	// when the agent did not run or the job had no Agent).
+	Run *AgentRun `json:"run,omitempty"`
 }
 
 // GateResult reports the end of one gate execution.

@@ -26,10 +26,14 @@ type WorkflowSpec struct {
 // TaskSpec is one node of a workflow.
 type TaskSpec struct {
 	ID string `json:"id"`
-	// Command is the agent's argv (adapters are already expanded).
-	Command []string `json:"command"`
-	// Adapter names the agent adapter the command came from, if any.
-	Adapter   string   `json:"adapter,omitempty"`
+	// Command is the agent's argv in events written before Agent existed;
+	// new specs leave it empty and set Agent.
+	Command []string `json:"command,omitempty"`
+	// Adapter names the agent adapter of such an event's Command, if any.
+	Adapter string `json:"adapter,omitempty"`
+	// Agent says how the node's agent runs (nil for a human task and in
+	// events written before it existed).
+	Agent     *AgentSpec `json:"agent,omitempty"`
 	Prompt    string   `json:"prompt"`
 	DependsOn []string `json:"depends_on,omitempty"`
 	// Gates lists every gate the task runs, required and optional, in the
