@@ -96,7 +96,16 @@ type AgentJob struct {
 	// as a read-only file outside the workspace, named by
 	// SUPERVISOR_FEEDBACK_FILE. Prompt already ends with its rendering.
 	Feedback json.RawMessage `json:"feedback,omitempty"`
+	// FileLocks are the state-store keys (FileLockKey) the worker holds
+	// while the agent runs (DAG-07): the node's own and those of every
+	// node of the workflow whose files may overlap its own, sorted.
+	FileLocks []string `json:"file_locks,omitempty"`
 }
+
+// FileLockKey is the state-store key of a node's file lock: held by the
+// worker running that node's agent and by those running the agents of
+// nodes whose declared files may overlap its own.
+func FileLockKey(workflow, node string) string { return "files/" + workflow + "/" + node }
 
 // GateJob asks a gate runner to run one gate against a node's work.
 type GateJob struct {

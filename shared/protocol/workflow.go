@@ -76,6 +76,19 @@ type TaskSpec struct {
 	// Approval, if set, makes the node wait for a human's approval once
 	// its gates have passed (HITL-02).
 	Approval *Approval `json:"approval,omitempty"`
+	// Files are globs of the files the task works on (DAG-07): two nodes
+	// whose files may overlap never run at the same time, and the later
+	// builds on the earlier's accepted work. None: the task declares
+	// nothing and is never held back for files.
+	Files []string `json:"files,omitempty"`
+	// Interface are globs of the interface files the task defines
+	// (HIER-03): once it has succeeded, a patch of another node that
+	// changes a file they match fails its round, unless that node's
+	// MayChangeInterfaces allows it.
+	Interface []string `json:"interface,omitempty"`
+	// MayChangeInterfaces are globs of locked interface files the task
+	// may change anyway ("**": any; written may_change_interfaces: true).
+	MayChangeInterfaces []string `json:"may_change_interfaces,omitempty"`
 }
 
 // Task types.

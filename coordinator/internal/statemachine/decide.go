@@ -71,6 +71,9 @@ type decider struct {
 	w         *Workflow
 	now       time.Time
 	published func(string) bool
+	// released are the nodes made ready in this decision (DAG-07: they
+	// hold their files before their events are folded).
+	released map[string]bool
 }
 
 func (d *decider) append(n *Node, body eventlog.Body, msgID string) {
@@ -146,7 +149,14 @@ func (d *decider) pending(n *Node) {
 		d.awaitApproval(n, 1, "a human task")
 	case !waiting && fleetPaused(d.w):
 		// The fleet is paused: no new agent round starts.
+	case !waiting && len(d.w.fileBlockers(n.ID, d.released)) > 0:
+		// A node whose files may overlap its own holds them (DAG-07): it
+		// becomes ready once that node has finished.
 	case !waiting:
+		if d.released == nil {
+			d.released = map[string]bool{}
+		}
+		d.released[n.ID] = true
 		d.append(n, eventlog.NodeReady{Attempt: 1}, fmt.Sprintf("%s.%s.a1.ready", d.w.ID, n.ID))
 		d.publishAgent(n, 1, d.now)
 	}
@@ -181,6 +191,12 @@ func (d *decider) gating(n *Node) {
 		// Its gates would judge the same code again: no point in running them.
 		d.roundFailed(n, failure{agent: fmt.Sprintf("attempt %d made the same patch as attempt %d", n.Attempt, prev),
 			escalate: "the agent is going round in circles"})
+		return
+	}
+	if f, bad := d.w.interfaceViolation(n); bad {
+		// It changes an interface locked before its gates could judge it
+		// (HIER-03).
+		d.roundFailed(n, f)
 		return
 	}
 	appended := false
@@ -390,7 +406,7 @@ func (w *Workflow) agentJob(n *Node, attempt int, publishedAt time.Time) *protoc
 		JobID: protocol.AgentJobID(w.ID, n.ID, attempt), WorkflowID: w.ID, NodeID: n.ID,
 		Attempt: attempt, Pool: n.Task.Pool, Repo: w.Repo, Patches: w.BasePatches(n.ID),
 		Command: n.Task.Command, Prompt: n.Task.Prompt, Env: n.Task.Env,
-		TimeoutSeconds: n.Task.TimeoutSeconds, PublishedAt: publishedAt,
+		TimeoutSeconds: n.Task.TimeoutSeconds, PublishedAt: publishedAt, FileLocks: w.fileLocks(n),
 	}
 	for id := range w.ancestors(n.ID) {
 		if a := w.Nodes[id]; a.Approved && a.ApprovedBy != "" {

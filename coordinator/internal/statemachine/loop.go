@@ -37,6 +37,10 @@ type failure struct {
 	// failureGatePrefix) that failed on top of the nodes ahead.
 	integration bool
 	ahead       []string
+	// interfaces, when set, says which locked interface files the patch
+	// changed (locked) and whose (files.go); the agent may fix it.
+	interfaces string
+	locked     []string
 }
 
 // gateFailure classifies a gating node's blocking failures.
@@ -71,6 +75,9 @@ func (n *Node) gateFailure() failure {
 func (f failure) summary(n *Node) string {
 	if f.agent != "" {
 		return f.agent
+	}
+	if f.interfaces != "" {
+		return "interface_locked: " + f.interfaces
 	}
 	parts := make([]string, 0, len(f.gates))
 	for _, name := range f.gates {
@@ -186,6 +193,8 @@ func (n *Node) signature(f failure) string {
 	switch {
 	case f.agent != "" && n.Agent != nil:
 		write("agent", n.Agent.Stdout+n.Agent.Stderr)
+	case f.interfaces != "":
+		write(interfacesGate, f.interfaces)
 	case len(f.gates) > 0:
 		names := append([]string(nil), f.gates...)
 		sort.Strings(names)
@@ -309,6 +318,13 @@ func (w *Workflow) feedback(n *Node, f failure, escalated bool, note *feedback.N
 		in.Gates = append(in.Gates, feedback.GateInput{Result: protocol.GateResult{Gate: "agent", Attempt: n.Attempt,
 			Status: st, ExitCode: &code, Stdout: a.Stdout, Stderr: a.Stderr, Error: errText, Log: a.Log},
 			Spec: protocol.GateSpec{Name: "agent"}, RoundsFailed: n.Attempt, Escalated: escalated})
+	}
+	if f.interfaces != "" {
+		// Reported like a gate that found an integrity violation: the
+		// locked files are its violations.
+		in.Gates = append(in.Gates, feedback.GateInput{Result: protocol.GateResult{Gate: interfacesGate, Attempt: n.Attempt,
+			Status: protocol.GateFailed, IntegrityViolation: true, Violations: f.locked, Error: f.interfaces},
+			Spec: protocol.GateSpec{Name: interfacesGate}, RoundsFailed: 1, Escalated: escalated})
 	}
 	for _, name := range f.gates {
 		g, spec := w.failedRun(n, name)

@@ -99,6 +99,9 @@ type Workflow struct {
 	queue []string
 
 	deps map[string][]string
+	// overlaps keeps, per pair of node ids (the lesser first), whether
+	// their declared files may overlap (files.go).
+	overlaps map[[2]string]bool
 }
 
 // Node is one task's state.
@@ -360,10 +363,11 @@ func (w *Workflow) ancestors(id string) map[string]bool {
 	return seen
 }
 
-// BasePatches are the accepted patches of a node's ancestors, in the order
-// they were integrated onto the branch.
+// BasePatches are the accepted patches of a node's ancestors, and of the
+// nodes it waited for because their files may overlap its own, in the
+// order they were integrated onto the branch.
 func (w *Workflow) BasePatches(id string) []protocol.PatchRef {
-	anc := w.ancestors(id)
+	anc := w.builtOn(id)
 	var out []protocol.PatchRef
 	for _, nid := range w.Integrated {
 		if anc[nid] && w.Nodes[nid].Patch != nil {

@@ -352,7 +352,7 @@ type taskDef struct {
 func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 	t := taskDef{node: n, spec: protocol.TaskSpec{Pool: d.pool, TimeoutSeconds: d.timeout}}
 	f, ok := p.Fields(n, "task", append([]string{"id", "type", "agent", "prompt", "depends_on", "gates", "pool", "timeout", "env",
-		"approval"}, retryFields...)...)
+		"approval"}, append(retryFields, fileFields...)...)...)
 	if !ok {
 		d.retry.apply(&t.spec)
 		return t
@@ -438,6 +438,7 @@ func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 		t.spec.Env, _ = p.Env(x.Val, what+" env")
 	}
 	p.retry(f, what, d.retry).apply(&t.spec)
+	p.files(f, &t.spec, what)
 	return t
 }
 
