@@ -127,6 +127,9 @@ type NodeSummary struct {
 	// Integration is set while the node waits in the workflow's
 	// integration queue.
 	Integration *QueueEntry `json:"integration,omitempty"`
+	// WaitingForFiles names the nodes a pending node waits for because
+	// their declared files may overlap its own (DAG-07).
+	WaitingForFiles []string `json:"waiting_for_files,omitempty"`
 }
 
 // QueueEntry is a node's place in its workflow's integration queue and

@@ -165,6 +165,9 @@ func printWorkflow(w io.Writer, s api.WorkflowSummary) {
 		if wait := nodeWait(n); wait != "" {
 			detail = wait
 		}
+		if len(n.WaitingForFiles) > 0 {
+			detail = "waiting for files held by " + strings.Join(n.WaitingForFiles, ", ")
+		}
 		if q := n.Integration; q != nil {
 			detail = queueDetail(q)
 		}

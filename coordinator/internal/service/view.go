@@ -45,6 +45,7 @@ func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
 		if n.Status == protocol.NodeRetrying {
 			ns.RetryAt = timePtr(n.RetryAt)
 		}
+		ns.WaitingForFiles = w.WaitingForFiles(id)
 		if n.Status == protocol.NodeAwaitingApproval && !n.Approved {
 			ns.ApprovalDeadline = timePtr(n.ApprovalDeadline)
 		}

@@ -28,6 +28,8 @@ func (w *Workflow) filesOverlap(a, b string) bool {
 		a, b = b, a
 	}
 	key := [2]string{a, b}
+	w.overlapMu.Lock()
+	defer w.overlapMu.Unlock()
 	if v, ok := w.overlaps[key]; ok {
 		return v
 	}

@@ -11,6 +11,7 @@ package statemachine
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
@@ -100,8 +101,10 @@ type Workflow struct {
 
 	deps map[string][]string
 	// overlaps keeps, per pair of node ids (the lesser first), whether
-	// their declared files may overlap (files.go).
-	overlaps map[[2]string]bool
+	// their declared files may overlap (files.go); overlapMu guards it,
+	// as readers of the state (status) fill it too.
+	overlaps  map[[2]string]bool
+	overlapMu sync.Mutex
 }
 
 // Node is one task's state.
