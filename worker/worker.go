@@ -94,7 +94,8 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) bus.Disposition {
 	}
 	meta := jobrun.Meta{Kind: protocol.KindAgent, JobID: job.JobID, WorkflowID: job.WorkflowID,
 		NodeID: job.NodeID, Attempt: job.Attempt, PublishedAt: job.PublishedAt,
-		Scopes: jobrun.JobScopes{Work: protocol.AgentScope(job.Command), Repo: protocol.RepoScope(job.Repo.ID)}}
+		Scopes:    jobrun.JobScopes{Work: protocol.AgentScope(job.Command), Repo: protocol.RepoScope(job.Repo.ID)},
+		FileLocks: job.FileLocks}
 	return jobrun.Run(ctx, w.deps, &w.cancels, d, meta,
 		func(ctx context.Context, token uint64) jobrun.Outcome { return w.run(ctx, &job, token) },
 		func(token uint64, err error) *protocol.Report {

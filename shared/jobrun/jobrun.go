@@ -52,6 +52,9 @@ type Deps struct {
 	// network (agents) as Spec.Network: the egress proxy's allow-list when
 	// the Docker sandbox runs one, empty otherwise (no network).
 	Network []string
+	// FileLockWait bounds the pause between two tries to take a job's
+	// file locks (0: DefaultFileLockWait).
+	FileLockWait time.Duration
 	// Breakers is the circuit breakers' policy (zero fields: the
 	// defaults); every runner of a fleet should have the same.
 	Breakers state.BreakerPolicy
@@ -71,6 +74,10 @@ type Meta struct {
 	PublishedAt time.Time
 	// Scopes are the circuit breakers the job asks before it runs.
 	Scopes JobScopes
+	// FileLocks are state-store keys held, besides the job's lease, from
+	// before the job reports started until it ends (an agent job's file
+	// locks: DAG-07; see HoldFileLocks).
+	FileLocks []string
 }
 
 // Outcome is what a job's work produced.
@@ -181,6 +188,18 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 		defer cancels.add(m.WorkflowID, &stop)()
 	}
 
+	locks, jctx, err := HoldFileLocks(jctx, deps.Store, m.FileLocks, FileLockOwner(deps.Host, m.JobID, token),
+		LeaseTTL(ackWait), deps.FileLockWait, log, func(key string) {
+			log.Info("waiting for a file lock another job holds", "lock", key)
+		})
+	if err != nil {
+		return lockFailed(ctx, jctx, d, err, log)
+	}
+	defer locks.Release()
+	if len(m.FileLocks) > 0 {
+		log.Info("file locks held", "locks", locks.Tokens(m.FileLocks))
+	}
+
 	started := &protocol.Report{Type: protocol.ReportStarted, Started: &protocol.Started{
 		Kind: m.Kind, JobID: m.JobID, WorkflowID: m.WorkflowID, NodeID: m.NodeID, Gate: m.Gate,
 		Attempt: m.Attempt, LeaseToken: token, Host: deps.Host, Labels: deps.Labels, Delivery: d.Number,
@@ -231,6 +250,24 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 		return bus.Nak(out.Retry)
 	}
 	return bus.Ack()
+}
+
+// lockFailed is the disposition of a job whose file locks could not be
+// taken: jctx is the job's context (its lease, its workflow's
+// cancellation), ctx the runner's.
+func lockFailed(ctx, jctx context.Context, d *bus.Delivery, err error, log *slog.Logger) bus.Disposition {
+	switch {
+	case lease.Lost(jctx):
+		log.Warn("lease lost while waiting for file locks; abandoning the job to the runner that holds it now")
+		return bus.Abandon()
+	case errors.Is(context.Cause(jctx), ErrWorkflowCancelled):
+		return bus.Term("workflow cancelled")
+	case ctx.Err() != nil:
+		log.Info("interrupted by shutdown while waiting for file locks; handing the job back")
+		return bus.Nak(0)
+	}
+	log.Warn("cannot take the job's file locks; handing it back", "err", err)
+	return bus.Nak(backoff(d.Number))
 }
 
 // finished reports whether the job's workflow has finished (the
