@@ -34,8 +34,8 @@ type TaskSpec struct {
 	// Agent says how the node's agent runs (nil for a human task and in
 	// events written before it existed).
 	Agent     *AgentSpec `json:"agent,omitempty"`
-	Prompt    string   `json:"prompt"`
-	DependsOn []string `json:"depends_on,omitempty"`
+	Prompt    string     `json:"prompt"`
+	DependsOn []string   `json:"depends_on,omitempty"`
 	// Gates lists every gate the task runs, required and optional, in the
 	// order written (dependencies are not added: the gate plan closes over
 	// depends_on).

@@ -112,8 +112,8 @@ func TestFileConflicts(t *testing.T) {
 				"node.ready a", "publish agent a a1"),
 		},
 	}, {
-		name: "a node that fails releases its files; the waiting node does not build on it",
-		yaml: "name: f\n" + agent + once + "tasks:\n  - {id: a, prompt: a, files: [x.go]}\n  - {id: b, prompt: b, files: [x.go]}\n",
+		name:   "a node that fails releases its files; the waiting node does not build on it",
+		yaml:   "name: f\n" + agent + once + "tasks:\n  - {id: a, prompt: a, files: [x.go]}\n  - {id: b, prompt: b, files: [x.go]}\n",
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
 		steps: []step{
 			agentStep("a fails its only attempt: it escalates, holding x.go", "a", 1, protocol.AgentFailed, false,
