@@ -10,21 +10,6 @@ import (
 	"github.com/supervisorhq/supervisor/shared/protocol"
 )
 
-// agentJobOf is the agent job Decide would publish for a ready node now.
-func agentJobOf(t *testing.T, w *world, node string) *protocol.AgentJob {
-	t.Helper()
-	n := w.node(node)
-	id := protocol.AgentJobID(w.id, node, n.Attempt)
-	d := statemachine.Decide(w.wf(), w.now, func(job string) bool { return job != id })
-	for _, eff := range d.Effects {
-		if p, ok := eff.(statemachine.Publish); ok && p.Agent != nil && p.Agent.NodeID == node {
-			return p.Agent
-		}
-	}
-	t.Fatalf("no agent job of %s (status %s)", node, n.Status)
-	return nil
-}
-
 func patchNodes(job *protocol.AgentJob) string {
 	var out []string
 	for _, p := range job.Patches {
@@ -78,7 +63,7 @@ func TestFileConflicts(t *testing.T) {
 				"node.ready b", "publish agent b a1"),
 		},
 		after: func(t *testing.T, w *world) {
-			job := agentJobOf(t, w, "b")
+			job := w.job("b")
 			if got := patchNodes(job); got != "a,e" {
 				t.Errorf("b's job starts from the work of %q, want a,e", got)
 			}
@@ -86,10 +71,10 @@ func TestFileConflicts(t *testing.T) {
 			if !reflect.DeepEqual(job.FileLocks, want) {
 				t.Errorf("b's file locks %v, want %v", job.FileLocks, want)
 			}
-			if got := agentJobOf(t, w, "c").FileLocks; !reflect.DeepEqual(got, []string{"files/wf-test/c"}) {
+			if got := w.job("c").FileLocks; !reflect.DeepEqual(got, []string{"files/wf-test/c"}) {
 				t.Errorf("c's file locks %v", got)
 			}
-			if got := agentJobOf(t, w, "d").FileLocks; got != nil {
+			if got := w.job("d").FileLocks; got != nil {
 				t.Errorf("d declares no files, but locks %v", got)
 			}
 		},
@@ -121,7 +106,7 @@ func TestFileConflicts(t *testing.T) {
 			rejectStep("a human rejects a: b starts", "a", "node.rejected a", "node.ready b", "publish agent b a1"),
 		},
 		after: func(t *testing.T, w *world) {
-			if got := patchNodes(agentJobOf(t, w, "b")); got != "" {
+			if got := patchNodes(w.job("b")); got != "" {
 				t.Errorf("b starts from the work of %q", got)
 			}
 		},
@@ -147,4 +132,97 @@ func TestFileConflictsReplay(t *testing.T) {
 	if d := statemachine.Decide(again, w.now, func(string) bool { return true }); len(d.Effects) != 0 {
 		t.Fatalf("the replayed state decides %v", d.Effects)
 	}
+}
+
+// touching sets the files the world's next patches change.
+func touching(w *world, paths ...string) {
+	w.patchStat = &protocol.PatchStat{Files: len(paths), Paths: paths}
+}
+
+// HIER-03, HIER-06: once the node defining an interface has succeeded,
+// another node's patch that changes a locked file fails its round with
+// feedback naming the files and the interface node (the agent may put
+// them back), unless the task may change them; before that, nothing is
+// locked.
+func TestInterfaceLocking(t *testing.T) {
+	const wf = "name: i\n" + agent + "tasks:\n" +
+		"  - {id: api, prompt: p, interface: [api/*.yaml]}\n" +
+		"  - {id: early, prompt: p}\n" +
+		"  - {id: impl, prompt: p, depends_on: [api]}\n" +
+		"  - {id: ext, prompt: p, depends_on: [api], may_change_interfaces: [api/extra.yaml]}\n" +
+		"  - {id: any, prompt: p, depends_on: [api], may_change_interfaces: true}\n"
+	runScenarios(t, []scenario{{
+		name:   "locked once defined",
+		yaml:   wf,
+		submit: lines("workflow.submitted", "node.ready api", "publish agent api a1", "node.ready early", "publish agent early a1"),
+		steps: []step{
+			{"early changes api/openapi.yaml before api succeeded: nothing is locked yet", func(w *world) []string {
+				touching(w, "api/openapi.yaml")
+				return w.agentDone("early", 1, protocol.AgentSucceeded, true)
+			}, lines("node.agent_done early succeeded", "integrate early", "node.integrated early", "node.finished early succeeded")},
+			{"api defines the interface and succeeds", func(w *world) []string {
+				touching(w, "api/openapi.yaml", "api/extra.yaml")
+				return w.agentDone("api", 1, protocol.AgentSucceeded, true)
+			}, lines("node.agent_done api succeeded", "integrate api", "node.integrated api", "node.finished api succeeded",
+				"node.ready impl", "publish agent impl a1", "node.ready ext", "publish agent ext a1", "node.ready any", "publish agent any a1")},
+			{"impl changes a locked file: its round fails, to be retried", func(w *world) []string {
+				touching(w, "api/openapi.yaml", "src/impl.go")
+				return w.agentDone("impl", 1, protocol.AgentSucceeded, true)
+			}, lines("node.agent_done impl succeeded", "node.retry_scheduled impl")},
+			{"the retry gets the feedback", func(w *world) []string { return w.later(time.Hour) },
+				lines("node.ready impl", "publish agent impl a2")},
+			{"impl leaves the interface alone: accepted", func(w *world) []string {
+				touching(w, "src/impl.go")
+				return w.agentDone("impl", 1, protocol.AgentSucceeded, true)
+			}, lines("node.agent_done impl succeeded", "integrate impl", "node.integrated impl", "node.finished impl succeeded")},
+			{"ext may change api/extra.yaml", func(w *world) []string {
+				touching(w, "api/extra.yaml")
+				return w.agentDone("ext", 1, protocol.AgentSucceeded, true)
+			}, lines("node.agent_done ext succeeded", "integrate ext", "node.integrated ext", "node.finished ext succeeded")},
+			{"any may change every locked file", func(w *world) []string {
+				touching(w, "api/openapi.yaml", "api/extra.yaml")
+				return w.agentDone("any", 1, protocol.AgentSucceeded, true)
+			}, lines("node.agent_done any succeeded", "integrate any", "node.integrated any", "node.finished any succeeded",
+				"finish succeeded deliver")},
+		},
+		after: func(t *testing.T, w *world) {
+			impl := w.node("impl")
+			want := "interface_locked: the patch changes locked interface files (api/openapi.yaml) defined by api"
+			if r := impl.History[0].Reason; !strings.HasPrefix(r, want) {
+				t.Errorf("impl's failed round: %q, want it to start %q", r, want)
+			}
+			f := feedbackOf(t, impl.History[0].Feedback)
+			if len(f.Gates) != 1 || f.Gates[0].Name != "interfaces" || !f.Gates[0].IntegrityViolation ||
+				!strings.Contains(f.Gates[0].Error, "defined by api") {
+				t.Fatalf("feedback %+v", f.Gates)
+			}
+			if got := f.Gates[0].Violations; !reflect.DeepEqual(got, []string{"api/openapi.yaml"}) {
+				t.Errorf("violations %v", got)
+			}
+		},
+	}, {
+		name: "an interface behind an approval step is locked once approved; a patch that cannot be checked fails",
+		yaml: "name: i\n" + agent + once + "tasks:\n" +
+			"  - {id: api, prompt: p, interface: [api/**], approval: {approvers: [ada]}}\n" +
+			"  - {id: impl, prompt: p}\n",
+		submit: lines("workflow.submitted", "node.ready api", "publish agent api a1", "node.ready impl", "publish agent impl a1"),
+		steps: []step{
+			{"api awaits approval", func(w *world) []string {
+				touching(w, "api/v1.yaml")
+				return w.agentDone("api", 1, protocol.AgentSucceeded, true)
+			}, lines("node.agent_done api succeeded", "node.awaiting_approval api")},
+			{"ada approves: now it is locked", func(w *world) []string {
+				return w.command(statemachine.Approve(w.wf(), "api", "ada", "", w.now))
+			}, lines("node.approved api", "integrate api", "node.integrated api", "node.finished api succeeded")},
+			{"impl's patch lists only part of its files", func(w *world) []string {
+				w.patchStat = &protocol.PatchStat{Files: 300, Paths: []string{"src/a.go"}, PathsTruncated: true}
+				return w.agentDone("impl", 1, protocol.AgentSucceeded, true)
+			}, lines("node.agent_done impl succeeded", "node.escalated impl")},
+		},
+		after: func(t *testing.T, w *world) {
+			if r := w.node("impl").Reason; !strings.Contains(r, "cannot be checked against the interfaces api locked") {
+				t.Errorf("impl's escalation %q", r)
+			}
+		},
+	}})
 }
