@@ -518,6 +518,9 @@ type nodeStatus struct {
 	// starts.
 	MaxAttempts int        `json:"max_attempts"`
 	RetryAt     *time.Time `json:"retry_at"`
+	// WaitingForFiles names the nodes a pending node waits for because
+	// their files may overlap its own.
+	WaitingForFiles []string `json:"waiting_for_files"`
 }
 
 // gateStatus is a gate as `status -o json` and `gate results -o json`

@@ -23,6 +23,11 @@
 //	                 "feedback| " ("feedback| none" without one)
 //	@print-prompt    print the prompt as received, each line prefixed
 //	                 "prompt| "
+//	@signal PATH     create the empty file PATH, an absolute path outside
+//	                 the workspace (agents that must run at once meet
+//	                 through such files)
+//	@await PATH      wait until the file PATH exists (at most two minutes;
+//	                 then stop with exit code 1)
 //
 // Conditions, like a real agent acting on the feedback of a failed round:
 // the directives between one of these and a line "@endif" run only when
@@ -174,6 +179,16 @@ func Execute(prompt string, out io.Writer) Result {
 				return Result{Summary: err.Error(), Code: 2, Changes: changes}
 			}
 			time.Sleep(d)
+		case "@signal":
+			if err := os.WriteFile(arg, nil, 0o644); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return Result{Summary: err.Error(), Code: 1, Changes: changes}
+			}
+		case "@await":
+			if err := await(arg, 2*time.Minute); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return Result{Summary: err.Error(), Code: 1, Changes: changes}
+			}
 		case "@print":
 			fmt.Fprintln(out, arg)
 		case "@env":
@@ -204,6 +219,20 @@ func Execute(prompt string, out io.Writer) Result {
 		return Result{Summary: "nothing to do", Changes: changes}
 	}
 	return Result{Summary: "done: " + strings.Join(done, ", "), Changes: changes}
+}
+
+// await waits until the file path exists, or fails after limit.
+func await(path string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("@await %s: no such file after %s", path, limit)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // printPrefixed prints each line of text with prefix.

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestExecuteReportsChanges checks what the CLI stand-ins build their tool
@@ -24,5 +25,17 @@ func TestExecuteReportsChanges(t *testing.T) {
 	res = Execute("@write c.txt\nx\n@end\n@api-error API Error: 529 overloaded\n@write d.txt\ny\n@end\n", &out)
 	if !res.APIError || res.Code != 1 || res.Summary != "API Error: 529 overloaded" || len(res.Changes) != 1 {
 		t.Errorf("api error result = %+v", res)
+	}
+}
+
+// @signal and @await meet through files outside the workspace.
+func TestSignalAwait(t *testing.T) {
+	dir := t.TempDir()
+	var out strings.Builder
+	if res := Execute("@signal "+dir+"/a\n@await "+dir+"/a\n", &out); res.Code != 0 {
+		t.Fatalf("signal then await: %+v", res)
+	}
+	if err := await(dir+"/never", 100*time.Millisecond); err == nil {
+		t.Fatal("await of a file nobody makes succeeded")
 	}
 }
