@@ -185,3 +185,54 @@ func TestRunHoldsFileLocks(t *testing.T) {
 		_ = e.Store.Release(ctx, l)
 	}
 }
+
+// Jobs run through Run at once whose lock sets pairwise share a key never
+// do their work at the same time, and each runs in the end.
+func TestRunFileLockedJobsNeverOverlap(t *testing.T) {
+	t.Parallel()
+	e := newRunEnv(t)
+	e.deps.FileLockWait = 100 * time.Millisecond
+	base := e.meta()
+	key := func(n string) string { return protocol.FileLockKey(base.WorkflowID, n) }
+	sets := [][]string{{key("a"), key("b")}, {key("b"), key("c")}, {key("a"), key("c")}}
+	var inside, most atomic.Int32
+	var wg sync.WaitGroup
+	for i, set := range sets {
+		m := e.meta()
+		m.FileLocks = set
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := Run(context.Background(), e.deps, nil, &bus.Delivery{Number: 1, MaxDeliver: 3}, m,
+				func(ctx context.Context, token uint64) Outcome {
+					n := inside.Add(1)
+					for {
+						old := most.Load()
+						if n <= old || most.CompareAndSwap(old, n) {
+							break
+						}
+					}
+					time.Sleep(100 * time.Millisecond) // a while inside, for another job to try its luck
+					inside.Add(-1)
+					return Outcome{Report: result(m, token, protocol.GatePassed, fmt.Sprint(i))}
+				}, e.errReport(m))
+			if d.String() != "ack" {
+				t.Errorf("job %d: disposition %s", i, d)
+			}
+		}()
+	}
+	wg.Wait()
+	if most.Load() != 1 {
+		t.Fatalf("%d jobs sharing lock keys worked at once", most.Load())
+	}
+	// Every job reported started and its result.
+	results := 0
+	for range 2 * len(sets) {
+		if e.next().Type == protocol.ReportGateResult {
+			results++
+		}
+	}
+	if results != len(sets) {
+		t.Fatalf("%d results, want %d", results, len(sets))
+	}
+}

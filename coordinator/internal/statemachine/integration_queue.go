@@ -403,11 +403,11 @@ func (d *decider) pendingIntegration(n *Node, g *GateRun, spec protocol.GateSpec
 // integrationFailure is the failure of n's current speculation: the
 // integration gates that did not pass, and the nodes whose work it was
 // tested on top of that n's own agent did not build on (the nodes on the
-// branch that are not its ancestors, and those queued ahead of it).
+// branch that it did not start from, and those queued ahead of it).
 func (w *Workflow) integrationFailure(n *Node) failure {
 	s := n.Speculation
 	f := failure{integration: true}
-	anc := w.ancestors(n.ID)
+	anc := w.builtOn(n.ID)
 	for _, id := range w.Integrated[:min(s.Integrated, len(w.Integrated))] {
 		if !anc[id] {
 			f.ahead = append(f.ahead, id)
