@@ -48,17 +48,31 @@ const filesWorkflow = `name: files
       @end
 `
 
-// TestFileConflictSerialization (DAG-07, DAG-08) on a fleet of separate
-// processes: two tasks with overlapping files never overlap in time, the
-// later waiting (status names what for) and then building on the earlier's
-// work, while a task with disjoint files runs alongside them. The order is
-// read from the event log (watch replays it), not from timing.
-func TestFileConflictSerialization(t *testing.T) {
+// TestFilesAndInterfaces runs its scenarios on one fleet of separate
+// processes: nats-server, Redis, `coordinator serve` and two workers.
+func TestFilesAndInterfaces(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t, 10*time.Second)
 	f.coordinator("coordinator", "coordinator")
-	f.worker("worker-1", "--concurrency", "2")
-	f.worker("worker-2", "--concurrency", "2")
+	workers := []*proc{f.worker("worker-1", "--concurrency", "2"), f.worker("worker-2", "--concurrency", "2")}
+	workerLogs := func() string {
+		var b strings.Builder
+		for _, w := range workers {
+			b.WriteString(w.logText())
+		}
+		return b.String()
+	}
+	t.Run("Serialization", func(t *testing.T) { t.Parallel(); testFileSerialization(f.sub(t), workerLogs) })
+	t.Run("InterfaceLock", func(t *testing.T) { t.Parallel(); testInterfaceLock(f.sub(t)) })
+}
+
+// File-conflict serialization (DAG-07, DAG-08): two tasks with overlapping
+// files never overlap in time, the later waiting (status names what for)
+// and then building on the earlier's work, while a task with disjoint files
+// runs alongside them. The order is read from the event log (watch replays
+// it), not from timing.
+func testFileSerialization(f *fleet, workerLogs func() string) {
+	t := f.t
 	repo, base := testkit.Repo(t, map[string]string{"README.md": "files\n"})
 	meet := t.TempDir()
 	wfFile := writeFile(t, t.TempDir(), "files.yaml", fmt.Sprintf(filesWorkflow, meet))
@@ -109,7 +123,7 @@ func TestFileConflictSerialization(t *testing.T) {
 		t.Errorf("changes %q, want %q", got, want)
 	}
 	// The workers held the nodes' file locks in the state store.
-	logs := f.procNamed("worker-1").logText() + f.procNamed("worker-2").logText()
+	logs := workerLogs()
 	for _, node := range []string{"first", "second", "aside"} {
 		if !strings.Contains(logs, "files/"+wf+"/"+node+"=") {
 			t.Errorf("no worker logged holding %s's file lock", node)
@@ -121,4 +135,61 @@ func TestFileConflictSerialization(t *testing.T) {
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// interfaceWorkflow: api defines api.yaml as an interface; impl, after
+// it, changes api.yaml at its first attempt and, told the file is locked,
+// puts it back at the next.
+const interfaceWorkflow = `name: interfaces
+` + agentDefaults + `tasks:
+  - id: api
+    interface: [api.yaml]
+    gates: []
+    prompt: |
+      @write api.yaml
+      v1
+      @end
+  - id: impl
+    depends_on: [api]
+    gates: []
+    prompt: |
+      @if-no-feedback
+      @write api.yaml
+      v2
+      @end
+      @endif
+      @if-feedback locked interface files (api.yaml) defined by api
+      @write api.yaml
+      v1
+      @end
+      @endif
+      @write impl.txt
+      impl
+      @end
+`
+
+// Interface locking (HIER-03) on the fleet: the worker's summary of impl's
+// patch shows it changes api.yaml, locked since api succeeded; the round
+// fails with feedback naming the file and api, and the next attempt,
+// leaving the interface alone, is accepted.
+func testInterfaceLock(f *fleet) {
+	t := f.t
+	repo, _ := testkit.Repo(t, map[string]string{"README.md": "interfaces\n"})
+	wfFile := writeFile(t, t.TempDir(), "interfaces.yaml", interfaceWorkflow)
+	wf := submitWait(t, f, 3*time.Minute, wfFile, repo)
+	s, _ := f.status(wf)
+	if n := s.node(t, "impl"); n.Status != "succeeded" || n.Attempt != 2 {
+		t.Fatalf("impl = %+v, want succeeded at attempt 2", n)
+	}
+	r := f.cli(30*time.Second, "show", wf, "impl")
+	if !strings.Contains(r.stdout, "interface_locked: the patch changes locked interface files (api.yaml) defined by api") {
+		t.Errorf("show impl does not give attempt 1's interface failure:\n%s", r)
+	}
+	branch := "supervisor/" + wf
+	if got := fileAt(t, repo, branch, "api.yaml"); got != "v1\n" {
+		t.Errorf("api.yaml = %q, want api's", got)
+	}
+	if got := fileAt(t, repo, branch, "impl.txt"); got != "impl\n" {
+		t.Errorf("impl.txt = %q", got)
+	}
 }
