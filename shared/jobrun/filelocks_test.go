@@ -236,3 +236,41 @@ func TestRunFileLockedJobsNeverOverlap(t *testing.T) {
 		t.Fatalf("%d results, want %d", results, len(sets))
 	}
 }
+
+// unreachable is a store whose renewals fail, once cut, as if it could not
+// be reached.
+type unreachable struct {
+	state.Locks
+	cut atomic.Bool
+}
+
+func (u *unreachable) Renew(ctx context.Context, l state.Lease, ttl time.Duration) (state.Lease, error) {
+	if u.cut.Load() {
+		return state.Lease{}, fmt.Errorf("test: store unreachable: %w", state.ErrUnavailable)
+	}
+	return u.Locks.Renew(ctx, l, ttl)
+}
+
+// A holder cut off from the store stops its job (lease.ErrLost) instead
+// of carrying on: by the time its locks lapse and another job can take
+// them, its agent is no longer running.
+func TestFileLockHolderCutOffStops(t *testing.T) {
+	t.Parallel()
+	for name, open := range lockStores() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			store := &unreachable{Locks: open(t)}
+			ctx := testkit.Context(t, time.Minute)
+			fl, jctx, err := HoldFileLocks(ctx, store, []string{"files/wf/cut"}, "host-1 job@1", 900*time.Millisecond, 0,
+				slog.New(slog.DiscardHandler), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fl.Release()
+			store.cut.Store(true)
+			if !doneWithin(jctx, 10*time.Second) || !lease.Lost(jctx) {
+				t.Fatalf("job context not cancelled with ErrLost: %v", context.Cause(jctx))
+			}
+		})
+	}
+}

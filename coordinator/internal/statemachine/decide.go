@@ -18,8 +18,9 @@ import (
 //
 // The rules, in order: a workflow asked to cancel cancels its unfinished
 // nodes, then finishes cancelled. A pending node whose dependencies all
-// succeeded becomes ready and its agent job is published; one with a
-// dependency that ended otherwise is skipped. A node whose agent did not
+// succeeded becomes ready and its agent job is published, unless a node
+// whose declared files may overlap its own holds them (files.go); one with
+// a dependency that ended otherwise is skipped. A node whose agent did not
 // succeed fails. A gating node dispatches its gates in dependency layers
 // (skipping those whose dependency failed in a blocking way), polls its
 // pending gates, and once every gate has reported is decided: every gate
