@@ -14,6 +14,7 @@ import (
 // Pattern is a compiled glob.
 type Pattern struct {
 	re  *regexp.Regexp
+	src string // the normalized pattern
 	lit string // used when the pattern cannot compile (PM-06)
 }
 
@@ -36,7 +37,7 @@ func Compile(pattern string) *Pattern {
 	if err != nil {
 		return &Pattern{lit: p}
 	}
-	return &Pattern{re: re}
+	return &Pattern{re: re, src: p}
 }
 
 // Match reports whether path matches the pattern.

@@ -61,6 +61,9 @@ func (w *Workflow) fileConflicts(id string) []string {
 	}
 	var out []string
 	for _, other := range w.Order {
+		if o := w.Nodes[other]; o == nil || len(o.Task.Files) == 0 {
+			continue
+		}
 		if w.filesOverlap(id, other) {
 			out = append(out, other)
 		}

@@ -12,7 +12,7 @@ import (
 var fileFields = []string{"files", "interface", "may_change_interfaces"}
 
 // maxFileGlobs bounds each of a task's glob lists.
-const maxFileGlobs = 256
+const maxFileGlobs = 64
 
 // files parses a task's files, interface and may_change_interfaces into
 // t: lists of repository-relative globs (pathglob), and for
