@@ -76,6 +76,9 @@ type AgentJob struct {
 	// Agent, when set, is how to run the agent: the worker builds the argv
 	// from it with the adapter it names and parses the CLI's output.
 	Agent *AgentSpec `json:"agent,omitempty"`
+	// Context, when set, is packed from the prepared workspace and put
+	// before the prompt (CTX-01).
+	Context *ContextSpec `json:"context,omitempty"`
 	// Prompt is written to the agent's standard input.
 	Prompt         string            `json:"prompt"`
 	Env            map[string]string `json:"env,omitempty"`
@@ -233,6 +236,9 @@ type AgentResult struct {
 	// Run is what the agent CLI reported, as its adapter parsed it (nil
 	// when the agent did not run or the job had no Agent).
 	Run *AgentRun `json:"run,omitempty"`
+	// Context is the object name, in BucketLogs, of the context packed
+	// for the agent and its manifest ("" when the job packed none).
+	Context string `json:"context,omitempty"`
 }
 
 // GateResult reports the end of one gate execution.

@@ -89,6 +89,10 @@ type TaskSpec struct {
 	// MayChangeInterfaces are globs of locked interface files the task
 	// may change anyway ("**": any; written may_change_interfaces: true).
 	MayChangeInterfaces []string `json:"may_change_interfaces,omitempty"`
+	// Context, when set, is the context packed for the agent before it
+	// runs (CTX-01), resolved from the strategy when the workflow was
+	// parsed.
+	Context *ContextSpec `json:"context,omitempty"`
 }
 
 // Task types.
