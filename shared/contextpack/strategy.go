@@ -11,6 +11,7 @@
 package contextpack
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -167,4 +168,45 @@ func checkGlob(g string) string {
 		}
 	}
 	return ""
+}
+
+// CheckGlob returns an error saying what is wrong with a target or
+// interface glob of a task (relative to the repository root, not leaving
+// it), or nil.
+func CheckGlob(g string) error {
+	if strings.Contains(g, "$") {
+		return fmt.Errorf("glob %q: placeholders belong in strategies, not in targets", g)
+	}
+	if msg := checkGlob(g); msg != "" {
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// Spec resolves a strategy of the catalogue into the ContextSpec a task
+// carries: the strategy's definition in full, the budget (0: the
+// strategy's own) and the targets and interface globs. It is how a
+// workflow's context field and a role's strategy become a task's Context.
+func (c *Catalogue) Spec(name string, budget int, targets, interfaces []string) (*protocol.ContextSpec, error) {
+	s, ok := c.Lookup(name)
+	if !ok {
+		known := "none are loaded"
+		if names := c.Names(); len(names) > 0 {
+			known = "known: " + strings.Join(names, ", ")
+		}
+		return nil, fmt.Errorf("unknown context strategy %q (%s)", name, known)
+	}
+	if budget == 0 {
+		budget = s.TokenBudget
+	}
+	if budget < MinBudget || budget > MaxBudget {
+		return nil, fmt.Errorf("context budget %d is out of range: must be between %d and %d", budget, MinBudget, MaxBudget)
+	}
+	for _, g := range append(append([]string(nil), targets...), interfaces...) {
+		if err := CheckGlob(g); err != nil {
+			return nil, err
+		}
+	}
+	return &protocol.ContextSpec{Strategy: name, Definition: s, Budget: budget,
+		Targets: append([]string(nil), targets...), Interfaces: append([]string(nil), interfaces...)}, nil
 }

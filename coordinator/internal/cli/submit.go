@@ -82,12 +82,16 @@ func (e *env) submitFile(ctx context.Context, file string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	strategies, err := e.loadStrategies()
+	if err != nil {
+		return "", err
+	}
 	project, err := projectGates(ctx, repoPath, commit, e.v.GetBool("trust-project-gates"), e.errOut)
 	if err != nil {
 		return "", err
 	}
 	// Retry policies of the coordinator's operator are known only there.
-	opts := workflow.Options{BuiltinGates: lower, AnyRetryPolicy: true}
+	opts := workflow.Options{BuiltinGates: lower, AnyRetryPolicy: true, Strategies: strategies}
 	if project != nil {
 		gs, _, err := gates.ParseFile(project.Filename, []byte(project.Content), gates.OriginProject)
 		if err != nil {

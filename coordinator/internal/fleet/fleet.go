@@ -20,6 +20,7 @@ import (
 	"github.com/supervisorhq/supervisor/coordinator/internal/service"
 	"github.com/supervisorhq/supervisor/gaterunner"
 	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/contextpack"
 	"github.com/supervisorhq/supervisor/shared/embedded"
 	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
@@ -56,6 +57,8 @@ type Options struct {
 	NoRunners bool
 	// Gates are the built-in and user gates workflows may refer to.
 	Gates *gates.Set
+	// Strategies are the context strategies workflows may name.
+	Strategies *contextpack.Catalogue
 	// RetryPolicies are the operator's named retry policies.
 	RetryPolicies map[string]protocol.RetryPolicy
 	// Notify, if set, is told of escalations and humans' decisions.
@@ -120,7 +123,7 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 		f.closeConns()
 		return nil, err
 	}
-	svc := service.New(f.engine, f.bus, service.Options{ID: "dev", Gates: o.Gates, RetryPolicies: o.RetryPolicies,
+	svc := service.New(f.engine, f.bus, service.Options{ID: "dev", Gates: o.Gates, RetryPolicies: o.RetryPolicies, Strategies: o.Strategies,
 		Breakers: f.store, BreakerPolicy: o.Breakers, Log: o.Log})
 	runCtx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel

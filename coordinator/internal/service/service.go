@@ -21,6 +21,7 @@ import (
 	"github.com/supervisorhq/supervisor/coordinator/internal/gateregistry"
 	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
 	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/contextpack"
 	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/state"
@@ -63,6 +64,8 @@ type Options struct {
 	Breakers      state.Breakers
 	BreakerPolicy state.BreakerPolicy
 	Log           *slog.Logger
+	// Strategies are the context strategies workflows may name.
+	Strategies *contextpack.Catalogue
 }
 
 // Service serves the API.

@@ -34,7 +34,8 @@ func (s *Service) submit(ctx context.Context, req api.SubmitRequest) (api.Submit
 	if err != nil {
 		return none, err
 	}
-	opts := workflow.Options{BuiltinGates: s.lower, UserGates: gateregistry.Gates(reg), RetryPolicies: s.opts.RetryPolicies}
+	opts := workflow.Options{BuiltinGates: s.lower, UserGates: gateregistry.Gates(reg), RetryPolicies: s.opts.RetryPolicies,
+		Strategies: s.opts.Strategies}
 	if pg := req.ProjectGates; pg != nil {
 		gs, _, err := gates.ParseFile(pg.Filename, []byte(pg.Content), gates.OriginProject)
 		if err != nil {

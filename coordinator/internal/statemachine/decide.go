@@ -409,6 +409,7 @@ func (w *Workflow) agentJob(n *Node, attempt int, publishedAt time.Time) *protoc
 		Command: n.Task.Command, Prompt: n.Task.Prompt, Env: n.Task.Env,
 		TimeoutSeconds: n.Task.TimeoutSeconds, PublishedAt: publishedAt, FileLocks: w.fileLocks(n),
 	}
+	job.Context = w.contextSpec(n)
 	for id := range w.ancestors(n.ID) {
 		if a := w.Nodes[id]; a.Approved && a.ApprovedBy != "" {
 			if job.Approvals == nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/supervisorhq/supervisor/shared/contextpack"
 	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/graph"
 	"github.com/supervisorhq/supervisor/shared/protocol"
@@ -88,6 +89,9 @@ type Options struct {
 	// the CLI validates before submitting, and the coordinator, which knows
 	// its operator's policies, decides.
 	AnyRetryPolicy bool
+	// Strategies are the context strategies a task's context field may
+	// name (package shared/contextpack).
+	Strategies *contextpack.Catalogue
 }
 
 // Parse parses and validates a workflow file with no gate sources besides
@@ -131,6 +135,7 @@ func ParseWithOptions(filename string, data []byte, opts Options) (*protocol.Wor
 		lower:   gates.Merge(opts.BuiltinGates, opts.UserGates, opts.ProjectGates),
 
 		policies: opts.RetryPolicies, anyPolicy: opts.AnyRetryPolicy,
+		strategies: opts.Strategies,
 	}
 	if len(data) > MaxFileSize {
 		p.Addf(nil, "file is %d bytes; a workflow may be at most %d bytes (1 MiB)", len(data), MaxFileSize)
@@ -159,6 +164,8 @@ type parser struct {
 	// names (Options.AnyRetryPolicy).
 	policies  map[string]protocol.RetryPolicy
 	anyPolicy bool
+	// strategies are the context strategies (Options.Strategies).
+	strategies *contextpack.Catalogue
 }
 
 // name returns a field that must satisfy protocol.ValidName.
@@ -352,7 +359,7 @@ type taskDef struct {
 func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 	t := taskDef{node: n, spec: protocol.TaskSpec{Pool: d.pool, TimeoutSeconds: d.timeout}}
 	f, ok := p.Fields(n, "task", append([]string{"id", "type", "agent", "prompt", "depends_on", "gates", "pool", "timeout", "env",
-		"approval"}, append(retryFields, fileFields...)...)...)
+		"approval", "context"}, append(retryFields, fileFields...)...)...)
 	if !ok {
 		d.retry.apply(&t.spec)
 		return t
@@ -436,6 +443,11 @@ func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 	}
 	if x, ok := f["env"]; ok {
 		t.spec.Env, _ = p.Env(x.Val, what+" env")
+	}
+	if x, ok := f["context"]; ok && human {
+		p.Addf(x.Key, "%s", humanContext(what))
+	} else if ok {
+		t.spec.Context = p.context(x.Val, what)
 	}
 	p.retry(f, what, d.retry).apply(&t.spec)
 	p.files(f, &t.spec, what)

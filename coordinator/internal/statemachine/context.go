@@ -1,0 +1,31 @@
+package statemachine
+
+import (
+	"strings"
+
+	"github.com/supervisorhq/supervisor/shared/protocol"
+)
+
+// contextSpec is the context of node n's agent job: the task's, with Plan
+// set to the prompts of the nodes n depends on directly, in the order the
+// task lists them — the work a reviewer checks the change against (CTX-06).
+// It is nil when the task packs no context.
+func (w *Workflow) contextSpec(n *Node) *protocol.ContextSpec {
+	if n.Task.Context == nil {
+		return nil
+	}
+	spec := *n.Task.Context
+	var plan strings.Builder
+	for _, dep := range n.Task.DependsOn {
+		d, ok := w.Nodes[dep]
+		if !ok {
+			continue
+		}
+		if plan.Len() > 0 {
+			plan.WriteString("\n")
+		}
+		plan.WriteString("### Task " + dep + "\n\n" + strings.TrimRight(d.Task.Prompt, "\n") + "\n")
+	}
+	spec.Plan = plan.String()
+	return &spec
+}

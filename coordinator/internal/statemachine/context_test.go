@@ -1,0 +1,61 @@
+package statemachine_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
+	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
+	"github.com/supervisorhq/supervisor/shared/contextpack"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+)
+
+// CTX-06: an agent job carries its task's context, with the prompts of the
+// nodes it depends on as the plan a reviewer checks the change against.
+func TestAgentJobContext(t *testing.T) {
+	cat, err := contextpack.Load(filepath.Join("..", "..", "..", "configs", "context"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := workflow.ParseWithOptions("wf.yaml", []byte("name: c\n"+agent+`tasks:
+  - {id: impl, prompt: "Rename the store to shop.\n", context: {strategy: implementer_targeted, targets: [store.go]}}
+  - {id: review, prompt: Review it., depends_on: [impl], context: reviewer_diff}
+`), workflow.Options{Strategies: cat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{t: t, st: statemachine.New(), id: testWF, now: t0, published: map[string]bool{}}
+	repo := protocol.RepoRef{ID: "r-test", BaseCommit: strings.Repeat("b", 40), Bundle: "r-test/base.bundle"}
+	w.carry(statemachine.Submit(testWF, statemachine.Submission{Spec: spec, Repo: repo, Source: "wf.yaml"}, w.now))
+	w.settle()
+	impl := publishedJob(t, w, "impl")
+	if impl.Context == nil || impl.Context.Strategy != "implementer_targeted" || impl.Context.Targets[0] != "store.go" || impl.Context.Plan != "" {
+		t.Fatalf("impl context %+v", impl.Context)
+	}
+	w.agentDone("impl", 1, protocol.AgentSucceeded, true)
+	w.settle()
+	review := publishedJob(t, w, "review")
+	if review.Context == nil || review.Context.Definition.Name != "reviewer_diff" || review.Context.Budget != 15000 {
+		t.Fatalf("review context %+v", review.Context)
+	}
+	if want := "### Task impl\n\nRename the store to shop.\n"; review.Context.Plan != want {
+		t.Fatalf("review plan %q, want %q", review.Context.Plan, want)
+	}
+	if spec.Tasks[1].Context.Plan != "" {
+		t.Fatal("building the job changed the task's spec")
+	}
+}
+
+// publishedJob is the agent job the coordinator publishes for node now.
+func publishedJob(t *testing.T, w *world, node string) *protocol.AgentJob {
+	t.Helper()
+	d := statemachine.Decide(w.wf(), w.now, func(string) bool { return false })
+	for _, eff := range d.Effects {
+		if p, ok := eff.(statemachine.Publish); ok && p.Agent != nil && p.Agent.NodeID == node {
+			return p.Agent
+		}
+	}
+	t.Fatalf("no agent job published for %s", node)
+	return nil
+}
