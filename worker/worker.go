@@ -135,7 +135,11 @@ func (w *Worker) run(ctx context.Context, job *protocol.AgentJob, token uint64) 
 		}
 		logw.Printf("starting from the previous attempt's patch %s", job.StartFrom.Object)
 	}
-	out := w.runAgent(ctx, job, token, ws, logw)
+	job, contextArtifact, stop := w.packContext(ctx, job, token, ws, logw)
+	if stop != nil {
+		return *stop
+	}
+	out := withContext(w.runAgent(ctx, job, token, ws, logw), contextArtifact)
 	out.Repo = jobrun.Worked
 	return out
 }

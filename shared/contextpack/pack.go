@@ -130,7 +130,7 @@ type gathered struct {
 // and drops whole parts from the lowest priority up until the context and
 // the task fit the budget (CTX-05). Parts that must be kept are never
 // dropped: when they and the task do not fit, Pack returns a
-// *TooLargeError.
+// *TooLargeError; an invalid strategy or budget is a *DefinitionError.
 func Pack(ctx context.Context, req Request) (*Packed, error) {
 	s := req.Spec.Definition
 	if err := Validate(s); err != nil {
@@ -141,7 +141,8 @@ func Pack(ctx context.Context, req Request) (*Packed, error) {
 		budget = s.TokenBudget
 	}
 	if budget < MinBudget || budget > MaxBudget {
-		return nil, fmt.Errorf("context strategy %s: budget %d is out of range: must be between %d and %d", s.Name, budget, MinBudget, MaxBudget)
+		return nil, &DefinitionError{Msg: fmt.Sprintf("context strategy %s: budget %d is out of range: must be between %d and %d",
+			s.Name, budget, MinBudget, MaxBudget)}
 	}
 	tok := req.Tokenizer
 	if tok == nil {
@@ -201,7 +202,8 @@ func Pack(ctx context.Context, req Request) (*Packed, error) {
 	}
 	for _, p := range parts {
 		if p.info.Keep && p.info.Reason != "" && p.info.Reason != reasonEmpty {
-			return nil, fmt.Errorf("context strategy %s: part %s must be kept but %s", s.Name, p.info.Name, p.info.Reason)
+			return nil, &DefinitionError{Msg: fmt.Sprintf("context strategy %s: part %s must be kept but was %s", s.Name, p.info.Name,
+				strings.TrimPrefix(p.info.Reason, "dropped: "))}
 		}
 	}
 	if total > budget {

@@ -53,8 +53,17 @@ var nameRE = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9_-]{0,62}[a-z0-9])?$`)
 // at most 64 characters.
 func ValidName(s string) bool { return nameRE.MatchString(s) }
 
+// DefinitionError is a context that cannot be packed as defined: an
+// invalid strategy or budget. Packing it again would fail again.
+type DefinitionError struct {
+	Msg string
+}
+
+func (e *DefinitionError) Error() string { return e.Msg }
+
 // Validate checks a strategy that did not come from a file (a job's
-// ContextSpec, say) the way the loader checks files.
+// ContextSpec, say) the way the loader checks files. Its error is a
+// *DefinitionError.
 func Validate(s protocol.ContextStrategy) error {
 	var problems []string
 	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
@@ -104,7 +113,7 @@ func Validate(s protocol.ContextStrategy) error {
 		}
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("context strategy %q: %s", s.Name, strings.Join(problems, "; "))
+		return &DefinitionError{Msg: fmt.Sprintf("context strategy %q: %s", s.Name, strings.Join(problems, "; "))}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/tiktoken-go/tokenizer"
+	"github.com/tiktoken-go/tokenizer/codec"
 )
 
 // Encoding is the tokenizer encoding tokens are counted with (CTX-11):
@@ -24,14 +25,14 @@ var (
 )
 
 // NewTokenizer returns the o200k_base tokenizer. Its vocabulary is built
-// once per process and shared.
+// once per process and shared (the codec is safe for concurrent use).
 func NewTokenizer() *Tokenizer {
 	sharedOnce.Do(func() {
-		c, err := tokenizer.Get(tokenizer.O200kBase)
-		if err == nil {
-			c.SetErrorMode(tokenizer.ErrorModeReplace)
-			sharedCodec = c
-		}
+		// The codec itself, not tokenizer.Get: Get links every encoding's
+		// vocabulary into the binary.
+		c := codec.NewO200kBase()
+		c.SetErrorMode(codec.ErrorModeReplace)
+		sharedCodec = c
 	})
 	return &Tokenizer{codec: sharedCodec}
 }

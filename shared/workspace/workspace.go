@@ -43,6 +43,10 @@ func (w *Workspace) git() gitexec.Runner {
 	return gitexec.Runner{Dir: w.Dir, GitDir: w.gitDir, WorkTree: w.Dir}
 }
 
+// Git returns a runner of git in the workspace, its repository named
+// explicitly as the workspace's own operations run it.
+func (w *Workspace) Git() gitexec.Runner { return w.git() }
+
 // commitIndex commits the index on top of HEAD and moves the detached HEAD
 // to the new commit, with plumbing only (no hooks, no signing).
 func (w *Workspace) commitIndex(ctx context.Context, message string) (string, error) {
