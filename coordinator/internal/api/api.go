@@ -87,7 +87,8 @@ type ResumeRequest struct {
 
 // LogEntry is one log of a node.
 type LogEntry struct {
-	// Name says whose log it is: "agent" or "gate <name>".
+	// Name says whose log it is: "agent" or "gate <name>"; "context" is
+	// the prompt the agent was given, its packed context first.
 	Name   string `json:"name"`
 	Object string `json:"object"`
 	// Content is the log's tail (the whole log when it fits).

@@ -136,6 +136,10 @@ func (s *Service) logs(ctx context.Context, req api.IDRequest) (api.LogsResponse
 		if n == nil {
 			return api.NotFound("workflow %s has no node %q", w.ID, req.NodeID)
 		}
+		if n.Agent != nil && n.Agent.Context != "" {
+			// What the agent was given: its packed context and task.
+			entries = append(entries, api.LogEntry{Name: "context", Object: n.Agent.Context})
+		}
 		if n.Agent != nil && n.Agent.Log != "" {
 			entries = append(entries, api.LogEntry{Name: "agent", Object: n.Agent.Log})
 		}
