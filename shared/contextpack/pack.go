@@ -329,7 +329,7 @@ func (g *gatherer) gather(ctx context.Context) []gathered {
 		case KindImports:
 			g.byName[p.Name] = g.match(p, g.importsOf(g.byName[p.Of]))
 		case KindDiff:
-			diff, diffTooLarge = g.diff(ctx)
+			diff, diffTooLarge = g.diff(ctx, p)
 		}
 		if g.err != nil {
 			return nil
@@ -443,7 +443,7 @@ func (g *gatherer) match(p protocol.ContextPart, files []string) []string {
 		return nil // placeholders with nothing to stand for
 	}
 	var exclude []*pathglob.Pattern
-	for _, glob := range append(append(append([]string(nil), AlwaysExcluded...), g.req.Spec.Definition.Exclude...), p.Exclude...) {
+	for _, glob := range g.excludes(p) {
 		exclude = append(exclude, pathglob.Compile(glob))
 	}
 	var out []string
@@ -457,6 +457,12 @@ func (g *gatherer) match(p protocol.ContextPart, files []string) []string {
 		out = append(out, f)
 	}
 	return out
+}
+
+// excludes are the globs part p leaves out: AlwaysExcluded, the
+// strategy's and the part's own.
+func (g *gatherer) excludes(p protocol.ContextPart) []string {
+	return append(append(append([]string(nil), AlwaysExcluded...), g.req.Spec.Definition.Exclude...), p.Exclude...)
 }
 
 func anyMatch(ps []*pathglob.Pattern, f string) bool {
@@ -518,11 +524,17 @@ func (g *gatherer) changed(ctx context.Context) []string {
 }
 
 // diff returns the change of the worktree against the base commit, or
-// tooLarge when git printed more than MaxPartBytes.
-func (g *gatherer) diff(ctx context.Context) (patch []byte, tooLarge bool) {
+// tooLarge when git printed more than MaxPartBytes. Files excluded from
+// every part (AlwaysExcluded, the strategy's and the part's excludes) are
+// left out of it too, as git glob pathspecs.
+func (g *gatherer) diff(ctx context.Context, p protocol.ContextPart) (patch []byte, tooLarge bool) {
 	r := g.req.Git
 	r.MaxOutput = maxDiffBytes
-	out, err := r.Output(ctx, "diff", "--no-ext-diff", "--no-textconv", "--no-color", g.base(), "--")
+	args := []string{"diff", "--no-ext-diff", "--no-textconv", "--no-color", g.base(), "--", "."}
+	for _, glob := range g.excludes(p) {
+		args = append(args, ":(exclude,glob)"+pathglob.Normalize(glob))
+	}
+	out, err := r.Output(ctx, args...)
 	if errors.Is(err, gitexec.ErrOutputLimit) {
 		return nil, true
 	}
