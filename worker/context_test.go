@@ -99,3 +99,32 @@ func TestContextTooLarge(t *testing.T) {
 		t.Errorf("log:\n%s", log)
 	}
 }
+
+// CTX-06: a reviewer's context holds the work it reviews — the patches of
+// the nodes it depends on, applied to its workspace — as the diff against
+// the workflow's base commit and as the changed files in full, with the plan.
+func TestReviewerContextHoldsDependencyWork(t *testing.T) {
+	t.Parallel()
+	h := contextHarness(t, map[string]string{"README.md": "hello\n", "src/a.txt": "old line\n"})
+	h.startWorker(Config{})
+	impl := h.run(h.agentJob("impl", 1, "@write src/a.txt\nnew line\n@end\n@write src/b.txt\nbrand new\n@end\n"))
+	if impl.Status != protocol.AgentSucceeded || impl.Patch == nil {
+		t.Fatalf("implementer result %+v", impl)
+	}
+	review := h.agentJob("review", 1, "@print reviewed\n")
+	review.Patches = []protocol.PatchRef{*impl.Patch}
+	review.Context = &protocol.ContextSpec{Strategy: "review", Budget: 5000, Plan: "### Task impl\n\nReplace the line.\n",
+		Definition: protocol.ContextStrategy{Name: "review", TokenBudget: 5000, Parts: []protocol.ContextPart{
+			{Name: "plan", Kind: contextpack.KindPlan}, {Name: "diff", Kind: contextpack.KindDiff}, {Name: "changed", Kind: contextpack.KindChanged},
+		}, PriorityOrder: []string{"diff", "plan", "changed"}, Keep: []string{"diff"}}}
+	res := h.run(review)
+	if res.Status != protocol.AgentSucceeded || res.Context == "" {
+		t.Fatalf("review result %+v", res)
+	}
+	prompt := string(h.logBytes(res.Context))
+	for _, w := range []string{"Replace the line.", "-old line\n+new line", "### src/a.txt\n\n```\nnew line\n```", "### src/b.txt\n\n```\nbrand new\n```"} {
+		if !strings.Contains(prompt, w) {
+			t.Errorf("reviewer's prompt lacks %q:\n%s", w, prompt)
+		}
+	}
+}

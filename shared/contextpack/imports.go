@@ -65,7 +65,7 @@ func dirOf(f string) string {
 //     c) from the repository root, as a/b.py or a/b/__init__.py.
 //   - JavaScript and TypeScript: relative specifiers (./x, ../y) of import,
 //     export … from, require() and import(), with the usual extensions and
-//     index files.
+//     index files; ./x.js also finds x.ts or x.tsx.
 //
 // Anything else (standard library, third-party packages, path aliases) is
 // not resolved.
@@ -173,6 +173,16 @@ func (ix *repoIndex) jsImports(file string, content []byte) []string {
 				out = append(out, base+ext)
 				found = true
 				break
+			}
+		}
+		// TypeScript sources import their compiled names: ./x.js is x.ts.
+		for js, ts := range map[string][]string{".js": {".ts", ".tsx"}, ".mjs": {".mts"}, ".cjs": {".cts"}} {
+			stem, ok := strings.CutSuffix(base, js)
+			for _, ext := range ts {
+				if !found && ok && ix.files[stem+ext] {
+					out = append(out, stem+ext)
+					found = true
+				}
 			}
 		}
 		if found {

@@ -23,7 +23,8 @@ var repoFiles = map[string]string{
 	".gitignore":                   "ignored.txt\n",
 	"config.py":                    "API_KEY = \"abc123notreal\"\nHOST = \"example.com\"\n",
 	".env":                         "DB_PASSWORD=hunter2\n",
-	"web/app.ts":                   "import { util } from './util';\nimport lib from '../lib/index';\nconst x = require(\"./data.json\");\n",
+	"web/app.ts":                   "import { util } from './util';\nimport lib from '../lib/index';\nconst x = require(\"./data.json\");\nexport * from './esm.js';\n",
+	"web/esm.ts":                   "export const e = 1;\n",
 	"web/util.ts":                  "export const util = 1;\n",
 	"web/data.json":                "{}\n",
 	"lib/index.js":                 "module.exports = {};\n",
@@ -77,7 +78,7 @@ func TestPackImports(t *testing.T) {
 		want   []string
 	}{
 		{"main.go", []string{"internal/store/store.go"}},
-		{"web/app.ts", []string{"web/util.ts", "lib/index.js", "web/data.json"}},
+		{"web/app.ts", []string{"web/util.ts", "lib/index.js", "web/data.json", "web/esm.ts"}},
 		{"py/pkg/a.py", []string{"py/pkg/b.py", "py/pkg/c.py", "py/pkg/e.py"}},
 		{"README.md", nil},
 	}
