@@ -185,20 +185,46 @@ func Pack(ctx context.Context, req Request) (*Packed, error) {
 		}
 	}
 
-	text := compose(s.Name, parts)
-	total := count(prompt(text, task))
-	// Drop whole parts, the lowest priority first (CTX-05).
-	for i := len(s.PriorityOrder) - 1; i >= 0 && total > budget; i-- {
-		for j := range parts {
-			p := &parts[j]
-			if p.info.Name != s.PriorityOrder[i] || !p.info.Included || p.info.Keep {
-				continue
+	// Drop whole parts, the lowest priority first (CTX-05). Sums of the
+	// parts' own counts decide first, so a large context is not counted
+	// again after each drop; then the whole prompt is counted, and parts
+	// are dropped on until it fits (the sum and the count of the joined
+	// text differ by a few tokens where parts meet).
+	header := count(compose(s.Name, []gathered{{info: PartInfo{Included: true}}}))
+	sum := func() int {
+		n := m.TaskTokens
+		for _, p := range parts {
+			if p.info.Included {
+				n += p.info.Tokens
 			}
-			p.info.Included = false
-			p.info.Reason = fmt.Sprintf("dropped: over budget (%d tokens with it, budget %d)", total, budget)
+		}
+		if n > m.TaskTokens {
+			n += header
+		}
+		return n
+	}
+	text := compose(s.Name, parts)
+	total := sum()
+	exact := false
+	for {
+		if !exact && total <= budget {
+			exact = true
 			text = compose(s.Name, parts)
 			total = count(prompt(text, task))
 		}
+		if total <= budget || !dropLowest(parts, s.PriorityOrder, total, budget) {
+			break
+		}
+		if exact {
+			text = compose(s.Name, parts)
+			total = count(prompt(text, task))
+		} else {
+			total = sum()
+		}
+	}
+	if !exact {
+		text = compose(s.Name, parts)
+		total = count(prompt(text, task))
 	}
 	for _, p := range parts {
 		if p.info.Keep && p.info.Reason != "" && p.info.Reason != reasonEmpty {
@@ -217,6 +243,23 @@ func Pack(ctx context.Context, req Request) (*Packed, error) {
 }
 
 const reasonEmpty = "empty"
+
+// dropLowest drops the included part of lowest priority that is not kept,
+// recording why; false when there is none.
+func dropLowest(parts []gathered, priority []string, total, budget int) bool {
+	for i := len(priority) - 1; i >= 0; i-- {
+		for j := range parts {
+			p := &parts[j]
+			if p.info.Name != priority[i] || !p.info.Included || p.info.Keep {
+				continue
+			}
+			p.info.Included = false
+			p.info.Reason = fmt.Sprintf("dropped: over budget (%d tokens with it, budget %d)", total, budget)
+			return true
+		}
+	}
+	return false
+}
 
 // Prompt returns the prompt an agent is given: the packed context first,
 // then the task under a "# Task" heading (the task last, where the
