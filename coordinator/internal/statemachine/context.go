@@ -9,7 +9,9 @@ import (
 // contextSpec is the context of node n's agent job: the task's, with Plan
 // set to the prompts of the nodes n depends on directly, in the order the
 // task lists them — the work a reviewer checks the change against (CTX-06).
-// It is nil when the task packs no context.
+// A task that names no interface globs of its own gets those of the
+// interfaces locked for it ($INTERFACES in strategies). It is nil when the
+// task packs no context.
 func (w *Workflow) contextSpec(n *Node) *protocol.ContextSpec {
 	if n.Task.Context == nil {
 		return nil
@@ -27,5 +29,19 @@ func (w *Workflow) contextSpec(n *Node) *protocol.ContextSpec {
 		plan.WriteString("### Task " + dep + "\n\n" + strings.TrimRight(d.Task.Prompt, "\n") + "\n")
 	}
 	spec.Plan = plan.String()
+	if len(spec.Interfaces) == 0 {
+		// $INTERFACES: the interface files locked for this node (HIER-03),
+		// which its change must respect.
+		seen := map[string]bool{}
+		_, locked := w.lockedInterfaces(n)
+		for _, globs := range locked {
+			for _, g := range globs {
+				if !seen[g] {
+					seen[g] = true
+					spec.Interfaces = append(spec.Interfaces, g)
+				}
+			}
+		}
+	}
 	return &spec
 }
