@@ -131,6 +131,9 @@ type NodeSummary struct {
 	// WaitingForFiles names the nodes a pending node waits for because
 	// their declared files may overlap its own (DAG-07).
 	WaitingForFiles []string `json:"waiting_for_files,omitempty"`
+	// Context is the object, in the logs bucket, holding the prompt the
+	// latest agent round was given, its packed context first (CTX-01).
+	Context string `json:"context,omitempty"`
 }
 
 // QueueEntry is a node's place in its workflow's integration queue and

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/supervisorhq/supervisor/coordinator/internal/api"
 	"github.com/supervisorhq/supervisor/coordinator/internal/fleet"
 	"github.com/supervisorhq/supervisor/shared/contextpack"
 	"github.com/supervisorhq/supervisor/shared/testkit"
@@ -40,6 +41,13 @@ tasks:
 	r := run("submit", wf, "--repo", repo, "--builtin-context="+dir, "--user-context=", "--wait")
 	wantCode(t, r, 0)
 	id := strings.Fields(r.stdout)[0]
+	r = run("status", id, "-o", "json")
+	wantCode(t, r, 0)
+	var s api.WorkflowSummary
+	decodeJSON(t, r, &s)
+	if len(s.Nodes) != 1 || !strings.HasPrefix(s.Nodes[0].Context, id+"/impl/a1/context-") {
+		t.Errorf("status nodes %+v: want the context artifact named", s.Nodes)
+	}
 	wantCode(t, run("logs", id, "impl"), 0,
 		"==> context ("+id+"/impl/a1/context-",
 		"# Context (strategy implementer_targeted)", "### store/store.go\n\n```go\npackage store",

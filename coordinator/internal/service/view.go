@@ -54,6 +54,7 @@ func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
 		}
 		if n.Agent != nil {
 			ns.Sandbox = n.Agent.Sandbox
+			ns.Context = n.Agent.Context
 		}
 		for _, g := range n.GateOrder {
 			var gs api.GateSummary
