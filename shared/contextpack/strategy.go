@@ -217,5 +217,18 @@ func (c *Catalogue) Spec(name string, budget int, targets, interfaces []string) 
 		}
 	}
 	return &protocol.ContextSpec{Strategy: name, Definition: s, Budget: budget,
-		Targets: append([]string(nil), targets...), Interfaces: append([]string(nil), interfaces...)}, nil
+		Targets: dirGlobs(targets), Interfaces: dirGlobs(interfaces)}, nil
+}
+
+// dirGlobs copies globs, a directory written with a trailing slash
+// ("internal/store/") becoming everything under it, as a task's files.
+func dirGlobs(globs []string) []string {
+	var out []string
+	for _, g := range globs {
+		if strings.HasSuffix(g, "/") {
+			g = strings.TrimRight(g, "/") + "/**"
+		}
+		out = append(out, g)
+	}
+	return out
 }

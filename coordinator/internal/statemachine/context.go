@@ -9,9 +9,9 @@ import (
 // contextSpec is the context of node n's agent job: the task's, with Plan
 // set to the prompts of the nodes n depends on directly, in the order the
 // task lists them — the work a reviewer checks the change against (CTX-06).
-// A task that names no interface globs of its own gets those of the
-// interfaces locked for it ($INTERFACES in strategies). It is nil when the
-// task packs no context.
+// A task that names no targets gets its declared files as $TARGET, and one
+// that names no interface globs gets those of the interfaces locked for
+// it as $INTERFACES. It is nil when the task packs no context.
 func (w *Workflow) contextSpec(n *Node) *protocol.ContextSpec {
 	if n.Task.Context == nil {
 		return nil
@@ -29,6 +29,10 @@ func (w *Workflow) contextSpec(n *Node) *protocol.ContextSpec {
 		plan.WriteString("### Task " + dep + "\n\n" + strings.TrimRight(d.Task.Prompt, "\n") + "\n")
 	}
 	spec.Plan = plan.String()
+	if len(spec.Targets) == 0 {
+		// $TARGET: the files the task declares it works on (DAG-07).
+		spec.Targets = append([]string(nil), n.Task.Files...)
+	}
 	if len(spec.Interfaces) == 0 {
 		// $INTERFACES: the interface files locked for this node (HIER-03),
 		// which its change must respect.

@@ -22,7 +22,7 @@ func TestAgentJobContext(t *testing.T) {
 	spec, err := workflow.ParseWithOptions("wf.yaml", []byte("name: c\n"+agent+`tasks:
   - {id: api, prompt: Define the API., interface: [api/*.go]}
   - {id: impl, prompt: "Rename the store to shop.\n", depends_on: [api], context: {strategy: implementer_targeted, targets: [store.go]}}
-  - {id: review, prompt: Review it., depends_on: [impl], context: {strategy: reviewer_diff, interfaces: [docs/api.md]}}
+  - {id: review, prompt: Review it., depends_on: [impl], files: [store/], context: {strategy: reviewer_diff, interfaces: [docs/api.md]}}
 `), workflow.Options{Strategies: cat})
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +56,10 @@ func TestAgentJobContext(t *testing.T) {
 	}
 	if strings.Join(review.Context.Interfaces, ",") != "docs/api.md" {
 		t.Fatalf("review interfaces %v, want its own", review.Context.Interfaces)
+	}
+	// A task's declared files are its $TARGET when its context names none.
+	if strings.Join(review.Context.Targets, ",") != "store/**" {
+		t.Fatalf("review targets %v, want its files", review.Context.Targets)
 	}
 	if spec.Tasks[2].Context.Plan != "" || len(spec.Tasks[1].Context.Interfaces) != 0 {
 		t.Fatal("building the job changed the task's spec")

@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/supervisorhq/supervisor/shared/contextpack"
@@ -21,7 +22,7 @@ func strategies(t *testing.T) *contextpack.Catalogue {
 func TestParseContext(t *testing.T) {
 	opts := Options{Strategies: strategies(t)}
 	spec, err := ParseWithOptions("c.yaml", []byte(head+`tasks:
-  - {id: a, prompt: p, context: {strategy: implementer_targeted, budget: 30000, targets: [internal/store/*.go], interfaces: [api/*.go]}}
+  - {id: a, prompt: p, context: {strategy: implementer_targeted, budget: 30000, targets: [internal/store/*.go, web/], interfaces: [api/*.go]}}
   - {id: b, prompt: p, context: reviewer_diff, depends_on: [a]}
   - {id: c, prompt: p}
 `), opts)
@@ -30,7 +31,7 @@ func TestParseContext(t *testing.T) {
 	}
 	a, b, c := spec.Tasks[0].Context, spec.Tasks[1].Context, spec.Tasks[2].Context
 	if a == nil || a.Strategy != "implementer_targeted" || a.Definition.Name != "implementer_targeted" || a.Budget != 30000 ||
-		len(a.Targets) != 1 || a.Targets[0] != "internal/store/*.go" || len(a.Interfaces) != 1 || len(a.Definition.Parts) == 0 {
+		strings.Join(a.Targets, " ") != "internal/store/*.go web/**" || len(a.Interfaces) != 1 || len(a.Definition.Parts) == 0 {
 		t.Errorf("a: %+v", a)
 	}
 	if b == nil || b.Strategy != "reviewer_diff" || b.Budget != 15000 || len(b.Definition.PriorityOrder) == 0 {
