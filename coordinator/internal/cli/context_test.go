@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -53,4 +54,33 @@ tasks:
 		"# Context (strategy implementer_targeted)", "### store/store.go\n\n```go\npackage store",
 		"# Task\n\nRename the store.",
 		"==> agent (", "strategy implementer_targeted")
+}
+
+// The context command lists the strategies and packs one from a local
+// repository, as a worker would (CTX-04, CTX-05).
+func TestContextCommand(t *testing.T) {
+	dir := filepath.Join("..", "..", "..", "configs", "context")
+	run := func(args ...string) cliResult {
+		var out, errOut bytes.Buffer
+		code := Main(append([]string{"--builtin-context=" + dir, "--user-context="}, args...), &out, &errOut)
+		return cliResult{code: code, stdout: out.String(), stderr: errOut.String()}
+	}
+	wantCode(t, run("context", "list"), 0, "reviewer_diff", "15000", "diff, plan, changed, standards", "investigator_wide")
+
+	repo, _ := testkit.Repo(t, map[string]string{"README.md": "hi\n", "store/store.go": "package store\n\nconst Name = \"store\"\n"})
+	testkit.WriteFile(t, filepath.Join(repo, "store/store.go"), "package store\n\nconst Name = \"shop\"\n")
+	r := run("context", "pack", "reviewer_diff", "--repo", repo, "--task", "Review it.")
+	wantCode(t, r, 0, "# Context (strategy reviewer_diff)", "-const Name = \"store\"\n+const Name = \"shop\"",
+		"### store/store.go", "# Task\n\nReview it.", "reviewer_diff: ")
+	r = run("context", "pack", "implementer_targeted", "--repo", repo, "--target", "store/", "-o", "json")
+	wantCode(t, r, 0)
+	var m contextpack.Manifest
+	decodeJSON(t, r, &m)
+	if m.Strategy != "implementer_targeted" || m.Budget != 25000 || len(m.Parts) == 0 || m.Parts[1].Name != "target" ||
+		strings.Join(m.Parts[1].Files, ",") != "store/store.go" {
+		t.Errorf("manifest %+v", m)
+	}
+	wantCode(t, run("context", "pack", "nope", "--repo", repo), ExitUsage, `unknown context strategy "nope"`)
+	wantCode(t, run("context", "pack", "reviewer_diff", "--repo", repo, "--budget", "1000", "--task", strings.Repeat("word ", 2000)),
+		ExitInvalid, "the budget is 1000")
 }
