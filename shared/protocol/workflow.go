@@ -97,7 +97,7 @@ type TaskSpec struct {
 	// nodes the plan's components become (HIER-01, DAG-02).
 	Expand *ExpandSpec `json:"expand,omitempty"`
 	// Planner names the node whose plan added this one (ids of such nodes
-	// are "<planner>.<component>"); "" for a task of the submitted workflow.
+	// are "<planner>--<component>"); "" for a task of the submitted workflow.
 	Planner string `json:"planner,omitempty"`
 }
 

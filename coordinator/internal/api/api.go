@@ -130,6 +130,16 @@ type NodeSummary struct {
 	// WaitingForFiles names the nodes a pending node waits for because
 	// their declared files may overlap its own (DAG-07).
 	WaitingForFiles []string `json:"waiting_for_files,omitempty"`
+	// Output is the check of the current attempt's result block against
+	// the task's output schema: the validated block, or what was wrong.
+	Output *protocol.AgentOutput `json:"output,omitempty"`
+	// ReviewRejected is set on a review node whose result counts as a
+	// rejection: no valid block, or a verdict other than APPROVED (OUT-07).
+	ReviewRejected bool `json:"review_rejected,omitempty"`
+	// Planner names the node whose plan added this one; Expanded counts
+	// the nodes a planner's plan added.
+	Planner  string `json:"planner,omitempty"`
+	Expanded int    `json:"expanded,omitempty"`
 }
 
 // QueueEntry is a node's place in its workflow's integration queue and

@@ -324,6 +324,10 @@ func describeEvent(ev eventlog.Event) string {
 		s += fmt.Sprintf("/%s %s", b.Gate, b.Result.Status)
 	case eventlog.NodeAgentDone:
 		s += " " + string(b.Result.Status)
+	case eventlog.NodesAdded:
+		for _, t := range b.Tasks {
+			s += " +" + t.ID
+		}
 	case eventlog.NodeGatesChanged:
 		if b.Change.Definition != nil {
 			s += " +" + b.Change.Definition.Name

@@ -123,11 +123,15 @@ type Expansion struct {
 	Dependents []string
 }
 
-// ExpandedID is the id of the node a planner's component becomes.
-func ExpandedID(planner, component string) string { return planner + "." + component }
+// ExpandedID is the id of the node a planner's component becomes:
+// "<planner>--<component>". Node ids travel in job ids, subjects and
+// object names, which use '.' and '/' as separators, so the id keeps to
+// the rule of every task id (protocol.ValidName); Expand rejects one
+// that would be longer than it allows.
+func ExpandedID(planner, component string) string { return planner + "--" + component }
 
 // Expand turns planner's plan into the tasks it adds to spec (HIER-01,
-// DAG-02, DAG-03): component c becomes task "<planner>.<c>", whose prompt
+// DAG-02, DAG-03): component c becomes task "<planner>--<c>", whose prompt
 // is the expand template's prompt followed by the component's description
 // (and the interfaces it names, with their definitions), whose
 // dependencies are the planner and the components it waits for (its
@@ -165,6 +169,9 @@ func Expand(spec *protocol.WorkflowSpec, planner string, plan *agentoutput.PlanO
 	var x Expansion
 	for _, id := range ids {
 		c, ph, _ := plan.Component(id)
+		if nid := ExpandedID(planner, id); !protocol.ValidName(nid) {
+			return Expansion{}, fmt.Errorf("component %q would become node %q, longer than a task id may be (%s)", id, nid, protocol.NameRule)
+		}
 		t := protocol.TaskSpec{
 			ID: ExpandedID(planner, id), Command: tmpl.Command, Adapter: tmpl.Adapter, Agent: tmpl.Agent,
 			Prompt: componentPrompt(tmpl.Prompt, planner, ph, c, ifaces), DependsOn: []string{planner},

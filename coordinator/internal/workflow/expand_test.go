@@ -102,12 +102,12 @@ func TestExpand(t *testing.T) {
 			t.Fatalf("task %+v", task)
 		}
 	}
-	if strings.Join(ids, " ") != "plan.user-model plan.hashing plan.login" {
+	if strings.Join(ids, " ") != "plan--user-model plan--hashing plan--login" {
 		t.Fatalf("ids %v", ids)
 	}
 	// DAG-02: depends_on; DAG-03: every component of the phase before;
 	// the planner itself first.
-	if got := deps["plan.login"]; !reflect.DeepEqual(got, []string{"plan", "plan.user-model", "plan.hashing"}) {
+	if got := deps["plan--login"]; !reflect.DeepEqual(got, []string{"plan", "plan--user-model", "plan--hashing"}) {
 		t.Fatalf("login deps %v", got)
 	}
 	if !reflect.DeepEqual(x.Dependents, []string{"docs"}) {
@@ -142,13 +142,23 @@ func TestExpandLimits(t *testing.T) {
 	}
 	// A planner's id that makes a component's id collide with a task of
 	// the workflow: ids stay unique.
-	spec.Tasks = append(spec.Tasks, protocol.TaskSpec{ID: "plan.c0", Prompt: "p"})
+	spec.Tasks = append(spec.Tasks, protocol.TaskSpec{ID: "plan--c0", Prompt: "p"})
 	_, err = Expand(spec, "plan", mustPlan(t, `{"status":"COMPLETE","estimated_components":1,"phases":[{"id":"p","components":[{"id":"c0","description":"d"}]}]}`))
-	if err == nil || !strings.Contains(err.Error(), `duplicate task id "plan.c0"`) {
+	if err == nil || !strings.Contains(err.Error(), `duplicate task id "plan--c0"`) {
 		t.Fatalf("duplicate: %v", err)
 	}
 	var ce *CycleError
 	if errors.As(err, &ce) {
 		t.Fatal("a duplicate is no cycle")
+	}
+}
+
+func TestExpandLongID(t *testing.T) {
+	planner := strings.Repeat("p", 40)
+	spec := &protocol.WorkflowSpec{Name: "w", Tasks: []protocol.TaskSpec{{ID: planner, Prompt: "p", Output: "plan"}}}
+	_, err := Expand(spec, planner, mustPlan(t, `{"status":"COMPLETE","estimated_components":1,"phases":[{"id":"p","components":[{"id":"`+
+		strings.Repeat("c", 30)+`","description":"d"}]}]}`))
+	if err == nil || !strings.Contains(err.Error(), "longer than a task id may be") {
+		t.Fatalf("long id: %v", err)
 	}
 }
