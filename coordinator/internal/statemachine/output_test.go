@@ -281,3 +281,118 @@ func TestPlanReplay(t *testing.T) {
 		}
 	}
 }
+
+// fuzzPlanWorkflow has a planner whose plan grows the DAG, a dependent of
+// it, and tasks of the other schemas.
+const fuzzPlanWorkflow = "name: fuzzplan\n" + agent + outputGates + `tasks:
+  - {id: plan, prompt: plan, output: plan, gates: [], expand: {gates: [test]}}
+  - {id: docs, prompt: docs, depends_on: [plan], output: generic, gates: []}
+  - {id: rev, prompt: review, output: review, gates: [test]}
+`
+
+// fuzzTexts are the final messages the fuzzed agents choose from, by
+// schema: valid blocks, invalid ones, BLOCKED, statuses that ask for
+// another round, plans that grow the DAG and a plan that cannot.
+var fuzzTexts = map[string][]string{
+	"plan": {
+		block(planBlock),
+		block(`{"status":"COMPLETE","estimated_components":1,"phases":[{"id":"p","components":[{"id":"x","description":"d","depends_on":["x"]}]}]}`),
+		block(`{"status":"BLOCKED","phases":[],"estimated_components":0,"blockers":["why"]}`),
+		block(planBlock),
+		block(`{"status":"NEEDS_REFINEMENT","phases":[],"estimated_components":0}`),
+		"STATUS: SUCCESS",
+	},
+	"generic": {block(genericOK), block(genericBlocked), "", block(`{"status":"NEEDS_REVISION","action_taken":"x"}`)},
+	"implementation": {
+		block(`{"status":"SUCCESS","files_created":[],"files_modified":[],"tests_written":[]}`),
+		block(`{"status":"FAILED","files_created":[],"files_modified":[],"tests_written":[]}`),
+		"```json\n{broken\n```",
+	},
+	"review": {
+		block(`{"status":"APPROVED","issues":[],"suggestions":[]}`),
+		block(`{"status":"REJECTED","issues":[{"severity":"critical","description":"no"}],"suggestions":[]}`),
+		"LGTM",
+	},
+}
+
+// fuzzSay picks node's final message by its schema and the lease token.
+func fuzzSay(w *world) func(string, uint64) string {
+	return func(node string, token uint64) string {
+		texts := fuzzTexts[w.node(node).Task.Output]
+		return texts[int(token)%len(texts)]
+	}
+}
+
+// FuzzPlanReplayIsDeterministic is FuzzReplayIsDeterministic's drive over
+// a workflow whose agents answer with result blocks of every kind (valid,
+// invalid, blocked, plans that grow the DAG and plans that cannot): the
+// log it writes replays, twice, into the state the live fold reached, and
+// the replayed state decides the same.
+func FuzzPlanReplayIsDeterministic(f *testing.F) {
+	for _, seed := range [][]byte{
+		{},
+		{2, 0, 0, 0},
+		{2, 0, 2, 0, 2, 1, 2, 0, 3, 0, 0, 4, 200, 2, 0, 0},
+		{2, 1, 0, 0, 7, 1, 1, 2, 0, 0, 2, 0, 0, 3, 0, 0, 3, 1, 0},
+		growingSeed,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, script []byte) {
+		if len(script) > 400 {
+			script = script[:400]
+		}
+		w, _ := newWorld(t, fuzzPlanWorkflow, true)
+		w.say = fuzzSay(w)
+		drive(w, script)
+		for range 2 {
+			st := statemachine.New()
+			for _, ev := range w.events {
+				data, err := eventlog.Encode(ev)
+				if err != nil {
+					t.Fatalf("encode %s: %v", describeEvent(ev), err)
+				}
+				back, err := eventlog.Decode(data)
+				if err != nil {
+					t.Fatalf("decode %s: %v", describeEvent(ev), err)
+				}
+				back.Seq = ev.Seq
+				if err := st.Apply(back); err != nil {
+					t.Fatalf("replay %s: %v", describeEvent(ev), err)
+				}
+			}
+			if !reflect.DeepEqual(w.st, st) {
+				t.Fatal("replaying the log gave another state than the live fold")
+			}
+			live, _ := w.st.Workflow(testWF)
+			again, _ := st.Workflow(testWF)
+			if d1, d2 := statemachine.Decide(live, w.now, nil), statemachine.Decide(again, w.now, nil); !reflect.DeepEqual(d1, d2) {
+				t.Fatalf("the replayed state decides otherwise:\n%v\n%v", d1, d2)
+			}
+		}
+	})
+}
+
+// growingSeed drives fuzzPlanWorkflow through a plan that grows the DAG
+// and rounds of the added nodes.
+var growingSeed = []byte{4, 0, 2, 0, 0, 0, 4, 0, 2, 0, 0, 0, 2, 1, 0, 0, 2, 2, 0, 0, 3, 0, 0, 3, 1, 0, 3, 2, 0, 4, 100, 2, 0, 0, 2, 0, 0}
+
+// TestFuzzPlanSeedGrows keeps the fuzz target's corpus honest: one seed
+// does add nodes, and runs some of them.
+func TestFuzzPlanSeedGrows(t *testing.T) {
+	w, _ := newWorld(t, fuzzPlanWorkflow, true)
+	w.say = fuzzSay(w)
+	drive(w, growingSeed)
+	var added, ranAdded bool
+	for _, ev := range w.events {
+		switch b := ev.Body.(type) {
+		case eventlog.NodesAdded:
+			added = len(b.Tasks) == 3
+		case eventlog.NodeAgentDone:
+			ranAdded = ranAdded || strings.HasPrefix(ev.NodeID, "plan--")
+		}
+	}
+	if !added || !ranAdded {
+		t.Fatalf("the seed added nodes: %v, ran one: %v", added, ranAdded)
+	}
+}

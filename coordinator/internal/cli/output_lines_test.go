@@ -1,0 +1,35 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
+)
+
+// watch shows what a round's result block was found to be, and the nodes
+// a plan added (OUT-06, HIER-01).
+func TestOutputEventLines(t *testing.T) {
+	at := time.Date(2026, 11, 25, 5, 0, 0, 0, time.UTC)
+	ok := &protocol.AgentResult{Status: protocol.AgentSucceeded}
+	for _, c := range []struct {
+		body eventlog.Body
+		want string
+	}{
+		{eventlog.NodeAgentDone{Attempt: 1, Result: ok, Output: &protocol.AgentOutput{Schema: "plan", Status: "COMPLETE", Block: []byte(`{}`)}},
+			"agent succeeded (exit 0), no changes; plan result COMPLETE"},
+		{eventlog.NodeAgentDone{Attempt: 1, Result: ok, Output: &protocol.AgentOutput{Schema: "review", Problem: protocol.OutputNoBlock,
+			Error: "no JSON block found"}}, "review result not accepted: no JSON block found"},
+		{eventlog.NodesAdded{Attempt: 1, Tasks: []protocol.TaskSpec{{ID: "p--a"}, {ID: "p--b"}}, Dependents: []string{"docs"}},
+			"plan added 2 nodes: p--a, p--b; docs now wait for them"},
+	} {
+		var line bytes.Buffer
+		printEvent(&line, eventlog.Event{WorkflowID: "wf-1", NodeID: "p", Time: at, Body: c.body})
+		if !strings.Contains(line.String(), "node p") || !strings.Contains(line.String(), c.want) {
+			t.Errorf("watch printed %q; want %q", line.String(), c.want)
+		}
+	}
+}
