@@ -35,12 +35,14 @@ type expandDef struct {
 
 // expand reads a planner task's expand template: the settings of the
 // nodes its plan's components become (HIER-01). Unset agent, pool and
-// timeout are the planner's own; unset gates are every workflow gate, as
-// for a task without a gates section; unset output is implementation.
-func (p *parser) expand(n *yaml.Node, what string, planner protocol.TaskSpec) expandDef {
+// timeout are the planner's own; unset max_attempts and allow_empty are
+// the workflow's defaults; unset gates are every workflow gate, as for a
+// task without a gates section; unset output is implementation.
+func (p *parser) expand(n *yaml.Node, what string, planner protocol.TaskSpec, d defaultsDef) expandDef {
 	what += " expand"
 	e := expandDef{node: n, spec: &protocol.ExpandSpec{Command: planner.Command, Adapter: planner.Adapter,
-		Agent: planner.Agent, Pool: planner.Pool, TimeoutSeconds: planner.TimeoutSeconds, Output: agentoutput.Implementation}}
+		Agent: planner.Agent, Pool: planner.Pool, TimeoutSeconds: planner.TimeoutSeconds, Output: agentoutput.Implementation,
+		MaxAttempts: d.retry.maxAttempts, AllowEmpty: d.retry.allowEmpty}}
 	f, ok := p.Fields(n, what, "agent", "prompt", "pool", "gates", "env", "timeout", "max_attempts", "output", "allow_empty")
 	if !ok {
 		return e

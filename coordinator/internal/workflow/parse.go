@@ -441,14 +441,14 @@ func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 	}
 	p.retry(f, what, d.retry).apply(&t.spec)
 	p.files(f, &t.spec, what)
-	p.taskOutput(&t, f, what, human)
+	p.taskOutput(&t, f, what, human, d)
 	return t
 }
 
 // taskOutput reads a task's output schema and, for a planner, its expand
 // template. A plan or a review changes no file, so such a task accepts an
 // empty round unless it says otherwise.
-func (p *parser) taskOutput(t *taskDef, f map[string]gates.Field, what string, human bool) {
+func (p *parser) taskOutput(t *taskDef, f map[string]gates.Field, what string, human bool, d defaultsDef) {
 	if x, ok := f["output"]; ok {
 		if human {
 			p.Addf(x.Key, "%s is a human task: it has no agent output", what)
@@ -465,7 +465,7 @@ func (p *parser) taskOutput(t *taskDef, f map[string]gates.Field, what string, h
 	case t.spec.Output != "plan":
 		p.Addf(x.Key, "%s has expand but its output is not plan: only a plan's components become nodes", what)
 	default:
-		e := p.expand(x.Val, what, t.spec)
+		e := p.expand(x.Val, what, t.spec, d)
 		t.expand = &e
 		t.spec.Expand = e.spec
 	}
