@@ -133,8 +133,8 @@ func TestOutputAcceptance(t *testing.T) {
 			}, lines("stdout", "status", "NEEDS_REVISION")},
 		},
 	}, {
-		name: "a review's verdict is recorded: not APPROVED, or no block, counts as a rejection (OUT-07)",
-		yaml: "name: o\n" + agent + "tasks:\n  - {id: r, prompt: review, output: review}\n  - {id: s, prompt: review, output: review}\n",
+		name:   "a review's verdict is recorded: not APPROVED, or no block, counts as a rejection (OUT-07)",
+		yaml:   "name: o\n" + agent + "tasks:\n  - {id: r, prompt: review, output: review}\n  - {id: s, prompt: review, output: review}\n",
 		submit: lines("workflow.submitted", "node.ready r", "publish agent r a1", "node.ready s", "publish agent s a1"),
 		steps: []step{
 			{"changes requested: the round is accepted, the review is a rejection", func(w *world) []string {
@@ -229,8 +229,8 @@ func TestPlanGrowsTheDAG(t *testing.T) {
 			}, lines(`the plan cannot be added to the workflow: workflow: duplicate task id "plan--model"`)},
 		},
 	}, {
-		name: "a BLOCKED plan adds nothing and escalates",
-		yaml: planYAML,
+		name:   "a BLOCKED plan adds nothing and escalates",
+		yaml:   planYAML,
 		submit: lines("workflow.submitted", "node.ready plan", "publish agent plan a1"),
 		steps: []step{
 			{"blocked", func(w *world) []string {
