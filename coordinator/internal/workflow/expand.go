@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -22,6 +23,10 @@ func (p *parser) output(n *yaml.Node, what string) string {
 	}
 	return s
 }
+
+// MaxExpandPrompt is the largest expand prompt, in bytes (16 KiB): every
+// node a plan adds repeats it.
+const MaxExpandPrompt = 16 << 10
 
 // expandDef is a planner task's expand template as parsed, with the nodes
 // cross-checks point at.
@@ -54,8 +59,8 @@ func (p *parser) expand(n *yaml.Node, what string, planner protocol.TaskSpec, d 
 	}
 	if x, ok := f["prompt"]; ok {
 		if s, good := p.Str(x.Val, what+" prompt"); good {
-			if len(s) > MaxPromptSize/2 {
-				p.Addf(x.Val, "%s prompt is %d bytes; at most %d, leaving room for the component's description", what, len(s), MaxPromptSize/2)
+			if len(s) > MaxExpandPrompt {
+				p.Addf(x.Val, "%s prompt is %d bytes; at most %d (every node the plan adds repeats it)", what, len(s), MaxExpandPrompt)
 			}
 			e.spec.Prompt = s
 		}
@@ -116,6 +121,11 @@ func (p *parser) checkExpand(label string, e *expandDef, wfGates []gates.Gate, w
 		}
 	}
 }
+
+// MaxExpansionBytes bounds the JSON encoding of the tasks one plan adds:
+// they travel in one event, which must fit a NATS message (1 MiB by
+// default) with room to spare.
+const MaxExpansionBytes = 768 << 10
 
 // Expansion is what a planner's valid plan adds to a workflow: one task
 // per component, in plan order, and the workflow's tasks that depended on
@@ -196,6 +206,10 @@ func Expand(spec *protocol.WorkflowSpec, planner string, plan *agentoutput.PlanO
 				break
 			}
 		}
+	}
+	if data, err := json.Marshal(x.Tasks); err != nil || len(data) > MaxExpansionBytes {
+		return Expansion{}, fmt.Errorf("the plan's %d nodes take %d bytes, more than the %d (768 KiB) one plan may add: "+
+			"shorten the descriptions, or plan fewer components", len(x.Tasks), len(data), MaxExpansionBytes)
 	}
 	grown := Grow(spec, x)
 	if _, err := NewGraph(grown); err != nil {

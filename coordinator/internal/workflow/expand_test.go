@@ -162,3 +162,20 @@ func TestExpandLongID(t *testing.T) {
 		t.Fatalf("long id: %v", err)
 	}
 }
+
+func TestExpandTooLarge(t *testing.T) {
+	spec := &protocol.WorkflowSpec{Name: "w", Tasks: []protocol.TaskSpec{{ID: "plan", Prompt: "p", Output: "plan",
+		Expand: &protocol.ExpandSpec{Prompt: strings.Repeat("x", MaxExpandPrompt)}}}}
+	var comps []string
+	for i := range 60 {
+		comps = append(comps, fmt.Sprintf(`{"id":"c%d","description":"d"}`, i))
+	}
+	_, err := Expand(spec, "plan", mustPlan(t, `{"status":"COMPLETE","estimated_components":1,"phases":[{"id":"p","components":[`+strings.Join(comps, ",")+`]}]}`))
+	if err == nil || !strings.Contains(err.Error(), "more than the 786432 (768 KiB) one plan may add") {
+		t.Fatalf("size: %v", err)
+	}
+	src := head + "tasks: [{id: a, prompt: p, output: plan, expand: {prompt: " + strings.Repeat("y", MaxExpandPrompt+1) + "}}]\n"
+	if _, err := Parse("w.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), "expand prompt is 16385 bytes; at most 16384") {
+		t.Fatalf("expand prompt: %v", err)
+	}
+}
