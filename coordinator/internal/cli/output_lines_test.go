@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/supervisorhq/supervisor/coordinator/internal/api"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
 )
@@ -30,6 +31,26 @@ func TestOutputEventLines(t *testing.T) {
 		printEvent(&line, eventlog.Event{WorkflowID: "wf-1", NodeID: "p", Time: at, Body: c.body})
 		if !strings.Contains(line.String(), "node p") || !strings.Contains(line.String(), c.want) {
 			t.Errorf("watch printed %q; want %q", line.String(), c.want)
+		}
+	}
+}
+
+// show prints each attempt's result check: the block, or what was wrong.
+func TestShowPrintsOutput(t *testing.T) {
+	d := api.NodeDetail{WorkflowID: "wf-1", Node: api.NodeSummary{ID: "p", Status: protocol.NodeSucceeded, Attempt: 2}, Budget: 3,
+		Attempts: []api.AttemptDetail{
+			{Attempt: 1, AgentStatus: protocol.AgentSucceeded, Outcome: "retry_scheduled", Reason: "output",
+				Output: &protocol.AgentOutput{Schema: "plan", Problem: protocol.OutputInvalid, Error: "the block does not match the plan schema",
+					Violations: []string{"/status: value must be one of 'COMPLETE'"}}},
+			{Attempt: 2, AgentStatus: protocol.AgentSucceeded, Output: &protocol.AgentOutput{Schema: "plan", Status: "COMPLETE",
+				Block: []byte(`{"status":"COMPLETE"}`)}},
+		}}
+	var out bytes.Buffer
+	printNodeDetail(&out, d)
+	for _, want := range []string{"plan result not accepted: the block does not match the plan schema\n    /status: value must be one of 'COMPLETE'",
+		"plan result COMPLETE:\n    {\n      \"status\": \"COMPLETE\"\n    }"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("show printed:\n%s\nwant %q", out.String(), want)
 		}
 	}
 }

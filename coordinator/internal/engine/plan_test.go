@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -95,5 +96,17 @@ defaults:
 	}
 	if n := countEvents(e.events(wf), eventlog.TypeNodesAdded, "plan"); n != 1 {
 		t.Errorf("%d nodes_added events, want 1", n)
+	}
+	// show lists each attempt's result check: the planner's first had no
+	// block, its second the plan.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d, err := e.client.Show(ctx, wf, "plan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Attempts) != 2 || d.Attempts[0].Output == nil || d.Attempts[0].Output.Problem != protocol.OutputNoBlock ||
+		d.Attempts[1].Output == nil || d.Attempts[1].Output.Status != "COMPLETE" {
+		t.Errorf("show attempts %+v", d.Attempts)
 	}
 }
