@@ -334,7 +334,10 @@ func Build(in Input) Feedback {
 	f.PriorityFixes = priorityFixes(work)
 	if o := f.Output; o != nil {
 		fix := "End your final message with one ```json block that matches the " + o.Schema + " schema."
-		if o.Problem == OutputStatus {
+		switch {
+		case o.Problem == OutputStatus && o.Status == "BLOCKED":
+			fix = "Resolve or work around the blockers you reported, then end your final message with a ```json block."
+		case o.Problem == OutputStatus:
 			fix = "Finish the work, then end your final message with a ```json block reporting it."
 		}
 		f.PriorityFixes = append([]string{fix}, f.PriorityFixes...)

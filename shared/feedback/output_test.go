@@ -17,9 +17,10 @@ func TestRenderOutput(t *testing.T) {
 		{OutputNoBlock, "", []string{"had no JSON block", "## Required output format (implementation)"}},
 		{OutputInvalid, "", []string{"does not match the `implementation` schema", "- /status: value must be one of"}},
 		{OutputStatus, "PARTIAL", []string{"reported status `PARTIAL`", "Finish the work"}},
+		{OutputStatus, "BLOCKED", []string{"reported BLOCKED, with the blockers quoted below", "the problem"}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.problem, func(t *testing.T) {
+		t.Run(tt.problem+tt.status, func(t *testing.T) {
 			in := Input{WorkflowID: "wf", NodeID: "n", Attempt: 1, MaxAttempts: 3, Output: &Output{Schema: "implementation",
 				Problem: tt.problem, Status: tt.status, Error: "the problem \x1b[31m",
 				Violations: []string{"/status: value must be one of 'SUCCESS', 'PARTIAL'"}}}

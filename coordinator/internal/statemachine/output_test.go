@@ -115,6 +115,23 @@ func TestOutputAcceptance(t *testing.T) {
 				return []string{string(n.Status), n.Reason, fmt.Sprint(n.Attempt)}
 			}, lines("escalated", "the agent is blocked: no database credentials; schema unknown "+
 				"(output: the agent reported BLOCKED: no database credentials; schema unknown)", "1")},
+			{"a human lets it go on, with a note", func(w *world) []string {
+				return w.command(statemachine.Retry(w.wf(), "a", "ada", "the credentials are in the vault now", 1, w.now))
+			}, lines("node.retry_granted a", "node.ready a", "publish agent a a2")},
+			{"the next prompt quotes the blockers and the note, and the schema once", func(w *world) []string {
+				p := w.job("a").Prompt
+				var out []string
+				for _, want := range []string{"reported BLOCKED, with the blockers quoted below", "no database credentials; schema unknown",
+					"the credentials are in the vault now"} {
+					if !strings.Contains(p, want) {
+						out = append(out, "no "+want)
+					}
+				}
+				if n := strings.Count(p, "## Required output format (generic)"); n != 1 {
+					out = append(out, fmt.Sprintf("the schema %d times", n))
+				}
+				return out
+			}, nil},
 		},
 	}, {
 		name:   "NEEDS_REVISION is another round; without a parsed run, stdout's tail is read",
