@@ -142,6 +142,10 @@ func TestPlanChecks(t *testing.T) {
 		{"duplicate id", plan([]map[string]any{comp("x"), comp("x")}), `/phases/0/components/1/id: component id "x" is also used at /phases/0/components/0`},
 		{"cycle", plan([]map[string]any{comp("x", "y"), comp("y", "x")}), "cycle (phase order included): x -> y -> x"},
 		{"cycle through phase order", plan([]map[string]any{comp("x", "y")}, []map[string]any{comp("y")}), "x -> y -> x"},
+		{"absolute file", plan([]map[string]any{{"id": "x", "description": "d", "files": []string{"src/", "/etc/passwd"}}}),
+			`/phases/0/components/0/files/1: "/etc/passwd" must be relative to the repository root`},
+		{"file outside", plan([]map[string]any{{"id": "x", "description": "d", "files": []string{"a/../../b"}}}),
+			`'..' is not allowed`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

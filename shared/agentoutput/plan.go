@@ -2,6 +2,7 @@ package agentoutput
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/supervisorhq/supervisor/shared/graph"
 )
@@ -49,6 +50,11 @@ func checkPlan(p *PlanOutput) []Violation {
 					add(fmt.Sprintf("%s/depends_on/%d", path, d), "component %q depends on %q, which is no component of the plan", c.ID, dep)
 				}
 			}
+			for f, glob := range c.Files {
+				if why := badGlob(glob); why != "" {
+					add(fmt.Sprintf("%s/files/%d", path, f), "%q %s", glob, why)
+				}
+			}
 			for f, name := range c.Interfaces {
 				if !ifaces[name] {
 					add(fmt.Sprintf("%s/interfaces/%d", path, f), "component %q names interface %q, which no phase defines", c.ID, name)
@@ -75,6 +81,26 @@ func checkPlan(p *PlanOutput) []Violation {
 		add("", "the plan's components depend on each other in a cycle (phase order included): %s", graph.FormatCycle(c))
 	}
 	return vs
+}
+
+// badGlob says why a component's file glob is not a path relative to the
+// repository root and inside it ("" when it is).
+func badGlob(g string) string {
+	n := strings.ReplaceAll(strings.TrimSpace(g), `\`, "/")
+	switch {
+	case n == "" || n == "." || n == "./":
+		return "names no path below the repository root"
+	case strings.HasPrefix(n, "/"):
+		return "must be relative to the repository root, not absolute"
+	case len(n) >= 2 && n[1] == ':':
+		return "must be relative to the repository root, not a drive path"
+	}
+	for _, elem := range strings.Split(n, "/") {
+		if elem == ".." {
+			return "must stay inside the repository: '..' is not allowed"
+		}
+	}
+	return ""
 }
 
 // Graph returns the plan's components in plan order and what each one

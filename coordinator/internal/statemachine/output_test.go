@@ -233,6 +233,23 @@ func TestPlanGrowsTheDAG(t *testing.T) {
 			}, lines("map[pending:2 retrying:1 succeeded:2]", "plan", "3")},
 		},
 	}, {
+		name:   "components whose files overlap never run at once (DAG-07)",
+		yaml:   "name: p\n" + agent + "tasks:\n  - {id: plan, prompt: plan, output: plan}\n",
+		submit: lines("workflow.submitted", "node.ready plan", "publish agent plan a1"),
+		steps: []step{
+			{"two components share go.mod, a third does not: two start", func(w *world) []string {
+				return w.agentSays("plan", 1, block(`{"status":"COMPLETE","estimated_components":3,"phases":[{"id":"one","components":[`+
+					`{"id":"a","description":"a","files":["a/","go.mod"]},{"id":"b","description":"b","files":["b/","go.mod"]},`+
+					`{"id":"c","description":"c","files":["c/"]}]}]}`), false)
+			}, lines("node.agent_done plan succeeded", "integrate plan", "node.integrated plan",
+				"workflow.nodes_added plan +plan--a +plan--b +plan--c", "node.finished plan succeeded",
+				"node.ready plan--a", "publish agent plan--a a1", "node.ready plan--c", "publish agent plan--c a1")},
+			{"a finishes: b starts", func(w *world) []string {
+				return w.agentSays("plan--a", 1, block(`{"status":"SUCCESS","files_created":[],"files_modified":["go.mod"],"tests_written":[]}`), true)
+			}, lines("node.agent_done plan--a succeeded", "integrate plan--a", "node.integrated plan--a", "node.finished plan--a succeeded",
+				"node.ready plan--b", "publish agent plan--b a1")},
+		},
+	}, {
 		name: "a plan that cannot be added is the planner's to fix",
 		yaml: "name: p\n" + agent + "tasks:\n  - {id: plan, prompt: plan, output: plan}\n" +
 			"  - {id: plan--model, prompt: taken}\n",

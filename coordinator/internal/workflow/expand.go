@@ -7,6 +7,7 @@ import (
 
 	"github.com/supervisorhq/supervisor/shared/agentoutput"
 	"github.com/supervisorhq/supervisor/shared/gates"
+	"github.com/supervisorhq/supervisor/shared/pathglob"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"gopkg.in/yaml.v3"
 )
@@ -189,7 +190,7 @@ func Expand(spec *protocol.WorkflowSpec, planner string, plan *agentoutput.PlanO
 			Prompt: componentPrompt(tmpl.Prompt, planner, ph, c, ifaces), DependsOn: []string{planner},
 			Gates: tmpl.Gates, Required: tmpl.Gates, Pool: tmpl.Pool, Env: tmpl.Env, TimeoutSeconds: tmpl.TimeoutSeconds,
 			MaxAttempts: tmpl.MaxAttempts, Retry: pt.Retry, RetryFrom: pt.RetryFrom, AllowEmpty: tmpl.AllowEmpty,
-			Output: tmpl.Output, Planner: planner, Files: c.Files, GateDefs: pt.GateDefs,
+			Output: tmpl.Output, Planner: planner, Files: componentFiles(c.Files), GateDefs: pt.GateDefs,
 		}
 		if t.Required == nil {
 			t.Required = []string{}
@@ -239,6 +240,24 @@ func Grow(spec *protocol.WorkflowSpec, x Expansion) *protocol.WorkflowSpec {
 	}
 	out.Tasks = append(out.Tasks, x.Tasks...)
 	return &out
+}
+
+// componentFiles are a component's file globs as a task's files are
+// parsed: normalized, with a trailing / meaning everything under it (the
+// plan's checks already refused absolute paths and '..').
+func componentFiles(globs []string) []string {
+	if len(globs) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(globs))
+	for _, g := range globs {
+		g = pathglob.Normalize(strings.ReplaceAll(strings.TrimSpace(g), `\`, "/"))
+		if g != "/" && strings.HasSuffix(g, "/") {
+			g = strings.TrimRight(g, "/") + "/**"
+		}
+		out = append(out, g)
+	}
+	return out
 }
 
 // componentPrompt is the prompt of a component's node.

@@ -179,3 +179,17 @@ func TestExpandTooLarge(t *testing.T) {
 		t.Fatalf("expand prompt: %v", err)
 	}
 }
+
+// A component's files become its node's files as a task's are parsed
+// (DAG-07 serializes nodes on them): "dir/" is everything under dir.
+func TestExpandFiles(t *testing.T) {
+	spec := &protocol.WorkflowSpec{Name: "w", Tasks: []protocol.TaskSpec{{ID: "plan", Prompt: "p", Output: "plan"}}}
+	x, err := Expand(spec, "plan", mustPlan(t, `{"status":"COMPLETE","estimated_components":1,"phases":[{"id":"p","components":[`+
+		`{"id":"a","description":"d","files":["./src//auth/","go.mod"]}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := x.Tasks[0].Files; !reflect.DeepEqual(got, []string{"src/auth/**", "go.mod"}) {
+		t.Fatalf("files %q", got)
+	}
+}
