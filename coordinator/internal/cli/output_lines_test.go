@@ -54,3 +54,19 @@ func TestShowPrintsOutput(t *testing.T) {
 		}
 	}
 }
+
+// status names what a planner added and how a review came out.
+func TestStatusOutputDetail(t *testing.T) {
+	s := api.WorkflowSummary{ID: "wf-1", Name: "g", Status: protocol.WorkflowRunning, Nodes: []api.NodeSummary{
+		{ID: "plan", Status: protocol.NodeSucceeded, Commit: "0123456789abcdef", Expanded: 3},
+		{ID: "rev", Status: protocol.NodeSucceeded, ReviewRejected: true,
+			Output: &protocol.AgentOutput{Schema: "review", Status: "CHANGES_REQUESTED", Block: []byte(`{}`)}},
+	}}
+	var out bytes.Buffer
+	printWorkflow(&out, s)
+	for _, want := range []string{"commit 0123456789ab; plan added 3 nodes", "review: CHANGES_REQUESTED"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status printed:\n%s\nwant %q", out.String(), want)
+		}
+	}
+}
