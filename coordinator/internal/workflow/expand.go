@@ -46,9 +46,7 @@ type expandDef struct {
 // task without a gates section; unset output is implementation.
 func (p *parser) expand(n *yaml.Node, what string, planner protocol.TaskSpec, d defaultsDef) expandDef {
 	what += " expand"
-	e := expandDef{node: n, spec: &protocol.ExpandSpec{Command: planner.Command, Adapter: planner.Adapter,
-		Agent: planner.Agent, Pool: planner.Pool, TimeoutSeconds: planner.TimeoutSeconds, Output: agentoutput.Implementation,
-		MaxAttempts: d.retry.maxAttempts, AllowEmpty: d.retry.allowEmpty}}
+	e := defaultExpand(n, planner, d)
 	f, ok := p.Fields(n, what, "agent", "prompt", "pool", "gates", "env", "timeout", "max_attempts", "output", "allow_empty")
 	if !ok {
 		return e
@@ -105,6 +103,15 @@ func (p *parser) expand(n *yaml.Node, what string, planner protocol.TaskSpec, d 
 		}
 	}
 	return e
+}
+
+// defaultExpand is the expand template of a planner that sets nothing:
+// its agent, pool and timeout, the workflow's max_attempts and
+// allow_empty, output implementation (gates are filled in by checkExpand).
+func defaultExpand(n *yaml.Node, planner protocol.TaskSpec, d defaultsDef) expandDef {
+	return expandDef{node: n, spec: &protocol.ExpandSpec{Command: planner.Command, Adapter: planner.Adapter,
+		Agent: planner.Agent, Pool: planner.Pool, TimeoutSeconds: planner.TimeoutSeconds, Output: agentoutput.Implementation,
+		MaxAttempts: d.retry.maxAttempts, AllowEmpty: d.retry.allowEmpty}}
 }
 
 // checkExpand reports an expand template's unknown gates and fills in its

@@ -193,3 +193,18 @@ func TestExpandFiles(t *testing.T) {
 		t.Fatalf("files %q", got)
 	}
 }
+
+// A planner without expand: is one with expand: {}: its agent, pool and
+// timeout, the workflow's defaults, every workflow gate.
+func TestParseDefaultExpand(t *testing.T) {
+	spec, err := Parse("w.yaml", []byte("name: demo\ndefaults: {agent: {adapter: codex}, allow_empty: true}\ngates:\n  - {name: vet, command: [vet]}\n"+
+		"tasks: [{id: plan, prompt: p, output: plan, pool: big, timeout: 5m}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := spec.Tasks[0].Expand
+	if e == nil || e.Pool != "big" || e.TimeoutSeconds != 300 || !e.AllowEmpty || e.Output != "implementation" ||
+		!reflect.DeepEqual(e.Gates, []string{"vet"}) || len(e.Command) == 0 {
+		t.Fatalf("expand %+v", e)
+	}
+}

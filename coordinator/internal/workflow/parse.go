@@ -461,6 +461,11 @@ func (p *parser) taskOutput(t *taskDef, f map[string]gates.Field, what string, h
 	}
 	x, ok := f["expand"]
 	switch {
+	case !ok && t.spec.Output == "plan":
+		// A planner without expand: is one with expand: {}.
+		e := defaultExpand(t.node, t.spec, d)
+		t.expand = &e
+		t.spec.Expand = e.spec
 	case !ok:
 	case t.spec.Output != "plan":
 		p.Addf(x.Key, "%s has expand but its output is not plan: only a plan's components become nodes", what)
