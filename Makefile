@@ -58,13 +58,14 @@ test: lint
 	scripts/with-redis.sh $(MAKE) --no-print-directory test-unit test-e2e
 	$(MAKE) --no-print-directory fuzz
 
-## fuzz: the agent CLI output parsers' fuzz targets (shared/agentcli), the glob overlap test's (shared/pathglob) and the context strategy loader's (shared/contextpack), FUZZTIME each (default 5s)
+## fuzz: the agent CLI output parsers' fuzz targets (shared/agentcli), the glob overlap test's (shared/pathglob), the JSON block extractor's (shared/agentoutput) and the context strategy loader's (shared/contextpack), FUZZTIME each (default 5s)
 FUZZTIME ?= 5s
 fuzz:
 	for f in FuzzClaudeStream FuzzClaudeJSON FuzzCodex FuzzGeminiStream FuzzGeminiJSON; do \
 	  $(GO) test ./shared/agentcli/ -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s || exit 1; \
 	done
 	$(GO) test ./shared/pathglob/ -run '^$$' -fuzz '^FuzzOverlapConservative$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s || exit 1
+	$(GO) test ./shared/agentoutput/ -run '^$$' -fuzz '^FuzzExtract$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s || exit 1
 	$(GO) test ./shared/contextpack/ -run '^$$' -fuzz '^FuzzParseFile$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 
 ## test-unit: each binary built without go.work, go vet, and every package's tests but the e2e ones (race detector on)

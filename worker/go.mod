@@ -3,7 +3,6 @@ module github.com/supervisorhq/supervisor/worker
 go 1.26.8
 
 require (
-	github.com/nats-io/nats.go v1.55.0
 	github.com/spf13/viper v1.21.0
 	github.com/supervisorhq/supervisor/shared v0.0.0
 )
@@ -34,6 +33,7 @@ require (
 	github.com/moby/sys/sequential v0.7.0 // indirect
 	github.com/nats-io/jwt/v2 v2.8.2 // indirect
 	github.com/nats-io/nats-server/v2 v2.15.2 // indirect
+	github.com/nats-io/nats.go v1.55.0 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect

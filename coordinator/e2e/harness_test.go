@@ -521,6 +521,16 @@ type nodeStatus struct {
 	// WaitingForFiles names the nodes a pending node waits for because
 	// their files may overlap its own.
 	WaitingForFiles []string `json:"waiting_for_files"`
+	// Planner names the node whose plan added this one; Expanded counts
+	// the nodes a planner's plan added; Output is the check of the
+	// attempt's result block.
+	Planner  string `json:"planner"`
+	Expanded int    `json:"expanded"`
+	Output   *struct {
+		Schema string          `json:"schema"`
+		Status string          `json:"status"`
+		Block  json.RawMessage `json:"block"`
+	} `json:"output"`
 }
 
 // gateStatus is a gate as `status -o json` and `gate results -o json`

@@ -78,6 +78,10 @@ type Feedback struct {
 	// Integration is set when the round's own gates passed but its
 	// integration gates failed on top of the work of other nodes.
 	Integration *Integration `json:"integration,omitempty"`
+	// Output is set when the round's agent did not end its final message
+	// with a valid result block for its output schema, or reported a
+	// status that needs another round (RETRY-05, RETRY-09).
+	Output *Output `json:"output,omitempty"`
 	// Constraints are fixed rules of every retry.
 	Constraints []string `json:"constraints"`
 	// Untrusted is UntrustedNotice: it applies to PriorityFixes and Gates,
@@ -97,6 +101,34 @@ type Feedback struct {
 	// Truncated is true when anything was trimmed or left out to fit the
 	// budget.
 	Truncated bool `json:"truncated"`
+}
+
+// Output problems (Output.Problem).
+const (
+	// OutputNoBlock: the final message had no JSON block.
+	OutputNoBlock = "no_block"
+	// OutputInvalid: the block was not valid JSON or broke the schema.
+	OutputInvalid = "invalid"
+	// OutputStatus: the block was valid, but its status asks for another
+	// round (NEEDS_REVISION, PARTIAL, FAILED, NEEDS_REFINEMENT), or its
+	// plan could not be added to the workflow.
+	OutputStatus = "status"
+)
+
+// Output says what was wrong with a round's result block. Render adds
+// the schema's requirements and example (agentoutput.Instructions).
+type Output struct {
+	// Schema is the output schema the block must match.
+	Schema string `json:"schema"`
+	// Problem is one of the Output constants.
+	Problem string `json:"problem"`
+	// Status is the block's status, for OutputStatus.
+	Status string `json:"status,omitempty"`
+	// Error says the problem in one line; Violations lists, for an
+	// invalid block, each violation as "JSON pointer: message". Both may
+	// quote the agent's output: they are untrusted.
+	Error      string   `json:"error"`
+	Violations []string `json:"violations"`
 }
 
 // Note is a message from a human operator to the agent.
@@ -179,6 +211,8 @@ type Input struct {
 	Note *Note
 	// Integration, if set, says the gates failed as integration gates.
 	Integration *Integration
+	// Output, if set, says what was wrong with the round's result block.
+	Output *Output
 	// Budget caps the size of json.Marshal(Feedback) in bytes: 0 means
 	// DefaultBudget, and less than MinBudget means MinBudget.
 	Budget int
@@ -200,21 +234,24 @@ type GateInput struct {
 
 // Caps applied before the budget (FB-04: output truncated, its end kept).
 const (
-	maxInput       = 64 << 10 // of each stream read: the runners keep no more
-	maxTail        = 4000     // each of stdout_tail and stderr_tail
-	maxError       = 1000
-	maxTests       = 20 // per gate
-	maxViolations  = 50
-	maxFixes       = 12
-	maxFixTests    = 8 // test lines among the priority fixes
-	maxFixBytes    = 300
-	maxIDBytes     = 128
-	maxNameBytes   = 128
-	maxNoteFrom    = 64
-	maxNoteText    = 4000
-	maxLogName     = 256
-	maxPathBytes   = 256
-	fixMessageSize = 160
+	maxInput      = 64 << 10 // of each stream read: the runners keep no more
+	maxTail       = 4000     // each of stdout_tail and stderr_tail
+	maxError      = 1000
+	maxTests      = 20 // per gate
+	maxViolations = 50
+	// maxOutputViolations caps Output.Violations (agentoutput reports at
+	// most 20).
+	maxOutputViolations = 20
+	maxFixes            = 12
+	maxFixTests         = 8 // test lines among the priority fixes
+	maxFixBytes         = 300
+	maxIDBytes          = 128
+	maxNameBytes        = 128
+	maxNoteFrom         = 64
+	maxNoteText         = 4000
+	maxLogName          = 256
+	maxPathBytes        = 256
+	fixMessageSize      = 160
 )
 
 // Build turns a round's gate results into a Feedback (S-8, Q-10, FB-01,
@@ -271,6 +308,19 @@ func Build(in Input) Feedback {
 		}
 	}
 
+	if o := in.Output; o != nil {
+		f.Output = &Output{Schema: keepHead(oneLine(Sanitize(o.Schema)), maxNameBytes), Problem: o.Problem,
+			Status: keepHead(oneLine(Sanitize(o.Status)), maxNameBytes), Error: keepHead(Sanitize(o.Error), maxError),
+			Violations: []string{}}
+		for i, v := range o.Violations {
+			if i == maxOutputViolations {
+				f.Truncated = true
+				break
+			}
+			f.Output.Violations = append(f.Output.Violations, keepHead(oneLine(Sanitize(v)), maxFixBytes))
+		}
+	}
+
 	var work []*gateWork
 	for i, g := range in.Gates {
 		if w := newGateWork(g, i, in.Attempt); w != nil {
@@ -282,6 +332,16 @@ func Build(in Input) Feedback {
 			cmp.Compare(a.round, b.round), cmp.Compare(a.g.Attempt, b.g.Attempt), cmp.Compare(a.index, b.index))
 	})
 	f.PriorityFixes = priorityFixes(work)
+	if o := f.Output; o != nil {
+		fix := "End your final message with one ```json block that matches the " + o.Schema + " schema."
+		switch {
+		case o.Problem == OutputStatus && o.Status == "BLOCKED":
+			fix = "Resolve or work around the blockers you reported, then end your final message with a ```json block."
+		case o.Problem == OutputStatus:
+			fix = "Finish the work, then end your final message with a ```json block reporting it."
+		}
+		f.PriorityFixes = append([]string{fix}, f.PriorityFixes...)
+	}
 	fit(&f, work, budget(in.Budget))
 	return f
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+
+	"github.com/supervisorhq/supervisor/shared/agentoutput"
 )
 
 // templateFS holds the templates (RETRY-09, FB-06): one file per role at
@@ -91,8 +93,10 @@ var funcs = template.FuncMap{
 		}
 		return strconv.Itoa(*p)
 	},
-	"add":  func(a, b int) int { return a + b },
-	"join": strings.Join,
+	"add": func(a, b int) int { return a + b },
+	// "instructions" is the output schema's requirements and example.
+	"instructions": agentoutput.Instructions,
+	"join":         strings.Join,
 	"lines": func(s string) []string {
 		return strings.Split(s, "\n")
 	},

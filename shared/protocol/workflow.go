@@ -93,6 +93,35 @@ type TaskSpec struct {
 	// runs (CTX-01), resolved from the strategy when the workflow was
 	// parsed.
 	Context *ContextSpec `json:"context,omitempty"`
+	// Output names the output schema the agent's final message must end
+	// with (generic, plan, implementation, review; "" = none): a round
+	// without a valid block is retried with feedback (OUT-01, OUT-06).
+	Output string `json:"output,omitempty"`
+	// Expand, on a task whose Output is plan, is the template of the
+	// nodes the plan's components become (HIER-01, DAG-02).
+	Expand *ExpandSpec `json:"expand,omitempty"`
+	// Planner names the node whose plan added this one (ids of such nodes
+	// are "<planner>--<component>"); "" for a task of the submitted workflow.
+	Planner string `json:"planner,omitempty"`
+}
+
+// ExpandSpec is the template of the nodes a planner's plan adds: each
+// component becomes a task with these settings, its prompt being Prompt
+// (if any) followed by the component's description.
+type ExpandSpec struct {
+	Agent *AgentSpec `json:"agent,omitempty"`
+	// Command and Adapter are the agent's argv in the form tasks of this
+	// build's workflows still use (see TaskSpec.Command).
+	Command        []string          `json:"command,omitempty"`
+	Adapter        string            `json:"adapter,omitempty"`
+	Prompt         string            `json:"prompt,omitempty"`
+	Pool           string            `json:"pool,omitempty"`
+	Gates          []string          `json:"gates,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+	TimeoutSeconds int               `json:"timeout_seconds,omitempty"`
+	MaxAttempts    int               `json:"max_attempts,omitempty"`
+	Output         string            `json:"output,omitempty"`
+	AllowEmpty     bool              `json:"allow_empty,omitempty"`
 }
 
 // Task types.

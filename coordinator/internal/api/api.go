@@ -134,6 +134,16 @@ type NodeSummary struct {
 	// Context is the object, in the logs bucket, holding the prompt the
 	// latest agent round was given, its packed context first (CTX-01).
 	Context string `json:"context,omitempty"`
+	// Output is the check of the current attempt's result block against
+	// the task's output schema: the validated block, or what was wrong.
+	Output *protocol.AgentOutput `json:"output,omitempty"`
+	// ReviewRejected is set on a review node whose result counts as a
+	// rejection: no valid block, or a verdict other than APPROVED (OUT-07).
+	ReviewRejected bool `json:"review_rejected,omitempty"`
+	// Planner names the node whose plan added this one; Expanded counts
+	// the nodes a planner's plan added.
+	Planner  string `json:"planner,omitempty"`
+	Expanded int    `json:"expanded,omitempty"`
 }
 
 // QueueEntry is a node's place in its workflow's integration queue and

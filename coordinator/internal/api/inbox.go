@@ -65,6 +65,9 @@ type AttemptDetail struct {
 	At      *time.Time `json:"at,omitempty"`
 	// Feedback is the document the attempt's failure gave the next one.
 	Feedback json.RawMessage `json:"feedback,omitempty"`
+	// Output is the check of the attempt's result block, for a task with
+	// an output schema.
+	Output *protocol.AgentOutput `json:"output,omitempty"`
 }
 
 // NodeDetail is one node in full: its attempts, the feedback its current

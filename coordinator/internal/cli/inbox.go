@@ -117,6 +117,16 @@ func printNodeDetail(w io.Writer, d api.NodeDetail) {
 			fmt.Fprintf(w, " → %s: %s", a.Outcome, a.Reason)
 		}
 		fmt.Fprintln(w)
+		if o := a.Output; o != nil {
+			if o.Valid() {
+				fmt.Fprintf(w, "  %s result %s:\n%s\n", o.Schema, o.Status, indentJSON(o.Block))
+			} else {
+				fmt.Fprintf(w, "  %s result not accepted: %s\n", o.Schema, o.Error)
+				for _, v := range o.Violations {
+					fmt.Fprintf(w, "    %s\n", v)
+				}
+			}
+		}
 		for _, g := range a.Gates {
 			fmt.Fprintf(w, "  gate %-16s %s\n", g.Name, g.Status)
 		}

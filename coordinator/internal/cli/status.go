@@ -171,6 +171,9 @@ func printWorkflow(w io.Writer, s api.WorkflowSummary) {
 		if q := n.Integration; q != nil {
 			detail = queueDetail(q)
 		}
+		if extra := outputDetail(n); extra != "" {
+			detail = strings.TrimPrefix(detail+"; "+extra, "; ")
+		}
 		attempt := fmt.Sprint(n.Attempt)
 		if n.MaxAttempts > 1 && n.Attempt > 0 {
 			attempt = fmt.Sprintf("%d/%d", n.Attempt, n.MaxAttempts)
@@ -178,4 +181,21 @@ func printWorkflow(w io.Writer, s api.WorkflowSummary) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.Status, attempt, n.Host, strings.Join(gates, " "), detail)
 	}
 	tw.Flush()
+}
+
+// outputDetail says, in a few words, what a node's plan added and how its
+// review came out.
+func outputDetail(n api.NodeSummary) string {
+	var parts []string
+	if n.Expanded > 0 {
+		parts = append(parts, fmt.Sprintf("plan added %d nodes", n.Expanded))
+	}
+	if o := n.Output; o != nil && o.Schema == "review" {
+		verdict := o.Status
+		if !o.Valid() {
+			verdict = "no valid block"
+		}
+		parts = append(parts, "review: "+verdict)
+	}
+	return strings.Join(parts, "; ")
 }

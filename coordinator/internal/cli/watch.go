@@ -313,6 +313,22 @@ func printEvent(w io.Writer, ev eventlog.Event) {
 		if b.Result.Patch == nil && b.Result.Status == protocol.AgentSucceeded {
 			what += ", no changes"
 		}
+		if o := b.Output; o != nil {
+			if o.Valid() {
+				what += fmt.Sprintf("; %s result %s", o.Schema, o.Status)
+			} else {
+				what += fmt.Sprintf("; %s result not accepted: %s", o.Schema, o.Error)
+			}
+		}
+	case eventlog.NodesAdded:
+		ids := make([]string, 0, len(b.Tasks))
+		for _, t := range b.Tasks {
+			ids = append(ids, t.ID)
+		}
+		what = fmt.Sprintf("plan added %d nodes: %s", len(ids), strings.Join(ids, ", "))
+		if len(b.Dependents) > 0 {
+			what += "; " + strings.Join(b.Dependents, ", ") + " now wait for them"
+		}
 	case eventlog.GateDispatched:
 		what = fmt.Sprintf("gate %s dispatched", b.Gate)
 	case eventlog.GateStarted:

@@ -73,7 +73,7 @@ func (s *Service) show(ctx context.Context, req api.IDRequest) (api.NodeDetail, 
 			out.Attempts = append(out.Attempts, attemptDetail(r))
 		}
 		if n.Attempt > 0 && (len(n.History) == 0 || n.History[len(n.History)-1].Attempt != n.Attempt) {
-			cur := api.AttemptDetail{Attempt: n.Attempt, Patch: n.Patch, Gates: out.Node.Gates}
+			cur := api.AttemptDetail{Attempt: n.Attempt, Patch: n.Patch, Gates: out.Node.Gates, Output: n.Output}
 			if n.Agent != nil {
 				cur.AgentStatus, cur.AgentExit = n.Agent.Status, n.Agent.ExitCode
 			}
@@ -102,7 +102,7 @@ func (s *Service) show(ctx context.Context, req api.IDRequest) (api.NodeDetail, 
 
 func attemptDetail(r statemachine.AttemptRecord) api.AttemptDetail {
 	d := api.AttemptDetail{Attempt: r.Attempt, Patch: r.Patch, Outcome: strings.TrimPrefix(string(r.Outcome), "node."),
-		Reason: r.Reason, At: timePtr(r.At), Feedback: r.Feedback}
+		Reason: r.Reason, At: timePtr(r.At), Feedback: r.Feedback, Output: r.Output}
 	if r.Agent != nil {
 		d.AgentStatus, d.AgentExit = r.Agent.Status, r.Agent.ExitCode
 	}

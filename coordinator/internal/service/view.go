@@ -40,7 +40,8 @@ func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
 		ns := api.NodeSummary{
 			ID: id, Status: n.Status, Attempt: n.Attempt, Host: n.Host, DependsOn: n.Task.DependsOn,
 			Commit: n.Commit, Reason: n.Reason, StartedAt: timePtr(n.StartedAt), EndedAt: timePtr(n.EndedAt),
-			MaxAttempts: n.Budget,
+			MaxAttempts: n.Budget, Output: n.Output, ReviewRejected: n.ReviewRejected(), Planner: n.Task.Planner,
+			Expanded: max(n.Expanded, 0),
 		}
 		if n.Status == protocol.NodeRetrying {
 			ns.RetryAt = timePtr(n.RetryAt)

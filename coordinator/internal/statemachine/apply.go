@@ -63,7 +63,7 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 	case eventlog.NodeReady:
 		n.Status, n.Attempt, n.ReadyAt = protocol.NodeReady, b.Attempt, ev.Time
 		n.jobID = protocol.AgentJobID(w.ID, n.ID, b.Attempt)
-		n.LeaseToken, n.Host, n.Agent, n.Patch = 0, "", nil, nil
+		n.LeaseToken, n.Host, n.Agent, n.Patch, n.Output = 0, "", nil, nil, nil
 		n.Gates = map[string]*GateRun{}
 		n.Approved, n.ApprovedBy, n.RetryAt, n.NextAttempt = false, "", time.Time{}, 0
 		n.Waiting, n.Speculation, n.integRounds = nil, nil, nil
@@ -75,7 +75,7 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 			n.StartedAt = ev.Time
 		}
 	case eventlog.NodeAgentDone:
-		n.Agent, n.Waiting = b.Result, nil
+		n.Agent, n.Waiting, n.Output = b.Result, nil, b.Output
 		if n.AgentSucceeded() {
 			n.Status, n.Patch = protocol.NodeGating, b.Result.Patch
 			for _, g := range n.GateOrder {
@@ -154,6 +154,10 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		n.Status, n.Reason, n.EndedAt = protocol.NodeFailed, fmt.Sprintf("rejected by %s: %s", b.By, b.Reason), ev.Time
 	case eventlog.NodeIntegrationQueued, eventlog.IntegrationDispatched, eventlog.IntegrationFinished:
 		w.applyIntegration(n, ev)
+	case eventlog.NodesAdded:
+		if err := w.addNodes(n, b); err != nil {
+			return err
+		}
 	case eventlog.NodeRetryGranted:
 		// A human's retry starts the count of each gate's failures afresh.
 		n.Budget, n.GateFailures = n.Budget+b.Attempts, map[string]int{}
@@ -183,7 +187,7 @@ func (w *Workflow) refreshStatus() {
 
 // record closes the node's current attempt in its history.
 func (n *Node) record(ev eventlog.Event, reason string, feedback json.RawMessage) {
-	r := AttemptRecord{Attempt: n.Attempt, Agent: n.Agent, Patch: n.Patch, Outcome: ev.Type(), Reason: reason,
+	r := AttemptRecord{Attempt: n.Attempt, Agent: n.Agent, Patch: n.Patch, Output: n.Output, Outcome: ev.Type(), Reason: reason,
 		At: ev.Time, Feedback: feedback}
 	for _, name := range n.GateOrder {
 		if g := n.Gates[name]; g != nil && g.Result != nil {

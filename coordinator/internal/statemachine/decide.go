@@ -118,8 +118,20 @@ func (d *decider) wakeAt(t time.Time) {
 	}
 }
 
-// finishNode records a node's end.
+// finishNode records a node's end. A planner succeeding adds its plan's
+// nodes first (HIER-01); if they can no longer be added (another plan
+// took the room left under the task limit meanwhile), it escalates.
 func (d *decider) finishNode(n *Node, st protocol.NodeStatus, reason string) {
+	if st == protocol.NodeSucceeded && n.expands() {
+		x, err := d.w.expansion(n)
+		if err != nil {
+			d.append(n, eventlog.NodeEscalated{Attempt: n.Attempt, Reason: "the plan cannot be added to the workflow: " + err.Error()},
+				fmt.Sprintf("%s.%s.a%d.escalated", d.w.ID, n.ID, n.Attempt))
+			return
+		}
+		d.append(n, eventlog.NodesAdded{Attempt: n.Attempt, Tasks: x.Tasks, Dependents: x.Dependents},
+			fmt.Sprintf("%s.%s.a%d.nodes-added", d.w.ID, n.ID, n.Attempt))
+	}
 	d.append(n, eventlog.NodeFinished{Attempt: n.Attempt, Status: st, Reason: reason},
 		fmt.Sprintf("%s.%s.a%d.%s", d.w.ID, n.ID, n.Attempt, st))
 }
@@ -183,6 +195,11 @@ func (d *decider) agentRunning(n *Node) {
 }
 
 func (d *decider) gating(n *Node) {
+	if f, failed := d.w.outputFailure(n); failed {
+		// No gate runs on a round whose result was not accepted.
+		d.roundFailed(n, f)
+		return
+	}
 	if n.Patch == nil && !n.Task.AllowEmpty {
 		// Gates passing on the base would prove nothing of the task.
 		d.roundFailed(n, failure{agent: "no_changes: the agent changed nothing", noChanges: true})
@@ -418,12 +435,15 @@ func (w *Workflow) agentJob(n *Node, attempt int, publishedAt time.Time) *protoc
 			job.Approvals[id] = a.ApprovedBy
 		}
 	}
+	text := ""
 	if attempt > 1 {
 		job.StartFrom = n.startFrom()
 		job.Feedback = n.Feedback
-		if text := renderFeedback(n.Feedback); text != "" {
-			job.Prompt = strings.TrimRight(job.Prompt, "\n") + "\n\n" + text
-		}
+		text = renderFeedback(n.Feedback)
+	}
+	job.Prompt = withOutputInstructions(job.Prompt, n.Task.Output, text)
+	if text != "" {
+		job.Prompt = strings.TrimRight(job.Prompt, "\n") + "\n\n" + text
 	}
 	return job
 }

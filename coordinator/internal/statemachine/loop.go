@@ -41,6 +41,9 @@ type failure struct {
 	// changed (locked) and whose (files.go); the agent may fix it.
 	interfaces string
 	locked     []string
+	// output is set when the round's result block was missing, invalid,
+	// or reported a status that needs another round.
+	output *feedback.Output
 }
 
 // gateFailure classifies a gating node's blocking failures.
@@ -120,7 +123,7 @@ func (d *decider) roundFailed(n *Node, f failure) {
 		// the agent's to fix.
 		escalate = "the agent could not run"
 	}
-	if f.agent != "" && escalate == "" && !f.noChanges {
+	if f.agent != "" && escalate == "" && !f.noChanges && f.output == nil {
 		switch class, match, after := classifyAgent(n.Agent); class {
 		case Fatal:
 			escalate = "a fatal agent error (" + match + ")"
@@ -191,6 +194,8 @@ func (n *Node) signature(f failure) string {
 		fmt.Fprintf(h, "%s\x00%s\x00", name, digitRuns.ReplaceAllString(out, "#"))
 	}
 	switch {
+	case f.output != nil:
+		write("output", f.output.Problem+f.output.Status+f.output.Error+strings.Join(f.output.Violations, "\n"))
 	case f.agent != "" && n.Agent != nil:
 		write("agent", n.Agent.Stdout+n.Agent.Stderr)
 	case f.interfaces != "":
@@ -305,7 +310,8 @@ func (d *decider) awaiting(n *Node) {
 func (w *Workflow) feedback(n *Node, f failure, escalated bool, note *feedback.Note) json.RawMessage {
 	in := feedback.Input{WorkflowID: w.ID, NodeID: n.ID, Attempt: n.Attempt, MaxAttempts: n.Budget, Note: note,
 		WorkReset: n.Task.RetryFrom == protocol.RetryFromBase}
-	if a := n.Agent; f.agent != "" && a != nil {
+	in.Output = f.output
+	if a := n.Agent; f.agent != "" && a != nil && f.output == nil {
 		// The agent's own run failed: it is reported like a gate, "agent".
 		st := protocol.GateFailed
 		if a.Status == protocol.AgentTimeout {

@@ -64,7 +64,8 @@ func OnReport(w *Workflow, r *protocol.Report, now time.Time) (effects []Effect,
 		if a.LeaseToken < n.LeaseToken {
 			return nil, fmt.Sprintf("lease %d is current", n.LeaseToken)
 		}
-		return ev(n.ID, eventlog.NodeAgentDone{Attempt: a.Attempt, LeaseToken: a.LeaseToken, Host: a.Host, Result: a},
+		return ev(n.ID, eventlog.NodeAgentDone{Attempt: a.Attempt, LeaseToken: a.LeaseToken, Host: a.Host, Result: a,
+			Output: checkOutput(n.Task, a)},
 			fmt.Sprintf("%s.done.%d", a.JobID, a.LeaseToken)), ""
 
 	case protocol.ReportGateResult:

@@ -117,6 +117,13 @@ type Node struct {
 	Host       string
 	Agent      *protocol.AgentResult
 	Patch      *protocol.PatchRef
+	// Output is the check of the current attempt's result block against
+	// the task's output schema (nil: no schema, or no successful agent
+	// result yet).
+	Output *protocol.AgentOutput
+	// Expanded counts the nodes the node's plan added (-1: a plan of no
+	// components; 0: none added yet).
+	Expanded int
 	// GateOrder is the node's gates in dispatch order (dependency layers,
 	// ties alphabetical), including gates pulled in through depends_on.
 	GateOrder []string
@@ -184,6 +191,8 @@ type AttemptRecord struct {
 	Attempt int
 	Agent   *protocol.AgentResult
 	Patch   *protocol.PatchRef
+	// Output is the attempt's result block check, if the task has a schema.
+	Output *protocol.AgentOutput
 	// Gates are the attempt's final gate results, in the node's gate order.
 	Gates []protocol.GateResult
 	// Outcome is the event type that ended it (node.retry_scheduled,

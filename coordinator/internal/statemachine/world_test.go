@@ -33,6 +33,9 @@ type world struct {
 	samePatch bool
 	// patchStat is the summary the agents' patches carry (nil: none).
 	patchStat *protocol.PatchStat
+	// say, if set, is the final message a succeeded agent reports
+	// (AgentResult.Run.Text) for node under lease token.
+	say func(node string, token uint64) string
 }
 
 const testWF = "wf-test"
@@ -182,6 +185,8 @@ func (w *world) agentDone(node string, token uint64, st protocol.AgentStatus, pa
 		Attempt: n.Attempt, LeaseToken: token, Host: "h", Status: st, FinishedAt: w.now.Add(1500 * time.Millisecond)}
 	if st != protocol.AgentSucceeded {
 		a.ExitCode, a.Error = 3, "boom"
+	} else if w.say != nil {
+		a.Run = &protocol.AgentRun{Adapter: "claude-code", Success: true, Text: w.say(node, token)}
 	}
 	if patch {
 		// Each attempt's patch differs from the others, unless samePatch.
@@ -324,6 +329,10 @@ func describeEvent(ev eventlog.Event) string {
 		s += fmt.Sprintf("/%s %s", b.Gate, b.Result.Status)
 	case eventlog.NodeAgentDone:
 		s += " " + string(b.Result.Status)
+	case eventlog.NodesAdded:
+		for _, t := range b.Tasks {
+			s += " +" + t.ID
+		}
 	case eventlog.NodeGatesChanged:
 		if b.Change.Definition != nil {
 			s += " +" + b.Change.Definition.Name

@@ -354,12 +354,14 @@ type taskDef struct {
 	gatesSet bool
 	// own are the gates of the prompt's front matter.
 	own []gates.Gate
+	// expand is a planner task's expand template (nil: none).
+	expand *expandDef
 }
 
 func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 	t := taskDef{node: n, spec: protocol.TaskSpec{Pool: d.pool, TimeoutSeconds: d.timeout}}
 	f, ok := p.Fields(n, "task", append([]string{"id", "type", "agent", "prompt", "depends_on", "gates", "pool", "timeout", "env",
-		"approval", "context"}, append(retryFields, fileFields...)...)...)
+		"approval", "context", "output", "expand"}, append(retryFields, fileFields...)...)...)
 	if !ok {
 		d.retry.apply(&t.spec)
 		return t
@@ -451,7 +453,39 @@ func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 	}
 	p.retry(f, what, d.retry).apply(&t.spec)
 	p.files(f, &t.spec, what)
+	p.taskOutput(&t, f, what, human, d)
 	return t
+}
+
+// taskOutput reads a task's output schema and, for a planner, its expand
+// template. A plan or a review changes no file, so such a task accepts an
+// empty round unless it says otherwise.
+func (p *parser) taskOutput(t *taskDef, f map[string]gates.Field, what string, human bool, d defaultsDef) {
+	if x, ok := f["output"]; ok {
+		if human {
+			p.Addf(x.Key, "%s is a human task: it has no agent output", what)
+		} else {
+			t.spec.Output = p.output(x.Val, what+" output")
+		}
+	}
+	if _, set := f["allow_empty"]; !set && (t.spec.Output == "plan" || t.spec.Output == "review") {
+		t.spec.AllowEmpty = true
+	}
+	x, ok := f["expand"]
+	switch {
+	case !ok && t.spec.Output == "plan":
+		// A planner without expand: is one with expand: {}.
+		e := defaultExpand(t.node, t.spec, d)
+		t.expand = &e
+		t.spec.Expand = e.spec
+	case !ok:
+	case t.spec.Output != "plan":
+		p.Addf(x.Key, "%s has expand but its output is not plan: only a plan's components become nodes", what)
+	default:
+		e := p.expand(x.Val, what, t.spec, d)
+		t.expand = &e
+		t.spec.Expand = e.spec
+	}
 }
 
 // frontMatter cuts the task-level gates of a prompt's YAML front matter
@@ -643,6 +677,15 @@ func (p *parser) workflow(root *yaml.Node) *protocol.WorkflowSpec {
 			for _, g := range t.own {
 				own[g.Name] = true
 			}
+			if t.expand != nil {
+				// The nodes the plan adds run these gates, with the
+				// planner's own front-matter gates in reach.
+				more, err := gates.Resolve(taskSet, t.expand.spec.Gates)
+				if err != nil {
+					p.Addf(t.expand.node, "task %q expand gates: %v", t.spec.ID, err)
+				}
+				order = append(order, more...)
+			}
 			for _, n := range order {
 				if !own[n] && !wfNames[n] {
 					needed[n] = true
@@ -709,6 +752,9 @@ func (p *parser) checkTasks(tasks []taskDef, wfGates []gates.Gate, wfSet *gates.
 			}
 		}
 		p.fillGates(t, wfGates)
+		if t.expand != nil {
+			p.checkExpand(label, t.expand, wfGates, wfSet)
+		}
 		if t.spec.ID == "" || idx[t.spec.ID] != i {
 			continue
 		}

@@ -58,6 +58,7 @@ const (
 	TypeNodeQueued        Type = "node.integration_queued"
 	TypeIntegDispatched   Type = "integration.dispatched"
 	TypeIntegFinished     Type = "integration.finished"
+	TypeNodesAdded        Type = "workflow.nodes_added"
 )
 
 // Event is one entry of the event log, on subject protocol.EventSubject(WorkflowID).
@@ -134,6 +135,21 @@ type NodeAgentDone struct {
 	LeaseToken uint64                `json:"lease_token,omitempty"`
 	Host       string                `json:"host,omitempty"`
 	Result     *protocol.AgentResult `json:"result"`
+	// Output is the check of the result's final message against the
+	// task's output schema (nil when the task has none or the agent did
+	// not succeed).
+	Output *protocol.AgentOutput `json:"output,omitempty"`
+}
+
+// NodesAdded records the nodes a planner's plan added to the workflow
+// (HIER-01): the planner is the event's node. Tasks are complete task
+// specs, appended to the workflow's in this order; Dependents are nodes of
+// the workflow that depended on the planner and now wait for every added
+// node too.
+type NodesAdded struct {
+	Attempt    int                 `json:"attempt"`
+	Tasks      []protocol.TaskSpec `json:"tasks"`
+	Dependents []string            `json:"dependents,omitempty"`
 }
 
 // NodeFinished records a node's final status.
@@ -404,6 +420,7 @@ func (GateWaiting) Type() Type             { return TypeGateWaiting }
 func (NodeIntegrationQueued) Type() Type   { return TypeNodeQueued }
 func (IntegrationDispatched) Type() Type   { return TypeIntegDispatched }
 func (IntegrationFinished) Type() Type     { return TypeIntegFinished }
+func (NodesAdded) Type() Type              { return TypeNodesAdded }
 
 func (WorkflowSubmitted) eventBody()       {}
 func (WorkflowCancelRequested) eventBody() {}
@@ -432,6 +449,7 @@ func (GateWaiting) eventBody()             {}
 func (NodeIntegrationQueued) eventBody()   {}
 func (IntegrationDispatched) eventBody()   {}
 func (IntegrationFinished) eventBody()     {}
+func (NodesAdded) eventBody()              {}
 
 // bodies makes, for each event type, a pointer to a zero body to decode
 // into.
@@ -463,6 +481,7 @@ var bodies = map[Type]func() Body{
 	TypeNodeQueued:        func() Body { return &NodeIntegrationQueued{} },
 	TypeIntegDispatched:   func() Body { return &IntegrationDispatched{} },
 	TypeIntegFinished:     func() Body { return &IntegrationFinished{} },
+	TypeNodesAdded:        func() Body { return &NodesAdded{} },
 }
 
 // Types lists every event type this build knows.

@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/api"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
+)
+
+// watch shows what a round's result block was found to be, and the nodes
+// a plan added (OUT-06, HIER-01).
+func TestOutputEventLines(t *testing.T) {
+	at := time.Date(2026, 11, 25, 5, 0, 0, 0, time.UTC)
+	ok := &protocol.AgentResult{Status: protocol.AgentSucceeded}
+	for _, c := range []struct {
+		body eventlog.Body
+		want string
+	}{
+		{eventlog.NodeAgentDone{Attempt: 1, Result: ok, Output: &protocol.AgentOutput{Schema: "plan", Status: "COMPLETE", Block: []byte(`{}`)}},
+			"agent succeeded (exit 0), no changes; plan result COMPLETE"},
+		{eventlog.NodeAgentDone{Attempt: 1, Result: ok, Output: &protocol.AgentOutput{Schema: "review", Problem: protocol.OutputNoBlock,
+			Error: "no JSON block found"}}, "review result not accepted: no JSON block found"},
+		{eventlog.NodesAdded{Attempt: 1, Tasks: []protocol.TaskSpec{{ID: "p--a"}, {ID: "p--b"}}, Dependents: []string{"docs"}},
+			"plan added 2 nodes: p--a, p--b; docs now wait for them"},
+	} {
+		var line bytes.Buffer
+		printEvent(&line, eventlog.Event{WorkflowID: "wf-1", NodeID: "p", Time: at, Body: c.body})
+		if !strings.Contains(line.String(), "node p") || !strings.Contains(line.String(), c.want) {
+			t.Errorf("watch printed %q; want %q", line.String(), c.want)
+		}
+	}
+}
+
+// show prints each attempt's result check: the block, or what was wrong.
+func TestShowPrintsOutput(t *testing.T) {
+	d := api.NodeDetail{WorkflowID: "wf-1", Node: api.NodeSummary{ID: "p", Status: protocol.NodeSucceeded, Attempt: 2}, Budget: 3,
+		Attempts: []api.AttemptDetail{
+			{Attempt: 1, AgentStatus: protocol.AgentSucceeded, Outcome: "retry_scheduled", Reason: "output",
+				Output: &protocol.AgentOutput{Schema: "plan", Problem: protocol.OutputInvalid, Error: "the block does not match the plan schema",
+					Violations: []string{"/status: value must be one of 'COMPLETE'"}}},
+			{Attempt: 2, AgentStatus: protocol.AgentSucceeded, Output: &protocol.AgentOutput{Schema: "plan", Status: "COMPLETE",
+				Block: []byte(`{"status":"COMPLETE"}`)}},
+		}}
+	var out bytes.Buffer
+	printNodeDetail(&out, d)
+	for _, want := range []string{"plan result not accepted: the block does not match the plan schema\n    /status: value must be one of 'COMPLETE'",
+		"plan result COMPLETE:\n    {\n      \"status\": \"COMPLETE\"\n    }"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("show printed:\n%s\nwant %q", out.String(), want)
+		}
+	}
+}
+
+// status names what a planner added and how a review came out.
+func TestStatusOutputDetail(t *testing.T) {
+	s := api.WorkflowSummary{ID: "wf-1", Name: "g", Status: protocol.WorkflowRunning, Nodes: []api.NodeSummary{
+		{ID: "plan", Status: protocol.NodeSucceeded, Commit: "0123456789abcdef", Expanded: 3},
+		{ID: "rev", Status: protocol.NodeSucceeded, ReviewRejected: true,
+			Output: &protocol.AgentOutput{Schema: "review", Status: "CHANGES_REQUESTED", Block: []byte(`{}`)}},
+	}}
+	var out bytes.Buffer
+	printWorkflow(&out, s)
+	for _, want := range []string{"commit 0123456789ab; plan added 3 nodes", "review: CHANGES_REQUESTED"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status printed:\n%s\nwant %q", out.String(), want)
+		}
+	}
+}

@@ -1,0 +1,294 @@
+package workflow
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/supervisorhq/supervisor/shared/agentoutput"
+	"github.com/supervisorhq/supervisor/shared/gates"
+	"github.com/supervisorhq/supervisor/shared/pathglob"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+	"gopkg.in/yaml.v3"
+)
+
+// output reads a task's output schema name (OUT-01).
+func (p *parser) output(n *yaml.Node, what string) string {
+	s, ok := p.Str(n, what)
+	if !ok {
+		return ""
+	}
+	if !agentoutput.Known(s) {
+		p.Addf(n, "unknown %s %q (known: %s)", what, s, strings.Join(agentoutput.Names, ", "))
+		return ""
+	}
+	return s
+}
+
+// MaxExpandPrompt is the largest expand prompt, in bytes (16 KiB): every
+// node a plan adds repeats it.
+const MaxExpandPrompt = 16 << 10
+
+// expandDef is a planner task's expand template as parsed, with the nodes
+// cross-checks point at.
+type expandDef struct {
+	spec     *protocol.ExpandSpec
+	node     *yaml.Node
+	refs     []string
+	refNodes []*yaml.Node
+	gatesSet bool
+}
+
+// expand reads a planner task's expand template: the settings of the
+// nodes its plan's components become (HIER-01). Unset agent, pool and
+// timeout are the planner's own; unset max_attempts and allow_empty are
+// the workflow's defaults; unset gates are every workflow gate, as for a
+// task without a gates section; unset output is implementation.
+func (p *parser) expand(n *yaml.Node, what string, planner protocol.TaskSpec, d defaultsDef) expandDef {
+	what += " expand"
+	e := defaultExpand(n, planner, d)
+	f, ok := p.Fields(n, what, "agent", "prompt", "pool", "gates", "env", "timeout", "max_attempts", "output", "allow_empty")
+	if !ok {
+		return e
+	}
+	if x, ok := f["agent"]; ok {
+		if a, good := p.agent(x.Val, what+" agent"); good {
+			e.spec.Command, e.spec.Adapter, e.spec.Agent = a.command, a.adapter, nil
+		}
+	}
+	if x, ok := f["prompt"]; ok {
+		if s, good := p.Str(x.Val, what+" prompt"); good {
+			if len(s) > MaxExpandPrompt {
+				p.Addf(x.Val, "%s prompt is %d bytes; at most %d (every node the plan adds repeats it)", what, len(s), MaxExpandPrompt)
+			}
+			e.spec.Prompt = s
+		}
+	}
+	if x, ok := f["pool"]; ok {
+		if s, good := p.name(x.Val, what+" pool"); good {
+			e.spec.Pool = s
+		}
+	}
+	if x, ok := f["gates"]; ok {
+		e.gatesSet = true
+		e.refs, e.refNodes, _ = p.NameList(x.Val, what+" gates")
+		e.spec.Gates = append([]string{}, e.refs...)
+	}
+	if x, ok := f["env"]; ok {
+		e.spec.Env, _ = p.Env(x.Val, what+" env")
+	}
+	if x, ok := f["timeout"]; ok {
+		if s, good := p.timeout(x.Val, what+" timeout", MaxAgentTimeout); good {
+			e.spec.TimeoutSeconds = s
+		}
+	}
+	if x, ok := f["max_attempts"]; ok {
+		if v, good := p.Int(x.Val, what+" max_attempts", 1, protocol.MaxMaxAttempts); good {
+			e.spec.MaxAttempts = int(v)
+		}
+	}
+	if x, ok := f["output"]; ok {
+		s := p.output(x.Val, what+" output")
+		if s == agentoutput.Plan {
+			p.Addf(x.Val, "%s output cannot be plan: a plan's nodes do not plan again", what)
+			s = ""
+		}
+		if s != "" {
+			e.spec.Output = s
+		}
+	}
+	if x, ok := f["allow_empty"]; ok {
+		if v, good := p.Bool(x.Val, what+" allow_empty"); good {
+			e.spec.AllowEmpty = v
+		}
+	}
+	return e
+}
+
+// defaultExpand is the expand template of a planner that sets nothing:
+// its agent, pool and timeout, the workflow's max_attempts and
+// allow_empty, output implementation (gates are filled in by checkExpand).
+func defaultExpand(n *yaml.Node, planner protocol.TaskSpec, d defaultsDef) expandDef {
+	return expandDef{node: n, spec: &protocol.ExpandSpec{Command: planner.Command, Adapter: planner.Adapter,
+		Agent: planner.Agent, Pool: planner.Pool, TimeoutSeconds: planner.TimeoutSeconds, Output: agentoutput.Implementation,
+		MaxAttempts: d.retry.maxAttempts, AllowEmpty: d.retry.allowEmpty}}
+}
+
+// checkExpand reports an expand template's unknown gates and fills in its
+// gate list: every workflow gate when it has no gates section.
+func (p *parser) checkExpand(label string, e *expandDef, wfGates []gates.Gate, wfSet *gates.Set) {
+	for k, g := range e.refs {
+		if _, known := wfSet.Get(g); !known {
+			p.Addf(e.refNodes[k], "%s expand uses unknown gate %q", label, g)
+		}
+	}
+	if !e.gatesSet {
+		e.spec.Gates = []string{}
+		for _, g := range wfGates {
+			e.spec.Gates = append(e.spec.Gates, g.Name)
+		}
+	}
+}
+
+// MaxExpansionBytes bounds the JSON encoding of the tasks one plan adds:
+// they travel in one event, which must fit a NATS message (1 MiB by
+// default) with room to spare.
+const MaxExpansionBytes = 768 << 10
+
+// Expansion is what a planner's valid plan adds to a workflow: one task
+// per component, in plan order, and the workflow's tasks that depended on
+// the planner, which now wait for every added task too.
+type Expansion struct {
+	Tasks      []protocol.TaskSpec
+	Dependents []string
+}
+
+// ExpandedID is the id of the node a planner's component becomes:
+// "<planner>--<component>". Node ids travel in job ids, subjects and
+// object names, which use '.' and '/' as separators, so the id keeps to
+// the rule of every task id (protocol.ValidName); Expand rejects one
+// that would be longer than it allows.
+func ExpandedID(planner, component string) string { return planner + "--" + component }
+
+// Expand turns planner's plan into the tasks it adds to spec (HIER-01,
+// DAG-02, DAG-03): component c becomes task "<planner>--<c>", whose prompt
+// is the expand template's prompt followed by the component's description
+// (and the interfaces it names, with their definitions), whose
+// dependencies are the planner and the components it waits for (its
+// depends_on, the plan's dependencies, every component of the phase
+// before), and whose other settings are the template's. The tasks that
+// depended on the planner wait for every added task too. The result is
+// checked like a submitted workflow: ids unique, no cycle (named), at most
+// MaxTasks tasks in all; a problem is an error saying what was wrong.
+func Expand(spec *protocol.WorkflowSpec, planner string, plan *agentoutput.PlanOutput) (Expansion, error) {
+	var pt *protocol.TaskSpec
+	for i := range spec.Tasks {
+		if spec.Tasks[i].ID == planner {
+			pt = &spec.Tasks[i]
+		}
+	}
+	if pt == nil {
+		return Expansion{}, fmt.Errorf("workflow has no task %q", planner)
+	}
+	tmpl := pt.Expand
+	if tmpl == nil {
+		tmpl = &protocol.ExpandSpec{Command: pt.Command, Adapter: pt.Adapter, Agent: pt.Agent, Pool: pt.Pool,
+			TimeoutSeconds: pt.TimeoutSeconds, Gates: pt.Gates, Output: agentoutput.Implementation}
+	}
+	ids, deps := plan.Graph()
+	if total := len(spec.Tasks) + len(ids); total > MaxTasks {
+		return Expansion{}, fmt.Errorf("the plan has %d components; with the workflow's %d tasks that makes %d, more than the %d a workflow may have",
+			len(ids), len(spec.Tasks), total, MaxTasks)
+	}
+	ifaces := map[string]agentoutput.Interface{}
+	for _, ph := range plan.Phases {
+		for _, it := range ph.Interfaces {
+			ifaces[it.Name] = it
+		}
+	}
+	var x Expansion
+	for _, id := range ids {
+		c, ph, _ := plan.Component(id)
+		if nid := ExpandedID(planner, id); !protocol.ValidName(nid) {
+			return Expansion{}, fmt.Errorf("component %q would become node %q, longer than a task id may be (%s)", id, nid, protocol.NameRule)
+		}
+		t := protocol.TaskSpec{
+			ID: ExpandedID(planner, id), Command: tmpl.Command, Adapter: tmpl.Adapter, Agent: tmpl.Agent,
+			Prompt: componentPrompt(tmpl.Prompt, planner, ph, c, ifaces), DependsOn: []string{planner},
+			Gates: tmpl.Gates, Required: tmpl.Gates, Pool: tmpl.Pool, Env: tmpl.Env, TimeoutSeconds: tmpl.TimeoutSeconds,
+			MaxAttempts: tmpl.MaxAttempts, Retry: pt.Retry, RetryFrom: pt.RetryFrom, AllowEmpty: tmpl.AllowEmpty,
+			Output: tmpl.Output, Planner: planner, Files: componentFiles(c.Files), GateDefs: pt.GateDefs,
+		}
+		if t.Required == nil {
+			t.Required = []string{}
+		}
+		for _, d := range deps[id] {
+			t.DependsOn = append(t.DependsOn, ExpandedID(planner, d))
+		}
+		x.Tasks = append(x.Tasks, t)
+	}
+	for _, t := range spec.Tasks {
+		for _, d := range t.DependsOn {
+			if d == planner {
+				x.Dependents = append(x.Dependents, t.ID)
+				break
+			}
+		}
+	}
+	if data, err := json.Marshal(x.Tasks); err != nil || len(data) > MaxExpansionBytes {
+		return Expansion{}, fmt.Errorf("the plan's %d nodes take %d bytes, more than the %d (768 KiB) one plan may add: "+
+			"shorten the descriptions, or plan fewer components", len(x.Tasks), len(data), MaxExpansionBytes)
+	}
+	grown := Grow(spec, x)
+	if _, err := NewGraph(grown); err != nil {
+		return Expansion{}, err
+	}
+	return x, nil
+}
+
+// Grow returns a copy of spec with the expansion applied: its tasks
+// appended, and each dependent depending on every one of them too.
+func Grow(spec *protocol.WorkflowSpec, x Expansion) *protocol.WorkflowSpec {
+	out := *spec
+	out.Tasks = make([]protocol.TaskSpec, 0, len(spec.Tasks)+len(x.Tasks))
+	dependent := map[string]bool{}
+	for _, d := range x.Dependents {
+		dependent[d] = true
+	}
+	for _, t := range spec.Tasks {
+		if dependent[t.ID] {
+			deps := append([]string(nil), t.DependsOn...)
+			for _, n := range x.Tasks {
+				deps = append(deps, n.ID)
+			}
+			t.DependsOn = deps
+		}
+		out.Tasks = append(out.Tasks, t)
+	}
+	out.Tasks = append(out.Tasks, x.Tasks...)
+	return &out
+}
+
+// componentFiles are a component's file globs as a task's files are
+// parsed: normalized, with a trailing / meaning everything under it (the
+// plan's checks already refused absolute paths and '..').
+func componentFiles(globs []string) []string {
+	if len(globs) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(globs))
+	for _, g := range globs {
+		g = pathglob.Normalize(strings.ReplaceAll(strings.TrimSpace(g), `\`, "/"))
+		if g != "/" && strings.HasSuffix(g, "/") {
+			g = strings.TrimRight(g, "/") + "/**"
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// componentPrompt is the prompt of a component's node.
+func componentPrompt(prefix, planner string, ph agentoutput.Phase, c agentoutput.Component, ifaces map[string]agentoutput.Interface) string {
+	var b strings.Builder
+	if s := strings.TrimSpace(prefix); s != "" {
+		b.WriteString(s)
+		b.WriteString("\n\n")
+	}
+	fmt.Fprintf(&b, "## Component %s (phase %s", c.ID, ph.ID)
+	if ph.Title != "" {
+		fmt.Fprintf(&b, ": %s", ph.Title)
+	}
+	fmt.Fprintf(&b, ") of the plan of %s\n\n%s\n", planner, strings.TrimSpace(c.Description))
+	if len(c.Files) > 0 {
+		fmt.Fprintf(&b, "\nFiles of this component: %s\n", strings.Join(c.Files, ", "))
+	}
+	for _, name := range c.Interfaces {
+		it := ifaces[name]
+		fmt.Fprintf(&b, "\nInterface %s (%s", it.Name, it.Type)
+		if it.File != "" {
+			fmt.Fprintf(&b, ", in %s", it.File)
+		}
+		fmt.Fprintf(&b, "), fixed by the plan: implement or use it as defined.\n\n```\n%s\n```\n", strings.TrimSpace(it.Definition))
+	}
+	return b.String()
+}
