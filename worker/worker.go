@@ -1,19 +1,24 @@
 // Package worker runs agent jobs: it pulls them from its pools, takes each
 // job's lease, materializes the workspace at the base commit plus the
 // patches the node depends on, runs one fresh agent process in the sandbox
-// with the prompt on standard input, and reports the patch it produced.
+// (the CLI invocation its adapter in shared/agentcli builds, or an old
+// job's command), parses the CLI's output as it streams into log lines and
+// live lines, and reports the patch it produced with what the CLI said
+// about the run (AgentResult.Run).
 package worker
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/supervisorhq/supervisor/shared/agentcli"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/protocol"
@@ -94,7 +99,7 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) bus.Disposition {
 	}
 	meta := jobrun.Meta{Kind: protocol.KindAgent, JobID: job.JobID, WorkflowID: job.WorkflowID,
 		NodeID: job.NodeID, Attempt: job.Attempt, PublishedAt: job.PublishedAt,
-		Scopes:    jobrun.JobScopes{Work: protocol.AgentScope(job.Command), Repo: protocol.RepoScope(job.Repo.ID)},
+		Scopes:    jobrun.JobScopes{Work: agentScope(&job), Repo: protocol.RepoScope(job.Repo.ID)},
 		FileLocks: job.FileLocks}
 	return jobrun.Run(ctx, w.deps, &w.cancels, d, meta,
 		func(ctx context.Context, token uint64) jobrun.Outcome { return w.run(ctx, &job, token) },
@@ -118,7 +123,7 @@ const EnvFeedbackFile = "SUPERVISOR_FEEDBACK_FILE"
 // repository worked, and the agent's verdict is its own (see finish).
 func (w *Worker) run(ctx context.Context, job *protocol.AgentJob, token uint64) jobrun.Outcome {
 	logw := &jobrun.LogWriter{}
-	logw.Printf("agent job %s on %s (lease %d): %s", job.JobID, w.deps.Host, token, strings.Join(job.Command, " "))
+	logw.Printf("agent job %s on %s (lease %d)", job.JobID, w.deps.Host, token)
 	ws, err := w.deps.Workspaces.Prepare(ctx, job.Repo, job.Patches, job.JobID)
 	var conflict *workspace.PatchConflictError
 	if errors.As(err, &conflict) {
@@ -187,10 +192,30 @@ func (w *Worker) runAgent(ctx context.Context, job *protocol.AgentJob, token uin
 		files = append(files, sandbox.File{HostPath: path, Env: EnvFeedbackFile})
 	}
 
+	ar, err := invocation(job)
+	if err != nil {
+		// The spec asks for what the adapter cannot do: a fault of the
+		// task's definition, which no redelivery fixes.
+		logw.Printf("cannot build the agent's command: %v", err)
+		adapter := ""
+		if job.Agent != nil {
+			adapter = job.Agent.Adapter
+		}
+		return w.finish(ctx, job, token, logw, protocol.AgentFailed, -1, sandbox.Result{}, nil, err.Error(), failedRun(adapter, err))
+	}
+	logw.Printf("running: %s", shownArgv(ar.argv, job.Prompt))
+	var stdout io.Writer = logw
+	var ev *eventLog
+	if job.Agent != nil {
+		ev = &eventLog{logw: logw, events: ar.adapter.Name() != "command", publish: w.liveLog(job)}
+		ar.stream = agentcli.NewStream(ar.adapter.NewParser(settings(job.Agent)), ev.emit)
+		stdout = ar.stream
+	}
+
 	// Network: the egress proxy's allow-list (empty: no network at all).
 	res, err := w.deps.Sandbox.Run(ctx, sandbox.Spec{
-		Argv: job.Command, Workspace: ws.Dir, Env: env, Files: files, Stdin: strings.NewReader(job.Prompt),
-		Timeout: time.Duration(job.TimeoutSeconds) * time.Second, Stdout: logw, Stderr: logw,
+		Argv: ar.argv, Workspace: ws.Dir, Env: env, Files: files, Stdin: ar.stdin,
+		Timeout: time.Duration(job.TimeoutSeconds) * time.Second, Stdout: stdout, Stderr: logw,
 		Network: w.deps.Network,
 		Labels: map[string]string{"job": job.JobID, "workflow": job.WorkflowID, "node": job.NodeID,
 			"attempt": strconv.Itoa(job.Attempt)},
@@ -200,17 +225,39 @@ func (w *Worker) runAgent(ctx context.Context, job *protocol.AgentJob, token uin
 			// The command cannot run here at all: a real failure of the
 			// task's definition, not something a redelivery fixes.
 			logw.Printf("cannot start the agent: %v", err)
-			return w.finish(ctx, job, token, logw, protocol.AgentFailed, -1, sandbox.Result{}, nil, err.Error())
+			var run *protocol.AgentRun
+			if job.Agent != nil {
+				run = failedRun(job.Agent.Adapter, err)
+			}
+			return w.finish(ctx, job, token, logw, protocol.AgentFailed, -1, sandbox.Result{}, nil, err.Error(), run)
 		}
 		return jobrun.Outcome{Err: fmt.Errorf("run agent: %w", err)}
 	}
+	var run *protocol.AgentRun
+	var parsed agentcli.Result
+	if ar.stream != nil {
+		// The adapter's verdict: a CLI may exit 0 after a failed turn.
+		parsed = ar.stream.Finish(res.ExitCode, res.Stderr)
+		run = agentRunOf(parsed)
+	}
 	logw.Printf("agent exited %d after %s (timed out: %v)", res.ExitCode, res.Duration.Round(time.Millisecond), res.TimedOut)
-
+	errText := ""
+	if run != nil {
+		r := parsed
+		sum := runSummary(r)
+		logw.Printf("%s", sum)
+		if ev.publish != nil {
+			ev.publish(agentcli.Event{Kind: "summary", Text: sum})
+		}
+		if !r.Success {
+			errText = run.Error
+		}
+	}
 	status := protocol.AgentSucceeded
 	switch {
 	case res.TimedOut:
 		status = protocol.AgentTimeout
-	case res.ExitCode != 0:
+	case res.ExitCode != 0 || (run != nil && !run.Success):
 		status = protocol.AgentFailed
 	}
 	var patch *protocol.PatchRef
@@ -230,14 +277,15 @@ func (w *Worker) runAgent(ctx context.Context, job *protocol.AgentJob, token uin
 			logw.Printf("the agent changed nothing")
 		}
 	}
-	return w.finish(ctx, job, token, logw, status, res.ExitCode, res, patch, "")
+	return w.finish(ctx, job, token, logw, status, res.ExitCode, res, patch, errText, run)
 }
 
 // finish uploads the log and builds the result. An agent that did not
 // succeed (failed, timed out, or could not start) is a failure for its
 // breaker.
 func (w *Worker) finish(ctx context.Context, job *protocol.AgentJob, token uint64, logw *jobrun.LogWriter,
-	status protocol.AgentStatus, exit int, res sandbox.Result, patch *protocol.PatchRef, errText string) jobrun.Outcome {
+	status protocol.AgentStatus, exit int, res sandbox.Result, patch *protocol.PatchRef, errText string,
+	run *protocol.AgentRun) jobrun.Outcome {
 	logName := fmt.Sprintf("%s/%s/a%d/agent-%d.log", job.WorkflowID, job.NodeID, job.Attempt, token)
 	if err := jobrun.UploadLog(ctx, w.deps.Bus, logName, logw.Bytes()); err != nil {
 		return jobrun.Outcome{Err: err}
@@ -246,7 +294,7 @@ func (w *Worker) finish(ctx context.Context, job *protocol.AgentJob, token uint6
 		JobID: job.JobID, WorkflowID: job.WorkflowID, NodeID: job.NodeID, Attempt: job.Attempt,
 		LeaseToken: token, Host: w.deps.Host, Status: status, ExitCode: exit,
 		Stdout: redact.String(string(res.Stdout)), Stderr: redact.String(string(res.Stderr)), Patch: patch, Log: logName, Error: errText,
-		StartedAt: res.StartedAt.UTC(), FinishedAt: time.Now().UTC(), Sandbox: res.Environment,
+		StartedAt: res.StartedAt.UTC(), FinishedAt: time.Now().UTC(), Sandbox: res.Environment, Run: run,
 	}}, Work: agentVerdict(status)}
 }
 

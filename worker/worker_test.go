@@ -43,12 +43,17 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, agentName), "./cmd/supervisor-test-agent")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build the test agent:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
+	// The scripted test agent, and the stand-ins for the real CLIs under
+	// their names (agent_test.go).
+	for name, pkg := range map[string]string{agentName: "./cmd/supervisor-test-agent", "claude": "./internal/testcli/claude",
+		"codex": "./internal/testcli/codex", "gemini": "./internal/testcli/gemini"} {
+		build := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build the test agent:", err)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
 	}
 	agentDir = dir
 	// Host variables an agent must not see (process-wide so tests may run

@@ -3,6 +3,7 @@ package protocol
 import (
 	"fmt"
 	"regexp"
+	"time"
 )
 
 // Streams, subjects and buckets. docs/protocol.md documents each.
@@ -138,6 +139,23 @@ const NameRule = "lowercase letters, digits, '-' and '_', starting with a letter
 // CancelSubject is the core-NATS subject on which the coordinator announces
 // that workflow wf was cancelled, so runners can stop its jobs early.
 func CancelSubject(wf string) string { return "sup.ctl.cancel." + wf }
+
+// LogSubject is the core-NATS subject on which a worker publishes the live
+// log lines of node node of workflow wf while its agent runs (LogLine
+// messages, JSON): one per event the agent's adapter parsed. Nothing keeps
+// them: a subscriber sees the lines published while it listens, and the
+// stored log (APILogs) has them all once the job ends.
+func LogSubject(wf, node string) string { return "sup.log." + wf + "." + node }
+
+// LogLine is one live log line of an agent job (LogSubject).
+type LogLine struct {
+	Attempt int       `json:"attempt"`
+	Time    time.Time `json:"time"`
+	// Kind is the event's kind (agentcli.Event: "text", "tool", "result" …);
+	// Text its content, secrets redacted.
+	Kind string `json:"kind"`
+	Text string `json:"text"`
+}
 
 // SubjectCancelAll matches every cancellation announcement.
 const SubjectCancelAll = "sup.ctl.cancel.*"
