@@ -423,7 +423,7 @@ func (w *Workflow) agentJob(n *Node, attempt int, publishedAt time.Time) *protoc
 	job := &protocol.AgentJob{
 		JobID: protocol.AgentJobID(w.ID, n.ID, attempt), WorkflowID: w.ID, NodeID: n.ID,
 		Attempt: attempt, Pool: n.Task.Pool, Repo: w.Repo, Patches: w.BasePatches(n.ID),
-		Command: n.Task.Command, Prompt: n.Task.Prompt, Env: n.Task.Env,
+		Command: n.Task.Command, Agent: n.Task.Agent, Prompt: n.Task.Prompt, Env: n.Task.Env,
 		TimeoutSeconds: n.Task.TimeoutSeconds, PublishedAt: publishedAt, FileLocks: w.fileLocks(n),
 	}
 	job.Context = w.contextSpec(n)

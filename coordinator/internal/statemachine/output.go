@@ -22,14 +22,16 @@ import (
 
 // checkOutput checks a successful agent result against the task's output
 // schema: the final message the CLI reported (Run.Text), or for a job
-// without a parsed run the tail of its standard output. It returns nil
+// without a parsed run, or run by the command adapter, the tail of its
+// standard output. It returns nil
 // when the task has no schema or the agent did not succeed.
 func checkOutput(t protocol.TaskSpec, a *protocol.AgentResult) *protocol.AgentOutput {
 	if t.Output == "" || a == nil || a.Status != protocol.AgentSucceeded {
 		return nil
 	}
 	text, source := a.Stdout, "stdout"
-	if a.Run != nil {
+	if a.Run != nil && a.Run.Adapter != "command" {
+		// The command adapter reads no final message: its stdout is it.
 		text, source = a.Run.Text, "run"
 	}
 	out := &protocol.AgentOutput{Schema: t.Output, Source: source}

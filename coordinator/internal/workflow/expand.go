@@ -52,8 +52,11 @@ func (p *parser) expand(n *yaml.Node, what string, planner protocol.TaskSpec, d 
 		return e
 	}
 	if x, ok := f["agent"]; ok {
-		if a, good := p.agent(x.Val, what+" agent"); good {
-			e.spec.Command, e.spec.Adapter, e.spec.Agent = a.command, a.adapter, nil
+		// Merged over defaults.agent as a task's agent is (mergeAgent).
+		if a, good := p.agent(x.Val, what+" agent"); good && !d.agentBad {
+			if spec, ok := p.checkAgent(mergeAgent(d.agent, &a), d.agent, what+" agent"); ok {
+				e.spec.Command, e.spec.Adapter, e.spec.Agent = nil, "", spec
+			}
 		}
 	}
 	if x, ok := f["prompt"]; ok {

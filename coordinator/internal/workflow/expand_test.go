@@ -42,7 +42,7 @@ func TestParseOutputAndExpand(t *testing.T) {
 	if plan.Output != "plan" || !plan.AllowEmpty || docs.Output != "generic" || docs.AllowEmpty {
 		t.Fatalf("output/allow_empty: %+v %+v", plan, docs)
 	}
-	want := &protocol.ExpandSpec{Command: []string{"impl-agent"}, Prompt: "Build this component.", Pool: protocol.DefaultPool,
+	want := &protocol.ExpandSpec{Agent: &protocol.AgentSpec{Adapter: "command", Command: []string{"impl-agent"}}, Prompt: "Build this component.", Pool: protocol.DefaultPool,
 		Gates: []string{"test"}, TimeoutSeconds: 600, MaxAttempts: 4, Output: "implementation"}
 	if !reflect.DeepEqual(plan.Expand, want) {
 		t.Fatalf("expand = %+v, want %+v", plan.Expand, want)
@@ -204,7 +204,7 @@ func TestParseDefaultExpand(t *testing.T) {
 	}
 	e := spec.Tasks[0].Expand
 	if e == nil || e.Pool != "big" || e.TimeoutSeconds != 300 || !e.AllowEmpty || e.Output != "implementation" ||
-		!reflect.DeepEqual(e.Gates, []string{"vet"}) || len(e.Command) == 0 {
+		!reflect.DeepEqual(e.Gates, []string{"vet"}) || e.Agent == nil || e.Agent.Adapter != "codex" {
 		t.Fatalf("expand %+v", e)
 	}
 }

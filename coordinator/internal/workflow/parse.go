@@ -35,38 +35,6 @@ const (
 	MaxGateTimeout = int(gates.MaxTimeout / time.Second)
 )
 
-// adapters is the one table of agent adapters: each name expands to the argv
-// of the real CLI, run non-interactively with the prompt on standard input.
-//
-//	claude-code  claude -p --output-format json
-//	codex        codex exec --json -
-//	gemini       gemini --output-format json
-var adapters = map[string][]string{
-	"claude-code": {"claude", "-p", "--output-format", "json"},
-	"codex":       {"codex", "exec", "--json", "-"},
-	"gemini":      {"gemini", "--output-format", "json"},
-}
-
-// AdapterCommand returns the argv an agent adapter expands to (a fresh copy)
-// and whether the adapter is known. Every adapter reads the prompt on stdin.
-func AdapterCommand(name string) ([]string, bool) {
-	argv, ok := adapters[name]
-	if !ok {
-		return nil, false
-	}
-	return append([]string(nil), argv...), true
-}
-
-// AdapterNames returns the known agent adapter names, sorted.
-func AdapterNames() []string {
-	names := make([]string, 0, len(adapters))
-	for name := range adapters {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
-}
-
 // Problem is one validation problem, positioned in the workflow file. It
 // is the gate schema's problem type: workflows and gate files report alike.
 type Problem = gates.Problem
@@ -105,7 +73,9 @@ func Parse(filename string, data []byte) (*protocol.WorkflowSpec, error) {
 // is a *ValidationError listing every problem found, each with its
 // position.
 //
-// In the result, adapters are expanded into Command, defaults are applied
+// In the result, each agent task has its Agent (defaults.agent merged
+// under the task's agent, see mergeAgent, and checked by building the
+// adapter's invocation), defaults are applied
 // (defaults.pool to tasks and the workflow's gates alike), timeouts are in
 // seconds (fractions rounded up), and every task lists its gates
 // explicitly: a task that omits gates gets all workflow-level gates in
@@ -134,7 +104,7 @@ func ParseWithOptions(filename string, data []byte, opts Options) (*protocol.Wor
 		lines:   strings.Split(string(data), "\n"),
 		lower:   gates.Merge(opts.BuiltinGates, opts.UserGates, opts.ProjectGates),
 
-		policies: opts.RetryPolicies, anyPolicy: opts.AnyRetryPolicy,
+		policies: opts.RetryPolicies, anyPolicy: opts.AnyRetryPolicy, agentSeen: map[*yaml.Node]bool{},
 		strategies: opts.Strategies,
 	}
 	if len(data) > MaxFileSize {
@@ -166,6 +136,8 @@ type parser struct {
 	anyPolicy bool
 	// strategies are the context strategies (Options.Strategies).
 	strategies *contextpack.Catalogue
+	// agentSeen holds the defaults.agent nodes a problem was reported at.
+	agentSeen map[*yaml.Node]bool
 }
 
 // name returns a field that must satisfy protocol.ValidName.
@@ -200,42 +172,6 @@ func (p *parser) timeout(n *yaml.Node, what string, max int) (int, bool) {
 	return int(d / time.Second), ok
 }
 
-// agentDef is a parsed agent: argv plus the adapter it came from, if any.
-type agentDef struct {
-	command []string
-	adapter string
-}
-
-func (p *parser) agent(n *yaml.Node, what string) (agentDef, bool) {
-	f, ok := p.Fields(n, what, "command", "adapter")
-	if !ok {
-		return agentDef{}, false
-	}
-	cmd, hasCmd := f["command"]
-	ad, hasAd := f["adapter"]
-	switch {
-	case hasCmd && hasAd:
-		p.Addf(n, "%s sets both command and adapter; give one", what)
-		return agentDef{}, false
-	case hasAd:
-		name, ok := p.Str(ad.Val, what+" adapter")
-		if !ok {
-			return agentDef{}, false
-		}
-		argv, known := AdapterCommand(name)
-		if !known {
-			p.Addf(ad.Val, "unknown %s adapter %q (known: %s)", what, name, strings.Join(AdapterNames(), ", "))
-			return agentDef{}, false
-		}
-		return agentDef{command: argv, adapter: name}, true
-	case hasCmd:
-		argv, ok := p.command(cmd.Val, what+" command")
-		return agentDef{command: argv}, ok
-	}
-	p.Addf(n, "%s needs a command or an adapter (%s)", what, strings.Join(AdapterNames(), ", "))
-	return agentDef{}, false
-}
-
 // defaultsDef holds the parsed defaults section.
 type defaultsDef struct {
 	pool    string
@@ -267,7 +203,7 @@ func (p *parser) defaults(n *yaml.Node) defaultsDef {
 			d.timeout = s
 		}
 	}
-	if x, ok := f["agent"]; ok {
+	if x, ok := f["agent"]; ok && !gates.IsNull(x.Val) {
 		if a, good := p.agent(x.Val, "defaults agent"); good {
 			d.agent = &a
 		} else {
@@ -399,12 +335,11 @@ func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 		p.Addf(x.Key, "%s is a human task: it runs no agent", what)
 	case human:
 	case ok:
-		if a, good := p.agent(x.Val, what+" agent"); good {
-			t.spec.Command, t.spec.Adapter = a.command, a.adapter
+		if a, good := p.agent(x.Val, what+" agent"); good && !d.agentBad {
+			t.spec.Agent, _ = p.checkAgent(mergeAgent(d.agent, &a), d.agent, what+" agent")
 		}
 	case d.agent != nil:
-		t.spec.Command = append([]string(nil), d.agent.command...)
-		t.spec.Adapter = d.agent.adapter
+		t.spec.Agent, _ = p.checkAgent(d.agent, d.agent, what+" agent")
 	case !d.agentBad:
 		p.Addf(n, "%s has no agent: set agent on the task or in defaults", what)
 	}
@@ -445,6 +380,7 @@ func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 	}
 	if x, ok := f["env"]; ok {
 		t.spec.Env, _ = p.Env(x.Val, what+" env")
+		p.checkEnvCredentials(x.Val, what+" env")
 	}
 	if x, ok := f["context"]; ok && human {
 		p.Addf(x.Key, "%s", humanContext(what))

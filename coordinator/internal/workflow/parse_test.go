@@ -74,14 +74,14 @@ gates:
   - {name: vet, command: [go, vet], timout: 5}
 tasks:
   - id: a
-    agent: {adapter: codex, model: x}
+    agent: {adapter: codex, modle: x}
     prompt: p
 colour: blue
 `, []want{
 			`2:1: unknown field "defualts" in workflow; did you mean "defaults"?`,
 			`3:27: unknown field "agnet" in defaults; did you mean "agent"?`,
 			`5:37: unknown field "timout" in gate; did you mean "timeout"?`,
-			`8:29: unknown field "model" in task "a" agent`,
+			`8:29: unknown field "modle" in task "a" agent; did you mean "model"?`,
 			`10:1: unknown field "colour" in workflow`,
 		}},
 		{"repeated field", head + "tasks:\n  - id: a\n    prompt: p\n    prompt: q\n",
@@ -122,9 +122,9 @@ tasks:
 		{"no agent anywhere", "name: demo\ntasks:\n  - id: a\n    prompt: p\n",
 			[]want{`3:5: task "a" has no agent`}},
 		{"bad default agent is reported once", "name: demo\ndefaults: {agent: {adapter: aider}}\ntasks:\n  - {id: a, prompt: p}\n  - {id: b, prompt: p}\n",
-			[]want{`2:29: unknown defaults agent adapter "aider" (known: claude-code, codex, gemini)`}},
-		{"agent with both or neither", head + "tasks:\n  - {id: a, prompt: p, agent: {adapter: codex, command: [x]}}\n  - {id: b, prompt: p, agent: {}}\n",
-			[]want{`4:31: task "a" agent sets both command and adapter`, `5:31: task "b" agent needs a command or an adapter`}},
+			[]want{`2:29: unknown defaults agent adapter "aider" (known: claude-code, codex, command, gemini)`}},
+		{"command with a CLI adapter", head + "tasks:\n  - {id: a, prompt: p, agent: {adapter: codex, command: [x]}}\n",
+			[]want{`4:57: task "a" agent: command is the argv of the command adapter; the codex adapter builds its own`}},
 
 		// Names.
 		{"invalid names", `name: Demo
@@ -391,13 +391,13 @@ func TestParseValid(t *testing.T) {
 			full(protocol.GateSpec{Name: "lint", Command: []string{"golangci-lint", "run"}, TimeoutSeconds: DefaultGateTimeout, Pool: "lint", WorkingDir: "cmd/tool"}, 16),
 		},
 		Tasks: []protocol.TaskSpec{
-			{ID: "add-greeting", Command: []string{"claude", "-p", "--output-format", "json"}, Adapter: "claude-code",
+			{ID: "add-greeting", Agent: &protocol.AgentSpec{Adapter: "claude-code"},
 				Prompt: "Add a Greeting function to greet.go that returns \"hello, <name>\".\n",
 				Gates:  []string{"vet", "test", "lint"}, Required: []string{"vet", "test", "lint"}, Pool: "default", TimeoutSeconds: 600},
-			{ID: "add-farewell", Command: []string{"my-agent", "--model", "fast"}, Prompt: "Add a Farewell function next to Greeting.",
+			{ID: "add-farewell", Agent: &protocol.AgentSpec{Adapter: "command", Command: []string{"my-agent", "--model", "fast"}}, Prompt: "Add a Farewell function next to Greeting.",
 				DependsOn: []string{"add-greeting"}, Gates: []string{"test"}, Required: []string{"test"}, Pool: "gpu", TimeoutSeconds: 1200,
 				Env: map[string]string{"MODEL_TIER": "fast"}},
-			{ID: "docs", Command: []string{"codex", "exec", "--json", "-"}, Adapter: "codex", Prompt: "Document both functions in README.md.",
+			{ID: "docs", Agent: &protocol.AgentSpec{Adapter: "codex"}, Prompt: "Document both functions in README.md.",
 				DependsOn: []string{"add-greeting", "add-farewell"}, Gates: []string{}, Pool: "default", TimeoutSeconds: 600},
 		},
 	}
@@ -409,8 +409,8 @@ func TestParseValid(t *testing.T) {
 func TestParseDefaults(t *testing.T) {
 	spec := parseValid(t, "minimal.yaml")
 	task := spec.Tasks[0]
-	if task.Pool != protocol.DefaultPool || task.TimeoutSeconds != DefaultAgentTimeout || task.Adapter != "gemini" ||
-		!reflect.DeepEqual(task.Command, []string{"gemini", "--output-format", "json"}) || len(task.Gates) != 0 {
+	if task.Pool != protocol.DefaultPool || task.TimeoutSeconds != DefaultAgentTimeout ||
+		!reflect.DeepEqual(task.Agent, &protocol.AgentSpec{Adapter: "gemini"}) || len(task.Gates) != 0 {
 		t.Errorf("defaults not applied: %+v", task)
 	}
 	if len(spec.Gates) != 0 {
@@ -488,20 +488,96 @@ func TestParseTestdata(t *testing.T) {
 	}
 }
 
-func TestAdapters(t *testing.T) {
-	if got := AdapterNames(); !reflect.DeepEqual(got, []string{"claude-code", "codex", "gemini"}) {
-		t.Errorf("AdapterNames() = %v", got)
+// TestAgentSettings: a task's agent section, merged over defaults.agent,
+// becomes its AgentSpec; a bare command means the command adapter, a task
+// naming another adapter replaces the defaults whole, otherwise fields
+// override field by field (ARCH-07, WORK-03).
+func TestAgentSettings(t *testing.T) {
+	tests := []struct {
+		name     string
+		defaults string // defaults.agent, "" for none
+		agent    string // the task's agent, "" for none
+		want     protocol.AgentSpec
+	}{
+		{name: "adapter alone", agent: "{adapter: claude-code}", want: protocol.AgentSpec{Adapter: "claude-code"}},
+		{name: "every setting", agent: "{adapter: claude-code, model: opus, args: [--add-dir, ../x], max_turns: 12, permission: plan, output_format: json}",
+			want: protocol.AgentSpec{Adapter: "claude-code", Model: "opus", Args: []string{"--add-dir", "../x"}, MaxTurns: 12,
+				Permission: "plan", OutputFormat: "json"}},
+		{name: "bare command", agent: "{command: [my-agent, --fast]}", want: protocol.AgentSpec{Adapter: "command", Command: []string{"my-agent", "--fast"}}},
+		{name: "command adapter", agent: "{adapter: command, command: [my-agent], args: [-v]}",
+			want: protocol.AgentSpec{Adapter: "command", Command: []string{"my-agent"}, Args: []string{"-v"}}},
+		{name: "defaults only", defaults: "{adapter: codex, model: gpt-5-codex, permission: read-only}",
+			want: protocol.AgentSpec{Adapter: "codex", Model: "gpt-5-codex", Permission: "read-only"}},
+		{name: "field by field", defaults: "{adapter: gemini, model: gemini-2.5-pro, args: [--debug]}", agent: "{model: gemini-2.5-flash}",
+			want: protocol.AgentSpec{Adapter: "gemini", Model: "gemini-2.5-flash", Args: []string{"--debug"}}},
+		{name: "same adapter, field by field", defaults: "{adapter: claude-code, max_turns: 5, permission: plan}", agent: "{adapter: claude-code, max_turns: 0}",
+			want: protocol.AgentSpec{Adapter: "claude-code", Permission: "plan"}},
+		{name: "another adapter replaces", defaults: "{adapter: claude-code, model: opus, max_turns: 5}", agent: "{adapter: codex}",
+			want: protocol.AgentSpec{Adapter: "codex"}},
+		{name: "a command replaces", defaults: "{adapter: claude-code, model: opus}", agent: "{command: [x]}",
+			want: protocol.AgentSpec{Adapter: "command", Command: []string{"x"}}},
 	}
-	argv, ok := AdapterCommand("codex")
-	if !ok || !reflect.DeepEqual(argv, []string{"codex", "exec", "--json", "-"}) {
-		t.Errorf("AdapterCommand(codex) = %v, %v", argv, ok)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := "name: demo\n"
+			if tt.defaults != "" {
+				src += "defaults: {agent: " + tt.defaults + "}\n"
+			}
+			src += "tasks:\n  - id: a\n    prompt: p\n"
+			if tt.agent != "" {
+				src += "    agent: " + tt.agent + "\n"
+			}
+			spec, err := Parse("w.yaml", []byte(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			task := spec.Tasks[0]
+			if task.Agent == nil || !reflect.DeepEqual(*task.Agent, tt.want) {
+				t.Errorf("agent %+v, want %+v", task.Agent, tt.want)
+			}
+			if task.Command != nil || task.Adapter != "" {
+				t.Errorf("new specs set no Command (%v) or Adapter (%q)", task.Command, task.Adapter)
+			}
+		})
 	}
-	argv[0] = "changed"
-	if again, _ := AdapterCommand("codex"); again[0] != "codex" {
-		t.Error("AdapterCommand returned the table's own slice")
+}
+
+// TestAgentSettingsRejected: settings the adapter cannot run are reported
+// at the field, as the adapter words it; unknown keys, commands for CLI
+// adapters and provider keys in env too; the defaults' problems once.
+func TestAgentSettingsRejected(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want []want
+	}{
+		{"bad permission", "name: w\ntasks:\n  - {id: a, prompt: p, agent: {adapter: claude-code, permission: yolo}}\n",
+			[]want{`3:66: task "a" agent: claude-code: permission mode "yolo" is not one of`}},
+		{"negative max_turns", "name: w\ntasks:\n  - {id: a, prompt: p, agent: {adapter: claude-code, max_turns: -1}}\n",
+			[]want{`3:65: task "a" agent max_turns -1 is out of range`}},
+		{"bad output format", "name: w\ntasks:\n  - {id: a, prompt: p, agent: {adapter: gemini, output_format: yaml}}\n",
+			[]want{`3:64: task "a" agent: gemini: output format "yaml"`}},
+		{"unknown key", "name: w\ntasks:\n  - {id: a, prompt: p, agent: {adapter: codex, modle: x}}\n",
+			[]want{`3:48: unknown field "modle" in task "a" agent; did you mean "model"?`}},
+		{"command for a CLI adapter", "name: w\ntasks:\n  - {id: a, prompt: p, agent: {adapter: codex, command: [codex]}}\n",
+			[]want{`3:57: task "a" agent: command is the argv of the command adapter; the codex adapter builds its own`}},
+		{"command adapter without command", "name: w\ntasks:\n  - {id: a, prompt: p, agent: {adapter: command}}\n",
+			[]want{`3:31: task "a" agent: the command adapter needs a command`}},
+		{"no adapter", "name: w\ntasks:\n  - {id: a, prompt: p, agent: {model: x}}\n",
+			[]want{`3:31: task "a" agent needs an adapter`}},
+		{"unknown adapter", "name: w\ntasks:\n  - {id: a, prompt: p, agent: {adapter: aider}}\n",
+			[]want{`3:41: unknown task "a" agent adapter "aider" (known: claude-code, codex, command, gemini)`}},
+		{"defaults reported once", "name: w\ndefaults: {agent: {adapter: codex, permission: root}}\ntasks:\n  - {id: a, prompt: p}\n  - {id: b, prompt: p, agent: {model: m}}\n",
+			[]want{`2:48: defaults agent: codex: sandbox "root" is not one of`}},
+		{"provider key in env", "name: w\ntasks:\n  - {id: a, prompt: p, agent: {adapter: codex}, env: {OPENAI_API_KEY: sk-x, MY_API_KEY: y, HOME_DIR: z}}\n",
+			[]want{`3:55: task "a" env may not set OPENAI_API_KEY: provider credentials reach an agent only from its worker`,
+				`3:77: task "a" env may not set MY_API_KEY`}},
 	}
-	if _, ok := AdapterCommand("aider"); ok {
-		t.Error("unknown adapter reported as known")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("w.yaml", []byte(tt.src))
+			checkProblems(t, "w.yaml", tt.src, err, tt.want)
+		})
 	}
 }
 
