@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/supervisorhq/supervisor/shared/agentcli"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
@@ -97,19 +98,16 @@ func (e *eventLog) emit(line []byte, evs []agentcli.Event) {
 // agentRunOf is what a job's AgentResult reports of the CLI's Result: the
 // final text redacted and capped at protocol.MaxAgentText (its tail kept).
 func agentRunOf(r agentcli.Result) *protocol.AgentRun {
-	text := redact.String(r.Text)
-	if len(text) > protocol.MaxAgentText {
-		text = text[len(text)-protocol.MaxAgentText:]
+	run := r.AgentRun()
+	run.Text = redact.String(run.Text)
+	if cut := len(run.Text) - protocol.MaxAgentText; cut > 0 {
+		for cut < len(run.Text) && !utf8.RuneStart(run.Text[cut]) {
+			cut++ // keep whole characters
+		}
+		run.Text = run.Text[cut:]
 	}
-	return &protocol.AgentRun{
-		Adapter: r.Adapter, SessionID: r.SessionID, Model: r.Model, Turns: r.Turns,
-		DurationMillis: r.Duration.Milliseconds(),
-		Usage: protocol.TokenUsage{Input: r.Usage.InputTokens, CachedInput: r.Usage.CachedInputTokens,
-			CacheCreation: r.Usage.CacheCreationTokens, Output: r.Usage.OutputTokens},
-		CostUSD: r.CostUSD, CostKnown: r.CostReported,
-		Success: r.Success, Class: string(r.Class), Error: redact.String(r.Error), Text: text,
-		Missing: r.Missing, Warnings: redactAll(r.Warnings), Malformed: r.Malformed,
-	}
+	run.Error, run.Warnings = redact.String(run.Error), redactAll(run.Warnings)
+	return &run
 }
 
 func redactAll(ss []string) []string {

@@ -5,9 +5,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/supervisorhq/supervisor/shared/agentcli"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 )
@@ -174,5 +176,21 @@ func TestAdapterSettingsRejected(t *testing.T) {
 		if res.Status != protocol.AgentFailed || res.Run == nil || res.Run.Class != "fatal" || res.Error == "" {
 			t.Errorf("%+v: status %s run %+v error %q, want failed, fatal", spec, res.Status, res.Run, res.Error)
 		}
+	}
+}
+
+// TestAgentRunText: the final text is redacted and capped at its tail,
+// whole characters kept.
+func TestAgentRunText(t *testing.T) {
+	long := "password=hunter2 " + strings.Repeat("é", protocol.MaxAgentText) + "END"
+	run := agentRunOf(agentcli.Result{Adapter: "claude-code", Text: long, Error: "token=ghp_abcdefghijklmnopqrstuvwxyz0123456789"})
+	if len(run.Text) > protocol.MaxAgentText || !strings.HasSuffix(run.Text, "END") || !utf8.ValidString(run.Text) {
+		t.Errorf("text of %d bytes, valid %v, ends %q", len(run.Text), utf8.ValidString(run.Text), run.Text[len(run.Text)-3:])
+	}
+	if strings.Contains(run.Error, "ghp_") {
+		t.Errorf("error not redacted: %q", run.Error)
+	}
+	if short := agentRunOf(agentcli.Result{Text: "password=hunter2"}); strings.Contains(short.Text, "hunter2") {
+		t.Errorf("text not redacted: %q", short.Text)
 	}
 }

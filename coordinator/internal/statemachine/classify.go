@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/supervisorhq/supervisor/shared/protocol"
 )
@@ -51,27 +52,67 @@ var classPatterns = []struct {
 // retryAfterRE finds a retry-after the agent reported, in seconds.
 var retryAfterRE = regexp.MustCompile(`(?i)retry[- _]after["':= ]*(\d+)`)
 
+// runClasses maps the class an agent CLI's adapter gave a failed run
+// (protocol.AgentRun.Class, package shared/agentcli) onto the loop's.
+var runClasses = map[string]ErrorClass{"transient": Transient, "fatal": Fatal, "agent": Fixable}
+
 // classifyAgent classifies a failed agent round: its class, the text that
 // decided it ("" when nothing matched), and a retry-after the agent
 // reported (0 if none). A timeout of the agent's own run is fixable: the
-// agent took too long, which another round may not.
+// agent took too long, which another round may not. When the agent's
+// adapter classified the failure from what the CLI reported (a.Run), its
+// class decides; otherwise the patterns do, on what the agent printed.
 func classifyAgent(a *protocol.AgentResult) (ErrorClass, string, time.Duration) {
 	if a == nil || a.Status == protocol.AgentTimeout {
 		return Fixable, "", 0
 	}
 	text := strings.Join([]string{a.Error, a.Stderr, a.Stdout}, "\n")
+	if r := a.Run; r != nil && !r.Success {
+		if class, ok := runClasses[r.Class]; ok {
+			match := r.Adapter + ": " + r.Class
+			if e := strings.TrimSpace(r.Error); e != "" {
+				match = r.Adapter + ": " + shortMatch(e)
+			}
+			var after time.Duration
+			if class == Transient {
+				after = retryAfter(r.Error + "\n" + text)
+			}
+			return class, match, after
+		}
+	}
 	for _, p := range classPatterns {
 		if m := p.re.FindString(text); m != "" {
 			var after time.Duration
 			if p.class == Transient {
-				if s := retryAfterRE.FindStringSubmatch(text); s != nil {
-					if secs, err := strconv.Atoi(s[1]); err == nil {
-						after = min(time.Duration(secs)*time.Second, maxRetryAfter)
-					}
-				}
+				after = retryAfter(text)
 			}
 			return p.class, strings.ToLower(m), after
 		}
 	}
 	return Fixable, "", 0
+}
+
+// retryAfter is the first retry-after in text, capped at maxRetryAfter (0
+// if none).
+func retryAfter(text string) time.Duration {
+	if s := retryAfterRE.FindStringSubmatch(text); s != nil {
+		if secs, err := strconv.Atoi(s[1]); err == nil {
+			return min(time.Duration(secs)*time.Second, maxRetryAfter)
+		}
+	}
+	return 0
+}
+
+// shortMatch caps an adapter's error for a reason: its first line, at
+// most 120 bytes.
+func shortMatch(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 120 {
+		cut := 120
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
 }
