@@ -144,6 +144,14 @@ type NodeSummary struct {
 	// the nodes a planner's plan added.
 	Planner  string `json:"planner,omitempty"`
 	Expanded int    `json:"expanded,omitempty"`
+	// LastRun is what the agent CLI reported about the node's latest run
+	// (adapter, model, session, turns, usage, cost; its final text left
+	// out), nil before one reported.
+	LastRun *protocol.AgentRun `json:"last_run,omitempty"`
+	// Spend is what all the node's runs used, every round counted.
+	*Spend
+	// MaxCostUSD is the node's budget (0: none).
+	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
 }
 
 // QueueEntry is a node's place in its workflow's integration queue and
@@ -217,6 +225,25 @@ type WorkflowSummary struct {
 	AutoMerge  bool          `json:"auto_merge,omitempty"`
 	MergeInto  string        `json:"merge_into,omitempty"`
 	Merge      *MergeSummary `json:"merge,omitempty"`
+	// Spend is what the workflow's agent runs used, summed over its nodes
+	// (nil before any run reported).
+	*Spend
+	// MaxCostUSD is the workflow's budget (0: none).
+	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
+}
+
+// Spend is what agent runs used: their tokens and cost, summed.
+type Spend struct {
+	// Runs counts the agent runs that reported what they used.
+	Runs  int                 `json:"runs"`
+	Usage protocol.TokenUsage `json:"usage"`
+	// CostUSD sums the runs whose cost is known: reported by the CLI, or
+	// estimated from the coordinator's price table, in which case
+	// CostEstimated is set. CostUnknownRuns counts the runs whose cost is
+	// neither (a model the price table lacks).
+	CostUSD         float64 `json:"cost_usd"`
+	CostEstimated   bool    `json:"cost_estimated"`
+	CostUnknownRuns int     `json:"cost_unknown_runs,omitempty"`
 }
 
 // Error codes the service replies with (in the Nats-Service-Error-Code header).

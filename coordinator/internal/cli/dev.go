@@ -45,6 +45,10 @@ may join it over --listen.`,
 			if err != nil {
 				return &ExitError{Code: ExitUsage, Err: err}
 			}
+			prices, err := e.loadPrices()
+			if err != nil {
+				return err
+			}
 			notifier, err := e.notifier(cmd)
 			if err != nil {
 				return err
@@ -54,7 +58,7 @@ may join it over --listen.`,
 				DataDir: e.v.GetString("data-dir"), Listen: e.v.GetString("listen"),
 				WorkerConcurrency: e.v.GetInt("worker-concurrency"), GateConcurrency: e.v.GetInt("gate-concurrency"),
 				SandboxPath: e.v.GetString("sandbox-path"), Breakers: breakers, Log: e.log,
-				MaxFailuresPerHour: e.v.GetInt("max-failures-per-hour"),
+				MaxFailuresPerHour: e.v.GetInt("max-failures-per-hour"), Prices: prices,
 			})
 			if err != nil {
 				return err

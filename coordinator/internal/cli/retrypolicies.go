@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cast"
 
+	"github.com/supervisorhq/supervisor/coordinator/internal/pricing"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 )
 
@@ -72,6 +73,21 @@ func retryPolicy(name string, v any) (protocol.RetryPolicy, error) {
 		}
 	}
 	return pol, pol.Validate()
+}
+
+// loadPrices reads the price table of the config file's prices section,
+// which estimates the cost of agent runs whose CLI reports none:
+//
+//	prices:
+//	  - {model: gpt-5-codex, input: 1.25, cached_input: 0.125, output: 10}
+//
+// (US dollars per million tokens). A bad entry is a usage error naming it.
+func (e *env) loadPrices() (pricing.Table, error) {
+	t, err := pricing.Parse(e.v.Get("prices"))
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("config %w", err)}
+	}
+	return t, nil
 }
 
 // duration reads a Go duration ("90s") or a number of seconds.

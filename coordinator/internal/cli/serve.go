@@ -66,8 +66,12 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 				return err
 			}
 			defer notifier.Close()
+			prices, err := e.loadPrices()
+			if err != nil {
+				return err
+			}
 			eng, err := engine.New(b, store, engine.Options{DataDir: dataDir, ID: id, Log: e.log, Notify: notifierOf(notifier),
-				MaxFailuresPerHour: e.v.GetInt("max-failures-per-hour")})
+				MaxFailuresPerHour: e.v.GetInt("max-failures-per-hour"), Prices: prices})
 			if err != nil {
 				return err
 			}

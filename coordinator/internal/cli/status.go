@@ -181,6 +181,51 @@ func printWorkflow(w io.Writer, s api.WorkflowSummary) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.Status, attempt, n.Host, strings.Join(gates, " "), detail)
 	}
 	tw.Flush()
+	printSpend(w, s)
+}
+
+// printSpend lists what each node's agent runs used and the workflow's
+// total, when any run reported.
+func printSpend(w io.Writer, s api.WorkflowSummary) {
+	if s.Spend == nil {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nNODE\tLAST RUN\tRUNS\tTOKENS IN/OUT\tCOST")
+	for _, n := range s.Nodes {
+		if n.Spend == nil {
+			continue
+		}
+		last := ""
+		if r := n.LastRun; r != nil {
+			last = strings.TrimSpace(strings.Join([]string{r.Adapter, r.Model}, " "))
+			if r.Turns > 0 {
+				last += fmt.Sprintf(", %d turns", r.Turns)
+			}
+			if r.SessionID != "" {
+				last += ", session " + r.SessionID
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\n", n.ID, last, n.Runs, n.Usage.Input, n.Usage.Output, costText(*n.Spend, n.MaxCostUSD))
+	}
+	fmt.Fprintf(tw, "total\t\t%d\t%d/%d\t%s\n", s.Runs, s.Usage.Input, s.Usage.Output, costText(*s.Spend, s.MaxCostUSD))
+	tw.Flush()
+}
+
+// costText is a spend's cost: "$0.0241", "~$0.0100" when estimated, with
+// the runs of unknown cost and the budget, if any.
+func costText(sp api.Spend, budget float64) string {
+	t := fmt.Sprintf("$%.4f", sp.CostUSD)
+	if sp.CostEstimated {
+		t = "~" + t
+	}
+	if sp.CostUnknownRuns > 0 {
+		t += fmt.Sprintf(" (+%d runs of unknown cost)", sp.CostUnknownRuns)
+	}
+	if budget > 0 {
+		t += fmt.Sprintf(" of $%.2f", budget)
+	}
+	return t
 }
 
 // outputDetail says, in a few words, what a node's plan added and how its

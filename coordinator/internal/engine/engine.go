@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/notify"
+	"github.com/supervisorhq/supervisor/coordinator/internal/pricing"
 	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/lease"
@@ -47,6 +48,9 @@ type Options struct {
 	// decision (default 20 s, so an API request waiting for the merge
 	// is answered within the CLI's default 30 s timeout).
 	MergeLockWait time.Duration
+	// Prices estimate the cost of agent runs whose CLI reported none, when
+	// their reports come in (before they become events).
+	Prices pricing.Table
 }
 
 // Notifier takes notifications and delivers them without blocking.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/supervisorhq/supervisor/coordinator/internal/pricing"
 	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/protocol"
@@ -102,6 +103,7 @@ func (e *Engine) handleReport(ctx context.Context, r *protocol.Report) error {
 	e.Read(func(s *statemachine.State) {
 		w, ok := s.Workflow(r.WorkflowID())
 		if known = ok; ok {
+			estimateCost(w, r, e.opts.Prices)
 			effects, stale = statemachine.OnReport(w, r, e.opts.Now())
 		}
 	})
@@ -124,6 +126,27 @@ func (e *Engine) handleReport(ctx context.Context, r *protocol.Report) error {
 	}
 	e.advance(ctx, r.WorkflowID())
 	return nil
+}
+
+// estimateCost prices an agent report's run whose CLI reported no cost
+// with the price table, at the model the run names or else the one its
+// task asked for, marking the cost estimated. It runs before the report
+// becomes an event, so the event holds the estimate and a replay needs no
+// price table.
+func estimateCost(w *statemachine.Workflow, r *protocol.Report, prices pricing.Table) {
+	if r.Type != protocol.ReportAgentResult || r.Agent == nil || r.Agent.Run == nil || r.Agent.Run.CostKnown {
+		return
+	}
+	model := ""
+	if n := w.Nodes[r.Agent.NodeID]; n != nil && n.Task.Agent != nil {
+		model = n.Task.Agent.Model
+	}
+	run := *r.Agent.Run
+	if prices.Estimate(&run, model) {
+		a := *r.Agent
+		a.Run = &run
+		r.Agent = &a
+	}
 }
 
 // maxDeliveriesAdvisory is the part of JetStream's max-deliveries advisory

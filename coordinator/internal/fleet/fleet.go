@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/engine"
+	"github.com/supervisorhq/supervisor/coordinator/internal/pricing"
 	"github.com/supervisorhq/supervisor/coordinator/internal/service"
 	"github.com/supervisorhq/supervisor/gaterunner"
 	"github.com/supervisorhq/supervisor/shared/bus"
@@ -69,7 +70,9 @@ type Options struct {
 	// Breakers is the circuit breakers' policy of the runners and the
 	// coordinator (zero fields: the defaults).
 	Breakers state.BreakerPolicy
-	Log      *slog.Logger
+	// Prices estimate the cost of agent runs whose CLI reported none.
+	Prices pricing.Table
+	Log    *slog.Logger
 }
 
 // Fleet is the embedded default running in this process.
@@ -117,7 +120,7 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 	}
 	f.engine, err = engine.New(f.bus, f.store, engine.Options{
 		DataDir: filepath.Join(dataDir, "coordinator"), ID: "dev", Log: o.Log, Tick: o.Tick, LeaderTTL: 6 * time.Second,
-		Notify: o.Notify, MaxFailuresPerHour: o.MaxFailuresPerHour,
+		Notify: o.Notify, MaxFailuresPerHour: o.MaxFailuresPerHour, Prices: o.Prices,
 	})
 	if err != nil {
 		f.closeConns()

@@ -31,6 +31,7 @@ func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
 	if f := w.Fleet(); f != nil && f.Paused && !w.Status.Terminal() {
 		s.FleetPaused = f.PauseReason
 	}
+	s.Spend = spend(w.Spend())
 	for _, id := range w.Order {
 		n := w.Nodes[id]
 		s.Counts[string(n.Status)]++
@@ -57,6 +58,12 @@ func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
 			ns.Sandbox = n.Agent.Sandbox
 			ns.Context = n.Agent.Context
 		}
+		if n.LastRun != nil {
+			r := *n.LastRun
+			r.Text = ""
+			ns.LastRun = &r
+		}
+		ns.Spend = spend(n.Spend)
 		for _, g := range n.GateOrder {
 			var gs api.GateSummary
 			if gr := n.Gates[g]; gr != nil {
@@ -74,6 +81,15 @@ func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
 		s.Nodes = append(s.Nodes, ns)
 	}
 	return s
+}
+
+// spend is s for the API (nil when no run reported).
+func spend(s statemachine.Spend) *api.Spend {
+	if s.Runs == 0 {
+		return nil
+	}
+	return &api.Spend{Runs: s.Runs, Usage: s.Usage, CostUSD: s.CostUSD, CostEstimated: s.CostEstimated,
+		CostUnknownRuns: s.CostUnknown}
 }
 
 // breakerWait is a job's wait on a circuit breaker for the API.

@@ -76,6 +76,10 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		}
 	case eventlog.NodeAgentDone:
 		n.Agent, n.Waiting, n.Output = b.Result, nil, b.Output
+		if b.Result != nil && b.Result.Run != nil {
+			n.LastRun = b.Result.Run
+			n.Spend.add(b.Result.Run)
+		}
 		if n.AgentSucceeded() {
 			n.Status, n.Patch = protocol.NodeGating, b.Result.Patch
 			for _, g := range n.GateOrder {

@@ -124,6 +124,11 @@ type Node struct {
 	// Expanded counts the nodes the node's plan added (-1: a plan of no
 	// components; 0: none added yet).
 	Expanded int
+	// LastRun is what the agent CLI reported about the node's latest run
+	// (nil before one reported), and Spend what all its runs used, every
+	// round counted: both outlive the round, unlike Agent.
+	LastRun *protocol.AgentRun
+	Spend   Spend
 	// GateOrder is the node's gates in dispatch order (dependency layers,
 	// ties alphabetical), including gates pulled in through depends_on.
 	GateOrder []string
