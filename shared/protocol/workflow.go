@@ -21,6 +21,10 @@ type WorkflowSpec struct {
 	// of it, before it lands on the workflow's branch (the integration
 	// queue). Empty: a node whose gates passed is integrated at once.
 	IntegrationGates []string `json:"integration_gates,omitempty"`
+	// MaxCostUSD is the workflow's budget (0: none): once its agent runs
+	// have cost this much, no node starts another round; the node
+	// escalates instead.
+	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
 }
 
 // TaskSpec is one node of a workflow.
@@ -103,6 +107,9 @@ type TaskSpec struct {
 	// Planner names the node whose plan added this one (ids of such nodes
 	// are "<planner>--<component>"); "" for a task of the submitted workflow.
 	Planner string `json:"planner,omitempty"`
+	// MaxCostUSD is the node's budget (0: none): once its agent runs have
+	// cost this much, it starts no other round; it escalates instead.
+	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
 }
 
 // ExpandSpec is the template of the nodes a planner's plan adds: each

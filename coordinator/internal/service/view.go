@@ -31,7 +31,7 @@ func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
 	if f := w.Fleet(); f != nil && f.Paused && !w.Status.Terminal() {
 		s.FleetPaused = f.PauseReason
 	}
-	s.Spend = spend(w.Spend())
+	s.Spend, s.MaxCostUSD = spend(w.Spend()), w.Spec.MaxCostUSD
 	for _, id := range w.Order {
 		n := w.Nodes[id]
 		s.Counts[string(n.Status)]++
@@ -63,7 +63,7 @@ func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
 			r.Text = ""
 			ns.LastRun = &r
 		}
-		ns.Spend = spend(n.Spend)
+		ns.Spend, ns.MaxCostUSD = spend(n.Spend), n.Task.MaxCostUSD
 		for _, g := range n.GateOrder {
 			var gs api.GateSummary
 			if gr := n.Gates[g]; gr != nil {

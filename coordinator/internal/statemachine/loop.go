@@ -123,6 +123,9 @@ func (d *decider) roundFailed(n *Node, f failure) {
 		// the agent's to fix.
 		escalate = "the agent could not run"
 	}
+	if escalate == "" {
+		escalate = d.overBudget(n)
+	}
 	if f.agent != "" && escalate == "" && !f.noChanges && f.output == nil {
 		switch class, match, after := classifyAgent(n.Agent); class {
 		case Fatal:

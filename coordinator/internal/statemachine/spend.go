@@ -1,6 +1,10 @@
 package statemachine
 
-import "github.com/supervisorhq/supervisor/shared/protocol"
+import (
+	"fmt"
+
+	"github.com/supervisorhq/supervisor/shared/protocol"
+)
 
 // Spend is what agent runs used: tokens and cost, summed over runs.
 type Spend struct {
@@ -44,4 +48,29 @@ func (w *Workflow) Spend() Spend {
 		s = s.Plus(n.Spend)
 	}
 	return s
+}
+
+// overBudget says why node n may start no other round, its spend having
+// reached its budget (the task's max_cost_usd) or the workflow's having
+// reached the workflow's; "" when neither. The spend counts known costs,
+// estimated ones included.
+func (d *decider) overBudget(n *Node) string {
+	if b := n.Task.MaxCostUSD; b > 0 && n.Spend.CostUSD >= b {
+		return fmt.Sprintf("budget spent: the node's agent runs cost %s, its max_cost_usd is $%.2f", costOf(n.Spend), b)
+	}
+	if b := d.w.Spec.MaxCostUSD; b > 0 {
+		if s := d.w.Spend(); s.CostUSD >= b {
+			return fmt.Sprintf("budget spent: the workflow's agent runs cost %s, its max_cost_usd is $%.2f", costOf(s), b)
+		}
+	}
+	return ""
+}
+
+// costOf is a spend's cost for a reason: "$1.2345", marked when estimated.
+func costOf(s Spend) string {
+	t := fmt.Sprintf("$%.4f", s.CostUSD)
+	if s.CostEstimated {
+		t += " (estimated)"
+	}
+	return t
 }

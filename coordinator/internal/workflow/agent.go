@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -77,6 +78,23 @@ func (p *parser) agent(n *yaml.Node, what string) (agentDef, bool) {
 		a.spec.Adapter = "command"
 	}
 	return a, good
+}
+
+// MaxCostUSD bounds a budget (max_cost_usd), in US dollars.
+const MaxCostUSD = 1e6
+
+// cost parses a budget in US dollars: a positive number.
+func (p *parser) cost(n *yaml.Node, what string) (float64, bool) {
+	if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!float" && n.ShortTag() != "!!int") {
+		p.Addf(n, "%s must be a number of US dollars, e.g. 5 or 0.50, got %s", what, gates.Describe(n))
+		return 0, false
+	}
+	var v float64
+	if err := n.Decode(&v); err != nil || math.IsNaN(v) || v <= 0 || v > MaxCostUSD {
+		p.Addf(n, "%s %s is out of range: must be more than 0 and at most %.0f", what, n.Value, float64(MaxCostUSD))
+		return 0, false
+	}
+	return v, true
 }
 
 // args parses a list of strings (possibly empty).

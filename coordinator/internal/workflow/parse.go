@@ -297,7 +297,7 @@ type taskDef struct {
 func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 	t := taskDef{node: n, spec: protocol.TaskSpec{Pool: d.pool, TimeoutSeconds: d.timeout}}
 	f, ok := p.Fields(n, "task", append([]string{"id", "type", "agent", "prompt", "depends_on", "gates", "pool", "timeout", "env",
-		"approval", "context", "output", "expand"}, append(retryFields, fileFields...)...)...)
+		"approval", "context", "output", "expand", "max_cost_usd"}, append(retryFields, fileFields...)...)...)
 	if !ok {
 		d.retry.apply(&t.spec)
 		return t
@@ -377,6 +377,9 @@ func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 		if s, good := p.timeout(x.Val, what+" timeout", MaxAgentTimeout); good {
 			t.spec.TimeoutSeconds = s
 		}
+	}
+	if x, ok := f["max_cost_usd"]; ok {
+		t.spec.MaxCostUSD, _ = p.cost(x.Val, what+" max_cost_usd")
 	}
 	if x, ok := f["env"]; ok {
 		t.spec.Env, _ = p.Env(x.Val, what+" env")
@@ -537,7 +540,8 @@ func (p *parser) taskGates(t *taskDef, n *yaml.Node, what string) {
 }
 
 func (p *parser) workflow(root *yaml.Node) *protocol.WorkflowSpec {
-	f, ok := p.Fields(root, "workflow", "name", "defaults", "gates", "integration_gates", "tasks", "auto_merge", "merge_into")
+	f, ok := p.Fields(root, "workflow", "name", "defaults", "gates", "integration_gates", "tasks", "auto_merge", "merge_into",
+		"max_cost_usd")
 	if !ok {
 		return nil
 	}
@@ -547,6 +551,9 @@ func (p *parser) workflow(root *yaml.Node) *protocol.WorkflowSpec {
 		spec.Name, _ = p.name(x.Val, "workflow name")
 	} else {
 		p.Addf(root, "workflow is missing required field \"name\"")
+	}
+	if x, ok := f["max_cost_usd"]; ok {
+		spec.MaxCostUSD, _ = p.cost(x.Val, "workflow max_cost_usd")
 	}
 	var d defaultsDef
 	if x, ok := f["defaults"]; ok {

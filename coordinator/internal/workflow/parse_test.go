@@ -758,3 +758,21 @@ func TestParseAutoApprove(t *testing.T) {
 		`7:47: task "d" is a human task: a human decides it, so auto_approve does not apply`,
 	})
 }
+
+// TestBudgetSyntax: max_cost_usd on a task and at the top level is a
+// positive number of US dollars.
+func TestBudgetSyntax(t *testing.T) {
+	spec, err := Parse("w.yaml", []byte("name: w\nmax_cost_usd: 10\ntasks:\n  - {id: a, prompt: p, agent: {adapter: codex}, max_cost_usd: 0.5}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec.MaxCostUSD != 10 || spec.Tasks[0].MaxCostUSD != 0.5 {
+		t.Errorf("budgets %v and %v, want 10 and 0.5", spec.MaxCostUSD, spec.Tasks[0].MaxCostUSD)
+	}
+	src := "name: w\nmax_cost_usd: lots\ntasks:\n  - {id: a, prompt: p, agent: {adapter: codex}, max_cost_usd: -1}\n"
+	_, err = Parse("w.yaml", []byte(src))
+	checkProblems(t, "w.yaml", src, err, []want{
+		`2:15: workflow max_cost_usd must be a number of US dollars, e.g. 5 or 0.50, got a string`,
+		`4:63: task "a" max_cost_usd -1 is out of range: must be more than 0`,
+	})
+}

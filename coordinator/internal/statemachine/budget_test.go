@@ -1,0 +1,90 @@
+package statemachine_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/supervisorhq/supervisor/shared/protocol"
+)
+
+// agentRun reports node's agent ending with st under token, having cost
+// cost (estimated or reported by its CLI) for 1000 input and 100 output
+// tokens.
+func (w *world) agentRun(node string, token uint64, st protocol.AgentStatus, cost float64, estimated bool) []string {
+	n := w.node(node)
+	a := &protocol.AgentResult{JobID: protocol.AgentJobID(w.id, node, n.Attempt), WorkflowID: w.id, NodeID: node,
+		Attempt: n.Attempt, LeaseToken: token, Host: "h", Status: st, FinishedAt: w.now,
+		Run: &protocol.AgentRun{Adapter: "codex", Model: "gpt-5-codex", SessionID: fmt.Sprintf("s%d", n.Attempt), Turns: 1,
+			Usage: protocol.TokenUsage{Input: 1000, Output: 100}, CostUSD: cost, CostKnown: true, CostEstimated: estimated,
+			Success: st == protocol.AgentSucceeded}}
+	if st != protocol.AgentSucceeded {
+		a.ExitCode, a.Error, a.Run.Class, a.Run.Error = 1, "turn failed: gave up", "agent", "turn failed: gave up"
+	}
+	return w.report(&protocol.Report{Type: protocol.ReportAgentResult, Agent: a})
+}
+
+// Budgets: a node whose agent runs have cost its max_cost_usd, or whose
+// workflow's runs have cost the workflow's, starts no other round; it
+// escalates with the spend in its reason. Spend is summed over every
+// round and every node, estimated costs included and marked.
+func TestBudgets(t *testing.T) {
+	const head = "name: b\ndefaults:\n  agent: {adapter: codex, model: gpt-5-codex}\n  allow_empty: true\n"
+	runScenarios(t, []scenario{{
+		name:   "a node's budget: the round that reaches it is the last",
+		yaml:   head + "tasks:\n  - {id: a, prompt: a, gates: [], max_cost_usd: 0.05}\n",
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			{"round 1 fails at $0.03: under the budget, a retry", func(w *world) []string {
+				return w.agentRun("a", 1, protocol.AgentFailed, 0.03, false)
+			}, lines("node.agent_done a failed", "node.retry_scheduled a")},
+			{"round 2 fails at $0.03: $0.06 spent, no round 3", func(w *world) []string {
+				w.later(time.Hour)
+				return w.agentRun("a", 2, protocol.AgentFailed, 0.03, false)
+			}, lines("node.agent_done a failed", "node.escalated a")},
+		},
+		after: func(t *testing.T, w *world) {
+			n := w.node("a")
+			if !strings.HasPrefix(n.Reason, "budget spent: the node's agent runs cost $0.0600, its max_cost_usd is $0.05") {
+				t.Errorf("reason %q", n.Reason)
+			}
+			if s := n.Spend; s.Runs != 2 || s.Usage.Input != 2000 || s.Usage.Output != 200 || s.CostEstimated {
+				t.Errorf("spend %+v", s)
+			}
+			if n.LastRun == nil || n.LastRun.SessionID != "s2" {
+				t.Errorf("last run %+v, want round 2's", n.LastRun)
+			}
+		},
+	}, {
+		name: "the workflow's budget: another node's spend stops a retry",
+		yaml: "max_cost_usd: 0.10\n" + head + "tasks:\n  - {id: a, prompt: a, gates: []}\n  - {id: b, prompt: b, gates: []}\n",
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1", "node.ready b", "publish agent b a1"),
+		steps: []step{
+			{"b succeeds at an estimated $0.08", func(w *world) []string {
+				return w.agentRun("b", 1, protocol.AgentSucceeded, 0.08, true)
+			}, lines("node.agent_done b succeeded", "integrate b", "node.integrated b", "node.finished b succeeded")},
+			{"a fails at $0.03: $0.11 spent, a escalates", func(w *world) []string {
+				return w.agentRun("a", 1, protocol.AgentFailed, 0.03, false)
+			}, lines("node.agent_done a failed", "node.escalated a")},
+		},
+		after: func(t *testing.T, w *world) {
+			r := w.node("a").Reason
+			if !strings.HasPrefix(r, "budget spent: the workflow's agent runs cost $0.1100 (estimated), its max_cost_usd is $0.10") {
+				t.Errorf("reason %q", r)
+			}
+			if s := w.wf().Spend(); s.Runs != 2 || !s.CostEstimated || s.Usage.Input != 2000 {
+				t.Errorf("workflow spend %+v", s)
+			}
+		},
+	}, {
+		name:   "no budget: the attempts decide",
+		yaml:   head + "tasks:\n  - {id: a, prompt: a, gates: []}\n",
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			{"an expensive failure is retried", func(w *world) []string {
+				return w.agentRun("a", 1, protocol.AgentFailed, 100, false)
+			}, lines("node.agent_done a failed", "node.retry_scheduled a")},
+		},
+	}})
+}
