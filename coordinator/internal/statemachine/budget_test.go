@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 )
 
@@ -76,6 +77,20 @@ func TestBudgets(t *testing.T) {
 			if s := w.wf().Spend(); s.Runs != 2 || !s.CostEstimated || s.Usage.Input != 2000 {
 				t.Errorf("workflow spend %+v", s)
 			}
+		},
+	}, {
+		name: "the workflow's budget: a node's first round is not started; a human's retry grants it",
+		yaml: "max_cost_usd: 0.05\n" + head + "tasks:\n  - {id: a, prompt: a, gates: []}\n  - {id: b, prompt: b, gates: [], depends_on: [a]}\n",
+		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
+		steps: []step{
+			{"a succeeds at $0.05: the budget is spent, b escalates unstarted", func(w *world) []string {
+				return w.agentRun("a", 1, protocol.AgentSucceeded, 0.05, false)
+			}, lines("node.agent_done a succeeded", "integrate a", "node.integrated a", "node.finished a succeeded", "node.escalated b")},
+			{"b's reason names the spend", func(w *world) []string { return lines(w.node("b").Reason) },
+				lines("budget spent: the workflow's agent runs cost $0.0500, its max_cost_usd is $0.05")},
+			{"a human grants b a round: it starts", func(w *world) []string {
+				return w.command(statemachine.Retry(w.wf(), "b", "ann", "", 1, w.now))
+			}, lines("node.retry_granted b", "node.ready b", "publish agent b a1")},
 		},
 	}, {
 		name:   "no budget: the attempts decide",

@@ -162,6 +162,11 @@ func (d *decider) pending(n *Node) {
 		d.awaitApproval(n, 1, "a human task")
 	case !waiting && fleetPaused(d.w):
 		// The fleet is paused: no new agent round starts.
+	case !waiting && d.workflowOverBudget() != "":
+		// The workflow's budget is spent: its first round is not started;
+		// a human decides (a retry grants it the round).
+		d.append(n, eventlog.NodeEscalated{Attempt: n.Attempt, Reason: d.workflowOverBudget()},
+			fmt.Sprintf("%s.%s.a%d.escalated", d.w.ID, n.ID, n.Attempt))
 	case !waiting && len(d.w.fileBlockers(n.ID, d.released)) > 0:
 		// A node whose files may overlap its own holds them (DAG-07): it
 		// becomes ready once that node has finished.

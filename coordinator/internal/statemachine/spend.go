@@ -58,6 +58,13 @@ func (d *decider) overBudget(n *Node) string {
 	if b := n.Task.MaxCostUSD; b > 0 && n.Spend.CostUSD >= b {
 		return fmt.Sprintf("budget spent: the node's agent runs cost %s, its max_cost_usd is $%.2f", costOf(n.Spend), b)
 	}
+	return d.workflowOverBudget()
+}
+
+// workflowOverBudget says why no node of the workflow may start another
+// round, its agent runs having cost its max_cost_usd; "" when they have
+// not (or it has no budget).
+func (d *decider) workflowOverBudget() string {
 	if b := d.w.Spec.MaxCostUSD; b > 0 {
 		if s := d.w.Spend(); s.CostUSD >= b {
 			return fmt.Sprintf("budget spent: the workflow's agent runs cost %s, its max_cost_usd is $%.2f", costOf(s), b)
