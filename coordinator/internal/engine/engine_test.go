@@ -556,7 +556,7 @@ tasks:
 		t.Fatalf("first agent jobs = %v, want a and b", jobs)
 	}
 	if j := jobs["a"].agent; j.JobID != protocol.AgentJobID(wf, "a", 1) || j.Attempt != 1 || j.Prompt != "write a" ||
-		j.Repo != e.repo || len(j.Patches) != 0 || j.Command[0] != "fake-agent" || j.PublishedAt.IsZero() {
+		j.Repo != e.repo || len(j.Patches) != 0 || j.Agent == nil || j.Agent.Command[0] != "fake-agent" || j.PublishedAt.IsZero() {
 		t.Errorf("agent job a = %+v", j)
 	}
 	e.noJob(protocol.KindAgent, "default", 300*time.Millisecond, "c before a and b")
