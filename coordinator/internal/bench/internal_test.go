@@ -38,8 +38,8 @@ func TestWorkflowYAMLIsValid(t *testing.T) {
 			t.Fatalf("%d tasks", len(spec.Tasks))
 		}
 		last := spec.Tasks[len(spec.Tasks)-1]
-		if !slices.Equal(last.Command, NoopCommand) {
-			t.Errorf("agent %q, want %q", last.Command, NoopCommand)
+		if last.Agent == nil || last.Agent.Adapter != "command" || !slices.Equal(last.Agent.Command, NoopCommand) {
+			t.Errorf("agent %+v, want the command adapter running %q", last.Agent, NoopCommand)
 		}
 		if c.chain != (len(last.DependsOn) == 1) || c.gated != (len(last.Gates) == 1) {
 			t.Errorf("chain %v gated %v: last task depends on %v, gates %v", c.chain, c.gated, last.DependsOn, last.Gates)
@@ -59,8 +59,8 @@ func TestFeedbackYAMLIsValid(t *testing.T) {
 		t.Errorf("gate %+v; want %s, %q, cached", g, FeedbackGate, FeedbackGateCommand)
 	}
 	last := spec.Tasks[len(spec.Tasks)-1]
-	if !slices.Equal(last.Command, FeedbackAgentCommand) || !slices.Equal(last.Gates, []string{FeedbackGate}) {
-		t.Errorf("last task: agent %q, gates %v", last.Command, last.Gates)
+	if last.Agent == nil || !slices.Equal(last.Agent.Command, FeedbackAgentCommand) || !slices.Equal(last.Gates, []string{FeedbackGate}) {
+		t.Errorf("last task: agent %+v, gates %v", last.Agent, last.Gates)
 	}
 	if last.Retry == nil || last.Retry.Name != FeedbackRetryPolicy || last.MaxAttempts != 2 {
 		t.Errorf("last task: retry policy %+v, max attempts %d; want %s, 2", last.Retry, last.MaxAttempts, FeedbackRetryPolicy)
@@ -121,7 +121,7 @@ func TestGateScaleYAMLIsValid(t *testing.T) {
 	if !slices.Equal(g.Command, []string{"sleep", "0.5"}) || g.UsesCache() || g.Pool != GateScalePool {
 		t.Errorf("gate %+v; want sleep 0.5, uncached, pool %s", g, GateScalePool)
 	}
-	if last := spec.Tasks[len(spec.Tasks)-1]; !slices.Equal(last.Gates, []string{"sleep"}) || !slices.Equal(last.Command, NoopCommand) {
+	if last := spec.Tasks[len(spec.Tasks)-1]; !slices.Equal(last.Gates, []string{"sleep"}) || last.Agent == nil || !slices.Equal(last.Agent.Command, NoopCommand) {
 		t.Errorf("last task %+v", last)
 	}
 }
