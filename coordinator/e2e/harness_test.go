@@ -63,6 +63,9 @@ func buildAndRun(m *testing.M) (int, error) {
 		{filepath.Join(root, "worker"), "worker", "./cmd/worker"},
 		{filepath.Join(root, "gaterunner"), "gaterunner", "./cmd/gaterunner"},
 		{filepath.Join(root, "worker"), "supervisor-test-agent", "./cmd/supervisor-test-agent"},
+		// Stand-ins for the real agent CLIs, under their names.
+		{filepath.Join(root, "worker"), "claude", "./internal/testcli/claude"},
+		{filepath.Join(root, "worker"), "codex", "./internal/testcli/codex"},
 		{filepath.Join(root, "coordinator"), "gatehelper", "./e2e/testdata/gatehelper"},
 		{filepath.Join(root, "shared"), "nats-server", "github.com/nats-io/nats-server/v2"},
 	}

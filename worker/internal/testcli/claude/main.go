@@ -217,7 +217,11 @@ func (s *session) result(r resultMsg, code int) int {
 	r.PermissionDenials = []any{}
 	if !r.IsError || r.APIErrorStatus == nil {
 		r.Usage.InputTokens, r.Usage.OutputTokens = s.in, s.outTok
-		r.ModelUsage[s.model] = modelUsage{InputTokens: s.in, OutputTokens: s.outTok, ContextWindow: 200000, MaxOutputTokens: 64000}
+		// An illustrative cost: $3 and $15 per million input and output
+		// tokens.
+		r.TotalCostUSD = float64(s.in*3+s.outTok*15) / 1e6
+		r.ModelUsage[s.model] = modelUsage{InputTokens: s.in, OutputTokens: s.outTok, ContextWindow: 200000, MaxOutputTokens: 64000,
+			CostUSD: r.TotalCostUSD}
 		r.DurationAPIMS = r.DurationMS
 	}
 	s.emit(r)
