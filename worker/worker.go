@@ -249,7 +249,9 @@ func (w *Worker) runAgent(ctx context.Context, job *protocol.AgentJob, token uin
 		if ev.publish != nil {
 			ev.publish(agentcli.Event{Kind: "summary", Text: sum})
 		}
-		if !r.Success {
+		if !r.Success && r.Adapter != "command" {
+			// The CLI's account of the failure (the command adapter reads
+			// none: its output tails say it).
 			errText = run.Error
 		}
 	}

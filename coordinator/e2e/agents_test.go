@@ -137,7 +137,35 @@ func TestAgentAdapters(t *testing.T) {
 			t.Errorf("the agent log lacks %q:\n%s", want, logs)
 		}
 	}
+	testLogsFollow(f)
 	if got, want := branchChanges(t, repo, base, "supervisor/"+wf), []string{"A\tbye.txt", "A\thello.txt", "A\tnote.txt"}; !equalStrings(got, want) {
 		t.Errorf("changes delivered = %q, want %q", got, want)
+	}
+}
+
+// logsWorkflow's agent reports a line after a pause, while logs -f
+// follows it.
+const logsWorkflow = `name: live
+defaults:
+  agent: {adapter: claude-code}
+  timeout: 2m
+tasks:
+  - id: slow
+    gates: []
+    prompt: "Take your time.\n@sleep 8s\n@print the live line\n@write slow.txt\nslow\n@end\n"
+`
+
+// testLogsFollow: logs -f prints the agent's events live, as its worker
+// parses them, and ends when the node does.
+func testLogsFollow(f *fleet) {
+	t := f.t
+	repo, _ := testkit.Repo(t, map[string]string{"README.md": "live\n"})
+	wf := submit(t, f, writeFile(t, t.TempDir(), "live.yaml", logsWorkflow), repo)
+	f.waitNode(wf, "slow", "running", 2*time.Minute)
+	r := f.cli(3*time.Minute, "logs", "-f", wf, "slow")
+	_, live, found := strings.Cut(r.stdout, "==> following "+wf+" slow live")
+	if r.code != 0 || !found || !strings.Contains(live, "] text: the live line") ||
+		!strings.Contains(live, "] summary: claude-code: success=true") || !strings.HasSuffix(live, "==> node slow succeeded <==\n") {
+		t.Errorf("logs -f printed no live line, or did not end with the node:\n%s", r)
 	}
 }

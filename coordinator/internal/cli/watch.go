@@ -313,6 +313,9 @@ func printEvent(w io.Writer, ev eventlog.Event) {
 		if b.Result.Patch == nil && b.Result.Status == protocol.AgentSucceeded {
 			what += ", no changes"
 		}
+		if r := b.Result.Run; r != nil && r.Adapter != "command" {
+			what += ": " + runLine(r)
+		}
 		if o := b.Output; o != nil {
 			if o.Valid() {
 				what += fmt.Sprintf("; %s result %s", o.Schema, o.Status)
@@ -376,4 +379,27 @@ func printEvent(w io.Writer, ev eventlog.Event) {
 		what = string(ev.Type())
 	}
 	fmt.Fprintf(w, "%s  %-28s %s\n", ts, subject, strings.TrimSpace(what))
+}
+
+// runLine summarizes what an agent's CLI reported: "claude-code opus,
+// 3 turns, 12000/800 tokens, $0.0241" ("~$" when estimated).
+func runLine(r *protocol.AgentRun) string {
+	parts := []string{strings.TrimSpace(r.Adapter + " " + r.Model)}
+	if r.Turns > 0 {
+		parts = append(parts, fmt.Sprintf("%d turns", r.Turns))
+	}
+	if r.Usage != (protocol.TokenUsage{}) {
+		parts = append(parts, fmt.Sprintf("%d/%d tokens", r.Usage.Input, r.Usage.Output))
+	}
+	if r.CostKnown {
+		c := fmt.Sprintf("$%.4f", r.CostUSD)
+		if r.CostEstimated {
+			c = "~" + c
+		}
+		parts = append(parts, c)
+	}
+	if r.Error != "" {
+		parts = append(parts, r.Error)
+	}
+	return strings.Join(parts, ", ")
 }

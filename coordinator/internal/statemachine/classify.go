@@ -60,14 +60,16 @@ var runClasses = map[string]ErrorClass{"transient": Transient, "fatal": Fatal, "
 // decided it ("" when nothing matched), and a retry-after the agent
 // reported (0 if none). A timeout of the agent's own run is fixable: the
 // agent took too long, which another round may not. When the agent's
-// adapter classified the failure from what the CLI reported (a.Run), its
-// class decides; otherwise the patterns do, on what the agent printed.
+// CLI adapter classified the failure from what the CLI reported (a.Run),
+// its class decides; otherwise the patterns do, on what the agent printed.
 func classifyAgent(a *protocol.AgentResult) (ErrorClass, string, time.Duration) {
 	if a == nil || a.Status == protocol.AgentTimeout {
 		return Fixable, "", 0
 	}
 	text := strings.Join([]string{a.Error, a.Stderr, a.Stdout}, "\n")
-	if r := a.Run; r != nil && !r.Success {
+	// The command adapter does not read its agent's output: its class only
+	// says the exit code was not 0, and the patterns read the output.
+	if r := a.Run; r != nil && !r.Success && r.Adapter != "command" {
 		if class, ok := runClasses[r.Class]; ok {
 			match := r.Adapter + ": " + r.Class
 			if e := strings.TrimSpace(r.Error); e != "" {

@@ -81,6 +81,8 @@ func TestClassifyAgentRunFirst(t *testing.T) {
 			Run: &protocol.AgentRun{Adapter: "gemini", Class: "fatal", Error: "authentication failed (exit 41)"}}, Fatal, 0},
 		{"no class: the patterns", protocol.AgentResult{Status: protocol.AgentFailed, Stderr: "429 too many requests",
 			Run: &protocol.AgentRun{Adapter: "command", Class: ""}}, Transient, 0},
+		{"the command adapter: the patterns", protocol.AgentResult{Status: protocol.AgentFailed, Stderr: "rate limit exceeded",
+			Run: &protocol.AgentRun{Adapter: "command", Class: "agent", Error: "exit code 1"}}, Transient, 0},
 		{"no run: the patterns", protocol.AgentResult{Status: protocol.AgentFailed, Stderr: "Invalid API key"}, Fatal, 0},
 		{"a timeout is fixable whatever the run says", protocol.AgentResult{Status: protocol.AgentTimeout,
 			Run: &protocol.AgentRun{Adapter: "codex", Class: "transient"}}, Fixable, 0},
