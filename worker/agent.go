@@ -75,6 +75,8 @@ func agentScope(job *protocol.AgentJob) string {
 type eventLog struct {
 	logw    *jobrun.LogWriter
 	publish func(ev agentcli.Event)
+	// scrub removes secrets from what is logged and published.
+	scrub func(string) string
 	// events says whether events are logged: not for the command
 	// adapter, whose events are its raw output lines, logged already.
 	events bool
@@ -85,7 +87,7 @@ type eventLog struct {
 func (e *eventLog) emit(line []byte, evs []agentcli.Event) {
 	_, _ = e.logw.Write(append(append([]byte(nil), line...), '\n'))
 	for _, ev := range evs {
-		ev.Text = redact.String(ev.Text)
+		ev.Text = e.scrub(ev.Text)
 		if e.events {
 			_, _ = fmt.Fprintf(e.logw, "[event] %s\n", ev)
 		}
@@ -97,28 +99,39 @@ func (e *eventLog) emit(line []byte, evs []agentcli.Event) {
 
 // agentRunOf is what a job's AgentResult reports of the CLI's Result: the
 // final text redacted and capped at protocol.MaxAgentText (its tail kept).
-func agentRunOf(r agentcli.Result) *protocol.AgentRun {
+func agentRunOf(r agentcli.Result, scrub func(string) string) *protocol.AgentRun {
 	run := r.AgentRun()
-	run.Text = redact.String(run.Text)
+	run.Text = scrub(run.Text)
 	if cut := len(run.Text) - protocol.MaxAgentText; cut > 0 {
 		for cut < len(run.Text) && !utf8.RuneStart(run.Text[cut]) {
 			cut++ // keep whole characters
 		}
 		run.Text = run.Text[cut:]
 	}
-	run.Error, run.Warnings = redact.String(run.Error), redactAll(run.Warnings)
+	run.Error = scrub(run.Error)
+	if run.Warnings != nil {
+		ws := make([]string, len(run.Warnings))
+		for i, s := range run.Warnings {
+			ws[i] = scrub(s)
+		}
+		run.Warnings = ws
+	}
 	return &run
 }
 
-func redactAll(ss []string) []string {
-	if ss == nil {
-		return nil
+// jobEnv is a job's own environment without provider keys: those reach
+// an agent from its worker only (an old event or a forged job may carry
+// them).
+func (w *Worker) jobEnv(job *protocol.AgentJob, logw *jobrun.LogWriter) map[string]string {
+	env := make(map[string]string, len(job.Env))
+	for k, v := range job.Env {
+		if agentcli.IsCredential(k) {
+			logw.Printf("dropped %s from the job's environment: provider keys come from the worker only", k)
+			continue
+		}
+		env[k] = v
 	}
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = redact.String(s)
-	}
-	return out
+	return env
 }
 
 // failedRun is the Run of an agent that could not be started as its spec

@@ -183,14 +183,15 @@ func TestAdapterSettingsRejected(t *testing.T) {
 // whole characters kept.
 func TestAgentRunText(t *testing.T) {
 	long := "password=hunter2 " + strings.Repeat("é", protocol.MaxAgentText) + "END"
-	run := agentRunOf(agentcli.Result{Adapter: "claude-code", Text: long, Error: "token=ghp_abcdefghijklmnopqrstuvwxyz0123456789"})
+	scrub := (&credentials{}).scrub
+	run := agentRunOf(agentcli.Result{Adapter: "claude-code", Text: long, Error: "token=ghp_abcdefghijklmnopqrstuvwxyz0123456789"}, scrub)
 	if len(run.Text) > protocol.MaxAgentText || !strings.HasSuffix(run.Text, "END") || !utf8.ValidString(run.Text) {
 		t.Errorf("text of %d bytes, valid %v, ends %q", len(run.Text), utf8.ValidString(run.Text), run.Text[len(run.Text)-3:])
 	}
 	if strings.Contains(run.Error, "ghp_") {
 		t.Errorf("error not redacted: %q", run.Error)
 	}
-	if short := agentRunOf(agentcli.Result{Text: "password=hunter2"}); strings.Contains(short.Text, "hunter2") {
+	if short := agentRunOf(agentcli.Result{Text: "password=hunter2"}, scrub); strings.Contains(short.Text, "hunter2") {
 		t.Errorf("text not redacted: %q", short.Text)
 	}
 }

@@ -22,7 +22,6 @@ import (
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/protocol"
-	"github.com/supervisorhq/supervisor/shared/redact"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
 	"github.com/supervisorhq/supervisor/shared/workspace"
 )
@@ -49,6 +48,14 @@ type Config struct {
 	// DrainTimeout bounds how long running agents may finish after a stop
 	// signal before they are interrupted and their jobs handed back.
 	DrainTimeout time.Duration
+	// Credentials lists, per adapter, the variables holding its CLI's
+	// provider keys that its agents get (nil: each adapter's own, see
+	// agentcli.Credentials; an empty list: none). Their values come from
+	// SecretsFile, else from the worker's environment.
+	Credentials map[string][]string
+	// SecretsFile, if set, is a KEY=VALUE file (mode 0600 or stricter)
+	// of provider keys.
+	SecretsFile string
 }
 
 // Worker pulls and runs agent jobs.
@@ -56,6 +63,10 @@ type Worker struct {
 	deps    jobrun.Deps
 	cfg     Config
 	cancels jobrun.Cancels
+	// creds hands agents their keys; credErr is why they could not be
+	// loaded (Run fails with it).
+	creds   *credentials
+	credErr error
 }
 
 // New creates a worker.
@@ -63,7 +74,9 @@ func New(deps jobrun.Deps, cfg Config) *Worker {
 	if cfg.GPUPools == nil {
 		cfg.GPUPools = []string{DefaultGPUPool}
 	}
-	return &Worker{deps: deps, cfg: cfg}
+	w := &Worker{deps: deps, cfg: cfg}
+	w.creds, w.credErr = newCredentials(cfg.Credentials, cfg.SecretsFile)
+	return w
 }
 
 // Run pulls jobs until ctx ends, then drains: running agents get up to
@@ -71,6 +84,9 @@ func New(deps jobrun.Deps, cfg Config) *Worker {
 // handed back to the queue. It returns once nothing is in flight. It
 // fails at once if the worker's pools do not suit its GPUs (ResolvePools).
 func (w *Worker) Run(ctx context.Context) error {
+	if w.credErr != nil {
+		return w.credErr
+	}
 	gpus, err := GPUCount(w.deps.Labels)
 	if err != nil {
 		return err
@@ -169,7 +185,7 @@ func (w *Worker) dependenciesConflict(job *protocol.AgentJob, token uint64, c *w
 func (w *Worker) runAgent(ctx context.Context, job *protocol.AgentJob, token uint64, ws *workspace.Workspace,
 	logw *jobrun.LogWriter) jobrun.Outcome {
 
-	env := jobrun.Env(job.Env, job.WorkflowID, job.NodeID, job.Attempt)
+	env := jobrun.Env(w.jobEnv(job, logw), job.WorkflowID, job.NodeID, job.Attempt)
 	env["SUPERVISOR_JOB_ID"] = job.JobID
 	if len(job.Approvals) > 0 {
 		// Who approved the work this job builds on, node by node.
@@ -204,10 +220,22 @@ func (w *Worker) runAgent(ctx context.Context, job *protocol.AgentJob, token uin
 		return w.finish(ctx, job, token, logw, protocol.AgentFailed, -1, sandbox.Result{}, nil, err.Error(), failedRun(adapter, err))
 	}
 	logw.Printf("running: %s", shownArgv(ar.argv, job.Prompt))
+	if job.Agent != nil {
+		keys := w.creds.env(job.Agent.Adapter)
+		names := make([]string, 0, len(keys))
+		for k, v := range keys {
+			env[k] = v
+			names = append(names, k)
+		}
+		if len(names) > 0 {
+			sort.Strings(names)
+			logw.Printf("credentials: %s", strings.Join(names, ", "))
+		}
+	}
 	var stdout io.Writer = logw
 	var ev *eventLog
 	if job.Agent != nil {
-		ev = &eventLog{logw: logw, events: ar.adapter.Name() != "command", publish: w.liveLog(job)}
+		ev = &eventLog{logw: logw, events: ar.adapter.Name() != "command", publish: w.liveLog(job), scrub: w.creds.scrub}
 		ar.stream = agentcli.NewStream(ar.adapter.NewParser(settings(job.Agent)), ev.emit)
 		stdout = ar.stream
 	}
@@ -238,13 +266,13 @@ func (w *Worker) runAgent(ctx context.Context, job *protocol.AgentJob, token uin
 	if ar.stream != nil {
 		// The adapter's verdict: a CLI may exit 0 after a failed turn.
 		parsed = ar.stream.Finish(res.ExitCode, res.Stderr)
-		run = agentRunOf(parsed)
+		run = agentRunOf(parsed, w.creds.scrub)
 	}
 	logw.Printf("agent exited %d after %s (timed out: %v)", res.ExitCode, res.Duration.Round(time.Millisecond), res.TimedOut)
 	errText := ""
 	if run != nil {
 		r := parsed
-		sum := runSummary(r)
+		sum := w.creds.scrub(runSummary(r))
 		logw.Printf("%s", sum)
 		if ev.publish != nil {
 			ev.publish(agentcli.Event{Kind: "summary", Text: sum})
@@ -289,13 +317,14 @@ func (w *Worker) finish(ctx context.Context, job *protocol.AgentJob, token uint6
 	status protocol.AgentStatus, exit int, res sandbox.Result, patch *protocol.PatchRef, errText string,
 	run *protocol.AgentRun) jobrun.Outcome {
 	logName := fmt.Sprintf("%s/%s/a%d/agent-%d.log", job.WorkflowID, job.NodeID, job.Attempt, token)
-	if err := jobrun.UploadLog(ctx, w.deps.Bus, logName, logw.Bytes()); err != nil {
+	if err := jobrun.UploadLog(ctx, w.deps.Bus, logName, []byte(w.creds.scrub(string(logw.Bytes())))); err != nil {
 		return jobrun.Outcome{Err: err}
 	}
 	return jobrun.Outcome{Report: &protocol.Report{Type: protocol.ReportAgentResult, Agent: &protocol.AgentResult{
 		JobID: job.JobID, WorkflowID: job.WorkflowID, NodeID: job.NodeID, Attempt: job.Attempt,
 		LeaseToken: token, Host: w.deps.Host, Status: status, ExitCode: exit,
-		Stdout: redact.String(string(res.Stdout)), Stderr: redact.String(string(res.Stderr)), Patch: patch, Log: logName, Error: errText,
+		Stdout: w.creds.scrub(string(res.Stdout)), Stderr: w.creds.scrub(string(res.Stderr)), Patch: patch, Log: logName,
+		Error: w.creds.scrub(errText),
 		StartedAt: res.StartedAt.UTC(), FinishedAt: time.Now().UTC(), Sandbox: res.Environment, Run: run,
 	}}, Work: agentVerdict(status)}
 }

@@ -32,6 +32,10 @@ const (
 	// the sandbox must never pass them to an agent.
 	hostSecret = "host-aws-secret-value"
 	hostVar    = "leaked-from-the-host"
+	// hostProviderKey is a provider key in the worker's environment, given
+	// to agents whose adapter's allow-list names it (credentials_test.go).
+	hostProviderKey   = "SUPERVISOR_TEST_PROVIDER_KEY"
+	hostProviderValue = "from-the-host-env-7731"
 )
 
 // agentDir holds the scripted test agent, built once by TestMain.
@@ -60,6 +64,7 @@ func TestMain(m *testing.M) {
 	// in parallel; t.Setenv forbids that).
 	os.Setenv("AWS_SECRET_ACCESS_KEY", hostSecret)
 	os.Setenv("SUPERVISOR_TEST_HOST_VAR", hostVar)
+	os.Setenv(hostProviderKey, hostProviderValue)
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

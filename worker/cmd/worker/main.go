@@ -43,6 +43,14 @@ gpus=N,gpu=MODEL) takes jobs from the GPU pools (--gpu-pools, default gpu)
 plus those --pools names, and gives its containers the GPUs; a worker without
 GPUs refuses a GPU pool. Tasks that need a GPU set pool: gpu in the workflow.
 
+Provider keys: an agent gets the variables its adapter's allow-list names
+(the config file's credentials section, adapter: [NAMES]; by default each
+CLI's own: ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_OAUTH_TOKEN for
+claude-code, OPENAI_API_KEY, CODEX_API_KEY for codex, GEMINI_API_KEY,
+GOOGLE_API_KEY, GOOGLE_APPLICATION_CREDENTIALS for gemini), from --secrets-file
+(KEY=VALUE lines, mode 0600) or else this process's environment. Their values
+are scrubbed from logs, live lines and reports.
+
 Settings come from flags, then SUPERVISOR_* environment variables (--redis-url is
 SUPERVISOR_REDIS_URL), then the --config file, then defaults.
 On SIGTERM it stops taking jobs, lets running ones finish for --drain-timeout,
@@ -53,14 +61,21 @@ and hands back whatever is still running.`,
 			if v.IsSet("pools") {
 				pools = jobrun.StringList(v, "pools")
 			}
+			var creds map[string][]string
+			if v.IsSet("credentials") {
+				creds = v.GetStringMapStringSlice("credentials")
+			}
 			return worker.New(deps, worker.Config{
 				Pools:        pools,
 				GPUPools:     jobrun.StringList(v, "gpu-pools"),
 				Concurrency:  v.GetInt("concurrency"),
 				DrainTimeout: v.GetDuration("drain-timeout"),
+				Credentials:  creds,
+				SecretsFile:  v.GetString("secrets-file"),
 			}).Run(ctx)
 		})
 	cmd.Flags().StringSlice("labels", nil, "labels of this worker, key=value,... (gpus=N,gpu=MODEL declares GPUs; default: detected with nvidia-smi)")
+	cmd.Flags().String("secrets-file", "", "KEY=VALUE file of provider keys for agents (mode 0600 or stricter)")
 	cmd.Flags().StringSlice("gpu-pools", []string{worker.DefaultGPUPool}, "pools of tasks that need a GPU: a worker with GPUs takes them, one without refuses them")
 	if err := cmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
