@@ -324,7 +324,7 @@ func (w *Worker) finish(ctx context.Context, job *protocol.AgentJob, token uint6
 		JobID: job.JobID, WorkflowID: job.WorkflowID, NodeID: job.NodeID, Attempt: job.Attempt,
 		LeaseToken: token, Host: w.deps.Host, Status: status, ExitCode: exit,
 		Stdout: w.creds.scrub(string(res.Stdout)), Stderr: w.creds.scrub(string(res.Stderr)), Patch: patch, Log: logName,
-		Error: w.creds.scrub(errText),
+		Error:     w.creds.scrub(errText),
 		StartedAt: res.StartedAt.UTC(), FinishedAt: time.Now().UTC(), Sandbox: res.Environment, Run: run,
 	}}, Work: agentVerdict(status)}
 }

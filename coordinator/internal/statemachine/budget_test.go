@@ -58,8 +58,8 @@ func TestBudgets(t *testing.T) {
 			}
 		},
 	}, {
-		name: "the workflow's budget: another node's spend stops a retry",
-		yaml: "max_cost_usd: 0.10\n" + head + "tasks:\n  - {id: a, prompt: a, gates: []}\n  - {id: b, prompt: b, gates: []}\n",
+		name:   "the workflow's budget: another node's spend stops a retry",
+		yaml:   "max_cost_usd: 0.10\n" + head + "tasks:\n  - {id: a, prompt: a, gates: []}\n  - {id: b, prompt: b, gates: []}\n",
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1", "node.ready b", "publish agent b a1"),
 		steps: []step{
 			{"b succeeds at an estimated $0.08", func(w *world) []string {
@@ -79,8 +79,8 @@ func TestBudgets(t *testing.T) {
 			}
 		},
 	}, {
-		name: "the workflow's budget: a node's first round is not started; a human's retry grants it",
-		yaml: "max_cost_usd: 0.05\n" + head + "tasks:\n  - {id: a, prompt: a, gates: []}\n  - {id: b, prompt: b, gates: [], depends_on: [a]}\n",
+		name:   "the workflow's budget: a node's first round is not started; a human's retry grants it",
+		yaml:   "max_cost_usd: 0.05\n" + head + "tasks:\n  - {id: a, prompt: a, gates: []}\n  - {id: b, prompt: b, gates: [], depends_on: [a]}\n",
 		submit: lines("workflow.submitted", "node.ready a", "publish agent a a1"),
 		steps: []step{
 			{"a succeeds at $0.05: the budget is spent, b escalates unstarted", func(w *world) []string {
