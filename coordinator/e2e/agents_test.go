@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"math"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -129,6 +130,11 @@ func TestAgentAdapters(t *testing.T) {
 		if !strings.Contains(table.stdout, want) {
 			t.Errorf("status does not show %q:\n%s", want, table.stdout)
 		}
+	}
+	w := f.cli(time.Minute, "watch", wf)
+	if w.code != 0 || !regexp.MustCompile(`node hello\s+agent succeeded \(exit 0\): claude-code claude-sonnet-4-5, \d+ turns, \d+/\d+ tokens, \$0\.\d{4}`).MatchString(w.stdout) ||
+		!regexp.MustCompile(`node codex\s+agent succeeded \(exit 0\): codex, \d+ turns, \d+/\d+ tokens, ~\$`).MatchString(w.stdout) {
+		t.Errorf("watch does not summarize the runs:\n%s", w)
 	}
 	logs := f.cli(30*time.Second, "logs", wf, "hello")
 	for _, want := range []string{"[supervisor] running: claude -p --output-format stream-json --verbose --permission-mode acceptEdits --model claude-sonnet-4-5 --max-turns 10",
