@@ -100,8 +100,9 @@ func (c *credentials) scrub(s string) string {
 	return s
 }
 
-// readSecrets reads a secrets file: KEY=VALUE lines, blank lines and
-// lines starting with # ignored. The file must not be readable by group
+// readSecrets reads a secrets file: KEY=VALUE lines (the value may be
+// quoted, "value" or 'value'), blank lines and lines starting with #
+// ignored. The file must not be readable by group
 // or others.
 func readSecrets(path string) (map[string]string, error) {
 	fi, err := os.Stat(path)
@@ -131,7 +132,11 @@ func readSecrets(path string) (map[string]string, error) {
 		if _, dup := out[k]; dup {
 			return nil, fmt.Errorf("secrets file %s:%d: %s is set twice", path, line, k)
 		}
-		out[k] = strings.TrimSpace(v)
+		v = strings.TrimSpace(v)
+		if n := len(v); n >= 2 && (v[0] == '"' || v[0] == '\'') && v[n-1] == v[0] {
+			v = v[1 : n-1] // KEY="value"
+		}
+		out[k] = v
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("secrets file %s: %w", path, err)

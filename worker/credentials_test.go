@@ -19,7 +19,7 @@ func TestCredentials(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, bus.Config{})
 	secrets := filepath.Join(t.TempDir(), "secrets.env")
-	if err := os.WriteFile(secrets, []byte("# provider keys\nMY_PROVIDER_CRED = plainvalue-4242\n\nOTHER_CRED=not-allowed-9191\n"), 0o600); err != nil {
+	if err := os.WriteFile(secrets, []byte("# provider keys\nMY_PROVIDER_CRED = \"plainvalue-4242\"\n\nOTHER_CRED=not-allowed-9191\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	h.startWorker(Config{SecretsFile: secrets, Credentials: map[string][]string{
@@ -76,6 +76,14 @@ func TestSecretsFileChecked(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "the-secret-itself") {
 			t.Errorf("%q (mode %o): %v, want an error with %q", c.body, c.mode, err, c.want)
 		}
+	}
+	path := filepath.Join(dir, "good.env")
+	if err := os.WriteFile(path, []byte("# keys\nA_KEY = \"quoted value\"\nB_KEY='single'\nC_KEY=plain=with=equals\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readSecrets(path)
+	if err != nil || got["A_KEY"] != "quoted value" || got["B_KEY"] != "single" || got["C_KEY"] != "plain=with=equals" || len(got) != 3 {
+		t.Errorf("readSecrets = %q, %v", got, err)
 	}
 	if _, err := newCredentials(map[string][]string{"aider": {"X"}}, ""); err == nil {
 		t.Error("an unknown adapter in the allow-list was accepted")
