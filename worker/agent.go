@@ -119,21 +119,6 @@ func agentRunOf(r agentcli.Result, scrub func(string) string) *protocol.AgentRun
 	return &run
 }
 
-// jobEnv is a job's own environment without provider keys: those reach
-// an agent from its worker only (an old event or a forged job may carry
-// them).
-func (w *Worker) jobEnv(job *protocol.AgentJob, logw *jobrun.LogWriter) map[string]string {
-	env := make(map[string]string, len(job.Env))
-	for k, v := range job.Env {
-		if agentcli.IsCredential(k) {
-			logw.Printf("dropped %s from the job's environment: provider keys come from the worker only", k)
-			continue
-		}
-		env[k] = v
-	}
-	return env
-}
-
 // failedRun is the Run of an agent that could not be started as its spec
 // says: a fatal fault of the task's definition, not of the agent.
 func failedRun(adapter string, err error) *protocol.AgentRun {

@@ -220,21 +220,10 @@ func (w *Worker) runAgent(ctx context.Context, job *protocol.AgentJob, token uin
 		return w.finish(ctx, job, token, logw, protocol.AgentFailed, -1, sandbox.Result{}, nil, err.Error(), failedRun(adapter, err))
 	}
 	logw.Printf("running: %s", shownArgv(ar.argv, job.Prompt))
-	if job.Agent != nil {
-		keys := w.creds.env(job.Agent.Adapter)
-		names := make([]string, 0, len(keys))
-		for k, v := range keys {
-			env[k] = v
-			names = append(names, k)
-		}
-		if len(names) > 0 {
-			sort.Strings(names)
-			logw.Printf("credentials: %s", strings.Join(names, ", "))
-		}
-	}
 	var stdout io.Writer = logw
 	var ev *eventLog
 	if job.Agent != nil {
+		w.addCredentials(env, job.Agent.Adapter, logw)
 		ev = &eventLog{logw: logw, events: ar.adapter.Name() != "command", publish: w.liveLog(job), scrub: w.creds.scrub}
 		ar.stream = agentcli.NewStream(ar.adapter.NewParser(settings(job.Agent)), ev.emit)
 		stdout = ar.stream
@@ -271,13 +260,12 @@ func (w *Worker) runAgent(ctx context.Context, job *protocol.AgentJob, token uin
 	logw.Printf("agent exited %d after %s (timed out: %v)", res.ExitCode, res.Duration.Round(time.Millisecond), res.TimedOut)
 	errText := ""
 	if run != nil {
-		r := parsed
-		sum := w.creds.scrub(runSummary(r))
+		sum := w.creds.scrub(runSummary(parsed))
 		logw.Printf("%s", sum)
 		if ev.publish != nil {
 			ev.publish(agentcli.Event{Kind: "summary", Text: sum})
 		}
-		if !r.Success && r.Adapter != "command" {
+		if !parsed.Success && parsed.Adapter != "command" {
 			// The CLI's account of the failure (the command adapter reads
 			// none: its output tails say it).
 			errText = run.Error
