@@ -59,14 +59,21 @@ func invocation(job *protocol.AgentJob) (agentRun, error) {
 	return r, nil
 }
 
-// agentScope is the breaker scope of job's agent: that of the argv its
-// adapter builds (the CLI and its model), or of its Command.
+// agentScope is the breaker scope of job's agent (protocol.AgentScope):
+// its CLI and the model its spec names, or, for the command adapter and
+// old jobs, that of the command itself. Agents of one CLI and model share
+// a breaker whatever their other settings and prompt.
 func agentScope(job *protocol.AgentJob) string {
 	r, err := invocation(job)
-	if err != nil {
+	switch {
+	case err != nil:
 		return protocol.AgentScope(job.Command)
+	case job.Agent == nil || job.Agent.Adapter == "command":
+		return protocol.AgentScope(r.argv)
+	case job.Agent.Model == "":
+		return protocol.AgentScope(r.argv[:1])
 	}
-	return protocol.AgentScope(r.argv)
+	return protocol.AgentScope([]string{r.argv[0], "--model", job.Agent.Model})
 }
 
 // eventLog is where an agent's parsed events go while it runs: a line of

@@ -195,3 +195,24 @@ func TestAgentRunText(t *testing.T) {
 		t.Errorf("text not redacted: %q", short.Text)
 	}
 }
+
+// TestAgentScope: an agent job's breaker scope is that of the argv its
+// adapter builds (the CLI and its model), or of an old job's command.
+func TestAgentScope(t *testing.T) {
+	tests := []struct {
+		job  protocol.AgentJob
+		want string
+	}{
+		{protocol.AgentJob{Agent: &protocol.AgentSpec{Adapter: "claude-code", Model: "opus"}}, "agent:claude:opus"},
+		{protocol.AgentJob{Agent: &protocol.AgentSpec{Adapter: "codex"}}, "agent:codex"},
+		{protocol.AgentJob{Agent: &protocol.AgentSpec{Adapter: "gemini"}, Prompt: "--model"}, "agent:gemini"},
+		{protocol.AgentJob{Agent: &protocol.AgentSpec{Adapter: "gemini", Model: "gemini-2.5-pro"}, Prompt: "--model x"}, "agent:gemini:gemini-2.5-pro"},
+		{protocol.AgentJob{Agent: &protocol.AgentSpec{Adapter: "command", Command: []string{"/opt/bin/my-agent", "--model", "m"}}}, "agent:my-agent:m"},
+		{protocol.AgentJob{Command: []string{"supervisor-test-agent", "-p"}}, "agent:supervisor-test-agent"},
+	}
+	for _, tt := range tests {
+		if got := agentScope(&tt.job); got != tt.want {
+			t.Errorf("agentScope(%+v) = %q, want %q", tt.job.Agent, got, tt.want)
+		}
+	}
+}
