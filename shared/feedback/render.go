@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"sort"
 	"strconv"
 	"strings"
 	"text/template"
@@ -44,6 +45,17 @@ func mustParseRoles() map[string]*template.Template {
 		panic("feedback: templates/default.tmpl is missing")
 	}
 	return out
+}
+
+// Templates returns the names of the feedback templates (default,
+// implementer …), sorted: the values a role's feedback may name.
+func Templates() []string {
+	names := make([]string, 0, len(roles))
+	for name := range roles {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // Render writes f as Markdown to append to the agent's prompt (FB-02,
