@@ -110,6 +110,15 @@ type TaskSpec struct {
 	// MaxCostUSD is the node's budget (0: none): once its agent runs have
 	// cost this much, it starts no other round; it escalates instead.
 	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
+	// Role names the role whose settings the task took at parse time
+	// (ROLE-01); nothing reads role files after parsing.
+	Role string `json:"role,omitempty"`
+	// Feedback names the feedback template a retry's feedback is rendered
+	// with ("" for the default one).
+	Feedback string `json:"feedback,omitempty"`
+	// RoleContext is the context strategy and token budget the task's role
+	// names (nil without a role or when the role names none).
+	RoleContext *RoleContext `json:"role_context,omitempty"`
 }
 
 // ExpandSpec is the template of the nodes a planner's plan adds: each
@@ -129,6 +138,12 @@ type ExpandSpec struct {
 	MaxAttempts    int               `json:"max_attempts,omitempty"`
 	Output         string            `json:"output,omitempty"`
 	AllowEmpty     bool              `json:"allow_empty,omitempty"`
+}
+
+// RoleContext is a context strategy's name and its token budget.
+type RoleContext struct {
+	Strategy string `json:"strategy"`
+	Budget   int    `json:"budget"`
 }
 
 // Task types.

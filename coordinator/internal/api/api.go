@@ -33,6 +33,9 @@ type SubmitRequest struct {
 	// ProjectGates is the repository's .supervisor/gates.yaml (or .toml)
 	// at the base commit, sent only when the submitter trusts the project.
 	ProjectGates *GateFile `json:"project_gates,omitempty"`
+	// ProjectRoles are the repository's .supervisor/roles/*.yaml at the base
+	// commit, sent only when the submitter trusts the project.
+	ProjectRoles []GateFile `json:"project_roles,omitempty"`
 }
 
 // GateFile is a gate configuration file's name and content.

@@ -106,11 +106,15 @@ func (e *env) demo(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		roleSrc, err := e.roleSource()
+		if err != nil {
+			return err
+		}
 		policies, err := e.loadRetryPolicies()
 		if err != nil {
 			return err
 		}
-		st, err := startFleet(ctx, fleet.Options{Gates: lower, RetryPolicies: policies, Strategies: strategies,
+		st, err := startFleet(ctx, fleet.Options{Gates: lower, RetryPolicies: policies, Strategies: strategies, Roles: roleSrc,
 			DataDir: filepath.Join(dir, "data"), Listen: "127.0.0.1:0", WorkerConcurrency: 2, GateConcurrency: 2,
 			SandboxPath: agentDir + ":" + jobrun.DefaultSandboxPath(), Log: fleetLog, Tick: 500 * time.Millisecond,
 		})

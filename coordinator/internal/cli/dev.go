@@ -37,6 +37,10 @@ may join it over --listen.`,
 			if err != nil {
 				return err
 			}
+			roleSrc, err := e.roleSource()
+			if err != nil {
+				return err
+			}
 			policies, err := e.loadRetryPolicies()
 			if err != nil {
 				return err
@@ -54,7 +58,7 @@ may join it over --listen.`,
 				return err
 			}
 			defer notifier.Close()
-			st, err := startFleet(ctx, fleet.Options{Gates: lower, RetryPolicies: policies, Strategies: strategies, Notify: notifierOf(notifier),
+			st, err := startFleet(ctx, fleet.Options{Gates: lower, RetryPolicies: policies, Strategies: strategies, Roles: roleSrc, Notify: notifierOf(notifier),
 				DataDir: e.v.GetString("data-dir"), Listen: e.v.GetString("listen"),
 				WorkerConcurrency: e.v.GetInt("worker-concurrency"), GateConcurrency: e.v.GetInt("gate-concurrency"),
 				SandboxPath: e.v.GetString("sandbox-path"), Breakers: breakers, Log: e.log,

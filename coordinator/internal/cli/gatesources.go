@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -27,21 +26,7 @@ func addGateSourceFlags(fs *pflag.FlagSet) {
 // ../configs/gates beside the executable, else ./configs/gates, else
 // /etc/supervisor/gates; "" when none exists.
 func builtinGatesDir(flag string) string {
-	if flag != "" {
-		return flag
-	}
-	var candidates []string
-	if exe, err := os.Executable(); err == nil {
-		candidates = append(candidates, filepath.Join(filepath.Dir(exe), "..", "configs", "gates"))
-	}
-	candidates = append(candidates, filepath.Join("configs", "gates"), "/etc/supervisor/gates")
-	for _, c := range candidates {
-		if fi, err := os.Stat(c); err == nil && fi.IsDir() {
-			abs, _ := filepath.Abs(c)
-			return abs
-		}
-	}
-	return ""
+	return builtinConfigDir("gates", flag)
 }
 
 // loadGateSources loads the built-in and user gates (the two lowest

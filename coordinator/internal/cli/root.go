@@ -98,6 +98,7 @@ Exit codes: 0 succeeded; 1 error; 2 workflow failed; 3 workflow cancelled;
 	root.PersistentFlags().Duration("timeout", 30*time.Second, "how long to wait for NATS and the coordinator to answer")
 	addGateSourceFlags(root.PersistentFlags())
 	addContextFlags(root.PersistentFlags())
+	addConfigSourceFlags(root.PersistentFlags())
 	root.AddCommand(newServe(), newDev(), newDemo(), newSubmit(), newStatus(), newWatch(), newLogs(), newCancel(), newGate(),
 		newInbox(), newShow(), newApprove(), newReject(), newRetry(), newBreakers(), newResume(), newMerge())
 	root.AddCommand(newContext())

@@ -52,6 +52,10 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 			if err != nil {
 				return err
 			}
+			roleSrc, err := e.roleSource()
+			if err != nil {
+				return err
+			}
 			policies, err := e.loadRetryPolicies()
 			if err != nil {
 				return err
@@ -75,7 +79,7 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 			if err != nil {
 				return err
 			}
-			svc := service.New(eng, b, service.Options{ID: id, Gates: lower, RetryPolicies: policies, Strategies: strategies,
+			svc := service.New(eng, b, service.Options{ID: id, Gates: lower, RetryPolicies: policies, Strategies: strategies, Roles: roleSrc,
 				Breakers: store, BreakerPolicy: breakers, Log: e.log})
 			e.log.Info("coordinator starting", "nats", bus.RedactURL(e.v.GetString("nats")), "state", store.Backend(), "data_dir", dataDir)
 			if err := eng.Run(ctx, svc.Serve); err != nil && ctx.Err() == nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
+	"github.com/supervisorhq/supervisor/coordinator/internal/service"
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/gates"
@@ -46,7 +47,7 @@ default target of 'coordinator merge'.`,
 	fs.String("repo", ".", "the git repository the workflow works on")
 	fs.String("rev", "HEAD", "the base commit (any git revision)")
 	fs.Bool("wait", false, "follow the workflow until it ends; exit 0 only if it succeeded")
-	fs.Bool("trust-project-gates", false, "use the repository's .supervisor/gates.yaml (its commands run in the sandbox)")
+	fs.Bool("trust-project-gates", false, "use the repository's .supervisor/gates.yaml (its commands run in the sandbox) and .supervisor/roles/")
 	return cmd
 }
 
@@ -67,6 +68,12 @@ func (e *env) submitFile(ctx context.Context, file string) (string, error) {
 	if err != nil {
 		return "", &ExitError{Code: ExitUsage, Err: err}
 	}
+	return e.submitData(ctx, file, data)
+}
+
+// submitData validates, uploads and submits a workflow document; file
+// names it in messages.
+func (e *env) submitData(ctx context.Context, file string, data []byte) (string, error) {
 	repoPath, err := filepath.Abs(e.v.GetString("repo"))
 	if err != nil {
 		return "", &ExitError{Code: ExitUsage, Err: err}
@@ -75,30 +82,15 @@ func (e *env) submitFile(ctx context.Context, file string) (string, error) {
 	if err != nil {
 		return "", &ExitError{Code: ExitUsage, Err: err}
 	}
-	// Validate here first, against the same gate sources the coordinator
-	// uses: the user gets every problem without a round trip, and nothing
-	// is uploaded for an invalid file.
-	lower, err := e.loadGateSources()
+	// Validate here first, against the same gate and role sources the
+	// coordinator uses: the user gets every problem without a round trip,
+	// and nothing is uploaded for an invalid file.
+	src, err := e.localSources(ctx, repoPath, commit)
 	if err != nil {
 		return "", err
 	}
-	strategies, err := e.loadStrategies()
-	if err != nil {
-		return "", err
-	}
-	project, err := projectGates(ctx, repoPath, commit, e.v.GetBool("trust-project-gates"), e.errOut)
-	if err != nil {
-		return "", err
-	}
-	// Retry policies of the coordinator's operator are known only there.
-	opts := workflow.Options{BuiltinGates: lower, AnyRetryPolicy: true, Strategies: strategies}
-	if project != nil {
-		gs, _, err := gates.ParseFile(project.Filename, []byte(project.Content), gates.OriginProject)
-		if err != nil {
-			return "", &ExitError{Code: ExitInvalid, Err: err}
-		}
-		opts.ProjectGates = gates.NewSet(gs...)
-	}
+	opts := src.opts
+	project := src.projectGates
 	if _, err := workflow.ParseWithOptions(file, data, opts); err != nil {
 		// The workflow may name gates of the fleet's registry, which only
 		// the coordinator knows: fetch them and validate again.
@@ -135,7 +127,7 @@ func (e *env) submitFile(ctx context.Context, file string) (string, error) {
 	rctx, cancel := context.WithTimeout(ctx, e.v.GetDuration("timeout"))
 	defer cancel()
 	resp, err := client.Submit(rctx, api.SubmitRequest{Filename: filepath.Base(file), YAML: string(data), Repo: repo,
-		RepoPath: repoPath, BaseBranch: baseBranch, ProjectGates: project})
+		RepoPath: repoPath, BaseBranch: baseBranch, ProjectGates: project, ProjectRoles: src.projectRoles})
 	if err != nil {
 		return "", apiErr(err)
 	}
@@ -172,4 +164,53 @@ func uploadBundle(ctx context.Context, b *bus.Bus, repoPath string, repo protoco
 		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("upload bundle %s: %w", repo.Bundle, err)}
 	}
 	return nil
+}
+
+// sources are the gate and role sources a workflow is validated with on
+// this side, and the project's files to send along.
+type sources struct {
+	opts         workflow.Options
+	projectGates *api.GateFile
+	projectRoles []api.GateFile
+}
+
+// localSources loads the built-in and user gates and roles, and, when the
+// project is trusted, the project's gates and roles at commit (repoPath ""
+// skips the project). Retry policies of the coordinator's operator are
+// known only there, so any name is accepted here.
+func (e *env) localSources(ctx context.Context, repoPath, commit string) (sources, error) {
+	var s sources
+	lower, err := e.loadGateSources()
+	if err != nil {
+		return s, err
+	}
+	strategies, err := e.loadStrategies()
+	if err != nil {
+		return s, err
+	}
+	s.opts = workflow.Options{BuiltinGates: lower, AnyRetryPolicy: true, Strategies: strategies}
+	trusted := e.v.GetBool("trust-project-gates")
+	if repoPath != "" {
+		if s.projectGates, err = projectGates(ctx, repoPath, commit, trusted, e.errOut); err != nil {
+			return s, err
+		}
+		if s.projectRoles, err = projectConfigFiles(ctx, repoPath, commit, "roles", trusted, e.errOut); err != nil {
+			return s, &ExitError{Code: ExitUsage, Err: err}
+		}
+	}
+	if pg := s.projectGates; pg != nil {
+		gs, _, err := gates.ParseFile(pg.Filename, []byte(pg.Content), gates.OriginProject)
+		if err != nil {
+			return s, &ExitError{Code: ExitInvalid, Err: err}
+		}
+		s.opts.ProjectGates = gates.NewSet(gs...)
+	}
+	roleSrc, err := e.roleSource()
+	if err != nil {
+		return s, err
+	}
+	if s.opts.Roles, err = roleSrc(service.ProjectFiles(s.projectRoles)); err != nil {
+		return s, &ExitError{Code: ExitInvalid, Err: err}
+	}
+	return s, nil
 }

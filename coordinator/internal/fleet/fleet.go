@@ -60,6 +60,8 @@ type Options struct {
 	Gates *gates.Set
 	// Strategies are the context strategies workflows may name.
 	Strategies *contextpack.Catalogue
+	// Roles resolves the role catalogue of each submission (nil: none).
+	Roles service.RoleSource
 	// RetryPolicies are the operator's named retry policies.
 	RetryPolicies map[string]protocol.RetryPolicy
 	// Notify, if set, is told of escalations and humans' decisions.
@@ -126,7 +128,7 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 		f.closeConns()
 		return nil, err
 	}
-	svc := service.New(f.engine, f.bus, service.Options{ID: "dev", Gates: o.Gates, RetryPolicies: o.RetryPolicies, Strategies: o.Strategies,
+	svc := service.New(f.engine, f.bus, service.Options{ID: "dev", Gates: o.Gates, RetryPolicies: o.RetryPolicies, Strategies: o.Strategies, Roles: o.Roles,
 		Breakers: f.store, BreakerPolicy: o.Breakers, Log: o.Log})
 	runCtx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel

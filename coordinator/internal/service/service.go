@@ -19,6 +19,8 @@ import (
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
 	"github.com/supervisorhq/supervisor/coordinator/internal/gateregistry"
+	"github.com/supervisorhq/supervisor/coordinator/internal/overlay"
+	"github.com/supervisorhq/supervisor/coordinator/internal/roles"
 	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/contextpack"
@@ -55,6 +57,9 @@ type Options struct {
 	// the built-in sets and the user's file, merged. Workflows may refer
 	// to them by name.
 	Gates *gates.Set
+	// Roles resolves the role catalogue of a submission from its project's
+	// role files (nil: no roles).
+	Roles RoleSource
 	// RetryPolicies are the operator's named retry policies, besides the
 	// built-in ones.
 	RetryPolicies map[string]protocol.RetryPolicy
@@ -67,6 +72,10 @@ type Options struct {
 	// Strategies are the context strategies workflows may name.
 	Strategies *contextpack.Catalogue
 }
+
+// RoleSource resolves the role catalogue a workflow is parsed with: the
+// coordinator's built-in and user roles plus the project's files.
+type RoleSource func(project []overlay.File) (*roles.Catalogue, error)
 
 // Service serves the API.
 type Service struct {

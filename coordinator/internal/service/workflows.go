@@ -43,6 +43,13 @@ func (s *Service) submit(ctx context.Context, req api.SubmitRequest) (api.Submit
 		}
 		opts.ProjectGates = gates.NewSet(gs...)
 	}
+	if s.opts.Roles != nil {
+		cat, err := s.opts.Roles(ProjectFiles(req.ProjectRoles))
+		if err != nil {
+			return none, invalidGate("roles", err)
+		}
+		opts.Roles = cat
+	}
 	spec, err := workflow.ParseWithOptions(req.Filename, []byte(req.YAML), opts)
 	if err != nil {
 		var ve *workflow.ValidationError

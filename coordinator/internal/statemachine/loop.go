@@ -373,8 +373,10 @@ func withNote(doc json.RawMessage, note *feedback.Note, next, budget int) json.R
 	return data
 }
 
-// renderFeedback is the text appended to the agent's prompt for doc.
-func renderFeedback(doc json.RawMessage) string {
+// renderFeedback is the text appended to the agent's prompt for doc,
+// rendered with the named feedback template (the task role's; "" for the
+// default).
+func renderFeedback(doc json.RawMessage, tmpl string) string {
 	if len(doc) == 0 {
 		return ""
 	}
@@ -382,7 +384,7 @@ func renderFeedback(doc json.RawMessage) string {
 	if err := json.Unmarshal(doc, &f); err != nil {
 		return ""
 	}
-	text, err := feedback.Render(f, "")
+	text, err := feedback.Render(f, tmpl)
 	if err != nil {
 		return ""
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/supervisorhq/supervisor/coordinator/internal/roles"
 	"github.com/supervisorhq/supervisor/shared/contextpack"
 	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/graph"
@@ -60,6 +61,8 @@ type Options struct {
 	// Strategies are the context strategies a task's context field may
 	// name (package shared/contextpack).
 	Strategies *contextpack.Catalogue
+	// Roles are the roles a task's role field may name (nil: none).
+	Roles *roles.Catalogue
 }
 
 // Parse parses and validates a workflow file with no gate sources besides
@@ -106,6 +109,7 @@ func ParseWithOptions(filename string, data []byte, opts Options) (*protocol.Wor
 
 		policies: opts.RetryPolicies, anyPolicy: opts.AnyRetryPolicy, agentSeen: map[*yaml.Node]bool{},
 		strategies: opts.Strategies,
+		roles:      opts.Roles,
 	}
 	if len(data) > MaxFileSize {
 		p.Addf(nil, "file is %d bytes; a workflow may be at most %d bytes (1 MiB)", len(data), MaxFileSize)
@@ -138,6 +142,7 @@ type parser struct {
 	strategies *contextpack.Catalogue
 	// agentSeen holds the defaults.agent nodes a problem was reported at.
 	agentSeen map[*yaml.Node]bool
+	roles     *roles.Catalogue
 }
 
 // name returns a field that must satisfy protocol.ValidName.
@@ -181,6 +186,8 @@ type defaultsDef struct {
 	// present but invalid (already reported, so tasks do not repeat it).
 	agent    *agentDef
 	agentBad bool
+	// role is defaults.role (nil when absent or unknown).
+	role *roleRef
 }
 
 func (p *parser) defaults(n *yaml.Node) defaultsDef {
@@ -188,7 +195,7 @@ func (p *parser) defaults(n *yaml.Node) defaultsDef {
 	if n == nil || gates.IsNull(n) {
 		return d
 	}
-	f, ok := p.Fields(n, "defaults", append([]string{"pool", "timeout", "agent"}, retryFields...)...)
+	f, ok := p.Fields(n, "defaults", append([]string{"pool", "timeout", "agent", "role"}, retryFields...)...)
 	if !ok {
 		return d
 	}
@@ -202,6 +209,9 @@ func (p *parser) defaults(n *yaml.Node) defaultsDef {
 		if s, good := p.timeout(x.Val, "defaults timeout", MaxAgentTimeout); good {
 			d.timeout = s
 		}
+	}
+	if x, ok := f["role"]; ok {
+		d.role = p.role(x.Val, "defaults role")
 	}
 	if x, ok := f["agent"]; ok && !gates.IsNull(x.Val) {
 		if a, good := p.agent(x.Val, "defaults agent"); good {
@@ -292,12 +302,14 @@ type taskDef struct {
 	own []gates.Gate
 	// expand is a planner task's expand template (nil: none).
 	expand *expandDef
+	// gatesRole names the role the gates came from, if they did.
+	gatesRole string
 }
 
 func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 	t := taskDef{node: n, spec: protocol.TaskSpec{Pool: d.pool, TimeoutSeconds: d.timeout}}
 	f, ok := p.Fields(n, "task", append([]string{"id", "type", "agent", "prompt", "depends_on", "gates", "pool", "timeout", "env",
-		"approval", "context", "output", "expand", "max_cost_usd"}, append(retryFields, fileFields...)...)...)
+		"approval", "context", "output", "expand", "max_cost_usd", "role"}, append(retryFields, fileFields...)...)...)
 	if !ok {
 		d.retry.apply(&t.spec)
 		return t
@@ -327,6 +339,7 @@ func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 		t.spec.Approval = p.approval(x.Val, what)
 	}
 	human := t.spec.Type == protocol.TaskHuman
+	role := p.taskRole(f, d, human, what)
 	if x, ok := f["approval"]; ok && human && t.spec.Approval != nil && t.spec.Approval.AutoApprove != nil {
 		p.Addf(x.Val, "%s is a human task: a human decides it, so auto_approve does not apply", what)
 	}
@@ -338,14 +351,20 @@ func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 		if a, good := p.agent(x.Val, what+" agent"); good && !d.agentBad {
 			t.spec.Agent, _ = p.checkAgent(mergeAgent(d.agent, &a), d.agent, what+" agent")
 		}
+	case role != nil && role.role != nil && role.role.Agent.Adapter != "":
+		roleAgent(&t, role.role)
 	case d.agent != nil:
 		t.spec.Agent, _ = p.checkAgent(d.agent, d.agent, what+" agent")
+	case role != nil && role.bad:
 	case !d.agentBad:
-		p.Addf(n, "%s has no agent: set agent on the task or in defaults", what)
+		p.Addf(n, "%s has no agent: set agent on the task, its role or in defaults", what)
 	}
 	if x, ok := f["prompt"]; ok {
 		if s, good := p.Str(x.Val, what+" prompt"); good {
 			s = p.frontMatter(&t, x.Val, s, d)
+			if role != nil && role.role != nil {
+				s = p.rolePrompt(role, x.Val, s, t.spec.ID)
+			}
 			switch {
 			case len(s) > MaxPromptSize:
 				p.Addf(x.Val, "%s prompt is %d bytes; at most %d (256 KiB)", what, len(s), MaxPromptSize)
@@ -392,6 +411,9 @@ func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 	}
 	p.retry(f, what, d.retry).apply(&t.spec)
 	p.files(f, &t.spec, what)
+	if role != nil && role.role != nil {
+		applyRole(&t, role, f)
+	}
 	p.taskOutput(&t, f, what, human, d)
 	return t
 }
@@ -688,6 +710,9 @@ func (p *parser) checkTasks(tasks []taskDef, wfGates []gates.Gate, wfSet *gates.
 		for k, g := range t.refs {
 			if _, known := taskSet.Get(g); !known {
 				msg := fmt.Sprintf("%s uses unknown gate %q", label, g)
+				if t.gatesRole != "" {
+					msg += fmt.Sprintf(" (a default gate of role %q)", t.gatesRole)
+				}
 				if len(wfGates) == 0 && wfSet.Len() == 0 && len(t.own) == 0 {
 					msg += " (the workflow defines no gates)"
 				}

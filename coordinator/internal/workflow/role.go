@@ -1,0 +1,101 @@
+package workflow
+
+import (
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/roles"
+	"github.com/supervisorhq/supervisor/shared/gates"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+)
+
+// roleRef is a role named in the workflow: the resolved role (nil when the
+// name is unknown: bad is then set and the problem reported) and the node
+// that names it.
+type roleRef struct {
+	role *roles.Role
+	node *yaml.Node
+	bad  bool
+}
+
+// role resolves a role field against the catalogue.
+func (p *parser) role(n *yaml.Node, what string) *roleRef {
+	name, ok := p.Str(n, what)
+	if !ok {
+		return &roleRef{node: n, bad: true}
+	}
+	r, known := p.roles.Get(name)
+	if !known {
+		known := "no roles were loaded"
+		if names := p.roles.Names(); len(names) > 0 {
+			known = "known: " + strings.Join(names, ", ")
+		}
+		p.Addf(n, "unknown %s %q (%s)", what, name, known)
+		return &roleRef{node: n, bad: true}
+	}
+	return &roleRef{role: r, node: n}
+}
+
+// taskRole is the task's role: its own role field, else defaults.role
+// (which a human task ignores: a human task takes no role).
+func (p *parser) taskRole(f map[string]gates.Field, d defaultsDef, human bool, what string) *roleRef {
+	if x, ok := f["role"]; ok {
+		if human {
+			p.Addf(x.Key, "%s is a human task: it runs no agent, so it takes no role", what)
+			return nil
+		}
+		return p.role(x.Val, what+" role")
+	}
+	if human {
+		return nil
+	}
+	return d.role
+}
+
+// roleAgent gives a task its role's agent (checked when the role was
+// loaded, with the adapter's own checks).
+func roleAgent(t *taskDef, r *roles.Role) {
+	t.spec.Agent = r.AgentSpec()
+}
+
+// rolePrompt renders the role's prompt around the task's prompt.
+func (p *parser) rolePrompt(ref *roleRef, at *yaml.Node, prompt, id string) string {
+	out, err := ref.role.RenderPrompt(roles.PromptData{Prompt: prompt, ID: id})
+	if err != nil {
+		p.Addf(at, "%v", err)
+		return prompt
+	}
+	return out
+}
+
+// applyRole fills what the task does not set from its role: gates (when
+// the task has no gates section and the role sets some), timeout,
+// allow_empty, output schema, feedback template and context; and records
+// the role's name (ROLE-01).
+func applyRole(t *taskDef, ref *roleRef, f map[string]gates.Field) {
+	r := ref.role
+	t.spec.Role = r.Name
+	human := t.spec.Type == protocol.TaskHuman
+	if _, set := f["gates"]; !set && !human && r.GatesSet {
+		t.gatesSet = true
+		t.gatesRole = r.Name
+		t.refs = append([]string(nil), r.Gates...)
+		t.refNodes = make([]*yaml.Node, len(r.Gates))
+		for i := range t.refNodes {
+			t.refNodes[i] = ref.node
+		}
+		t.spec.Required = append([]string(nil), r.Gates...)
+	}
+	if _, set := f["timeout"]; !set && r.TimeoutSeconds > 0 {
+		t.spec.TimeoutSeconds = r.TimeoutSeconds
+	}
+	if _, set := f["allow_empty"]; !set && r.AllowEmpty {
+		t.spec.AllowEmpty = true
+	}
+	t.spec.Output = r.Output
+	t.spec.Feedback = r.Feedback
+	if r.Context.Strategy != "" {
+		t.spec.RoleContext = &protocol.RoleContext{Strategy: r.Context.Strategy, Budget: r.Context.Budget}
+	}
+}
