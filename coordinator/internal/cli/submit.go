@@ -21,7 +21,7 @@ import (
 
 func newSubmit() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "submit FILE",
+		Use:   "submit FILE | submit --template NAME FEATURE.md",
 		Short: "Validate a workflow file and submit it; prints the workflow id",
 		Long: `submit validates a workflow file (every problem is reported as file:line:col),
 uploads a git bundle of the repository's base commit to the object store, and
@@ -30,7 +30,8 @@ workflow to its end, like 'watch', and exits 0 only if it succeeded; the
 accepted work is then on branch supervisor/<workflow-id> of --repo. A workflow
 with auto_merge is followed until its merge is done (exit 6 if it failed).
 The branch --rev names (the checked-out one for HEAD) is recorded as the
-default target of 'coordinator merge'.`,
+default target of 'coordinator merge'. With --template, FILE is a feature
+description expanded with that workflow template (see 'coordinator plan').`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			e, err := load(cmd, "submit")
@@ -39,6 +40,14 @@ default target of 'coordinator merge'.`,
 			}
 			ctx, stop := signalContext()
 			defer stop()
+			if e.v.GetString("template") != "" {
+				name, doc, err := e.expandTemplate(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				_, err = e.submitData(ctx, name, doc)
+				return err
+			}
 			_, err = e.submitFile(ctx, args[0])
 			return err
 		},
@@ -46,6 +55,7 @@ default target of 'coordinator merge'.`,
 	fs := cmd.Flags()
 	fs.String("repo", ".", "the git repository the workflow works on")
 	fs.String("rev", "HEAD", "the base commit (any git revision)")
+	fs.String("template", "", "expand this workflow template with FILE, a feature description")
 	fs.Bool("wait", false, "follow the workflow until it ends; exit 0 only if it succeeded")
 	fs.Bool("trust-project-gates", false, "use the repository's .supervisor/gates.yaml (its commands run in the sandbox) and .supervisor/roles/")
 	return cmd

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -251,4 +252,31 @@ func (ix *Index) Chain(what, name string, parent func(File) (Parent, bool)) ([]F
 		}
 		f = next
 	}
+}
+
+// MergeMaps merges child over parent deeply (ROLE-07): maps merge, lists
+// append, anything else is replaced. Neither argument is modified.
+func MergeMaps(parent, child map[string]any) map[string]any {
+	out := make(map[string]any, len(parent)+len(child))
+	maps.Copy(out, parent)
+	for k, cv := range child {
+		pv, ok := out[k]
+		if !ok {
+			out[k] = cv
+			continue
+		}
+		pm, pIsMap := pv.(map[string]any)
+		cm, cIsMap := cv.(map[string]any)
+		pl, pIsList := pv.([]any)
+		cl, cIsList := cv.([]any)
+		switch {
+		case pIsMap && cIsMap:
+			out[k] = MergeMaps(pm, cm)
+		case pIsList && cIsList:
+			out[k] = append(append([]any(nil), pl...), cl...)
+		default:
+			out[k] = cv
+		}
+	}
+	return out
 }

@@ -9,7 +9,6 @@
 package roles
 
 import (
-	"maps"
 	"slices"
 	"text/template"
 	"time"
@@ -140,7 +139,7 @@ func merge(name string, chain []*def) *Role {
 		appendNames(&r.Gates, r.pos, "gates", d.gates)
 		appendNames(&r.Strengths, r.pos, "strengths", d.strengths)
 		if d.config != nil {
-			r.Config = mergeMaps(r.Config, d.config)
+			r.Config = overlay.MergeMaps(r.Config, d.config)
 			r.pos["config"] = d.configPos
 		}
 	}
@@ -181,31 +180,4 @@ func concat(a, b string) string {
 		a = a[:len(a)-1]
 	}
 	return a + "\n\n" + b
-}
-
-// mergeMaps merges child over parent deeply: maps merge, lists append,
-// anything else is replaced. Neither argument is modified.
-func mergeMaps(parent, child map[string]any) map[string]any {
-	out := make(map[string]any, len(parent)+len(child))
-	maps.Copy(out, parent)
-	for k, cv := range child {
-		pv, ok := out[k]
-		if !ok {
-			out[k] = cv
-			continue
-		}
-		pm, pIsMap := pv.(map[string]any)
-		cm, cIsMap := cv.(map[string]any)
-		pl, pIsList := pv.([]any)
-		cl, cIsList := cv.([]any)
-		switch {
-		case pIsMap && cIsMap:
-			out[k] = mergeMaps(pm, cm)
-		case pIsList && cIsList:
-			out[k] = append(append([]any(nil), pl...), cl...)
-		default:
-			out[k] = cv
-		}
-	}
-	return out
 }

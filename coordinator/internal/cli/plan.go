@@ -1,0 +1,131 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/service"
+	"github.com/supervisorhq/supervisor/coordinator/internal/templates"
+	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
+	"github.com/supervisorhq/supervisor/shared/workspace"
+)
+
+func newPlan() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "plan --template NAME FEATURE.md",
+		Short: "Expand a workflow template with a feature description and print the workflow",
+		Long: `plan expands a workflow template (configs/templates, ~/.supervisor/templates,
+and with --trust-project-gates the repository's .supervisor/templates) with a
+feature description, a Markdown file whose optional YAML front matter sets
+name, pool, gates, disable and steps, and prints the resulting workflow file.
+It validates the workflow like submit does, against the same gates and roles;
+problems are reported as file:line:col of the printed workflow, and the exit
+code is 65 when it is invalid. Nothing is submitted: 'submit --template' does
+that.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := load(cmd, "plan")
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			name, doc, err := e.expandTemplate(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			repoPath, commit := "", ""
+			if e.v.GetBool("trust-project-gates") {
+				if repoPath, commit, err = e.repoCommit(ctx); err != nil {
+					return err
+				}
+			}
+			src, err := e.localSources(ctx, repoPath, commit)
+			if err != nil {
+				return err
+			}
+			if _, err := e.out.Write(doc); err != nil {
+				return err
+			}
+			if _, err := workflow.ParseWithOptions(name, doc, src.opts); err != nil {
+				return &ExitError{Code: ExitInvalid, Err: err}
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.String("template", "", "the workflow template to expand (required)")
+	fs.String("repo", ".", "the git repository (for its .supervisor/ files with --trust-project-gates)")
+	fs.String("rev", "HEAD", "the commit whose .supervisor/ files are read")
+	fs.Bool("trust-project-gates", false, "use the repository's .supervisor/gates.yaml, .supervisor/roles/ and .supervisor/templates/")
+	return cmd
+}
+
+// repoCommit resolves --repo and --rev.
+func (e *env) repoCommit(ctx context.Context) (string, string, error) {
+	repoPath, err := filepath.Abs(e.v.GetString("repo"))
+	if err != nil {
+		return "", "", &ExitError{Code: ExitUsage, Err: err}
+	}
+	commit, err := workspace.ResolveCommit(ctx, repoPath, e.v.GetString("rev"))
+	if err != nil {
+		return "", "", &ExitError{Code: ExitUsage, Err: err}
+	}
+	return repoPath, commit, nil
+}
+
+// expandTemplate expands --template with the feature file and returns the
+// name the workflow is known by in messages and the workflow document.
+func (e *env) expandTemplate(ctx context.Context, file string) (string, []byte, error) {
+	name := e.v.GetString("template")
+	if name == "" {
+		return "", nil, exitf(ExitUsage, "--template is required")
+	}
+	fi, err := os.Stat(file)
+	if err != nil {
+		return "", nil, &ExitError{Code: ExitUsage, Err: err}
+	}
+	if fi.Size() > maxWorkflowFile {
+		return "", nil, exitf(ExitInvalid, "%s: %d bytes, over the %d-byte limit for a feature description", file, fi.Size(), maxWorkflowFile)
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", nil, &ExitError{Code: ExitUsage, Err: err}
+	}
+	files, err := e.readLayers("templates")
+	if err != nil {
+		return "", nil, err
+	}
+	if e.v.GetBool("trust-project-gates") {
+		repoPath, commit, err := e.repoCommit(ctx)
+		if err != nil {
+			return "", nil, err
+		}
+		project, err := projectConfigFiles(ctx, repoPath, commit, "templates", true, e.errOut)
+		if err != nil {
+			return "", nil, &ExitError{Code: ExitUsage, Err: err}
+		}
+		files = append(files, service.ProjectFiles(project)...)
+	}
+	cat, err := templates.FromFiles(files, nil)
+	if err != nil {
+		return "", nil, &ExitError{Code: ExitInvalid, Err: err}
+	}
+	tpl, ok := cat.Get(name)
+	if !ok {
+		return "", nil, exitf(ExitUsage, "unknown template %q (known: %v)", name, cat.Names())
+	}
+	feature, err := templates.ParseFeature(file, data)
+	if err != nil {
+		return "", nil, &ExitError{Code: ExitInvalid, Err: err}
+	}
+	doc, err := tpl.Expand(feature)
+	if err != nil {
+		return "", nil, &ExitError{Code: ExitInvalid, Err: err}
+	}
+	return fmt.Sprintf("%s (template %s)", file, name), doc, nil
+}
