@@ -9,7 +9,7 @@
 #   sandbox-go    sandbox-base + Debian's Go toolchain (golang-go, from the release's backports)
 #   nats          FROM scratch: a static nats-server built from the nats-server/v2 Go module
 #   redis         sandbox-base + Debian's redis-server
-#   coordinator   sandbox-base + the static coordinator (integration runs git) + configs/gates and configs/context
+#   coordinator   sandbox-base + the static coordinator (integration runs git) + configs/gates, context, roles, templates
 #   worker        sandbox-base + the static worker + supervisor-test-agent
 #   gaterunner    sandbox-go   + the static gaterunner + supervisor-coverage-check
 #
@@ -242,7 +242,7 @@ stage_context() {
     coordinator | worker | gaterunner) cp "$here/supervisor-entrypoint" "$ctx/" ;;
   esac
   case $name in
-    coordinator) cp -R "$root/configs/gates" "$ctx/gates"; cp -R "$root/configs/context" "$ctx/context" ;;
+    coordinator) for c in gates context roles templates; do cp -R "$root/configs/$c" "$ctx/$c"; done ;;
     nats) mkdir -p "$ctx/data" ;;
   esac
   echo "$ctx"

@@ -66,7 +66,7 @@ func (e *env) readLayers(kind string) ([]overlay.File, error) {
 	for _, src := range []struct {
 		dir   string
 		layer overlay.Layer
-	}{{builtinConfigDir(kind, e.v.GetString("builtin-" + kind)), overlay.Builtin}, {e.v.GetString("user-" + kind), overlay.User}} {
+	}{{builtinConfigDir(kind, e.v.GetString("builtin-"+kind)), overlay.Builtin}, {e.v.GetString("user-" + kind), overlay.User}} {
 		fs, err := overlay.ReadDir(src.dir, src.layer, false)
 		if err != nil {
 			problems = append(problems, gates.Problem{File: src.dir, Message: err.Error()})

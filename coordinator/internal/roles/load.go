@@ -1,7 +1,7 @@
 package roles
 
 import (
-		"os"
+	"os"
 	"path/filepath"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/overlay"
@@ -143,4 +143,3 @@ func appendOnce(ps []gates.Problem, p gates.Problem) []gates.Problem {
 	}
 	return append(ps, p)
 }
-

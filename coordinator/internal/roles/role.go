@@ -25,15 +25,15 @@ const (
 	// MaxTurns is the most turns a role may allow an agent.
 	MaxTurns = 10000
 	// DefaultBudget is the context token budget of a role that names a
-	// strategy but no budget (CTX-08).
+	// strategy but no budget.
 	DefaultBudget = 20000
-	// MaxBudget is the largest context token budget (CTX-08).
+	// MaxBudget is the largest context token budget.
 	MaxBudget = 50000
 	// MinBudget is the smallest context token budget.
 	MinBudget = 1000
 )
 
-// Output schema names a role may declare (OUT-01…OUT-04).
+// OutputSchemas are the output schema names a role may declare.
 var OutputSchemas = []string{"generic", "plan", "implementation", "review"}
 
 // Role is a resolved role: its chain of files merged (ROLE-07) and
