@@ -188,6 +188,9 @@ type defaultsDef struct {
 	agentBad bool
 	// role is defaults.role (nil when absent or unknown).
 	role *roleRef
+	// written holds the keys the defaults section sets: what a workflow
+	// writes wins over a role's settings.
+	written map[string]bool
 }
 
 func (p *parser) defaults(n *yaml.Node) defaultsDef {
@@ -200,6 +203,10 @@ func (p *parser) defaults(n *yaml.Node) defaultsDef {
 		return d
 	}
 	d.retry = p.retry(f, "defaults", d.retry)
+	d.written = map[string]bool{}
+	for k := range f {
+		d.written[k] = true
+	}
 	if x, ok := f["pool"]; ok {
 		if s, good := p.name(x.Val, "defaults pool"); good {
 			d.pool = s
@@ -351,10 +358,10 @@ func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 		if a, good := p.agent(x.Val, what+" agent"); good && !d.agentBad {
 			t.spec.Agent, _ = p.checkAgent(mergeAgent(d.agent, &a), d.agent, what+" agent")
 		}
-	case role != nil && role.role != nil && role.role.Agent.Adapter != "":
-		roleAgent(&t, role.role)
 	case d.agent != nil:
 		t.spec.Agent, _ = p.checkAgent(d.agent, d.agent, what+" agent")
+	case role != nil && role.role != nil && role.role.Agent.Adapter != "":
+		roleAgent(&t, role.role)
 	case role != nil && role.bad:
 	case !d.agentBad:
 		p.Addf(n, "%s has no agent: set agent on the task, its role or in defaults", what)
@@ -412,7 +419,7 @@ func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 	p.retry(f, what, d.retry).apply(&t.spec)
 	p.files(f, &t.spec, what)
 	if role != nil && role.role != nil {
-		applyRole(&t, role, f)
+		applyRole(&t, role, f, d.written)
 	}
 	p.taskOutput(&t, f, what, human, d)
 	return t

@@ -69,11 +69,13 @@ func (p *parser) rolePrompt(ref *roleRef, at *yaml.Node, prompt, id string) stri
 	return out
 }
 
-// applyRole fills what the task does not set from its role: gates (when
-// the task has no gates section and the role sets some), timeout,
-// allow_empty, output schema, feedback template and context; and records
-// the role's name (ROLE-01).
-func applyRole(t *taskDef, ref *roleRef, f map[string]gates.Field) {
+// applyRole fills what neither the task nor the workflow's defaults set
+// from the task's role: gates (when the task has no gates section and the
+// role sets some), timeout and allow_empty; it always sets the output
+// schema, feedback template and context, and records the role's name
+// (ROLE-01). A workflow is more specific than a reusable role, so what it
+// writes wins (ROLE-06).
+func applyRole(t *taskDef, ref *roleRef, f map[string]gates.Field, defaults map[string]bool) {
 	r := ref.role
 	t.spec.Role = r.Name
 	human := t.spec.Type == protocol.TaskHuman
@@ -87,10 +89,10 @@ func applyRole(t *taskDef, ref *roleRef, f map[string]gates.Field) {
 		}
 		t.spec.Required = append([]string(nil), r.Gates...)
 	}
-	if _, set := f["timeout"]; !set && r.TimeoutSeconds > 0 {
+	if _, set := f["timeout"]; !set && !defaults["timeout"] && r.TimeoutSeconds > 0 {
 		t.spec.TimeoutSeconds = r.TimeoutSeconds
 	}
-	if _, set := f["allow_empty"]; !set && r.AllowEmpty {
+	if _, set := f["allow_empty"]; !set && !defaults["allow_empty"] && r.AllowEmpty {
 		t.spec.AllowEmpty = true
 	}
 	t.spec.Output = r.Output

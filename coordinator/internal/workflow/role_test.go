@@ -137,3 +137,35 @@ func TestParseRoleProblems(t *testing.T) {
 		})
 	}
 }
+
+// What the workflow's defaults write wins over the role; what they leave
+// out, the role fills (ROLE-06).
+func TestParseRoleUnderDefaults(t *testing.T) {
+	opts := realSources(t, overlay.File{Layer: overlay.Project, Name: "slow", Path: "slow.yaml",
+		Data: []byte("extends: reviewer\ndescription: slow reviewer\ntimeout: 2h\n")})
+	src := `name: d
+defaults:
+  agent: {adapter: codex}
+  timeout: 10m
+  allow_empty: false
+tasks:
+  - id: r
+    role: slow
+    prompt: x
+`
+	spec, err := ParseWithOptions("d.yaml", []byte(src), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := spec.Tasks[0]
+	if r.Agent == nil || r.Agent.Adapter != "codex" || r.TimeoutSeconds != 600 || r.AllowEmpty || r.Output != "review" || len(r.Gates) != 0 {
+		t.Errorf("defaults must win where written: %+v", r)
+	}
+	spec, err = ParseWithOptions("d.yaml", []byte("name: d\ntasks:\n  - id: r\n    role: slow\n    prompt: x\n"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := spec.Tasks[0]; r.TimeoutSeconds != 7200 || !r.AllowEmpty || r.Agent == nil || r.Agent.Adapter != "claude-code" {
+		t.Errorf("the role fills what the workflow leaves out: %+v", r)
+	}
+}
