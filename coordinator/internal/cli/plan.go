@@ -57,11 +57,8 @@ that.`,
 			return nil
 		},
 	}
-	fs := cmd.Flags()
-	fs.String("template", "", "the workflow template to expand (required)")
-	fs.String("repo", ".", "the git repository (for its .supervisor/ files with --trust-project-gates)")
-	fs.String("rev", "HEAD", "the commit whose .supervisor/ files are read")
-	fs.Bool("trust-project-gates", false, "use the repository's .supervisor/gates.yaml, .supervisor/roles/ and .supervisor/templates/")
+	cmd.Flags().String("template", "", "the workflow template to expand (required)")
+	addProjectFlags(cmd)
 	return cmd
 }
 
@@ -96,24 +93,9 @@ func (e *env) expandTemplate(ctx context.Context, file string) (string, []byte, 
 	if err != nil {
 		return "", nil, &ExitError{Code: ExitUsage, Err: err}
 	}
-	files, err := e.readLayers("templates")
+	cat, err := e.templateCatalogue(ctx)
 	if err != nil {
 		return "", nil, err
-	}
-	if e.v.GetBool("trust-project-gates") {
-		repoPath, commit, err := e.repoCommit(ctx)
-		if err != nil {
-			return "", nil, err
-		}
-		project, err := projectConfigFiles(ctx, repoPath, commit, "templates", true, e.errOut)
-		if err != nil {
-			return "", nil, &ExitError{Code: ExitUsage, Err: err}
-		}
-		files = append(files, service.ProjectFiles(project)...)
-	}
-	cat, err := templates.FromFiles(files, nil)
-	if err != nil {
-		return "", nil, &ExitError{Code: ExitInvalid, Err: err}
 	}
 	tpl, ok := cat.Get(name)
 	if !ok {
@@ -128,4 +110,29 @@ func (e *env) expandTemplate(ctx context.Context, file string) (string, []byte, 
 		return "", nil, &ExitError{Code: ExitInvalid, Err: err}
 	}
 	return fmt.Sprintf("%s (template %s)", file, name), doc, nil
+}
+
+// templateCatalogue loads the built-in and user templates, and the
+// project's with --trust-project-gates.
+func (e *env) templateCatalogue(ctx context.Context) (*templates.Catalogue, error) {
+	files, err := e.readLayers("templates")
+	if err != nil {
+		return nil, err
+	}
+	if e.v.GetBool("trust-project-gates") {
+		repoPath, commit, err := e.repoCommit(ctx)
+		if err != nil {
+			return nil, err
+		}
+		project, err := projectConfigFiles(ctx, repoPath, commit, "templates", true, e.errOut)
+		if err != nil {
+			return nil, &ExitError{Code: ExitUsage, Err: err}
+		}
+		files = append(files, service.ProjectFiles(project)...)
+	}
+	cat, err := templates.FromFiles(files, nil)
+	if err != nil {
+		return nil, &ExitError{Code: ExitInvalid, Err: err}
+	}
+	return cat, nil
 }

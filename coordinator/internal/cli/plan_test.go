@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -55,5 +56,42 @@ func TestPlanCommand(t *testing.T) {
 				t.Errorf("stdout:\n%s\nstderr:\n%s\nwant stderr with %q, stdout with %q", out.String(), errOut.String(), tc.stderrHas, tc.stdoutHas)
 			}
 		})
+	}
+}
+
+func TestRolesAndTemplatesCommands(t *testing.T) {
+	configs := filepath.Join("..", "..", "..", "configs")
+	user := t.TempDir()
+	if err := os.WriteFile(filepath.Join(user, "implementer.yaml"), []byte("extends: implementer\nagent: {model: opus}\ngates: [go-test]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		args = append(args, "--builtin-gates", filepath.Join(configs, "gates"), "--user-gates", "",
+			"--builtin-roles", filepath.Join(configs, "roles"), "--user-roles", user,
+			"--builtin-templates", filepath.Join(configs, "templates"), "--user-templates", "")
+		code := Main(args, &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	code, out, stderr := run("roles")
+	if code != 0 || !regexp.MustCompile(`(?m)^implementer +user +claude-code`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^security_reviewer +built-in +claude-code +review +security_audit \(20000\)`).MatchString(out) {
+		t.Errorf("roles: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr = run("roles", "implementer")
+	if code != 0 || !strings.Contains(out, "agent: claude-code, model opus") || !strings.Contains(out, "gates: go-test") ||
+		!strings.Contains(out, filepath.Join(user, "implementer.yaml")+" <- ") {
+		t.Errorf("roles implementer: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, _ = run("roles", "reviewer", "-o", "json")
+	if code != 0 || !strings.Contains(out, `"output": "review"`) || !strings.Contains(out, `"gates": []`) {
+		t.Errorf("roles reviewer -o json: exit %d\n%s", code, out)
+	}
+	if code, _, stderr = run("roles", "wizard"); code != ExitUsage || !strings.Contains(stderr, `unknown role "wizard"`) {
+		t.Errorf("roles wizard: exit %d %s", code, stderr)
+	}
+	code, out, stderr = run("templates")
+	if code != 0 || !regexp.MustCompile(`(?m)^security_critical +enterprise, _base +`).MatchString(out) {
+		t.Errorf("templates: exit %d\n%s%s", code, out, stderr)
 	}
 }

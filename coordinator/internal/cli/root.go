@@ -99,7 +99,7 @@ Exit codes: 0 succeeded; 1 error; 2 workflow failed; 3 workflow cancelled;
 	addGateSourceFlags(root.PersistentFlags())
 	addContextFlags(root.PersistentFlags())
 	addConfigSourceFlags(root.PersistentFlags())
-	root.AddCommand(newServe(), newDev(), newDemo(), newSubmit(), newPlan(), newStatus(), newWatch(), newLogs(), newCancel(), newGate(),
+	root.AddCommand(newServe(), newDev(), newDemo(), newSubmit(), newPlan(), newRoles(), newTemplates(), newStatus(), newWatch(), newLogs(), newCancel(), newGate(),
 		newInbox(), newShow(), newApprove(), newReject(), newRetry(), newBreakers(), newResume(), newMerge())
 	root.AddCommand(newContext())
 	return root
