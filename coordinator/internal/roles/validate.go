@@ -137,14 +137,11 @@ type PromptData struct {
 	Config map[string]any
 }
 
-// OutputInstructions returns the block that tells the agent how to report
-// its result in the named schema. It is the hook the structured-output
-// package fills; until then it adds nothing.
-var OutputInstructions = func(schema string) string { return "" }
-
 // RenderPrompt builds a task's prompt: the role's prompt additions, then
 // its prompt template rendered with d (the task's prompt alone when the
-// role has no template), then the output instructions of its schema.
+// role has no template). The output schema's instructions are not part of
+// it: they follow TaskSpec.Output, which the role sets, when the agent's
+// job is built.
 func (r *Role) RenderPrompt(d PromptData) (string, error) {
 	d.Role = r.Name
 	d.Config = r.Config
@@ -156,9 +153,5 @@ func (r *Role) RenderPrompt(d PromptData) (string, error) {
 		}
 		body = b.String()
 	}
-	out := concat(r.PromptAdditions, body)
-	if r.Output != "" {
-		out = concat(out, OutputInstructions(r.Output))
-	}
-	return out, nil
+	return concat(r.PromptAdditions, body), nil
 }

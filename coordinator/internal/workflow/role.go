@@ -71,9 +71,8 @@ func (p *parser) rolePrompt(ref *roleRef, at *yaml.Node, prompt, id string) stri
 
 // applyRole fills what neither the task nor the workflow's defaults set
 // from the task's role: gates (when the task has no gates section and the
-// role sets some), timeout and allow_empty; it always sets the output
-// schema, feedback template and context, and records the role's name
-// (ROLE-01). A workflow is more specific than a reusable role, so what it
+// role sets some), timeout, allow_empty and the output schema; it sets the
+// feedback template and context, and records the role's name (ROLE-01). A workflow is more specific than a reusable role, so what it
 // writes wins (ROLE-06).
 func applyRole(t *taskDef, ref *roleRef, f map[string]gates.Field, defaults map[string]bool) {
 	r := ref.role
@@ -95,7 +94,9 @@ func applyRole(t *taskDef, ref *roleRef, f map[string]gates.Field, defaults map[
 	if _, set := f["allow_empty"]; !set && !defaults["allow_empty"] && r.AllowEmpty {
 		t.spec.AllowEmpty = true
 	}
-	t.spec.Output = r.Output
+	if _, set := f["output"]; !set {
+		t.spec.Output = r.Output
+	}
 	t.spec.Feedback = r.Feedback
 	if r.Context.Strategy != "" {
 		t.spec.RoleContext = &protocol.RoleContext{Strategy: r.Context.Strategy, Budget: r.Context.Budget}
