@@ -258,3 +258,35 @@ func TestRenderPrompt(t *testing.T) {
 		t.Errorf("got %q\nwant %q", got, want)
 	}
 }
+
+// The example domain overlays (configs/examples/roles) load as a project's
+// roles on top of the built-in ones.
+func TestExampleRolesLoad(t *testing.T) {
+	project, err := overlay.ReadDir(filepath.Join("..", "..", "..", "configs", "examples", "roles"), overlay.Project, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(Options{BuiltinDir: builtinDir, Project: project})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, parent, output string }{
+		{"trader", "implementer", "implementation"}, {"risk_manager", "reviewer", "review"}, {"quant_dev", "implementer", "implementation"},
+		{"ui_designer", "implementer", "implementation"}, {"state_architect", "reviewer", "review"}, {"cli_ux_dev", "implementer", "implementation"},
+		{"schema_guard", "reviewer", "review"}, {"etl_architect", "planner", "plan"}, {"api_dev", "implementer", "implementation"},
+		{"infra_reviewer", "reviewer", "review"},
+	} {
+		r, ok := c.Get(tc.name)
+		if !ok {
+			t.Errorf("%s missing", tc.name)
+			continue
+		}
+		if r.Layer != overlay.Project || r.Output != tc.output || len(r.Files) < 2 || !strings.HasSuffix(r.Files[1], tc.parent+".yaml") {
+			t.Errorf("%s: layer %v output %q files %v", tc.name, r.Layer, r.Output, r.Files)
+		}
+	}
+	trader, _ := c.Get("trader")
+	if !reflect.DeepEqual(trader.Gates, []string{"risk-check"}) || !strings.Contains(trader.PromptAdditions, "Stop-loss checks stay") {
+		t.Errorf("trader: %+v", trader)
+	}
+}
