@@ -61,18 +61,7 @@ func builtinConfigDir(kind, flag string) string {
 
 // readLayers reads the built-in and user directories of kind.
 func (e *env) readLayers(kind string) ([]overlay.File, error) {
-	var files []overlay.File
-	var problems []gates.Problem
-	for _, src := range []struct {
-		dir   string
-		layer overlay.Layer
-	}{{builtinConfigDir(kind, e.v.GetString("builtin-"+kind)), overlay.Builtin}, {e.v.GetString("user-" + kind), overlay.User}} {
-		fs, err := overlay.ReadDir(src.dir, src.layer, false)
-		if err != nil {
-			problems = append(problems, gates.Problem{File: src.dir, Message: err.Error()})
-		}
-		files = append(files, fs...)
-	}
+	files, problems := overlay.ReadLayers(builtinConfigDir(kind, e.v.GetString("builtin-"+kind)), e.v.GetString("user-"+kind))
 	if len(problems) > 0 {
 		return nil, &ExitError{Code: ExitInvalid, Err: &gates.ValidationError{Problems: problems}}
 	}
@@ -114,7 +103,7 @@ func projectConfigFiles(ctx context.Context, repo, commit, kind string, trusted 
 		return nil, nil
 	}
 	if !trusted {
-		fmt.Fprintf(warn, "coordinator: ignoring %s/: project %s change what agents are told; pass --trust-project-gates to use them\n", dir, kind)
+		fmt.Fprintf(warn, "coordinator: ignoring %s/: project %s choose what agents run and are told; pass --trust-project-gates to use them\n", dir, kind)
 		return nil, nil
 	}
 	files := make([]api.GateFile, 0, len(names))

@@ -98,6 +98,25 @@ func ReadDir(dir string, layer Layer, noSymlink bool) ([]File, error) {
 	return out, errors.Join(errs...)
 }
 
+// ReadLayers reads the built-in and the user directory ("" skips one);
+// problems reading them are returned, not fatal, so the caller can report
+// them with the files' own.
+func ReadLayers(builtinDir, userDir string) ([]File, []gates.Problem) {
+	var files []File
+	var problems []gates.Problem
+	for _, src := range []struct {
+		dir   string
+		layer Layer
+	}{{builtinDir, Builtin}, {userDir, User}} {
+		fs, err := ReadDir(src.dir, src.layer, false)
+		if err != nil {
+			problems = append(problems, gates.Problem{File: src.dir, Message: err.Error()})
+		}
+		files = append(files, fs...)
+	}
+	return files, problems
+}
+
 func readFile(path string, noSymlink bool) ([]byte, error) {
 	info, err := os.Lstat(path)
 	if err != nil {

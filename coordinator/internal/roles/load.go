@@ -60,20 +60,8 @@ func (c *Catalogue) Names() []string {
 // problem of every file comes back in one *gates.ValidationError, each at
 // its file:line.
 func Load(o Options) (*Catalogue, error) {
-	var files []overlay.File
-	var problems []gates.Problem
-	for _, src := range []struct {
-		dir   string
-		layer overlay.Layer
-	}{{o.BuiltinDir, overlay.Builtin}, {o.UserDir, overlay.User}} {
-		fs, err := overlay.ReadDir(src.dir, src.layer, false)
-		if err != nil {
-			problems = append(problems, gates.Problem{File: src.dir, Message: err.Error()})
-		}
-		files = append(files, fs...)
-	}
-	files = append(files, o.Project...)
-	return FromFiles(files, problems)
+	files, problems := overlay.ReadLayers(o.BuiltinDir, o.UserDir)
+	return FromFiles(append(files, o.Project...), problems)
 }
 
 // FromFiles resolves roles from files already read (Load's second half);

@@ -61,18 +61,7 @@ type Template struct {
 // followed with cycles rejected and named, the chain merged (TPL-08) and
 // checked. Every problem comes back in one *gates.ValidationError.
 func Load(o Options) (*Catalogue, error) {
-	var files []overlay.File
-	var problems []gates.Problem
-	for _, src := range []struct {
-		dir   string
-		layer overlay.Layer
-	}{{o.BuiltinDir, overlay.Builtin}, {o.UserDir, overlay.User}} {
-		fs, err := overlay.ReadDir(src.dir, src.layer, false)
-		if err != nil {
-			problems = append(problems, gates.Problem{File: src.dir, Message: err.Error()})
-		}
-		files = append(files, fs...)
-	}
+	files, problems := overlay.ReadLayers(o.BuiltinDir, o.UserDir)
 	return FromFiles(append(files, o.Project...), problems)
 }
 
