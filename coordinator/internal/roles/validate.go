@@ -129,7 +129,7 @@ type PromptData struct {
 	Prompt string
 	// ID is the task's id.
 	ID string
-	// Targets are the files the task targets, when it names them.
+	// Targets are the globs of the files the task works on (its files).
 	Targets []string
 	// Role is the role's name.
 	Role string

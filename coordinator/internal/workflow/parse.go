@@ -369,9 +369,6 @@ func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 	if x, ok := f["prompt"]; ok {
 		if s, good := p.Str(x.Val, what+" prompt"); good {
 			s = p.frontMatter(&t, x.Val, s, d)
-			if role != nil && role.role != nil {
-				s = p.rolePrompt(role, x.Val, s, t.spec.ID)
-			}
 			switch {
 			case len(s) > MaxPromptSize:
 				p.Addf(x.Val, "%s prompt is %d bytes; at most %d (256 KiB)", what, len(s), MaxPromptSize)
@@ -420,6 +417,9 @@ func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 	p.files(f, &t.spec, what)
 	if role != nil && role.role != nil {
 		applyRole(&t, role, f, d.written)
+		if x, ok := f["prompt"]; ok && t.spec.Prompt != "" {
+			t.spec.Prompt = p.rolePrompt(role, x.Val, t.spec, what)
+		}
 	}
 	p.taskOutput(&t, f, what, human, d)
 	return t

@@ -59,12 +59,17 @@ func roleAgent(t *taskDef, r *roles.Role) {
 	t.spec.Agent = r.AgentSpec()
 }
 
-// rolePrompt renders the role's prompt around the task's prompt.
-func (p *parser) rolePrompt(ref *roleRef, at *yaml.Node, prompt, id string) string {
-	out, err := ref.role.RenderPrompt(roles.PromptData{Prompt: prompt, ID: id})
-	if err != nil {
+// rolePrompt renders the role's prompt around the task's prompt; the
+// task's files are its targets.
+func (p *parser) rolePrompt(ref *roleRef, at *yaml.Node, t protocol.TaskSpec, what string) string {
+	out, err := ref.role.RenderPrompt(roles.PromptData{Prompt: t.Prompt, ID: t.ID, Targets: t.Files})
+	switch {
+	case err != nil:
 		p.Addf(at, "%v", err)
-		return prompt
+		return t.Prompt
+	case len(out) > MaxPromptSize:
+		p.Addf(at, "%s prompt is %d bytes with its role's; at most %d (256 KiB)", what, len(out), MaxPromptSize)
+		return t.Prompt
 	}
 	return out
 }

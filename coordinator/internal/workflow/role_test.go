@@ -37,6 +37,7 @@ tasks:
     prompt: Split the health-check feature.
   - id: api
     depends_on: [plan]
+    files: ["cmd/server/**"]
     prompt: Add GET /healthz.
   - id: review
     role: reviewer
@@ -78,7 +79,8 @@ tasks:
 		!reflect.DeepEqual(api.Gates, []string{"go-build", "go-test"}) {
 		t.Errorf("api (defaults.role) = %+v", api)
 	}
-	if !strings.Contains(api.Prompt, "Work test first") || !strings.Contains(api.Prompt, "80%") {
+	if !strings.Contains(api.Prompt, "Work test first") || !strings.Contains(api.Prompt, "80%") ||
+		!strings.Contains(api.Prompt, "Files in scope:\n- cmd/server/**") {
 		t.Errorf("api prompt lacks the role's config:\n%s", api.Prompt)
 	}
 	if r := byID["review"]; r.Role != "reviewer" || r.TimeoutSeconds != 300 || r.Output != "review" || len(r.Gates) != 0 {
