@@ -113,9 +113,9 @@ type TaskSpec struct {
 	// Role names the role whose settings the task took at parse time
 	// (ROLE-01); nothing reads role files after parsing.
 	Role string `json:"role,omitempty"`
-	// Feedback names the feedback template a retry's feedback is rendered
+	// FeedbackTemplate names the template a retry's feedback is rendered
 	// with ("" for the default one).
-	Feedback string `json:"feedback,omitempty"`
+	FeedbackTemplate string `json:"feedback_template,omitempty"`
 	// RoleContext is the context strategy and token budget the task's role
 	// names (nil without a role or when the role names none).
 	RoleContext *RoleContext `json:"role_context,omitempty"`

@@ -444,7 +444,7 @@ func (w *Workflow) agentJob(n *Node, attempt int, publishedAt time.Time) *protoc
 	if attempt > 1 {
 		job.StartFrom = n.startFrom()
 		job.Feedback = n.Feedback
-		text = renderFeedback(n.Feedback, n.Task.Feedback)
+		text = renderFeedback(n.Feedback, n.Task.FeedbackTemplate)
 	}
 	job.Prompt = withOutputInstructions(job.Prompt, n.Task.Output, text)
 	if text != "" {

@@ -50,6 +50,12 @@ func newWorld(t *testing.T, yaml string, roundTrip ...bool) (*world, []string) {
 	if err != nil {
 		t.Fatalf("workflow: %v", err)
 	}
+	return newWorldSpec(t, spec, roundTrip...)
+}
+
+// newWorldSpec is newWorld for a workflow already parsed.
+func newWorldSpec(t *testing.T, spec *protocol.WorkflowSpec, roundTrip ...bool) (*world, []string) {
+	t.Helper()
 	w := &world{t: t, st: statemachine.New(), id: testWF, now: t0, published: map[string]bool{},
 		roundTrip: len(roundTrip) > 0 && roundTrip[0]}
 	repo := protocol.RepoRef{ID: "r-test", BaseCommit: strings.Repeat("b", 40), Bundle: "r-test/base.bundle"}

@@ -102,7 +102,7 @@ func applyRole(t *taskDef, ref *roleRef, f map[string]gates.Field, defaults map[
 	if _, set := f["output"]; !set {
 		t.spec.Output = r.Output
 	}
-	t.spec.Feedback = r.Feedback
+	t.spec.FeedbackTemplate = r.Feedback
 	if r.Context.Strategy != "" {
 		t.spec.RoleContext = &protocol.RoleContext{Strategy: r.Context.Strategy, Budget: r.Context.Budget}
 	}

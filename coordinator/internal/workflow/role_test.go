@@ -75,7 +75,7 @@ tasks:
 		t.Errorf("plan prompt:\n%s", plan.Prompt)
 	}
 	api := byID["api"]
-	if api.Role != "implementer" || api.Output != "implementation" || api.Feedback != "implementer" || api.AllowEmpty ||
+	if api.Role != "implementer" || api.Output != "implementation" || api.FeedbackTemplate != "implementer" || api.AllowEmpty ||
 		!reflect.DeepEqual(api.Gates, []string{"go-build", "go-test"}) {
 		t.Errorf("api (defaults.role) = %+v", api)
 	}
