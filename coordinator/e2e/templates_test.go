@@ -31,6 +31,7 @@ func TestTemplateSubmit(t *testing.T) {
 	}
 	configs := filepath.Join(root, "configs")
 	sources := []string{"--builtin-gates", filepath.Join(configs, "gates"), "--user-gates", "",
+		"--builtin-context", filepath.Join(configs, "context"), "--user-context", "",
 		"--builtin-roles", filepath.Join(configs, "roles"), "--user-roles", "",
 		"--builtin-templates", filepath.Join(configs, "templates"), "--user-templates", ""}
 	f := newFleet(t, 10*time.Second)

@@ -116,9 +116,6 @@ type TaskSpec struct {
 	// FeedbackTemplate names the template a retry's feedback is rendered
 	// with ("" for the default one).
 	FeedbackTemplate string `json:"feedback_template,omitempty"`
-	// RoleContext is the context strategy and token budget the task's role
-	// names (nil without a role or when the role names none).
-	RoleContext *RoleContext `json:"role_context,omitempty"`
 }
 
 // ExpandSpec is the template of the nodes a planner's plan adds: each
@@ -138,12 +135,6 @@ type ExpandSpec struct {
 	MaxAttempts    int               `json:"max_attempts,omitempty"`
 	Output         string            `json:"output,omitempty"`
 	AllowEmpty     bool              `json:"allow_empty,omitempty"`
-}
-
-// RoleContext is a context strategy's name and its token budget.
-type RoleContext struct {
-	Strategy string `json:"strategy"`
-	Budget   int    `json:"budget"`
 }
 
 // Task types.

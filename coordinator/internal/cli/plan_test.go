@@ -43,6 +43,7 @@ func TestPlanCommand(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
 			args := append([]string{"plan", "--builtin-gates", filepath.Join(configs, "gates"), "--user-gates", "",
+				"--builtin-context", filepath.Join(configs, "context"), "--user-context", "",
 				"--builtin-roles", filepath.Join(configs, "roles"), "--user-roles", empty,
 				"--builtin-templates", filepath.Join(configs, "templates"), "--user-templates", empty}, tc.args...)
 			code := Main(args, &out, &errOut)

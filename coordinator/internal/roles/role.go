@@ -24,13 +24,6 @@ const (
 	MaxTimeout = 24 * time.Hour
 	// MaxTurns is the most turns a role may allow an agent.
 	MaxTurns = 10000
-	// DefaultBudget is the context token budget of a role that names a
-	// strategy but no budget.
-	DefaultBudget = 20000
-	// MaxBudget is the largest context token budget.
-	MaxBudget = 50000
-	// MinBudget is the smallest context token budget.
-	MinBudget = 1000
 )
 
 // OutputSchemas are the output schema names a role may declare.
@@ -82,8 +75,8 @@ type Role struct {
 	tmpl *template.Template
 }
 
-// Context is a role's context strategy (helper configs in
-// configs/context) and token budget.
+// Context is a role's context strategy (configs/context) and token
+// budget; a zero budget is the strategy's own.
 type Context struct {
 	Strategy string `json:"strategy,omitempty"`
 	Budget   int    `json:"budget,omitempty"`
@@ -142,9 +135,6 @@ func merge(name string, chain []*def) *Role {
 			r.Config = overlay.MergeMaps(r.Config, d.config)
 			r.pos["config"] = d.configPos
 		}
-	}
-	if r.Context.Strategy != "" && r.Context.Budget == 0 {
-		r.Context.Budget = DefaultBudget
 	}
 	return r
 }

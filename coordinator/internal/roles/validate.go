@@ -8,6 +8,7 @@ import (
 	"text/template"
 
 	"github.com/supervisorhq/supervisor/shared/agentcli"
+	"github.com/supervisorhq/supervisor/shared/contextpack"
 	"github.com/supervisorhq/supervisor/shared/feedback"
 	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/protocol"
@@ -75,8 +76,8 @@ func (r *Role) validate() []gates.Problem {
 		add("context.budget", "context budget is set but no strategy")
 	case c.Strategy != "" && !protocol.ValidName(c.Strategy):
 		add("context.strategy", "invalid context strategy %q: use %s", c.Strategy, protocol.NameRule)
-	case c.Strategy != "" && (c.Budget < MinBudget || c.Budget > MaxBudget):
-		add("context.budget", "context budget %d is out of range: must be between %d and %d tokens", c.Budget, MinBudget, MaxBudget)
+	case c.Strategy != "" && c.Budget != 0 && (c.Budget < contextpack.MinBudget || c.Budget > contextpack.MaxBudget):
+		add("context.budget", "context budget %d is out of range: must be between %d and %d tokens", c.Budget, contextpack.MinBudget, contextpack.MaxBudget)
 	}
 	for _, g := range r.Gates {
 		if !gates.ValidName(g) {

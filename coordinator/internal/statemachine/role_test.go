@@ -7,6 +7,7 @@ import (
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/roles"
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
+	"github.com/supervisorhq/supervisor/shared/contextpack"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 )
 
@@ -14,6 +15,10 @@ import (
 // the implementer's tells the agent it is the implementer.
 func TestRoleFeedbackTemplate(t *testing.T) {
 	cat, err := roles.Load(roles.Options{BuiltinDir: filepath.Join("..", "..", "..", "configs", "roles")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	strategies, err := contextpack.Load(filepath.Join("..", "..", "..", "configs", "context"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +30,7 @@ func TestRoleFeedbackTemplate(t *testing.T) {
 			src := "name: l\ndefaults:\n  agent: {command: [fake-agent]}\n  allow_empty: true\n" +
 				"gates:\n  - {name: test, command: [go, test, ./...]}\n" +
 				"tasks:\n  - {id: a, role: " + tc.role + ", prompt: add Shout, gates: [test]}\n"
-			spec, err := workflow.ParseWithOptions("wf.yaml", []byte(src), workflow.Options{Roles: cat})
+			spec, err := workflow.ParseWithOptions("wf.yaml", []byte(src), workflow.Options{Roles: cat, Strategies: strategies})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/supervisorhq/supervisor/coordinator/internal/overlay"
 	"github.com/supervisorhq/supervisor/coordinator/internal/roles"
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
+	"github.com/supervisorhq/supervisor/shared/contextpack"
 	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 )
@@ -30,7 +31,11 @@ func parseOptions(t *testing.T) workflow.Options {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return workflow.Options{BuiltinGates: res.Set, Roles: cat}
+	strategies, err := contextpack.Load(filepath.Join(configs, "context"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return workflow.Options{BuiltinGates: res.Set, Roles: cat, Strategies: strategies}
 }
 
 func loadBuiltin(t *testing.T) *Catalogue {

@@ -416,7 +416,7 @@ func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 	p.retry(f, what, d.retry).apply(&t.spec)
 	p.files(f, &t.spec, what)
 	if role != nil && role.role != nil {
-		applyRole(&t, role, f, d.written)
+		p.applyRole(&t, role, f, d.written)
 		if x, ok := f["prompt"]; ok && t.spec.Prompt != "" {
 			t.spec.Prompt = p.rolePrompt(role, x.Val, t.spec, what)
 		}

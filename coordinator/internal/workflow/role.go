@@ -76,10 +76,12 @@ func (p *parser) rolePrompt(ref *roleRef, at *yaml.Node, t protocol.TaskSpec, wh
 
 // applyRole fills what neither the task nor the workflow's defaults set
 // from the task's role: gates (when the task has no gates section and the
-// role sets some), timeout, allow_empty and the output schema; it sets the
-// feedback template and context, and records the role's name (ROLE-01). A workflow is more specific than a reusable role, so what it
+// role sets some), timeout, allow_empty, the output schema and the context
+// (the role's strategy and budget, resolved against the loaded strategies
+// like a task's context); it sets the feedback template and records the
+// role's name (ROLE-01). A workflow is more specific than a reusable role, so what it
 // writes wins (ROLE-06).
-func applyRole(t *taskDef, ref *roleRef, f map[string]gates.Field, defaults map[string]bool) {
+func (p *parser) applyRole(t *taskDef, ref *roleRef, f map[string]gates.Field, defaults map[string]bool) {
 	r := ref.role
 	t.spec.Role = r.Name
 	human := t.spec.Type == protocol.TaskHuman
@@ -103,7 +105,11 @@ func applyRole(t *taskDef, ref *roleRef, f map[string]gates.Field, defaults map[
 		t.spec.Output = r.Output
 	}
 	t.spec.FeedbackTemplate = r.Feedback
-	if r.Context.Strategy != "" {
-		t.spec.RoleContext = &protocol.RoleContext{Strategy: r.Context.Strategy, Budget: r.Context.Budget}
+	if _, set := f["context"]; !set && r.Context.Strategy != "" {
+		spec, err := p.strategies.Spec(r.Context.Strategy, r.Context.Budget, nil, nil)
+		if err != nil {
+			p.Addf(ref.node, "role %q context: %v", r.Name, err)
+		}
+		t.spec.Context = spec
 	}
 }

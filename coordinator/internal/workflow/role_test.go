@@ -8,6 +8,7 @@ import (
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/overlay"
 	"github.com/supervisorhq/supervisor/coordinator/internal/roles"
+	"github.com/supervisorhq/supervisor/shared/contextpack"
 	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 )
@@ -23,7 +24,11 @@ func realSources(t *testing.T, project ...overlay.File) Options {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Options{BuiltinGates: res.Set, Roles: cat}
+	strategies, err := contextpack.Load(filepath.Join("..", "..", "..", "configs", "context"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Options{BuiltinGates: res.Set, Roles: cat, Strategies: strategies}
 }
 
 func TestParseRoles(t *testing.T) {
@@ -65,7 +70,7 @@ tasks:
 	}
 	plan := byID["plan"]
 	if plan.Role != "planner" || plan.Output != "plan" || !plan.AllowEmpty || len(plan.Gates) != 0 ||
-		plan.RoleContext == nil || *plan.RoleContext != (protocol.RoleContext{Strategy: "planner_docset", Budget: 30000}) {
+		plan.Context == nil || plan.Context.Strategy != "planner_docset" || plan.Context.Budget != 30000 || plan.Context.Definition.Name != "planner_docset" {
 		t.Errorf("plan = %+v", plan)
 	}
 	if plan.Agent == nil || plan.Agent.Adapter != "claude-code" {
@@ -144,7 +149,7 @@ func TestParseRoleProblems(t *testing.T) {
 // out, the role fills (ROLE-06).
 func TestParseRoleUnderDefaults(t *testing.T) {
 	opts := realSources(t, overlay.File{Layer: overlay.Project, Name: "slow", Path: "slow.yaml",
-		Data: []byte("extends: reviewer\ndescription: slow reviewer\ntimeout: 2h\n")})
+		Data: []byte("extends: implementer\ndescription: slow implementer\ntimeout: 2h\nallow_empty: true\n")})
 	src := `name: d
 defaults:
   agent: {adapter: codex}
@@ -160,7 +165,7 @@ tasks:
 		t.Fatal(err)
 	}
 	r := spec.Tasks[0]
-	if r.Agent == nil || r.Agent.Adapter != "codex" || r.TimeoutSeconds != 600 || r.AllowEmpty || r.Output != "review" || len(r.Gates) != 0 {
+	if r.Agent == nil || r.Agent.Adapter != "codex" || r.TimeoutSeconds != 600 || r.AllowEmpty || r.Output != "implementation" {
 		t.Errorf("defaults must win where written: %+v", r)
 	}
 	spec, err = ParseWithOptions("d.yaml", []byte("name: d\ntasks:\n  - id: r\n    role: slow\n    prompt: x\n"), opts)
