@@ -21,8 +21,10 @@ agent:
 // (TPL-02, TPL-07): the project's trusted role overlays (ROLE-08) make
 // every step run the test agent, the front matter gives each step its
 // directives, the coordinator parses the expanded workflow with the same
-// roles, the implementer's prompt is built by its role, and the built-in Go
-// gates judge the change.
+// roles, the planner's plan adds its component as a node, the
+// implementer's prompt is built by its role, each round's result block
+// matches its role's output schema, and the built-in Go gates judge the
+// change.
 func TestTemplateSubmit(t *testing.T) {
 	t.Parallel()
 	root, err := repoRoot()
@@ -49,20 +51,20 @@ func TestTemplateSubmit(t *testing.T) {
 		files[".supervisor/roles/"+role+".yaml"] = strings.ReplaceAll(projectRole, "%s", role)
 	}
 	repo, _ := testkit.Repo(t, files)
+	// The planner's plan has one component, which writes greet/bye.go; the
+	// implement step adds its test; each agent ends with its result block.
+	block := func(json string) string {
+		return "      @print ```json\n      @print " + json + "\n      @print ```\n"
+	}
 	feature := writeFile(t, t.TempDir(), "goodbye.md", `---
 steps:
   plan:
     prompt: |
-      @print planned: one function
-  implement:
+`+block(`{"status":"COMPLETE","estimated_components":1,"phases":[{"id":"one","components":[{"id":"bye","description":"@write greet/bye.go\npackage greet\n\n// Bye says goodbye to name.\nfunc Bye(name string) string { return \"bye \" + name }\n@end"}]}]}`)+`    expand:
+      prompt: |
+  `+strings.ReplaceAll(block(`{"status":"SUCCESS","files_created":["greet/bye.go"],"files_modified":[],"tests_written":[]}`), "\n      ", "\n        ")+`  implement:
     prompt: |
       @print-prompt
-      @write greet/bye.go
-      package greet
-
-      // Bye says goodbye to name.
-      func Bye(name string) string { return "bye " + name }
-      @end
       @write greet/bye_test.go
       package greet
 
@@ -74,10 +76,9 @@ steps:
       	}
       }
       @end
-  quick_review:
+`+block(`{"status":"SUCCESS","files_created":["greet/bye_test.go"],"files_modified":[],"tests_written":["TestBye"]}`)+`  quick_review:
     prompt: |
-      @print approved
----
+`+block(`{"status":"APPROVED","issues":[],"suggestions":[]}`)+`---
 # Goodbye
 
 Add a Bye function to package greet, with a test.
@@ -97,7 +98,7 @@ Add a Bye function to package greet, with a test.
 	if st.Name != "goodbye" {
 		t.Errorf("workflow name %q", st.Name)
 	}
-	for _, id := range []string{"plan", "implement", "quick_review"} {
+	for _, id := range []string{"plan", "plan--bye", "implement", "quick_review"} {
 		if n := st.node(t, id); n.Status != "succeeded" {
 			t.Errorf("node %s: %s", id, n.Status)
 		}

@@ -212,6 +212,9 @@ func (t *Template) Expand(f *Feature) ([]byte, error) {
 		if s.approval != nil {
 			add(task, "approval", plain(s.approval))
 		}
+		if s.expand != nil {
+			add(task, "expand", plain(s.expand))
+		}
 		prompt := d.Feature
 		if s.tmpl != nil {
 			var b bytes.Buffer

@@ -42,13 +42,14 @@ type stepDef struct {
 	gates      []string
 	gatesSet   bool
 	approval   *yaml.Node
+	expand     *yaml.Node
 	timeout    *string
 	allowEmpty *bool
 }
 
 var templateFields = []string{"extends", "description", "defaults", "gates", "disable", "steps"}
 
-var stepFields = []string{"role", "type", "prompt", "depends_on", "gates", "approval", "timeout", "allow_empty"}
+var stepFields = []string{"role", "type", "prompt", "depends_on", "gates", "approval", "expand", "timeout", "allow_empty"}
 
 // parseLayer reads a template file's (or front matter's) mapping; keys
 // limits the top-level keys allowed.
@@ -169,6 +170,9 @@ func parseStep(c *gates.Checker, name string, k, n *yaml.Node) *stepDef {
 	}
 	if x, ok := fs["approval"]; ok && !gates.IsNull(x.Val) {
 		s.approval = x.Val
+	}
+	if x, ok := fs["expand"]; ok && !gates.IsNull(x.Val) {
+		s.expand = x.Val
 	}
 	if x, ok := fs["allow_empty"]; ok && !gates.IsNull(x.Val) {
 		if b, good := c.Bool(x.Val, what+" allow_empty"); good {

@@ -225,6 +225,9 @@ func mergeStep(cur, s *stepDef) {
 	if s.approval != nil {
 		cur.approval = s.approval
 	}
+	if s.expand != nil {
+		cur.expand = s.expand
+	}
 	for _, d := range s.dependsOn {
 		if !slices.ContainsFunc(cur.dependsOn, func(n named) bool { return n.name == d.name }) {
 			cur.dependsOn = append(cur.dependsOn, d)

@@ -192,6 +192,8 @@ pool: linux
 gates: [go-build, go-test]
 disable: [quick_review]
 steps:
+  plan:
+    expand: {timeout: 20m}
   implement:
     role: tester
     timeout: 1h
@@ -221,6 +223,9 @@ Add GET /healthz.
 	}
 	if spec.Name != "healthz" || !reflect.DeepEqual(taskIDs(spec), []string{"plan", "implement", "risk_check"}) {
 		t.Errorf("name %q tasks %v", spec.Name, taskIDs(spec))
+	}
+	if x := spec.Tasks[0].Expand; x == nil || x.TimeoutSeconds != 1200 {
+		t.Errorf("plan expand = %+v", x)
 	}
 	impl := spec.Tasks[1]
 	if impl.Role != "tester" || impl.TimeoutSeconds != 3600 || impl.Pool != "linux" || !reflect.DeepEqual(impl.Gates, []string{"go-build", "go-test"}) {
