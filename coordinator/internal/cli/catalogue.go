@@ -134,11 +134,19 @@ func printRoles(w io.Writer, views []roleView) {
 			agent = v.Agent.Adapter
 		}
 		if v.Context != nil {
-			ctx = fmt.Sprintf("%s (%d)", v.Context.Strategy, v.Context.Budget)
+			ctx = contextText(*v.Context)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", v.Name, v.Layer, agent, orDash(v.Output), ctx, v.Description)
 	}
 	tw.Flush()
+}
+
+// contextText is a role's context strategy and budget.
+func contextText(c roles.Context) string {
+	if c.Budget == 0 {
+		return c.Strategy + " (its own budget)"
+	}
+	return fmt.Sprintf("%s (%d)", c.Strategy, c.Budget)
 }
 
 func printRole(w io.Writer, v roleView) {
@@ -156,7 +164,7 @@ func printRole(w io.Writer, v roleView) {
 	}
 	fmt.Fprintf(w, "output: %s\n", orDash(v.Output))
 	if v.Context != nil {
-		fmt.Fprintf(w, "context: %s, %d tokens\n", v.Context.Strategy, v.Context.Budget)
+		fmt.Fprintf(w, "context: %s\n", contextText(*v.Context))
 	}
 	switch {
 	case !v.GatesSet:
