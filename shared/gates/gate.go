@@ -173,8 +173,15 @@ type Gate struct {
 	// are keys of the gate registry's KV bucket, where '.' separates NATS
 	// subject tokens.
 	Name string
-	// Command is the argv run without a shell (GC-02, CM-01).
+	// Command is the argv run without a shell (GC-02, CM-01); empty for
+	// a review gate.
 	Command []string
+	// Type is "" for a command gate, protocol.GateTypeReview for a review
+	// gate, whose verdict comes from the agent reviewers of Review
+	// (EXE-009, OUT-05).
+	Type string
+	// Review is a review gate's reviewers, prompt and quorum.
+	Review *protocol.ReviewSpec
 	// Description is free text (GC-03).
 	Description string
 	// Timeout bounds a run: default 300 s, at most 3600 s (GC-04), whole
@@ -264,6 +271,8 @@ func (g Gate) Spec() protocol.GateSpec {
 		Name:                      g.Name,
 		Description:               g.Description,
 		Command:                   cloneStrings(g.Command),
+		Type:                      g.Type,
+		Review:                    cloneReview(g.Review),
 		TimeoutSeconds:            seconds(g.Timeout),
 		DependsOn:                 cloneStrings(g.DependsOn),
 		Pool:                      g.Pool,
@@ -301,6 +310,7 @@ func (g Gate) Spec() protocol.GateSpec {
 func FromSpec(s protocol.GateSpec) Gate {
 	g := New(s.Name, cloneStrings(s.Command)...)
 	g.Description = s.Description
+	g.Type, g.Review = s.Type, cloneReview(s.Review)
 	if s.TimeoutSeconds > 0 {
 		g.Timeout = time.Duration(s.TimeoutSeconds) * time.Second
 	}

@@ -20,6 +20,7 @@ var gateFields = []string{
 	"working_dir", "parallel_safe", "cache", "cache_inputs", "force_hash_large_cache_inputs",
 	"skip_on_dependency_failure", "allowed_writes", "allow_shell", "max_retries", "poll_interval",
 	"poll_interval_secs", "max_pending", "max_pending_secs", "image", "resources", "pool",
+	"type", "agent", "reviewers", "quorum", "prompt",
 }
 
 // reservedGateFields are keys a gate may not have (GC-16, GC-17).
@@ -472,11 +473,17 @@ func (c *Checker) Gate(n, key *yaml.Node, o ParseOptions) (Gate, bool) {
 			c.Addf(n, "gate is missing required field \"name\"")
 		}
 	}
+	g.Type = c.gateType(f, what)
 	var cmdNode *yaml.Node
-	if x, ok := f["command"]; ok {
+	switch x, ok := f["command"]; {
+	case g.Type == protocol.GateTypeReview:
+		c.review(n, f, &g, what)
+	case ok:
+		c.reviewOnly(f, what)
 		cmdNode = x.Val
 		g.Command, _ = c.Command(x.Val, what+" command")
-	} else {
+	default:
+		c.reviewOnly(f, what)
 		c.Addf(n, "%s is missing required field \"command\"", what)
 	}
 	if x, ok := f["description"]; ok && !IsNull(x.Val) {
@@ -523,12 +530,16 @@ func (c *Checker) Gate(n, key *yaml.Node, o ParseOptions) (Gate, bool) {
 	if x, ok := f["working_dir"]; ok {
 		g.WorkingDir, _ = c.WorkingDir(x.Val, what+" working_dir")
 	}
+	cache := &g.Cache
+	if g.Type == protocol.GateTypeReview {
+		cache = new(bool) // checked by review: never true
+	}
 	bools := []struct {
 		key string
 		dst *bool
 	}{
 		{"parallel_safe", &g.ParallelSafe},
-		{"cache", &g.Cache},
+		{"cache", cache},
 		{"force_hash_large_cache_inputs", &g.ForceHashLargeCacheInputs},
 		{"skip_on_dependency_failure", &g.SkipOnDependencyFailure},
 		{"allow_shell", &g.AllowShell},
@@ -543,7 +554,7 @@ func (c *Checker) Gate(n, key *yaml.Node, o ParseOptions) (Gate, bool) {
 	if x, ok := f["cache_inputs"]; ok {
 		g.CacheInputs, _ = c.Paths(x.Val, what+" cache_inputs", false)
 	}
-	if x, ok := f["allowed_writes"]; ok {
+	if x, ok := f["allowed_writes"]; ok && g.Type != protocol.GateTypeReview {
 		g.AllowedWrites, _ = c.Paths(x.Val, what+" allowed_writes", true)
 	}
 	if x, ok := f["max_retries"]; ok {

@@ -139,6 +139,9 @@ type GateJob struct {
 	// NoCache makes the runner execute the gate even if a cached result
 	// exists (a rerun with --no-cache); a passing result is still stored.
 	NoCache bool `json:"no_cache,omitempty"`
+	// TaskPrompt is, for a review gate, the node's task as its agent was
+	// given it (the original plan or task, CTX-06), for the reviewers.
+	TaskPrompt string `json:"task_prompt,omitempty"`
 }
 
 // JobKind tells agent jobs from gate jobs.
@@ -287,6 +290,9 @@ type GateResult struct {
 	// Sandbox says where the gate ran: "process", or "docker IMAGE@ID"
 	// (sandbox.Result.Environment). A cache hit reports the run it reuses.
 	Sandbox string `json:"sandbox,omitempty"`
+	// Review is a review gate's outcome: each reviewer's verdict, issues,
+	// usage and cost, and the quorum (nil for a command gate).
+	Review *ReviewResult `json:"review,omitempty"`
 }
 
 // OutputMaxChars caps GateResult.Output (OT-01).

@@ -264,7 +264,11 @@ func hasString(list []string, s string) bool {
 // omitempty, and their accessors give the documented defaults when an
 // older event leaves them out.
 type GateSpec struct {
-	Name           string            `json:"name"`
+	Name string `json:"name"`
+	// Type is "" for a command gate, GateTypeReview for a review gate
+	// (Review set, Command empty).
+	Type           string            `json:"type,omitempty"`
+	Review         *ReviewSpec       `json:"review,omitempty"`
 	Description    string            `json:"description,omitempty"`
 	Command        []string          `json:"command"`
 	TimeoutSeconds int               `json:"timeout_seconds"`

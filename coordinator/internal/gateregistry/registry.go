@@ -89,7 +89,7 @@ func (r *Registry) Load(ctx context.Context) (map[string]Entry, error) {
 				continue
 			}
 			var spec protocol.GateSpec
-			if err := json.Unmarshal(ent.Value(), &spec); err != nil || spec.Name != ent.Key() || len(spec.Command) == 0 {
+			if err := json.Unmarshal(ent.Value(), &spec); err != nil || spec.Name != ent.Key() || (len(spec.Command) == 0 && !spec.IsReview()) {
 				r.log.Warn("ignoring an invalid gate registry entry", "bucket", protocol.BucketGates, "key", ent.Key(), "err", err)
 				continue
 			}
