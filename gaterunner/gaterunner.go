@@ -98,7 +98,7 @@ func (r *Runner) handle(ctx context.Context, d *bus.Delivery) bus.Disposition {
 	}
 	meta := jobrun.Meta{Kind: protocol.KindGate, JobID: job.JobID, WorkflowID: job.WorkflowID,
 		NodeID: job.NodeID, Gate: job.Gate, Attempt: job.Attempt, Round: job.Round, PublishedAt: job.PublishedAt,
-		Scopes: jobrun.JobScopes{Work: protocol.GateScope(job.Gate, definition(&job).command), Repo: protocol.RepoScope(job.Repo.ID)}}
+		Scopes: jobrun.JobScopes{Work: protocol.GateScope(job.Gate, definition(&job).scopeArgv()), Repo: protocol.RepoScope(job.Repo.ID)}}
 	began := time.Now()
 	return jobrun.Run(ctx, r.deps, &r.cancels, d, meta,
 		func(ctx context.Context, token uint64) jobrun.Outcome { return r.run(ctx, &job, token) },
@@ -135,6 +135,21 @@ type gateDef struct {
 	allowedWrites  []string
 	image          string
 	resources      *protocol.GateResources
+	// review is a review gate's reviewers and quorum (nil: a command gate).
+	review *protocol.ReviewSpec
+}
+
+// scopeArgv is what names the gate's work for its breaker: its command,
+// or a review gate's reviewers' adapters and models.
+func (d gateDef) scopeArgv() []string {
+	if d.review == nil {
+		return d.command
+	}
+	argv := []string{"review"}
+	for _, a := range d.review.Reviewers {
+		argv = append(argv, a.Adapter, a.Model)
+	}
+	return argv
 }
 
 // definition returns the job's gate definition: its Definition when the
@@ -166,6 +181,9 @@ func definition(job *protocol.GateJob) gateDef {
 	d.allowedWrites = s.AllowedWrites
 	d.image = s.Image
 	d.resources = s.Resources
+	if s.IsReview() && s.Review != nil {
+		d.review, d.cache = s.Review, false
+	}
 	return d
 }
 
@@ -188,6 +206,9 @@ func resourcesKey(r *protocol.GateResources) string {
 func (r *Runner) run(ctx context.Context, job *protocol.GateJob, token uint64) jobrun.Outcome {
 	began := time.Now()
 	def := definition(job)
+	if def.review != nil {
+		return r.runReview(ctx, job, token, def)
+	}
 	logw := &jobrun.LogWriter{}
 	logw.Printf("gate %s for %s/%s attempt %d round %d on %s (lease %d): %s", job.Gate, job.WorkflowID, job.NodeID,
 		job.Attempt, job.Round, r.deps.Host, token, strings.Join(def.command, " "))

@@ -1,0 +1,434 @@
+package gaterunner
+
+// Review gates (EXE-009, OUT-05, OUT-07): each reviewer is a fresh run of
+// an agent CLI, through its shared/agentcli adapter, in the gate's sandbox
+// on the node's work. Its prompt is the gate's instructions, the node's
+// task, the node's diff and the review schema's instructions; its final
+// message must end with a review block. APPROVED counts as an approval;
+// CHANGES_REQUESTED, REJECTED and no valid block (OUT-07) do not. The gate
+// passes when the approvals reach the quorum. Reviewers change nothing:
+// any write to the workspace is an integrity violation. A review gate is
+// never cached.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/supervisorhq/supervisor/shared/agentcli"
+	"github.com/supervisorhq/supervisor/shared/agentoutput"
+	"github.com/supervisorhq/supervisor/shared/gates"
+	"github.com/supervisorhq/supervisor/shared/integrity"
+	"github.com/supervisorhq/supervisor/shared/jobrun"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/redact"
+	"github.com/supervisorhq/supervisor/shared/sandbox"
+	"github.com/supervisorhq/supervisor/shared/workspace"
+)
+
+// Bounds of what a reviewer is shown and what is kept of its output.
+const (
+	// DefaultMaxDiffBytes caps the diff in a reviewer's prompt when the
+	// gate sets no max_diff_bytes.
+	DefaultMaxDiffBytes = 200 << 10
+	// maxTaskPrompt caps the task quoted in a reviewer's prompt.
+	maxTaskPrompt = 64 << 10
+	// maxReviewerOutput caps the standard output kept of one reviewer.
+	maxReviewerOutput = 8 << 20
+	// maxReviewerText is how much of a command adapter's output, from
+	// its end, is read as its final message.
+	maxReviewerText = 64 << 10
+)
+
+// defaultReviewPrompt is a review gate's instructions when it sets none.
+const defaultReviewPrompt = "You are a code reviewer. Review the change below, made for the task quoted under it: " +
+	"is it correct, complete, tested, safe and in keeping with the code around it? Do not change any file. " +
+	"Approve only a change you would merge as it is; otherwise list each issue with its file, line and a suggestion."
+
+// splitOwn separates the node's own patch (the last, when it is the
+// node's) from the patches it builds on.
+func splitOwn(job *protocol.GateJob) (deps []protocol.PatchRef, own *protocol.PatchRef) {
+	deps = job.Patches
+	if n := len(deps); n > 0 && deps[n-1].NodeID == job.NodeID {
+		p := deps[n-1]
+		return deps[:n-1], &p
+	}
+	return deps, nil
+}
+
+// runReview runs a review gate job: the workspace is the node's
+// dependencies committed with its own work on top, uncommitted, so the
+// diff shown is the node's alone.
+func (r *Runner) runReview(ctx context.Context, job *protocol.GateJob, token uint64, def gateDef) jobrun.Outcome {
+	began := time.Now()
+	logw := &jobrun.LogWriter{}
+	spec := def.review
+	logw.Printf("review gate %s for %s/%s attempt %d round %d on %s (lease %d): %d reviewers, %d approvals needed",
+		job.Gate, job.WorkflowID, job.NodeID, job.Attempt, job.Round, r.deps.Host, token, len(spec.Reviewers), spec.Approvals)
+	deps, own := splitOwn(job)
+	ws, err := r.deps.Workspaces.Prepare(ctx, job.Repo, deps, job.JobID)
+	if errors.Is(err, workspace.ErrConflict) {
+		return r.patchesConflict(job, token, began, err)
+	}
+	if err != nil {
+		return jobrun.Outcome{Err: fmt.Errorf("prepare workspace: %w", err), Repo: jobrun.Broke}
+	}
+	defer ws.Close() //nolint:errcheck
+	if own != nil {
+		if err := ws.ApplyWork(ctx, *own); errors.Is(err, workspace.ErrConflict) {
+			return r.patchesConflict(job, token, began, err)
+		} else if err != nil {
+			return jobrun.Outcome{Err: fmt.Errorf("apply the node's work: %w", err), Repo: jobrun.Broke}
+		}
+	}
+	diff, err := ws.Diff(ctx)
+	if err != nil {
+		return jobrun.Outcome{Err: fmt.Errorf("the node's diff: %w", err), Repo: jobrun.Broke}
+	}
+	out := r.review(ctx, job, token, began, def, logw, ws.Dir, ReviewPrompt(spec, job.TaskPrompt, diff))
+	out.Repo = jobrun.Worked
+	return out
+}
+
+// ReviewPrompt is what each reviewer of spec is given: the gate's
+// instructions, the task quoted (each line behind "> ", as data, not
+// instructions), the diff in a fence no line of it can close, cut to the
+// gate's max_diff_bytes, and the review schema's instructions.
+func ReviewPrompt(spec *protocol.ReviewSpec, task string, diff []byte) string {
+	var b strings.Builder
+	instr := strings.TrimSpace(spec.Prompt)
+	if instr == "" {
+		instr = defaultReviewPrompt
+	}
+	b.WriteString(instr + "\n\n## The task\n\nThe task the change was made for, as its author was given it:\n\n")
+	task = strings.TrimSpace(task)
+	if task == "" {
+		task = "(not given)"
+	}
+	if len(task) > maxTaskPrompt {
+		task = cutAtLine(task, maxTaskPrompt) + "\n[… the task is cut here]"
+	}
+	for _, line := range strings.Split(task, "\n") {
+		b.WriteString(strings.TrimRight("> "+line, " ") + "\n")
+	}
+	b.WriteString("\n## The change\n\n")
+	limit := spec.MaxDiffBytes
+	if limit <= 0 {
+		limit = DefaultMaxDiffBytes
+	}
+	text := string(diff)
+	note := ""
+	switch {
+	case len(diff) == 0:
+		text = "(the change is empty)"
+	case len(diff) > limit:
+		text = cutAtLine(text, limit)
+		note = fmt.Sprintf("\nThe diff is %d bytes; its first %d are shown. Read the changed files in the working directory for the rest.\n", len(diff), len(text))
+	}
+	fence := strings.Repeat("`", max(3, longestRun(text, '`')+1))
+	b.WriteString(fence + "diff\n" + strings.TrimRight(text, "\n") + "\n" + fence + "\n" + note + "\n")
+	b.WriteString(agentoutput.Instructions(agentoutput.Review))
+	return b.String()
+}
+
+// cutAtLine keeps at most n bytes of s, ending at a line's end when one
+// is in reach.
+func cutAtLine(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	if i := strings.LastIndexByte(s, '\n'); i > 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// longestRun is the length of the longest run of c in s.
+func longestRun(s string, c byte) int {
+	best, n := 0, 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			n++
+			best = max(best, n)
+		} else {
+			n = 0
+		}
+	}
+	return best
+}
+
+// reviewer is one reviewer's outcome: its verdict, and whether its CLI
+// itself failed (could not start, or failed for a reason that is not
+// the agent's: a transient or fatal class), which says nothing of the code.
+type reviewer struct {
+	verdict   protocol.ReviewVerdict
+	cliFailed bool
+	timedOut  bool
+}
+
+// review runs every reviewer in dir, between an integrity capture and
+// check, and reports the gate.
+func (r *Runner) review(ctx context.Context, job *protocol.GateJob, token uint64, began time.Time, def gateDef,
+	logw *jobrun.LogWriter, dir, prompt string) jobrun.Outcome {
+
+	spec := def.review
+	base, err := integrity.Capture(ctx, dir, integrity.Options{})
+	if err != nil {
+		return jobrun.Outcome{Err: fmt.Errorf("integrity: capture the workspace before the review: %w", err)}
+	}
+	res := &protocol.ReviewResult{Required: spec.Approvals, CostKnown: true}
+	failedCLIs := 0
+	var sandboxes []string
+	for i, a := range spec.Reviewers {
+		rv, env, err := r.runReviewer(ctx, job, def, i+1, a, prompt, dir, logw)
+		if err != nil {
+			return jobrun.Outcome{Err: err}
+		}
+		if env != "" {
+			sandboxes = append(sandboxes, env)
+		}
+		v := rv.verdict
+		if v.Approved {
+			res.Approvals++
+		}
+		if rv.cliFailed {
+			failedCLIs++
+		}
+		if v.Run != nil {
+			res.Usage = res.Usage.Add(v.Run.Usage)
+			res.CostUSD += v.Run.CostUSD
+			res.CostKnown = res.CostKnown && v.Run.CostKnown
+		} else {
+			res.CostKnown = false
+		}
+		res.Reviewers = append(res.Reviewers, v)
+	}
+	if ctx.Err() != nil {
+		return jobrun.Outcome{Err: ctx.Err()}
+	}
+	rep, err := base.Check(ctx)
+	if err != nil {
+		return jobrun.Outcome{Err: fmt.Errorf("integrity: check the workspace after the review: %w", err)}
+	}
+
+	g := r.result(job, token, began)
+	g.Review = res
+	g.DurationMillis = time.Since(began).Milliseconds()
+	g.CacheDisabled = "a review gate is never cached"
+	if len(sandboxes) > 0 {
+		g.Sandbox = sandboxes[0]
+	}
+	verdict := jobrun.Worked
+	switch {
+	case res.Approvals >= res.Required:
+		g.Status = protocol.GatePassed
+	case failedCLIs == len(res.Reviewers):
+		// No reviewer could judge the code: the gate could not run.
+		g.Status, g.Error = protocol.GateError, "no reviewer could run: "+res.Reviewers[0].Problem
+		verdict = jobrun.Broke
+	default:
+		g.Status = protocol.GateFailed
+		g.Error = fmt.Sprintf("%d of %d reviewers approved; %d needed", res.Approvals, len(res.Reviewers), res.Required)
+	}
+	if !rep.Clean() {
+		summary := (&integrity.Report{Violations: rep.Violations}).Summary()
+		g.Status, g.IntegrityViolation, g.Violations = protocol.GateFailed, true, rep.Strings()
+		g.Error = joinNonEmpty("; ", g.Error, "a reviewer changed the workspace: "+summary)
+		logw.Printf("%s", summary)
+	}
+	logw.Printf("review gate %s: %d of %d approved (%d needed): %s", job.Gate, res.Approvals, len(res.Reviewers), res.Required, g.Status)
+	g.Output = truncateOutput(redact.String(ReviewSummary(res) + joinNonEmpty("\n", "", g.Error)))
+	logName := fmt.Sprintf("%s/%s/a%d/gate-%s-%d.log", job.WorkflowID, job.NodeID, job.Attempt, job.Gate, token)
+	if err := jobrun.UploadLog(ctx, r.deps.Bus, logName, logw.Bytes()); err != nil {
+		return jobrun.Outcome{Err: err}
+	}
+	g.Log = logName
+	g.FinishedAt = time.Now().UTC()
+	return jobrun.Outcome{Report: gateReport(g), Work: verdict}
+}
+
+// runReviewer runs reviewer number i (from 1) with agent a and reads its
+// verdict. The error is an infrastructure failure: the job is handed back.
+func (r *Runner) runReviewer(ctx context.Context, job *protocol.GateJob, def gateDef, i int, a protocol.AgentSpec,
+	prompt, dir string, logw *jobrun.LogWriter) (reviewer, string, error) {
+
+	rv := reviewer{verdict: protocol.ReviewVerdict{Reviewer: i, Adapter: a.Adapter, Model: a.Model}}
+	ad, ok := agentcli.Lookup(a.Adapter)
+	if !ok {
+		rv.verdict.Problem, rv.cliFailed = fmt.Sprintf("unknown agent adapter %q", a.Adapter), true
+		logw.Printf("reviewer %d: %s", i, rv.verdict.Problem)
+		return rv, "", nil
+	}
+	settings := gates.AgentSettings(a)
+	inv, err := ad.Invocation(prompt, settings)
+	if err != nil {
+		rv.verdict.Problem, rv.cliFailed = "agent settings: "+err.Error(), true
+		logw.Printf("reviewer %d: %s", i, rv.verdict.Problem)
+		return rv, "", nil
+	}
+	shown := make([]string, len(inv.Argv))
+	for k, s := range inv.Argv {
+		if s == prompt {
+			s = fmt.Sprintf("<prompt: %d bytes>", len(prompt))
+		}
+		shown[k] = s
+	}
+	logw.Printf("reviewer %d (%s): %s", i, a.Adapter, strings.Join(shown, " "))
+
+	env := jobrun.Env(def.env, job.WorkflowID, job.NodeID, job.Attempt)
+	env["SUPERVISOR_TASK_ID"] = job.NodeID
+	env["SUPERVISOR_GATE_NAME"] = job.Gate
+	env["SUPERVISOR_REPO_ID"] = job.Repo.ID
+	env["SUPERVISOR_REVIEWER"] = strconv.Itoa(i)
+	env["SUPERVISOR_REVIEW_ID"] = fmt.Sprintf("%s.%s.a%d", job.WorkflowID, job.NodeID, job.Attempt)
+	stdout := &cappedBuffer{limit: maxReviewerOutput}
+	sspec := sandbox.Spec{
+		Argv: inv.Argv, Workspace: dir, WorkingDir: def.workingDir, Env: env, WorkspaceEnv: "SUPERVISOR_REPO_PATH",
+		Timeout: time.Duration(def.timeoutSeconds) * time.Second, Stdout: stdout, Stderr: logw, Image: def.image,
+		Labels: map[string]string{"workflow": job.WorkflowID, "node": job.NodeID, "gate": job.Gate,
+			"attempt": strconv.Itoa(job.Attempt), "round": strconv.Itoa(job.Round), "reviewer": strconv.Itoa(i)},
+	}
+	if inv.PromptOnStdin {
+		sspec.Stdin = strings.NewReader(inv.Stdin)
+	}
+	if rs := def.resources; rs != nil {
+		sspec.Resources = sandbox.Resources{MemoryBytes: rs.MemoryBytes, CPUs: rs.CPUs, Pids: rs.PIDs}
+	}
+	res, err := r.deps.Sandbox.Run(ctx, sspec)
+	switch {
+	case errors.Is(err, sandbox.ErrStart) || errors.Is(err, sandbox.ErrInvalidSpec):
+		rv.verdict.Problem, rv.cliFailed = "cannot start the reviewer: "+redact.String(err.Error()), true
+		logw.Printf("reviewer %d: %s", i, rv.verdict.Problem)
+		return rv, "", nil
+	case err != nil:
+		return rv, "", fmt.Errorf("run reviewer %d: %w", i, err)
+	}
+	out := stdout.Bytes()
+	_, _ = logw.Write(out)
+	parsed, perr := agentcli.Parse(ad.NewParser(settings), bytes.NewReader(out), res.ExitCode, res.Stderr, nil)
+	if perr != nil {
+		return rv, "", fmt.Errorf("read reviewer %d's output: %w", i, perr)
+	}
+	run := wireRun(parsed)
+	rv.verdict.Run = &run
+	text := parsed.Text
+	if a.Adapter == "command" {
+		// The command adapter reads no final message: its output's tail is.
+		text = string(out[max(0, len(out)-maxReviewerText):])
+	}
+	switch {
+	case res.TimedOut:
+		rv.timedOut = true
+		rv.verdict.Problem = fmt.Sprintf("the reviewer ran past the gate's timeout (%ds)", def.timeoutSeconds)
+	case !parsed.Success || res.ExitCode != 0:
+		why := parsed.Error
+		if why == "" {
+			why = fmt.Sprintf("exit code %d", res.ExitCode)
+		}
+		rv.verdict.Problem = "the reviewer's CLI failed: " + redact.String(why)
+		rv.cliFailed = parsed.Class == agentcli.Transient || parsed.Class == agentcli.Fatal
+	default:
+		o, err := agentoutput.Parse(agentoutput.Review, redact.String(text))
+		var ie *agentoutput.InvalidError
+		switch {
+		case err == nil:
+			fillVerdict(&rv.verdict, o.Review)
+		case errors.Is(err, agentoutput.ErrNoBlock):
+			rv.verdict.Problem = "no review block: the final message has no JSON block"
+		case errors.As(err, &ie):
+			var vs []string
+			for _, v := range ie.Violations {
+				vs = append(vs, strings.TrimSpace(v.Path+" "+v.Message))
+			}
+			rv.verdict.Problem = "invalid review block: " + strings.Join(vs, "; ")
+		default:
+			rv.verdict.Problem = "invalid review block: " + err.Error()
+		}
+	}
+	logw.Printf("reviewer %d: %s", i, verdictLine(rv.verdict))
+	return rv, res.Environment, nil
+}
+
+// wireRun is what a reviewer's CLI reported, in the wire form of an
+// agent run, without the final text (the verdict and issues stand for it)
+// and with its error redacted.
+func wireRun(r agentcli.Result) protocol.AgentRun {
+	return protocol.AgentRun{
+		Adapter: r.Adapter, SessionID: r.SessionID, Model: r.Model, Turns: r.Turns,
+		DurationMillis: r.Duration.Milliseconds(),
+		Usage: protocol.TokenUsage{Input: r.Usage.InputTokens, CachedInput: r.Usage.CachedInputTokens,
+			CacheCreation: r.Usage.CacheCreationTokens, Output: r.Usage.OutputTokens},
+		CostUSD: r.CostUSD, CostKnown: r.CostReported,
+		Success: r.Success, Class: string(r.Class), Error: redact.String(r.Error),
+		Missing: r.Missing, Warnings: r.Warnings, Malformed: r.Malformed,
+	}
+}
+
+// fillVerdict copies a validated review block into v.
+func fillVerdict(v *protocol.ReviewVerdict, o *agentoutput.ReviewOutput) {
+	v.Verdict = o.Status
+	v.Approved = o.Status == agentoutput.VerdictApproved
+	for _, is := range o.Issues {
+		v.Issues = append(v.Issues, protocol.ReviewIssue{Severity: is.Severity, File: is.File, Line: is.Line,
+			Description: is.Description, Suggestion: is.Suggestion})
+	}
+	v.Suggestions, v.SecurityConcerns = o.Suggestions, o.SecurityConcerns
+}
+
+// verdictLine says in one line what a reviewer decided.
+func verdictLine(v protocol.ReviewVerdict) string {
+	who := v.Adapter
+	if v.Model != "" {
+		who += " " + v.Model
+	}
+	if v.Verdict == "" {
+		return fmt.Sprintf("%s: no verdict (counts as a rejection): %s", who, v.Problem)
+	}
+	return fmt.Sprintf("%s: %s, %d issues", who, v.Verdict, len(v.Issues))
+}
+
+// ReviewSummary renders a review's outcome as text (the gate's output):
+// the count, then each reviewer's verdict and issues.
+func ReviewSummary(res *protocol.ReviewResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of %d reviewers approved (%d needed)\n", res.Approvals, len(res.Reviewers), res.Required)
+	for _, v := range res.Reviewers {
+		fmt.Fprintf(&b, "reviewer %d (%s)\n", v.Reviewer, verdictLine(v))
+		for _, is := range v.Issues {
+			at := is.File
+			if at != "" && is.Line > 0 {
+				at += ":" + strconv.Itoa(is.Line)
+			}
+			fmt.Fprintf(&b, "  - [%s] %s %s", is.Severity, at, is.Description)
+			if is.Suggestion != "" {
+				fmt.Fprintf(&b, " (suggestion: %s)", is.Suggestion)
+			}
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+// cappedBuffer keeps the first limit bytes written to it and drops the
+// rest (a reviewer's final record comes last, but a runaway CLI must not
+// exhaust the runner's memory; Parse then reports the result missing).
+type cappedBuffer struct {
+	buf   bytes.Buffer
+	limit int
+}
+
+// Write implements io.Writer; it never fails.
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	if room := c.limit - c.buf.Len(); room > 0 {
+		c.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+// Bytes returns what was kept.
+func (c *cappedBuffer) Bytes() []byte { return c.buf.Bytes() }
