@@ -469,6 +469,10 @@ func (w *Workflow) gateJob(n *Node, g *GateRun, round int, now time.Time) *proto
 		WorkingDir: spec.WorkingDir, TimeoutSeconds: spec.TimeoutSeconds, PublishedAt: now.UTC(),
 		Round: round, Definition: &def, NoCache: g.NoCache,
 	}
+	if spec.IsReview() {
+		// The reviewers judge the work against the task (CTX-06).
+		job.TaskPrompt = n.Task.Prompt
+	}
 	if job.Pool == "" {
 		job.Pool = protocol.DefaultPool
 	}

@@ -28,6 +28,9 @@
 //	                 through such files)
 //	@await PATH      wait until the file PATH exists (at most two minutes;
 //	                 then stop with exit code 1)
+//	@reply           the following lines, up to "@end", are the agent's
+//	                 final message (instead of the summary of what it did);
+//	                 a later @reply replaces an earlier one
 //
 // Conditions, like a real agent acting on the feedback of a failed round:
 // the directives between one of these and a line "@endif" run only when
@@ -35,6 +38,9 @@
 //	@if-feedback TEXT   the feedback file (SUPERVISOR_FEEDBACK_FILE) holds TEXT
 //	@if-no-feedback     there is no feedback: the first attempt
 //	@if-note TEXT       the operator's note in the feedback holds TEXT
+//	@if-file PATH TEXT  the file PATH (in the working directory) holds TEXT,
+//	                    as a reviewer reads the code it reviews
+//	@if-no-file PATH TEXT  the file PATH is missing or does not hold TEXT
 //
 // Conditions nest. Paths must be relative and stay inside the working
 // directory.
@@ -101,6 +107,7 @@ type Result struct {
 func Execute(prompt string, out io.Writer) Result {
 	var done []string
 	var changes []Change
+	reply := ""
 	fbText, fbNote, hasFeedback := feedback()
 	// active holds, for each open condition, whether its directives run.
 	var active []bool
@@ -128,6 +135,15 @@ func Execute(prompt string, out io.Writer) Result {
 		case "@if-note":
 			active = append(active, fbNote != "" && strings.Contains(fbNote, arg))
 			continue
+		case "@if-file", "@if-no-file":
+			path, text, _ := strings.Cut(arg, " ")
+			has := false
+			if p, err := safePath(path); err == nil {
+				data, err := os.ReadFile(p)
+				has = err == nil && strings.Contains(string(data), strings.TrimSpace(text))
+			}
+			active = append(active, has == (directive == "@if-file"))
+			continue
 		case "@endif":
 			if len(active) > 0 {
 				active = active[:len(active)-1]
@@ -135,7 +151,7 @@ func Execute(prompt string, out io.Writer) Result {
 			continue
 		}
 		if !running() {
-			if directive == "@write" || directive == "@append" {
+			if directive == "@write" || directive == "@append" || directive == "@reply" {
 				for sc.Scan() { // skip the body
 					if strings.TrimSpace(sc.Text()) == "@end" {
 						break
@@ -145,6 +161,16 @@ func Execute(prompt string, out io.Writer) Result {
 			continue
 		}
 		switch directive {
+		case "@reply":
+			var body strings.Builder
+			for sc.Scan() {
+				l := strings.TrimRight(sc.Text(), "\r")
+				if strings.TrimSpace(l) == "@end" {
+					break
+				}
+				body.WriteString(l + "\n")
+			}
+			reply = strings.TrimRight(body.String(), "\n")
 		case "@write", "@append":
 			var body strings.Builder
 			for sc.Scan() {
@@ -215,7 +241,10 @@ func Execute(prompt string, out io.Writer) Result {
 			return Result{Summary: fmt.Sprintf("exited with %d after: %s", code, strings.Join(done, ", ")), Code: code, Changes: changes}
 		}
 	}
-	if len(done) == 0 {
+	switch {
+	case reply != "":
+		return Result{Summary: reply, Changes: changes}
+	case len(done) == 0:
 		return Result{Summary: "nothing to do", Changes: changes}
 	}
 	return Result{Summary: "done: " + strings.Join(done, ", "), Changes: changes}

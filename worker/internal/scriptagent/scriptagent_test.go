@@ -39,3 +39,28 @@ func TestSignalAwait(t *testing.T) {
 		t.Fatal("await of a file nobody makes succeeded")
 	}
 }
+
+// @reply makes the final message; @if-file and @if-no-file read the code,
+// as a reviewer does: the same script requests changes, then approves
+// once the file holds the fix.
+func TestReplyAndIfFile(t *testing.T) {
+	t.Chdir(t.TempDir())
+	t.Setenv("SUPERVISOR_FEEDBACK_FILE", "")
+	script := "@if-no-file a.go fixed\n@reply\nCHANGES\n```json\n{}\n```\n@end\n@endif\n" +
+		"@if-file a.go fixed\n@reply\nAPPROVED\n@end\n@endif\n"
+	var out strings.Builder
+	if res := Execute(script, &out); res.Summary != "CHANGES\n```json\n{}\n```" || res.Code != 0 {
+		t.Errorf("without the file: %+v", res)
+	}
+	Execute("@write a.go\nbroken\n@end\n", &out)
+	if res := Execute(script, &out); !strings.HasPrefix(res.Summary, "CHANGES") {
+		t.Errorf("without the fix: %+v", res)
+	}
+	Execute("@write a.go\nfixed\n@end\n", &out)
+	if res := Execute(script, &out); res.Summary != "APPROVED" {
+		t.Errorf("with the fix: %+v", res)
+	}
+	if res := Execute("@if-file ../x y\n@reply\nno\n@end\n@endif\n@print z\n", &out); res.Summary != "nothing to do" {
+		t.Errorf("a path outside: %+v", res)
+	}
+}
