@@ -120,6 +120,24 @@ func (ft *fitter) cut() {
 		}
 		fits(keepMost(len(all), fits))
 	}
+	// Review issues, from the end of each review gate's list (the least
+	// severe), then its suggestions and concerns.
+	for i := len(work) - 1; i >= 0 && ft.over() > 0; i-- {
+		r := work[i].g.Review
+		if r == nil {
+			continue
+		}
+		all, omitted := r.Issues, r.IssuesOmitted
+		fits := func(k int) bool {
+			r.Issues, r.IssuesOmitted = all[:k], omitted+len(all)-k
+			ft.resize(i)
+			return ft.over() <= 0
+		}
+		if !fits(keepMost(len(all), fits)) {
+			r.Suggestions, r.SecurityConcerns = nil, nil
+			ft.resize(i)
+		}
+	}
 	// Errors and violation lists.
 	for i := len(work) - 1; i >= 0 && ft.over() > 0; i-- {
 		g := &work[i].g

@@ -53,6 +53,8 @@ const (
 	KindError = "error"
 	// KindGeneric: any other failed gate.
 	KindGeneric = "generic"
+	// KindReview: a review gate whose reviewers did not approve enough.
+	KindReview = "review"
 )
 
 // Feedback is the structured document an agent receives after a round
@@ -188,6 +190,8 @@ type Gate struct {
 	StderrTail string `json:"stderr_tail"`
 	// Log is the object name of the full log in the logs bucket.
 	Log string `json:"log,omitempty"`
+	// Review is set for a review gate: what its reviewers found.
+	Review *Review `json:"review,omitempty"`
 }
 
 // Input is what Build needs: the ids, the attempts, the round's gate
@@ -397,6 +401,7 @@ func newGateWork(in GateInput, index, attempt int) *gateWork {
 		Violations:         []string{},
 		Error:              keepHead(strings.TrimSpace(Sanitize(r.Error)), maxError),
 		Log:                keepHead(oneLine(Sanitize(r.Log)), maxLogName),
+		Review:             newReview(r.Review),
 	}
 	if w.g.Attempt == 0 {
 		w.g.Attempt = attempt
@@ -492,6 +497,8 @@ func gateKind(g Gate, spec protocol.GateSpec) string {
 	switch {
 	case g.IntegrityViolation:
 		return KindIntegrity
+	case g.Review != nil && g.Status == protocol.GateFailed:
+		return KindReview
 	case g.Status == protocol.GateTimeout:
 		return KindTimeout
 	case g.Status == protocol.GateError:
@@ -529,6 +536,9 @@ func priorityFixes(work []*gateWork) []string {
 			integrity = append(integrity, fmt.Sprintf("Stop the code run by gate %q from changing paths it may not write: %s.", g.Name, listPaths(g.Violations, g.ViolationsOmitted)))
 		case KindTimeout:
 			timeouts = append(timeouts, fmt.Sprintf("Find out why gate %q ran past its time limit (a hang, a deadlock, an endless or slow loop) and fix it.", g.Name))
+			continue
+		case KindReview:
+			failed = append(failed, reviewFixes(g)...)
 			continue
 		case KindError:
 			why := "an infrastructure failure"
