@@ -41,6 +41,8 @@
 //	@if-file PATH TEXT  the file PATH (in the working directory) holds TEXT,
 //	                    as a reviewer reads the code it reviews
 //	@if-no-file PATH TEXT  the file PATH is missing or does not hold TEXT
+//	@if-env NAME VALUE  the environment variable NAME is VALUE (e.g. the
+//	                    SUPERVISOR_REVIEWER number of a review gate's reviewer)
 //
 // Conditions nest. Paths must be relative and stay inside the working
 // directory.
@@ -143,6 +145,10 @@ func Execute(prompt string, out io.Writer) Result {
 				has = err == nil && strings.Contains(string(data), strings.TrimSpace(text))
 			}
 			active = append(active, has == (directive == "@if-file"))
+			continue
+		case "@if-env":
+			name, value, _ := strings.Cut(arg, " ")
+			active = append(active, os.Getenv(name) == strings.TrimSpace(value))
 			continue
 		case "@endif":
 			if len(active) > 0 {

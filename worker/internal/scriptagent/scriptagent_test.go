@@ -64,3 +64,15 @@ func TestReplyAndIfFile(t *testing.T) {
 		t.Errorf("a path outside: %+v", res)
 	}
 }
+
+// @if-env runs its directives only when the variable has the value.
+func TestIfEnv(t *testing.T) {
+	t.Chdir(t.TempDir())
+	t.Setenv("SUPERVISOR_FEEDBACK_FILE", "")
+	t.Setenv("SUPERVISOR_REVIEWER", "2")
+	var out strings.Builder
+	res := Execute("@if-env SUPERVISOR_REVIEWER 1\n@reply\none\n@end\n@endif\n@if-env SUPERVISOR_REVIEWER 2\n@reply\ntwo\n@end\n@endif\n", &out)
+	if res.Summary != "two" {
+		t.Errorf("summary = %q", res.Summary)
+	}
+}
