@@ -198,6 +198,9 @@ type GateSummary struct {
 	// Waiting is set while a runner holds the gate's job back on an open
 	// circuit breaker.
 	Waiting *BreakerWait `json:"waiting,omitempty"`
+	// Review is a review gate's outcome: each reviewer's verdict, issues,
+	// usage and cost, against the quorum.
+	Review *protocol.ReviewResult `json:"review,omitempty"`
 }
 
 // WorkflowSummary is a workflow as the status and list APIs report it.

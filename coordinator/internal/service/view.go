@@ -110,7 +110,7 @@ func gateSummary(name string, attempt int, r *protocol.GateResult) api.GateSumma
 	gs.ExitCode, gs.Log, gs.DurationMillis = r.ExitCode, r.Log, r.DurationMillis
 	gs.Cached, gs.CacheDisabled, gs.Output = r.Cached, r.CacheDisabled, r.Output
 	gs.IntegrityViolation, gs.Violations, gs.Error = r.IntegrityViolation, r.Violations, r.Error
-	gs.Sandbox = r.Sandbox
+	gs.Sandbox, gs.Review = r.Sandbox, r.Review
 	if gs.Output == "" {
 		gs.Output = strings.TrimSpace(r.Stdout + "\n" + r.Stderr)
 	}
