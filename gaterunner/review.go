@@ -21,6 +21,7 @@ import (
 
 	"github.com/supervisorhq/supervisor/shared/agentcli"
 	"github.com/supervisorhq/supervisor/shared/agentoutput"
+	"github.com/supervisorhq/supervisor/shared/contextpack"
 	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/integrity"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
@@ -89,9 +90,53 @@ func (r *Runner) runReview(ctx context.Context, job *protocol.GateJob, token uin
 	if err != nil {
 		return jobrun.Outcome{Err: fmt.Errorf("the node's diff: %w", err), Repo: jobrun.Broke}
 	}
-	out := r.review(ctx, job, token, began, def, logw, ws.Dir, ReviewPrompt(spec, job.TaskPrompt, diff))
+	prompt := ReviewPrompt(spec, job.TaskPrompt, diff)
+	if spec.Context != nil {
+		// The strategy packs what the reviewer sees: the task as its plan,
+		// the node's diff and changed files against the dependencies.
+		cs := *spec.Context
+		cs.Plan = job.TaskPrompt
+		packed, err := contextpack.Pack(ctx, contextpack.Request{Dir: ws.Dir, Git: ws.Git(), Base: ws.Base, Spec: cs,
+			Task: reviewTask(spec)})
+		var tooLarge *contextpack.TooLargeError
+		var invalid *contextpack.DefinitionError
+		switch {
+		case errors.As(err, &tooLarge) || errors.As(err, &invalid):
+			// The review cannot be put to a reviewer: the gate cannot run.
+			g := r.result(job, token, began)
+			g.Status, g.Error = protocol.GateError, "pack the reviewers' context: "+err.Error()
+			g.Output = truncateOutput(redact.String(g.Error))
+			logw.Printf("%s", g.Error)
+			logName := fmt.Sprintf("%s/%s/a%d/gate-%s-%d.log", job.WorkflowID, job.NodeID, job.Attempt, job.Gate, token)
+			if err := jobrun.UploadLog(ctx, r.deps.Bus, logName, logw.Bytes()); err != nil {
+				return jobrun.Outcome{Err: err}
+			}
+			g.Log = logName
+			return jobrun.Outcome{Report: gateReport(g), Repo: jobrun.Worked}
+		case err != nil:
+			return jobrun.Outcome{Err: fmt.Errorf("pack the reviewers' context: %w", err), Repo: jobrun.Broke}
+		}
+		prompt = packed.Prompt(reviewTask(spec))
+		m := packed.Manifest
+		logw.Printf("context %s: %d of %d tokens (%s)", m.Strategy, m.Tokens, m.Budget, m.Encoding)
+		for _, p := range m.Parts {
+			logw.Printf("  part %s: included %v, %d tokens %s", p.Name, p.Included, p.Tokens, p.Reason)
+		}
+	}
+	out := r.review(ctx, job, token, began, def, logw, ws.Dir, prompt)
 	out.Repo = jobrun.Worked
 	return out
+}
+
+// reviewTask is a packed review's task: the gate's instructions and the
+// review schema's (the context before it holds the plan and the change).
+func reviewTask(spec *protocol.ReviewSpec) string {
+	instr := strings.TrimSpace(spec.Prompt)
+	if instr == "" {
+		instr = defaultReviewPrompt
+	}
+	return instr + "\n\nThe change under review and the task it was made for are in the context above.\n\n" +
+		agentoutput.Instructions(agentoutput.Review)
 }
 
 // ReviewPrompt is what each reviewer of spec is given: the gate's

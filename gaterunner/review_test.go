@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/supervisorhq/supervisor/shared/agentoutput"
+	"github.com/supervisorhq/supervisor/shared/contextpack"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
@@ -199,5 +200,40 @@ func TestReviewPrompt(t *testing.T) {
 	if p := ReviewPrompt(&protocol.ReviewSpec{}, "", nil); !strings.HasPrefix(p, defaultReviewPrompt) ||
 		!strings.Contains(p, "> (not given)") || !strings.Contains(p, "(the change is empty)") {
 		t.Errorf("defaults:\n%s", p)
+	}
+}
+
+// With a context strategy (reviewer_diff, as configs/context defines it)
+// the reviewer's prompt is the packed context — the task as the plan, the
+// node's own diff and changed files — then the gate's instructions and the
+// review schema's (CTX-06).
+func TestReviewGateContext(t *testing.T) {
+	t.Parallel()
+	cat, err := contextpack.Load(filepath.Join("..", "configs", "context"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := cat.Spec("reviewer_diff", 0, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t)
+	bin := standIns(t)
+	h.startRunnerOpts(Config{}, runnerOpts{settings: func(s *jobrun.Settings) {
+		s.SandboxPath = bin + string(os.PathListSeparator) + sandbox.BasePath
+	}})
+	j := h.reviewJob("review-ctx", 1, 1, "@print-prompt\n"+reply(approve))
+	j.Definition.Review.Context = cs
+	j.TaskPrompt = "Add newfile and a second line to src/a.txt."
+	g := h.run(j)
+	if g.Status != protocol.GatePassed {
+		t.Fatalf("status %s: %s", g.Status, g.Error)
+	}
+	log := h.logText(g.Log)
+	for _, want := range []string{"context reviewer_diff:", "prompt| # Context (strategy reviewer_diff)",
+		"prompt| Add newfile and a second line to src/a.txt.", "+made by the agent", "prompt| # Task", "prompt| Review this."} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
 	}
 }

@@ -20,7 +20,7 @@ var gateFields = []string{
 	"working_dir", "parallel_safe", "cache", "cache_inputs", "force_hash_large_cache_inputs",
 	"skip_on_dependency_failure", "allowed_writes", "allow_shell", "max_retries", "poll_interval",
 	"poll_interval_secs", "max_pending", "max_pending_secs", "image", "resources", "pool",
-	"type", "agent", "reviewers", "quorum", "prompt",
+	"type", "agent", "reviewers", "quorum", "prompt", "context",
 }
 
 // reservedGateFields are keys a gate may not have (GC-16, GC-17).
@@ -50,6 +50,11 @@ type ParseOptions struct {
 	// DefaultPool is the pool of gates that set none ("" = "default"): a
 	// workflow's defaults.pool.
 	DefaultPool string
+	// Context, if set, resolves a review gate's context: (a context
+	// strategy's name, or {strategy, budget, targets, interfaces}) into
+	// its full definition, reporting problems at n; nil where no
+	// strategies are known, and a review gate's context is then an error.
+	Context func(n *yaml.Node, what string) *protocol.ContextSpec
 }
 
 // Str returns the value of a scalar. Numbers and booleans are taken as
@@ -477,7 +482,7 @@ func (c *Checker) Gate(n, key *yaml.Node, o ParseOptions) (Gate, bool) {
 	var cmdNode *yaml.Node
 	switch x, ok := f["command"]; {
 	case g.Type == protocol.GateTypeReview:
-		c.review(n, f, &g, what)
+		c.review(n, f, &g, what, o)
 	case ok:
 		c.reviewOnly(f, what)
 		cmdNode = x.Val

@@ -22,7 +22,7 @@ const (
 )
 
 // reviewFields are the keys only a review gate takes.
-var reviewFields = []string{"agent", "reviewers", "quorum", "prompt"}
+var reviewFields = []string{"agent", "reviewers", "quorum", "prompt", "context"}
 
 // agentFields are the keys of a reviewer's agent settings (the shape of
 // a task's agent: protocol.AgentSpec).
@@ -70,7 +70,7 @@ func (c *Checker) reviewOnly(f map[string]Field, what string) {
 // review gate may not have: a command, allowed writes (a reviewer changes
 // nothing: any write is an integrity violation) and cache: true (an
 // agent's verdict is not a function of its inputs).
-func (c *Checker) review(n *yaml.Node, f map[string]Field, g *Gate, what string) {
+func (c *Checker) review(n *yaml.Node, f map[string]Field, g *Gate, what string, o ParseOptions) {
 	if x, ok := f["command"]; ok {
 		c.Addf(x.Key, "%s is a review gate: its reviewers are agents (agent or reviewers), it has no command", what)
 	}
@@ -135,6 +135,14 @@ func (c *Checker) review(n *yaml.Node, f map[string]Field, g *Gate, what string)
 				c.Addf(x.Val, "%s prompt is %d bytes; at most %d", what, len(s), MaxReviewPrompt)
 			}
 			spec.Prompt = s
+		}
+	}
+	if x, ok := f["context"]; ok {
+		if o.Context == nil {
+			c.Addf(x.Key, "%s context: context strategies are resolved where a workflow is parsed; "+
+				"define this review gate in the workflow's gates to give it a context", what)
+		} else {
+			spec.Context = o.Context(x.Val, what)
 		}
 	}
 	g.Review = spec
@@ -244,6 +252,10 @@ func cloneReview(r *protocol.ReviewSpec) *protocol.ReviewSpec {
 		return nil
 	}
 	c := *r
+	if r.Context != nil {
+		cc := *r.Context
+		c.Context = &cc
+	}
 	c.Reviewers = make([]protocol.AgentSpec, len(r.Reviewers))
 	for i, a := range r.Reviewers {
 		c.Reviewers[i] = cloneAgent(a)

@@ -24,6 +24,11 @@ type ReviewSpec struct {
 	// MaxDiffBytes caps the change shown to a reviewer (0: the runner's
 	// default); a longer diff is cut and says so.
 	MaxDiffBytes int `json:"max_diff_bytes,omitempty"`
+	// Context, when set, is the context strategy (resolved where the
+	// workflow was parsed, e.g. reviewer_diff) that packs what a reviewer
+	// sees instead of the task and the diff alone: its plan is the node's
+	// task, its diff and changed files the node's own work (CTX-06).
+	Context *ContextSpec `json:"context,omitempty"`
 }
 
 // IsReview reports whether the gate is a review gate.

@@ -594,7 +594,8 @@ func (p *parser) workflow(root *yaml.Node) *protocol.WorkflowSpec {
 	var wfGates []gates.Gate
 	var refs map[string]bool
 	if x, ok := f["gates"]; ok && !gates.IsNull(x.Val) {
-		wfGates, refs = p.workflowGates(x.Val, gates.ParseOptions{Origin: gates.OriginWorkflow, DefaultPool: d.pool})
+		wfGates, refs = p.workflowGates(x.Val, gates.ParseOptions{Origin: gates.OriginWorkflow, DefaultPool: d.pool,
+			Context: p.context})
 	}
 	var tasks []taskDef
 	if x, ok := f["tasks"]; ok && !gates.IsNull(x.Val) {
