@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/supervisorhq/supervisor/shared/agentcli"
@@ -216,8 +217,8 @@ type reviewer struct {
 	timedOut  bool
 }
 
-// review runs every reviewer in dir, between an integrity capture and
-// check, and reports the gate.
+// review runs every reviewer in dir at once, between an integrity
+// capture and check, and reports the gate.
 func (r *Runner) review(ctx context.Context, job *protocol.GateJob, token uint64, began time.Time, def gateDef,
 	logw *jobrun.LogWriter, dir, prompt string) jobrun.Outcome {
 
@@ -229,8 +230,31 @@ func (r *Runner) review(ctx context.Context, job *protocol.GateJob, token uint64
 	res := &protocol.ReviewResult{Required: spec.Approvals, CostKnown: true}
 	failedCLIs := 0
 	var sandboxes []string
+	// The reviewers run at once, each with a log of its own, appended to
+	// the gate's in order once all are done.
+	type ran struct {
+		rv  reviewer
+		env string
+		err error
+		log *jobrun.LogWriter
+	}
+	runs := make([]ran, len(spec.Reviewers))
+	var wg sync.WaitGroup
 	for i, a := range spec.Reviewers {
-		rv, env, err := r.runReviewer(ctx, job, def, i+1, a, prompt, dir, logw)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lw := &jobrun.LogWriter{}
+			rv, env, err := r.runReviewer(ctx, job, def, i+1, a, prompt, dir, lw)
+			runs[i] = ran{rv: rv, env: env, err: err, log: lw}
+		}()
+	}
+	wg.Wait()
+	for _, x := range runs {
+		_, _ = logw.Write(x.log.Bytes())
+	}
+	for _, x := range runs {
+		rv, env, err := x.rv, x.env, x.err
 		if err != nil {
 			return jobrun.Outcome{Err: err}
 		}
@@ -297,8 +321,8 @@ func (r *Runner) review(ctx context.Context, job *protocol.GateJob, token uint64
 	return jobrun.Outcome{Report: gateReport(g), Work: verdict}
 }
 
-// runReviewer runs reviewer number i (from 1) with agent a and reads its
-// verdict. The error is an infrastructure failure: the job is handed back.
+// runReviewer runs reviewer number i (from 1) with agent a, logging to
+// logw, and reads its verdict. The error is an infrastructure failure: the job is handed back.
 func (r *Runner) runReviewer(ctx context.Context, job *protocol.GateJob, def gateDef, i int, a protocol.AgentSpec,
 	prompt, dir string, logw *jobrun.LogWriter) (reviewer, string, error) {
 

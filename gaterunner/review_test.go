@@ -92,6 +92,7 @@ func TestReviewGate(t *testing.T) {
 		s.SandboxPath = bin + string(os.PathListSeparator) + sandbox.BasePath
 	}})
 
+	meet := t.TempDir()
 	tests := []struct {
 		name      string
 		reviewers int
@@ -128,6 +129,9 @@ func TestReviewGate(t *testing.T) {
 			}},
 		{"REJECTED", 1, 1, reply(`{"status": "REJECTED", "issues": [{"severity": "critical", "description": "wrong approach"}], "suggestions": []}`),
 			protocol.GateFailed, 0, []string{"REJECTED"}, nil},
+		{"the reviewers run at once", 2, 2, per("@signal "+meet+"/one\n@await "+meet+"/two\n"+reply(approve),
+			"@signal "+meet+"/two\n@await "+meet+"/one\n"+reply(approve)),
+			protocol.GatePassed, 2, []string{"APPROVED", "APPROVED"}, nil},
 		{"the reviewer reads the node's work", 1, 1,
 			"@if-file newfile made by the agent\n" + reply(approve) + "@endif\n",
 			protocol.GatePassed, 1, []string{"APPROVED"}, nil},
