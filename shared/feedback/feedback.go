@@ -422,7 +422,9 @@ func newGateWork(in GateInput, index, attempt int) *gateWork {
 	}
 
 	w.out, w.err = sanitizeTail(r.Stdout), sanitizeTail(r.Stderr)
-	if w.out == "" && w.err == "" {
+	if w.out == "" && w.err == "" && r.Review == nil {
+		// A review gate's output repeats its verdicts and issues, which
+		// its Review section holds already.
 		w.out = sanitizeTail(r.Output)
 	}
 	text := w.out

@@ -12,7 +12,7 @@ import (
 // for changes with two issues, one gave no block; two approvals needed.
 func reviewResult() protocol.GateResult {
 	return protocol.GateResult{Gate: "review", Attempt: 1, Status: protocol.GateFailed,
-		Error: "1 of 3 reviewers approved; 2 needed",
+		Error: "1 of 3 reviewers approved; 2 needed", Output: "1 of 3 reviewers approved (2 needed)\nreviewer 1 …",
 		Review: &protocol.ReviewResult{Approvals: 1, Required: 2, Reviewers: []protocol.ReviewVerdict{
 			{Reviewer: 1, Adapter: "claude-code", Verdict: "APPROVED", Approved: true,
 				Issues: []protocol.ReviewIssue{{Severity: "info", Description: "fine"}}},
@@ -35,6 +35,9 @@ func TestReviewFeedback(t *testing.T) {
 		Gates: []GateInput{{Result: reviewResult(), Spec: protocol.GateSpec{Name: "review", Type: protocol.GateTypeReview}, RoundsFailed: 1}}})
 	if len(f.Gates) != 1 || f.Gates[0].Kind != KindReview || f.Gates[0].Review == nil {
 		t.Fatalf("gates = %+v", f.Gates)
+	}
+	if f.Gates[0].StdoutTail != "" || f.Gates[0].StderrTail != "" {
+		t.Errorf("a review gate's output repeated as its tails: %+v", f.Gates[0])
 	}
 	r := f.Gates[0].Review
 	if r.Approvals != 1 || r.Required != 2 || r.Reviewers != 3 || len(r.Verdicts) != 3 || len(r.Issues) != 2 {
@@ -61,6 +64,9 @@ func TestReviewFeedback(t *testing.T) {
 		if i := strings.Index(text, want); i < 0 || i < notice {
 			t.Errorf("rendered feedback lacks %q after the untrusted notice:\n%s", want, text)
 		}
+	}
+	if strings.Contains(text, "exit code") {
+		t.Errorf("a review gate's feedback speaks of an exit code:\n%s", text)
 	}
 	if strings.Contains(text, "fine") {
 		t.Errorf("an approving reviewer's issue is in the feedback:\n%s", text)
