@@ -23,7 +23,6 @@ import (
 	"github.com/supervisorhq/supervisor/shared/agentcli"
 	"github.com/supervisorhq/supervisor/shared/agentoutput"
 	"github.com/supervisorhq/supervisor/shared/contextpack"
-	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/integrity"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/protocol"
@@ -333,7 +332,7 @@ func (r *Runner) runReviewer(ctx context.Context, job *protocol.GateJob, def gat
 		logw.Printf("reviewer %d: %s", i, rv.verdict.Problem)
 		return rv, "", nil
 	}
-	settings := gates.AgentSettings(a)
+	settings := agentcli.SpecSettings(a)
 	inv, err := ad.Invocation(prompt, settings)
 	if err != nil {
 		rv.verdict.Problem, rv.cliFailed = "agent settings: "+err.Error(), true
@@ -425,17 +424,14 @@ func (r *Runner) runReviewer(ctx context.Context, job *protocol.GateJob, def gat
 
 // wireRun is what a reviewer's CLI reported, in the wire form of an
 // agent run, without the final text (the verdict and issues stand for it)
-// and with its error redacted.
+// and with its error and warnings redacted.
 func wireRun(r agentcli.Result) protocol.AgentRun {
-	return protocol.AgentRun{
-		Adapter: r.Adapter, SessionID: r.SessionID, Model: r.Model, Turns: r.Turns,
-		DurationMillis: r.Duration.Milliseconds(),
-		Usage: protocol.TokenUsage{Input: r.Usage.InputTokens, CachedInput: r.Usage.CachedInputTokens,
-			CacheCreation: r.Usage.CacheCreationTokens, Output: r.Usage.OutputTokens},
-		CostUSD: r.CostUSD, CostKnown: r.CostReported,
-		Success: r.Success, Class: string(r.Class), Error: redact.String(r.Error),
-		Missing: r.Missing, Warnings: r.Warnings, Malformed: r.Malformed,
+	run := r.AgentRun()
+	run.Text, run.Error = "", redact.String(run.Error)
+	for i, w := range run.Warnings {
+		run.Warnings[i] = redact.String(w)
 	}
+	return run
 }
 
 // fillVerdict copies a validated review block into v.

@@ -28,10 +28,7 @@ type agentRun struct {
 }
 
 // settings turns a job's agent spec into the adapter's settings.
-func settings(a *protocol.AgentSpec) agentcli.Settings {
-	return agentcli.Settings{Model: a.Model, MaxTurns: a.MaxTurns, Permission: a.Permission,
-		OutputFormat: a.OutputFormat, Args: a.Args, Command: a.Command}
-}
+func settings(a *protocol.AgentSpec) agentcli.Settings { return agentcli.SpecSettings(*a) }
 
 // invocation builds the agent's command for job: from its AgentSpec with
 // the adapter it names (the prompt on standard input or in the argv, as

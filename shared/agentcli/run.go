@@ -16,3 +16,10 @@ func (r Result) AgentRun() protocol.AgentRun {
 		Missing: r.Missing, Warnings: r.Warnings, Malformed: r.Malformed,
 	}
 }
+
+// SpecSettings turns an agent spec (a task's agent, a review gate's
+// reviewer) into its adapter's settings.
+func SpecSettings(a protocol.AgentSpec) Settings {
+	return Settings{Model: a.Model, MaxTurns: a.MaxTurns, Permission: a.Permission,
+		OutputFormat: a.OutputFormat, Args: a.Args, Command: a.Command}
+}

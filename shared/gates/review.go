@@ -229,17 +229,11 @@ func (c *Checker) AgentSpec(n *yaml.Node, what string) (protocol.AgentSpec, bool
 		return a, false
 	}
 	ad, _ := agentcli.Lookup(a.Adapter)
-	if _, err := ad.Invocation("review", AgentSettings(a)); err != nil {
+	if _, err := ad.Invocation("review", agentcli.SpecSettings(a)); err != nil {
 		c.Addf(n, "%s: %v", what, err)
 		return a, false
 	}
 	return a, true
-}
-
-// AgentSettings turns an agent spec into its adapter's settings.
-func AgentSettings(a protocol.AgentSpec) agentcli.Settings {
-	return agentcli.Settings{Model: a.Model, MaxTurns: a.MaxTurns, Permission: a.Permission,
-		OutputFormat: a.OutputFormat, Args: cloneStrings(a.Args), Command: cloneStrings(a.Command)}
 }
 
 func cloneAgent(a protocol.AgentSpec) protocol.AgentSpec {
