@@ -33,6 +33,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/supervisorhq/supervisor/shared/agentcli"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/gatecache"
 	"github.com/supervisorhq/supervisor/shared/integrity"
@@ -60,6 +61,14 @@ type Config struct {
 	// CacheTTL is how long a passing result stays in the gate cache
 	// (default gatecache.DefaultTTL, 24 h).
 	CacheTTL time.Duration
+	// Credentials lists, per adapter, the variables holding its CLI's
+	// provider keys that a review gate's reviewers get (nil: each
+	// adapter's own, see agentcli.Credentials). Their values come from
+	// SecretsFile, else from the runner's environment.
+	Credentials map[string][]string
+	// SecretsFile, if set, is a KEY=VALUE file (mode 0600 or stricter)
+	// of provider keys.
+	SecretsFile string
 }
 
 // Runner pulls and runs gate jobs.
@@ -68,6 +77,10 @@ type Runner struct {
 	cfg     Config
 	cancels jobrun.Cancels
 	cache   *gatecache.Cache
+	// keys hand reviewers their provider keys; keysErr is why they could
+	// not be loaded (Run fails with it).
+	keys    *agentcli.Keys
+	keysErr error
 }
 
 // New creates a gate runner. Its gate cache lives in deps.Store, shared by
@@ -80,11 +93,15 @@ func New(deps jobrun.Deps, cfg Config) *Runner {
 		cfg.CacheTTL = gatecache.DefaultTTL
 	}
 	cache := gatecache.New(deps.Store, gatecache.Options{TTL: cfg.CacheTTL, Host: deps.Host, Logger: deps.Log})
-	return &Runner{deps: deps, cfg: cfg, cache: cache}
+	keys, keysErr := agentcli.NewKeys(cfg.Credentials, cfg.SecretsFile)
+	return &Runner{deps: deps, cfg: cfg, cache: cache, keys: keys, keysErr: keysErr}
 }
 
 // Run pulls gate jobs until ctx ends, then drains like the worker does.
 func (r *Runner) Run(ctx context.Context) error {
+	if r.keysErr != nil {
+		return r.keysErr
+	}
 	return jobrun.Serve(ctx, r.deps, &r.cancels, bus.PullOptions{
 		Kind: protocol.KindGate, Pools: r.cfg.Pools, Concurrency: r.cfg.Concurrency, DrainTimeout: r.cfg.DrainTimeout,
 	}, r.handle)

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -310,9 +311,9 @@ func (r *Runner) review(ctx context.Context, job *protocol.GateJob, token uint64
 		logw.Printf("%s", summary)
 	}
 	logw.Printf("review gate %s: %d of %d approved (%d needed): %s", job.Gate, res.Approvals, len(res.Reviewers), res.Required, g.Status)
-	g.Output = truncateOutput(redact.String(ReviewSummary(res) + joinNonEmpty("\n", "", g.Error)))
+	g.Output = truncateOutput(r.keys.Scrub(ReviewSummary(res) + joinNonEmpty("\n", "", g.Error)))
 	logName := fmt.Sprintf("%s/%s/a%d/gate-%s-%d.log", job.WorkflowID, job.NodeID, job.Attempt, job.Gate, token)
-	if err := jobrun.UploadLog(ctx, r.deps.Bus, logName, logw.Bytes()); err != nil {
+	if err := jobrun.UploadLog(ctx, r.deps.Bus, logName, []byte(r.keys.Scrub(string(logw.Bytes())))); err != nil {
 		return jobrun.Outcome{Err: err}
 	}
 	g.Log = logName
@@ -348,7 +349,24 @@ func (r *Runner) runReviewer(ctx context.Context, job *protocol.GateJob, def gat
 	}
 	logw.Printf("reviewer %d (%s): %s", i, a.Adapter, strings.Join(shown, " "))
 
-	env := jobrun.Env(def.env, job.WorkflowID, job.NodeID, job.Attempt)
+	own := make(map[string]string, len(def.env))
+	for k, v := range def.env {
+		if agentcli.IsCredential(k) {
+			logw.Printf("reviewer %d: dropped %s from the gate's environment: provider keys come from the gate runner only", i, k)
+			continue
+		}
+		own[k] = v
+	}
+	env := jobrun.Env(own, job.WorkflowID, job.NodeID, job.Attempt)
+	if keys := r.keys.Env(a.Adapter); len(keys) > 0 {
+		names := make([]string, 0, len(keys))
+		for k, v := range keys {
+			env[k] = v
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		logw.Printf("reviewer %d: credentials: %s", i, strings.Join(names, ", "))
+	}
 	env["SUPERVISOR_TASK_ID"] = job.NodeID
 	env["SUPERVISOR_GATE_NAME"] = job.Gate
 	env["SUPERVISOR_REPO_ID"] = job.Repo.ID
@@ -370,7 +388,7 @@ func (r *Runner) runReviewer(ctx context.Context, job *protocol.GateJob, def gat
 	res, err := r.deps.Sandbox.Run(ctx, sspec)
 	switch {
 	case errors.Is(err, sandbox.ErrStart) || errors.Is(err, sandbox.ErrInvalidSpec):
-		rv.verdict.Problem, rv.cliFailed = "cannot start the reviewer: "+redact.String(err.Error()), true
+		rv.verdict.Problem, rv.cliFailed = "cannot start the reviewer: "+r.keys.Scrub(err.Error()), true
 		logw.Printf("reviewer %d: %s", i, rv.verdict.Problem)
 		return rv, "", nil
 	case err != nil:
@@ -382,7 +400,7 @@ func (r *Runner) runReviewer(ctx context.Context, job *protocol.GateJob, def gat
 	if perr != nil {
 		return rv, "", fmt.Errorf("read reviewer %d's output: %w", i, perr)
 	}
-	run := wireRun(parsed)
+	run := wireRun(parsed, r.keys.Scrub)
 	rv.verdict.Run = &run
 	text := parsed.Text
 	if a.Adapter == "command" {
@@ -398,10 +416,10 @@ func (r *Runner) runReviewer(ctx context.Context, job *protocol.GateJob, def gat
 		if why == "" {
 			why = fmt.Sprintf("exit code %d", res.ExitCode)
 		}
-		rv.verdict.Problem = "the reviewer's CLI failed: " + redact.String(why)
+		rv.verdict.Problem = "the reviewer's CLI failed: " + r.keys.Scrub(why)
 		rv.cliFailed = parsed.Class == agentcli.Transient || parsed.Class == agentcli.Fatal
 	default:
-		o, err := agentoutput.Parse(agentoutput.Review, redact.String(text))
+		o, err := agentoutput.Parse(agentoutput.Review, r.keys.Scrub(text))
 		var ie *agentoutput.InvalidError
 		switch {
 		case err == nil:
@@ -425,11 +443,11 @@ func (r *Runner) runReviewer(ctx context.Context, job *protocol.GateJob, def gat
 // wireRun is what a reviewer's CLI reported, in the wire form of an
 // agent run, without the final text (the verdict and issues stand for it)
 // and with its error and warnings redacted.
-func wireRun(r agentcli.Result) protocol.AgentRun {
+func wireRun(r agentcli.Result, scrub func(string) string) protocol.AgentRun {
 	run := r.AgentRun()
-	run.Text, run.Error = "", redact.String(run.Error)
+	run.Text, run.Error = "", scrub(run.Error)
 	for i, w := range run.Warnings {
-		run.Warnings[i] = redact.String(w)
+		run.Warnings[i] = scrub(w)
 	}
 	return run
 }

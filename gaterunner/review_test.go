@@ -241,3 +241,42 @@ func TestReviewGateContext(t *testing.T) {
 		}
 	}
 }
+
+// A reviewer gets its adapter's provider keys from the gate runner's
+// secrets file, never from the gate's env; their values are scrubbed from
+// the log and the result, wherever the reviewer repeats them.
+func TestReviewGateCredentials(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	bin := standIns(t)
+	secrets := filepath.Join(t.TempDir(), "secrets.env")
+	if err := os.WriteFile(secrets, []byte("MY_REVIEW_CRED=plain-review-7373\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.startRunnerOpts(Config{SecretsFile: secrets, Credentials: map[string][]string{"claude-code": {"MY_REVIEW_CRED"}}},
+		runnerOpts{settings: func(s *jobrun.Settings) {
+			s.SandboxPath = bin + string(os.PathListSeparator) + sandbox.BasePath
+		}})
+	j := h.reviewJob("review-creds", 1, 1, "@env MY_REVIEW_CRED\n@env OPENAI_API_KEY\n"+
+		reply(`{"status": "CHANGES_REQUESTED", "issues": [{"severity": "minor", "description": "saw plain-review-7373"}], "suggestions": []}`))
+	j.Definition.Env = map[string]string{"OPENAI_API_KEY": "from-the-gate-5151"}
+	g := h.run(j)
+	if g.Status != protocol.GateFailed || g.Review == nil || len(g.Review.Reviewers) != 1 {
+		t.Fatalf("status %s: %+v", g.Status, g.Review)
+	}
+	log := h.logText(g.Log)
+	for _, want := range []string{"MY_REVIEW_CRED=[REDACTED]", "reviewer 1: credentials: MY_REVIEW_CRED",
+		"dropped OPENAI_API_KEY from the gate's environment"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+	if d := g.Review.Reviewers[0].Issues[0].Description; d != "saw [REDACTED]" {
+		t.Errorf("issue = %q", d)
+	}
+	for _, s := range []string{log, g.Output, g.Error} {
+		if strings.Contains(s, "plain-review-7373") || strings.Contains(s, "from-the-gate-5151") {
+			t.Errorf("a key leaked:\n%s", s)
+		}
+	}
+}

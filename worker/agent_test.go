@@ -183,7 +183,7 @@ func TestAdapterSettingsRejected(t *testing.T) {
 // whole characters kept.
 func TestAgentRunText(t *testing.T) {
 	long := "password=hunter2 " + strings.Repeat("é", protocol.MaxAgentText) + "END"
-	scrub := (&credentials{}).scrub
+	scrub := (&agentcli.Keys{}).Scrub
 	run := agentRunOf(agentcli.Result{Adapter: "claude-code", Text: long, Error: "token=ghp_abcdefghijklmnopqrstuvwxyz0123456789"}, scrub)
 	if len(run.Text) > protocol.MaxAgentText || !strings.HasSuffix(run.Text, "END") || !utf8.ValidString(run.Text) {
 		t.Errorf("text of %d bytes, valid %v, ends %q", len(run.Text), utf8.ValidString(run.Text), run.Text[len(run.Text)-3:])

@@ -65,7 +65,7 @@ type Worker struct {
 	cancels jobrun.Cancels
 	// creds hands agents their keys; credErr is why they could not be
 	// loaded (Run fails with it).
-	creds   *credentials
+	creds   *agentcli.Keys
 	credErr error
 }
 
@@ -75,7 +75,7 @@ func New(deps jobrun.Deps, cfg Config) *Worker {
 		cfg.GPUPools = []string{DefaultGPUPool}
 	}
 	w := &Worker{deps: deps, cfg: cfg}
-	w.creds, w.credErr = newCredentials(cfg.Credentials, cfg.SecretsFile)
+	w.creds, w.credErr = agentcli.NewKeys(cfg.Credentials, cfg.SecretsFile)
 	return w
 }
 
@@ -224,7 +224,7 @@ func (w *Worker) runAgent(ctx context.Context, job *protocol.AgentJob, token uin
 	var ev *eventLog
 	if job.Agent != nil {
 		w.addCredentials(env, job.Agent.Adapter, logw)
-		ev = &eventLog{logw: logw, events: ar.adapter.Name() != "command", publish: w.liveLog(job), scrub: w.creds.scrub}
+		ev = &eventLog{logw: logw, events: ar.adapter.Name() != "command", publish: w.liveLog(job), scrub: w.creds.Scrub}
 		ar.stream = agentcli.NewStream(ar.adapter.NewParser(settings(job.Agent)), ev.emit)
 		stdout = ar.stream
 	}
@@ -255,12 +255,12 @@ func (w *Worker) runAgent(ctx context.Context, job *protocol.AgentJob, token uin
 	if ar.stream != nil {
 		// The adapter's verdict: a CLI may exit 0 after a failed turn.
 		parsed = ar.stream.Finish(res.ExitCode, res.Stderr)
-		run = agentRunOf(parsed, w.creds.scrub)
+		run = agentRunOf(parsed, w.creds.Scrub)
 	}
 	logw.Printf("agent exited %d after %s (timed out: %v)", res.ExitCode, res.Duration.Round(time.Millisecond), res.TimedOut)
 	errText := ""
 	if run != nil {
-		sum := w.creds.scrub(runSummary(parsed))
+		sum := w.creds.Scrub(runSummary(parsed))
 		logw.Printf("%s", sum)
 		if ev.publish != nil {
 			ev.publish(agentcli.Event{Kind: "summary", Text: sum})
@@ -305,14 +305,14 @@ func (w *Worker) finish(ctx context.Context, job *protocol.AgentJob, token uint6
 	status protocol.AgentStatus, exit int, res sandbox.Result, patch *protocol.PatchRef, errText string,
 	run *protocol.AgentRun) jobrun.Outcome {
 	logName := fmt.Sprintf("%s/%s/a%d/agent-%d.log", job.WorkflowID, job.NodeID, job.Attempt, token)
-	if err := jobrun.UploadLog(ctx, w.deps.Bus, logName, []byte(w.creds.scrub(string(logw.Bytes())))); err != nil {
+	if err := jobrun.UploadLog(ctx, w.deps.Bus, logName, []byte(w.creds.Scrub(string(logw.Bytes())))); err != nil {
 		return jobrun.Outcome{Err: err}
 	}
 	return jobrun.Outcome{Report: &protocol.Report{Type: protocol.ReportAgentResult, Agent: &protocol.AgentResult{
 		JobID: job.JobID, WorkflowID: job.WorkflowID, NodeID: job.NodeID, Attempt: job.Attempt,
 		LeaseToken: token, Host: w.deps.Host, Status: status, ExitCode: exit,
-		Stdout: w.creds.scrub(string(res.Stdout)), Stderr: w.creds.scrub(string(res.Stderr)), Patch: patch, Log: logName,
-		Error:     w.creds.scrub(errText),
+		Stdout: w.creds.Scrub(string(res.Stdout)), Stderr: w.creds.Scrub(string(res.Stderr)), Patch: patch, Log: logName,
+		Error:     w.creds.Scrub(errText),
 		StartedAt: res.StartedAt.UTC(), FinishedAt: time.Now().UTC(), Sandbox: res.Environment, Run: run,
 	}}, Work: agentVerdict(status)}
 }

@@ -26,19 +26,31 @@ its next poll.
 The sandbox is Docker wherever the engine answers (--sandbox auto), else the
 process sandbox with a loud warning. Gate containers never have a network.
 
+A review gate's reviewers are agent CLIs: each gets the provider keys its
+adapter's allow-list names (the config file's credentials section, as the
+worker's), from --secrets-file (KEY=VALUE lines, mode 0600) or else this
+process's environment; their values are scrubbed from logs and reports.
+
 Settings come from flags, then SUPERVISOR_* environment variables (--redis-url is
 SUPERVISOR_REDIS_URL), then the --config file, then defaults.
 On SIGTERM it stops taking jobs, lets running ones finish for --drain-timeout,
 and hands back whatever is still running.`,
 		jobrun.Profile{Resources: gaterunner.DefaultResources},
 		func(ctx context.Context, deps jobrun.Deps, v *viper.Viper) error {
+			var creds map[string][]string
+			if v.IsSet("credentials") {
+				creds = v.GetStringMapStringSlice("credentials")
+			}
 			return gaterunner.New(deps, gaterunner.Config{
 				Pools:        v.GetStringSlice("pools"),
 				Concurrency:  v.GetInt("concurrency"),
 				DrainTimeout: v.GetDuration("drain-timeout"),
 				CacheTTL:     v.GetDuration("cache-ttl"),
+				Credentials:  creds,
+				SecretsFile:  v.GetString("secrets-file"),
 			}).Run(ctx)
 		})
+	cmd.Flags().String("secrets-file", "", "KEY=VALUE file of provider keys for review gates' reviewers (mode 0600 or stricter)")
 	cmd.Flags().Duration("cache-ttl", gatecache.DefaultTTL, "how long a passing gate result stays in the fleet's gate cache")
 	if err := cmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "gaterunner:", err)
