@@ -20,7 +20,7 @@ var gateFields = []string{
 	"working_dir", "parallel_safe", "cache", "cache_inputs", "force_hash_large_cache_inputs",
 	"skip_on_dependency_failure", "allowed_writes", "allow_shell", "max_retries", "poll_interval",
 	"poll_interval_secs", "max_pending", "max_pending_secs", "image", "resources", "pool",
-	"type", "agent", "reviewers", "quorum", "prompt", "context",
+	"type", "agent", "reviewers", "quorum", "prompt", "context", "role",
 }
 
 // reservedGateFields are keys a gate may not have (GC-16, GC-17).
@@ -55,6 +55,10 @@ type ParseOptions struct {
 	// its full definition, reporting problems at n; nil where no
 	// strategies are known, and a review gate's context is then an error.
 	Context func(n *yaml.Node, what string) *protocol.ContextSpec
+	// Role, if set, resolves a review gate's role: (a role's name) into
+	// what the gate's reviewers take from it, reporting problems at n;
+	// ok is false when it could not. nil where no roles are known.
+	Role func(n *yaml.Node, what string) (r ReviewRole, ok bool)
 }
 
 // Str returns the value of a scalar. Numbers and booleans are taken as

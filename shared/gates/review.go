@@ -22,7 +22,20 @@ const (
 )
 
 // reviewFields are the keys only a review gate takes.
-var reviewFields = []string{"agent", "reviewers", "quorum", "prompt", "context"}
+var reviewFields = []string{"agent", "reviewers", "quorum", "prompt", "context", "role"}
+
+// ReviewRole is what a review gate's reviewers take from a role
+// (configs/roles, resolved where a workflow is parsed): its agent, unless
+// the gate gives agent or reviewers; its prompt additions as the review's
+// instructions, unless the gate gives a prompt; its context strategy,
+// unless the gate gives a context. Its output schema must be review.
+type ReviewRole struct {
+	Name    string
+	Agent   *protocol.AgentSpec
+	Prompt  string
+	Context *protocol.ContextSpec
+	Output  string
+}
 
 // agentFields are the keys of a reviewer's agent settings (the shape of
 // a task's agent: protocol.AgentSpec).
@@ -84,13 +97,34 @@ func (c *Checker) review(n *yaml.Node, f map[string]Field, g *Gate, what string,
 	}
 	g.Cache = false
 	spec := &protocol.ReviewSpec{}
+	var role *ReviewRole
+	if x, ok := f["role"]; ok {
+		if o.Role == nil {
+			c.Addf(x.Key, "%s role: roles are resolved where a workflow is parsed; "+
+				"define this review gate in the workflow's gates to give it a role", what)
+		} else if r, ok := o.Role(x.Val, what+" role"); ok {
+			switch {
+			case r.Output != "" && r.Output != "review":
+				c.Addf(x.Val, "%s role %q answers with the %s schema; a review gate's reviewers answer with review", what, r.Name, r.Output)
+			default:
+				role = &r
+			}
+		}
+	}
 	agent, hasAgent := f["agent"]
 	list, hasList := f["reviewers"]
 	switch {
 	case hasAgent && hasList:
 		c.Addf(list.Key, "%s sets both agent and reviewers; give one agent (run quorum.reviewers times) or a list of reviewers", what)
+	case !hasAgent && !hasList && role != nil && role.Agent != nil:
+		spec.Reviewers = []protocol.AgentSpec{cloneAgent(*role.Agent)}
+		hasAgent = true
+	case !hasAgent && !hasList && role != nil:
+		c.Addf(f["role"].Val, "%s role %q names no agent: give the gate agent: {adapter: …}", what, role.Name)
 	case !hasAgent && !hasList:
-		c.Addf(n, "%s is a review gate without reviewers: give agent: {adapter: …} or reviewers: [{adapter: …}, …]", what)
+		if _, ok := f["role"]; !ok {
+			c.Addf(n, "%s is a review gate without reviewers: give agent: {adapter: …}, reviewers: [{adapter: …}, …] or a role", what)
+		}
 	case hasAgent:
 		if a, ok := c.AgentSpec(agent.Val, what+" agent"); ok {
 			spec.Reviewers = []protocol.AgentSpec{a}
@@ -136,6 +170,12 @@ func (c *Checker) review(n *yaml.Node, f map[string]Field, g *Gate, what string,
 			}
 			spec.Prompt = s
 		}
+	}
+	if _, ok := f["prompt"]; !ok && role != nil {
+		spec.Prompt = role.Prompt
+	}
+	if _, ok := f["context"]; !ok && role != nil {
+		spec.Context = role.Context
 	}
 	if x, ok := f["context"]; ok {
 		if o.Context == nil {

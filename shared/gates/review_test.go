@@ -61,6 +61,8 @@ func TestReviewGateValidation(t *testing.T) {
 			[]want{`4:5: gate "g" sets quorum, which only a review gate takes`}},
 		{"context outside a workflow", review("    agent: {adapter: codex}\n    context: reviewer_diff\n"),
 			[]want{`5:5: gate "g" context: context strategies are resolved where a workflow is parsed`}},
+		{"role outside a workflow", review("    role: reviewer\n"),
+			[]want{`4:5: gate "g" role: roles are resolved where a workflow is parsed`}},
 		{"type command is a command gate", "gates:\n  g:\n    type: command\n    command: [x]\n", nil},
 	}
 	for _, tc := range tests {

@@ -595,7 +595,7 @@ func (p *parser) workflow(root *yaml.Node) *protocol.WorkflowSpec {
 	var refs map[string]bool
 	if x, ok := f["gates"]; ok && !gates.IsNull(x.Val) {
 		wfGates, refs = p.workflowGates(x.Val, gates.ParseOptions{Origin: gates.OriginWorkflow, DefaultPool: d.pool,
-			Context: p.context})
+			Context: p.context, Role: p.reviewRole})
 	}
 	var tasks []taskDef
 	if x, ok := f["tasks"]; ok && !gates.IsNull(x.Val) {

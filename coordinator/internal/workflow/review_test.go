@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -35,4 +36,51 @@ tasks:
 `
 	_, err = ParseWithOptions("r.yaml", []byte(src), opts)
 	checkProblems(t, "r.yaml", src, err, []want{`7:14: gate "review" context: unknown context strategy "wide"`})
+}
+
+// A review gate may take its reviewers from a role (the built-in
+// reviewer): the role's agent (run quorum.reviewers times), its prompt
+// additions as the instructions and its context strategy, each unless the
+// gate gives its own; a role answering with another schema, or an
+// unknown one, is reported at its line.
+func TestParseReviewGateRole(t *testing.T) {
+	opts := realSources(t)
+	spec, err := ParseWithOptions("r.yaml", []byte(head+`gates:
+  - name: review
+    type: review
+    role: reviewer
+    quorum: {reviewers: 2}
+  - name: own-prompt
+    type: review
+    role: reviewer
+    agent: {adapter: codex}
+    prompt: Look at the tests only.
+tasks:
+  - {id: a, prompt: p, gates: [review, own-prompt]}
+`), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := spec.Gates[0].Review
+	if r == nil || len(r.Reviewers) != 2 || r.Reviewers[0].Adapter != "claude-code" || r.Approvals != 2 ||
+		!strings.Contains(r.Prompt, "You are a code reviewer") || r.Context == nil || r.Context.Strategy != "reviewer_diff" {
+		t.Fatalf("review from the role = %+v", r)
+	}
+	o := spec.Gates[1].Review
+	if o == nil || len(o.Reviewers) != 1 || o.Reviewers[0].Adapter != "codex" || o.Prompt != "Look at the tests only." || o.Context == nil {
+		t.Fatalf("review with its own agent and prompt = %+v", o)
+	}
+	src := head + `gates:
+  - name: review
+    type: review
+    role: nosuch
+  - name: impl
+    type: review
+    role: implementer
+tasks:
+  - {id: a, prompt: p, gates: [review, impl]}
+`
+	_, err = ParseWithOptions("r.yaml", []byte(src), opts)
+	checkProblems(t, "r.yaml", src, err, []want{`6:11: unknown gate "review" role "nosuch"`,
+		`9:11: gate "impl" role "implementer" answers with the implementation schema`})
 }

@@ -113,3 +113,25 @@ func (p *parser) applyRole(t *taskDef, ref *roleRef, f map[string]gates.Field, d
 		t.spec.Context = spec
 	}
 }
+
+// reviewRole resolves a review gate's role: its agent, its prompt
+// additions as the review's instructions (its prompt template is a task's,
+// which a gate, run for many tasks, has none of) and its context strategy,
+// resolved against the loaded strategies.
+func (p *parser) reviewRole(n *yaml.Node, what string) (gates.ReviewRole, bool) {
+	ref := p.role(n, what)
+	if ref.bad {
+		return gates.ReviewRole{}, false
+	}
+	r := ref.role
+	rr := gates.ReviewRole{Name: r.Name, Agent: r.AgentSpec(), Prompt: strings.TrimSpace(r.PromptAdditions), Output: r.Output}
+	if r.Context.Strategy != "" {
+		spec, err := p.strategies.Spec(r.Context.Strategy, r.Context.Budget, nil, nil)
+		if err != nil {
+			p.Addf(n, "role %q context: %v", r.Name, err)
+			return rr, false
+		}
+		rr.Context = spec
+	}
+	return rr, true
+}
