@@ -27,8 +27,14 @@ func checkPlan(p *PlanOutput) []Violation {
 			add(fmt.Sprintf("/phases/%d/id", i), "phase id %q is also the id of phase %d", ph.ID, j)
 		}
 		phases[ph.ID] = i
-		for _, it := range ph.Interfaces {
+		for j, it := range ph.Interfaces {
 			ifaces[it.Name] = true
+			if strings.TrimSpace(it.File) == "" {
+				continue
+			}
+			if why := badGlob(it.File); why != "" {
+				add(fmt.Sprintf("/phases/%d/interfaces/%d/file", i, j), "%q %s", it.File, why)
+			}
 		}
 		for k, c := range ph.Components {
 			path := fmt.Sprintf("/phases/%d/components/%d", i, k)

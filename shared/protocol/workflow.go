@@ -135,6 +135,15 @@ type ExpandSpec struct {
 	MaxAttempts    int               `json:"max_attempts,omitempty"`
 	Output         string            `json:"output,omitempty"`
 	AllowEmpty     bool              `json:"allow_empty,omitempty"`
+	// Context is the context of every added node's agent (nil: none),
+	// resolved when the workflow was parsed; a node whose context lists no
+	// targets gets its component's files as targets ($TARGET).
+	Context *ContextSpec `json:"context,omitempty"`
+	// MaxCostUSD is each added node's budget (0: none).
+	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
+	// MayChangeInterfaces are globs of locked interface files every added
+	// node may change anyway ("**": any); see TaskSpec.MayChangeInterfaces.
+	MayChangeInterfaces []string `json:"may_change_interfaces,omitempty"`
 }
 
 // Task types.

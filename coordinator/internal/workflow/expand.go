@@ -43,11 +43,14 @@ type expandDef struct {
 // nodes its plan's components become (HIER-01). Unset agent, pool and
 // timeout are the planner's own; unset max_attempts and allow_empty are
 // the workflow's defaults; unset gates are every workflow gate, as for a
-// task without a gates section; unset output is implementation.
+// task without a gates section; unset output is implementation. Context,
+// max_cost_usd and may_change_interfaces are read as a task's are; unset,
+// the added nodes have none (the planner's own are for planning).
 func (p *parser) expand(n *yaml.Node, what string, planner protocol.TaskSpec, d defaultsDef) expandDef {
 	what += " expand"
 	e := defaultExpand(n, planner, d)
-	f, ok := p.Fields(n, what, "agent", "prompt", "pool", "gates", "env", "timeout", "max_attempts", "output", "allow_empty")
+	f, ok := p.Fields(n, what, "agent", "prompt", "pool", "gates", "env", "timeout", "max_attempts", "output", "allow_empty",
+		"context", "max_cost_usd", "may_change_interfaces")
 	if !ok {
 		return e
 	}
@@ -79,6 +82,20 @@ func (p *parser) expand(n *yaml.Node, what string, planner protocol.TaskSpec, d 
 	}
 	if x, ok := f["env"]; ok {
 		e.spec.Env, _ = p.Env(x.Val, what+" env")
+		p.checkEnvCredentials(x.Val, what+" env")
+	}
+	if x, ok := f["context"]; ok {
+		// Resolved as a task's context is; targets default, per added
+		// node, to its component's files (Expand).
+		e.spec.Context = p.context(x.Val, what)
+	}
+	if x, ok := f["max_cost_usd"]; ok {
+		e.spec.MaxCostUSD, _ = p.cost(x.Val, what+" max_cost_usd")
+	}
+	if _, ok := f["may_change_interfaces"]; ok {
+		var t protocol.TaskSpec
+		p.files(f, &t, what)
+		e.spec.MayChangeInterfaces = t.MayChangeInterfaces
 	}
 	if x, ok := f["timeout"]; ok {
 		if s, good := p.timeout(x.Val, what+" timeout", MaxAgentTimeout); good {
@@ -189,6 +206,10 @@ func Expand(spec *protocol.WorkflowSpec, planner string, plan *agentoutput.PlanO
 			ifaces[it.Name] = it
 		}
 	}
+	defines, err := interfaceDefiners(plan)
+	if err != nil {
+		return Expansion{}, err
+	}
 	var x Expansion
 	for _, id := range ids {
 		c, ph, _ := plan.Component(id)
@@ -197,13 +218,25 @@ func Expand(spec *protocol.WorkflowSpec, planner string, plan *agentoutput.PlanO
 		}
 		t := protocol.TaskSpec{
 			ID: ExpandedID(planner, id), Command: tmpl.Command, Adapter: tmpl.Adapter, Agent: tmpl.Agent,
-			Prompt: componentPrompt(tmpl.Prompt, planner, ph, c, ifaces), DependsOn: []string{planner},
+			Prompt: componentPrompt(tmpl.Prompt, planner, ph, c, ifaces, defines[id]), DependsOn: []string{planner},
 			Gates: tmpl.Gates, Required: tmpl.Gates, Pool: tmpl.Pool, Env: tmpl.Env, TimeoutSeconds: tmpl.TimeoutSeconds,
 			MaxAttempts: tmpl.MaxAttempts, Retry: pt.Retry, RetryFrom: pt.RetryFrom, AllowEmpty: tmpl.AllowEmpty,
 			Output: tmpl.Output, Planner: planner, Files: componentFiles(c.Files), GateDefs: pt.GateDefs,
+			MaxCostUSD: tmpl.MaxCostUSD, MayChangeInterfaces: tmpl.MayChangeInterfaces,
 		}
 		if t.Required == nil {
 			t.Required = []string{}
+		}
+		for _, it := range defines[id] {
+			t.Interface = append(t.Interface, it.File)
+		}
+		if tmpl.Context != nil {
+			cs := *tmpl.Context
+			if len(cs.Targets) == 0 {
+				// $TARGET: the component's own files (CTX-10).
+				cs.Targets = t.Files
+			}
+			t.Context = &cs
 		}
 		for _, d := range deps[id] {
 			t.DependsOn = append(t.DependsOn, ExpandedID(planner, d))
@@ -270,8 +303,48 @@ func componentFiles(globs []string) []string {
 	return out
 }
 
-// componentPrompt is the prompt of a component's node.
-func componentPrompt(prefix, planner string, ph agentoutput.Phase, c agentoutput.Component, ifaces map[string]agentoutput.Interface) string {
+// interfaceDefiners finds, for each of the plan's interfaces with a file,
+// the component that defines it (HIER-03): the first, in plan order,
+// whose files cover the interface's file. Its node's interface globs are
+// those files, so once it has succeeded no other node may change them
+// unless its may_change_interfaces allows it. An interface no component's
+// files cover is defined by nobody: its definition reaches the components
+// naming it in their prompts only. A file naming a directory is an
+// error.
+func interfaceDefiners(plan *agentoutput.PlanOutput) (map[string][]agentoutput.Interface, error) {
+	out := map[string][]agentoutput.Interface{}
+	for _, ph := range plan.Phases {
+		for _, it := range ph.Interfaces {
+			if strings.TrimSpace(it.File) == "" {
+				continue
+			}
+			// The plan's checks refused absolute paths and '..'.
+			file := pathglob.Normalize(strings.ReplaceAll(strings.TrimSpace(it.File), `\`, "/"))
+			if file == "" || strings.HasSuffix(file, "/") {
+				return nil, fmt.Errorf("interface %q: file %q names no file", it.Name, it.File)
+			}
+			it.File = file
+		comps:
+			for _, p := range plan.Phases {
+				for _, c := range p.Components {
+					for _, g := range componentFiles(c.Files) {
+						if _, ok := pathglob.Overlap(g, file); ok {
+							out[c.ID] = append(out[c.ID], it)
+							break comps
+						}
+					}
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// componentPrompt is the prompt of a component's node: the expand
+// template's prompt, the component, the interfaces it names and those it
+// defines.
+func componentPrompt(prefix, planner string, ph agentoutput.Phase, c agentoutput.Component, ifaces map[string]agentoutput.Interface,
+	defines []agentoutput.Interface) string {
 	var b strings.Builder
 	if s := strings.TrimSpace(prefix); s != "" {
 		b.WriteString(s)
@@ -292,6 +365,16 @@ func componentPrompt(prefix, planner string, ph agentoutput.Phase, c agentoutput
 			fmt.Fprintf(&b, ", in %s", it.File)
 		}
 		fmt.Fprintf(&b, "), fixed by the plan: implement or use it as defined.\n\n```\n%s\n```\n", strings.TrimSpace(it.Definition))
+	}
+	for _, it := range defines {
+		named := false
+		for _, name := range c.Interfaces {
+			named = named || name == it.Name
+		}
+		if !named {
+			fmt.Fprintf(&b, "\nInterface %s (%s, in %s), fixed by the plan:\n\n```\n%s\n```\n", it.Name, it.Type, it.File, strings.TrimSpace(it.Definition))
+		}
+		fmt.Fprintf(&b, "\nThis component defines interface %s in %s: once it is accepted, that file is locked for the rest of the workflow.\n", it.Name, it.File)
 	}
 	return b.String()
 }

@@ -208,3 +208,160 @@ func TestParseDefaultExpand(t *testing.T) {
 		t.Fatalf("expand %+v", e)
 	}
 }
+
+// An expand template sets what a task can: its context is resolved at
+// parse time as a task's (CTX-01, CTX-09), its budget and the interfaces
+// its nodes may change are read as a task's max_cost_usd and
+// may_change_interfaces.
+func TestParseExpandContextBudget(t *testing.T) {
+	opts := Options{Strategies: strategies(t)}
+	spec, err := ParseWithOptions("w.yaml", []byte(head+`tasks:
+  - id: plan
+    prompt: p
+    output: plan
+    expand:
+      context: {strategy: implementer_targeted, budget: 8000}
+      max_cost_usd: 2.5
+      may_change_interfaces: [api/types.go]
+  - id: plan2
+    prompt: p
+    output: plan
+    expand: {context: reviewer_diff, may_change_interfaces: true}
+`), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, e2 := spec.Tasks[0].Expand, spec.Tasks[1].Expand
+	if e.Context == nil || e.Context.Strategy != "implementer_targeted" || e.Context.Budget != 8000 || len(e.Context.Definition.Parts) == 0 ||
+		e.MaxCostUSD != 2.5 || !reflect.DeepEqual(e.MayChangeInterfaces, []string{"api/types.go"}) {
+		t.Fatalf("expand %+v", e)
+	}
+	if e2.Context == nil || e2.Context.Strategy != "reviewer_diff" || e2.Context.Budget != 15000 || e2.MaxCostUSD != 0 ||
+		!reflect.DeepEqual(e2.MayChangeInterfaces, []string{"**"}) {
+		t.Fatalf("expand 2 %+v", e2)
+	}
+
+	tests := []struct {
+		name, src string
+		wants     []want
+	}{
+		{"unknown strategy", head + "tasks: [{id: a, prompt: p, output: plan, expand: {context: wide}}]\n",
+			[]want{`3:60: task "a" expand context: unknown context strategy "wide"`}},
+		{"budget out of range", head + "tasks: [{id: a, prompt: p, output: plan, expand: {context: {strategy: reviewer_diff, budget: 10}}}]\n",
+			[]want{`3:94: task "a" expand context budget 10 is out of range`}},
+		{"cost", head + "tasks: [{id: a, prompt: p, output: plan, expand: {max_cost_usd: -1}}]\n",
+			[]want{`3:65: task "a" expand max_cost_usd -1 is out of range`}},
+		{"interfaces", head + "tasks: [{id: a, prompt: p, output: plan, expand: {may_change_interfaces: [/etc/x]}}]\n",
+			[]want{`3:75: task "a" expand may_change_interfaces entry "/etc/x" must be relative`}},
+		{"credential", head + "tasks: [{id: a, prompt: p, output: plan, expand: {env: {ANTHROPIC_API_KEY: x}}}]\n",
+			[]want{`3:57: task "a" expand env may not set ANTHROPIC_API_KEY`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseWithOptions("w.yaml", []byte(tt.src), opts)
+			checkProblems(t, "w.yaml", tt.src, err, tt.wants)
+		})
+	}
+}
+
+// The added nodes get the template's context, each with its component's
+// files as targets unless the template names its own (CTX-10), its budget
+// (max_cost_usd) and may_change_interfaces; a component whose files cover
+// an interface's file defines it: its node's interface globs lock the
+// file once it has succeeded (HIER-03, HIER-06).
+func TestExpandContextBudgetInterfaces(t *testing.T) {
+	cat := strategies(t)
+	ctx, err := cat.Spec("implementer_targeted", 9000, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixed, err := cat.Spec("implementer_targeted", 0, []string{"docs/"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := mustPlan(t, string(agentoutput.Example(agentoutput.Plan)))
+	tests := []struct {
+		name        string
+		expand      *protocol.ExpandSpec
+		wantTargets map[string][]string // node: its context's targets (nil: no context)
+		wantCost    float64
+		wantMay     []string
+	}{
+		{"no context", &protocol.ExpandSpec{}, map[string][]string{"plan--user-model": nil, "plan--login": nil}, 0, nil},
+		{"targets from files", &protocol.ExpandSpec{Context: ctx, MaxCostUSD: 1.5, MayChangeInterfaces: []string{"api/types.go"}},
+			map[string][]string{"plan--user-model": {"models/user.go", "migrations/*.sql"}, "plan--login": {"api/login*.go"}},
+			1.5, []string{"api/types.go"}},
+		{"targets of the template", &protocol.ExpandSpec{Context: fixed},
+			map[string][]string{"plan--user-model": {"docs/**"}, "plan--login": {"docs/**"}}, 0, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := &protocol.WorkflowSpec{Name: "w", Tasks: []protocol.TaskSpec{{ID: "plan", Prompt: "p", Output: "plan", Expand: tt.expand}}}
+			x, err := Expand(spec, "plan", plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, task := range x.Tasks {
+				want, ok := tt.wantTargets[task.ID]
+				if !ok {
+					continue
+				}
+				switch {
+				case want == nil && task.Context != nil:
+					t.Errorf("%s: context %+v, want none", task.ID, task.Context)
+				case want != nil && (task.Context == nil || !reflect.DeepEqual(task.Context.Targets, want) ||
+					task.Context.Budget != tt.expand.Context.Budget || task.Context.Strategy != "implementer_targeted"):
+					t.Errorf("%s: context %+v, want targets %q", task.ID, task.Context, want)
+				}
+				if task.MaxCostUSD != tt.wantCost || !reflect.DeepEqual(task.MayChangeInterfaces, tt.wantMay) {
+					t.Errorf("%s: max_cost_usd %v may_change_interfaces %q", task.ID, task.MaxCostUSD, task.MayChangeInterfaces)
+				}
+			}
+			if tt.expand.Context != nil && len(tt.expand.Context.Targets) == 0 && len(x.Tasks[0].Context.Targets) > 0 &&
+				&x.Tasks[0].Context.Targets[0] == &x.Tasks[1].Context.Targets[0] {
+				t.Error("nodes share one context")
+			}
+		})
+	}
+}
+
+// HIER-03: the component whose files cover an interface's file defines
+// it, the first in plan order; an interface whose file no component's
+// files cover, or that has no file, locks nothing.
+func TestExpandInterfaceDefiners(t *testing.T) {
+	plan := mustPlan(t, `{"status":"COMPLETE","estimated_components":3,"phases":[
+	  {"id":"contracts","components":[{"id":"types","description":"the API types","files":["api/"]}],
+	   "interfaces":[{"name":"LoginRequest","type":"go","definition":"type LoginRequest struct{}","file":"api/types.go"},
+	                 {"name":"Token","type":"go","definition":"type Token string","file":"auth/token.go"},
+	                 {"name":"Events","type":"openapi","definition":"openapi: 3.1.0"}]},
+	  {"id":"build","components":[
+	    {"id":"login","description":"the handler","files":["api/login.go","api/types.go"],"interfaces":["LoginRequest"]},
+	    {"id":"hash","description":"hashing","files":["hash/*.go"]}]}]}`)
+	spec := &protocol.WorkflowSpec{Name: "w", Tasks: []protocol.TaskSpec{{ID: "plan", Prompt: "p", Output: "plan"}}}
+	x, err := Expand(spec, "plan", plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for _, task := range x.Tasks {
+		got[task.ID] = task.Interface
+	}
+	want := map[string][]string{"plan--types": {"api/types.go"}, "plan--login": nil, "plan--hash": nil}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("interfaces %q, want %q", got, want)
+	}
+	if p := x.Tasks[0].Prompt; !strings.Contains(p, "Interface LoginRequest (go, in api/types.go), fixed by the plan:") ||
+		!strings.Contains(p, "This component defines interface LoginRequest in api/types.go: once it is accepted, that file is locked") {
+		t.Fatalf("definer's prompt:\n%s", p)
+	}
+	if strings.Contains(x.Tasks[1].Prompt, "This component defines") {
+		t.Fatalf("user's prompt:\n%s", x.Tasks[1].Prompt)
+	}
+	// An interface's file must be a path inside the repository: the
+	// plan's check says where.
+	_, err = agentoutput.Decode(agentoutput.Plan, []byte(`{"status":"COMPLETE","estimated_components":1,"phases":[{"id":"p",`+
+		`"components":[{"id":"a","description":"d"}],"interfaces":[{"name":"I","type":"go","definition":"x","file":"../out.go"}]}]}`))
+	if err == nil || !strings.Contains(err.Error(), `/phases/0/interfaces/0/file: "../out.go" must stay inside the repository`) {
+		t.Fatalf("bad interface file: %v", err)
+	}
+}
