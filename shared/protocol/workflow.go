@@ -144,6 +144,23 @@ type ExpandSpec struct {
 	// MayChangeInterfaces are globs of locked interface files every added
 	// node may change anyway ("**": any); see TaskSpec.MayChangeInterfaces.
 	MayChangeInterfaces []string `json:"may_change_interfaces,omitempty"`
+	// Role names the role the added nodes take (TaskSpec.Role); its
+	// settings were resolved into this template when the workflow was
+	// parsed, and RolePrompt is its prompt, rendered for each added node.
+	Role       string      `json:"role,omitempty"`
+	RolePrompt *RolePrompt `json:"role_prompt,omitempty"`
+	// FeedbackTemplate is the added nodes' TaskSpec.FeedbackTemplate.
+	FeedbackTemplate string `json:"feedback_template,omitempty"`
+}
+
+// RolePrompt is a role's prompt as an expand template carries it, so that
+// the nodes a plan adds get their role's prompt without the role's files:
+// Additions come first, then Template (a Go text/template over the node's
+// prompt, id, targets, role name and Config) rendered.
+type RolePrompt struct {
+	Template  string         `json:"template,omitempty"`
+	Additions string         `json:"additions,omitempty"`
+	Config    map[string]any `json:"config,omitempty"`
 }
 
 // Task types.

@@ -156,3 +156,29 @@ func (r *Role) RenderPrompt(d PromptData) (string, error) {
 	}
 	return concat(r.PromptAdditions, body), nil
 }
+
+// PromptOf is the role's prompt as a planner's expand template carries it
+// (protocol.RolePrompt): RenderCarried renders it as RenderPrompt would.
+func (r *Role) PromptOf() *protocol.RolePrompt {
+	return &protocol.RolePrompt{Template: r.Prompt, Additions: r.PromptAdditions, Config: r.Config}
+}
+
+// RenderCarried renders a role's prompt carried in a task spec (PromptOf)
+// with d, as RenderPrompt renders the role's own.
+func RenderCarried(role string, p *protocol.RolePrompt, d PromptData) (string, error) {
+	d.Role = role
+	d.Config = p.Config
+	body := d.Prompt
+	if p.Template != "" {
+		t, err := template.New(role).Option("missingkey=error").Parse(p.Template)
+		if err != nil {
+			return "", fmt.Errorf("role %q prompt template: %w", role, err)
+		}
+		var b bytes.Buffer
+		if err := t.Execute(&b, d); err != nil {
+			return "", fmt.Errorf("role %q prompt template: %w", role, err)
+		}
+		body = b.String()
+	}
+	return concat(p.Additions, body), nil
+}

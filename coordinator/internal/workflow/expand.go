@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/supervisorhq/supervisor/coordinator/internal/roles"
 	"github.com/supervisorhq/supervisor/shared/agentoutput"
 	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/pathglob"
@@ -50,7 +51,7 @@ func (p *parser) expand(n *yaml.Node, what string, planner protocol.TaskSpec, d 
 	what += " expand"
 	e := defaultExpand(n, planner, d)
 	f, ok := p.Fields(n, what, "agent", "prompt", "pool", "gates", "env", "timeout", "max_attempts", "output", "allow_empty",
-		"context", "max_cost_usd", "may_change_interfaces")
+		"context", "max_cost_usd", "may_change_interfaces", "role")
 	if !ok {
 		return e
 	}
@@ -122,7 +123,58 @@ func (p *parser) expand(n *yaml.Node, what string, planner protocol.TaskSpec, d 
 			e.spec.AllowEmpty = v
 		}
 	}
+	if x, ok := f["role"]; ok {
+		if ref := p.role(x.Val, what+" role"); ref.role != nil {
+			p.expandRole(&e, ref, f, d, what)
+		}
+	}
 	return e
+}
+
+// expandRole fills what the expand template leaves unset from its role,
+// as a task's role does (applyRole): the agent (unless the workflow's
+// defaults set one), gates, timeout and allow_empty (unless the defaults
+// set them), the output schema, the context, the feedback template, and
+// the role's prompt, carried to be rendered around each added node's
+// prompt. A role whose output is plan is refused: a plan's nodes do not
+// plan again.
+func (p *parser) expandRole(e *expandDef, ref *roleRef, f map[string]gates.Field, d defaultsDef, what string) {
+	r := ref.role
+	e.spec.Role, e.spec.FeedbackTemplate, e.spec.RolePrompt = r.Name, r.Feedback, r.PromptOf()
+	if _, set := f["agent"]; !set && d.agent == nil {
+		if a := r.AgentSpec(); a != nil {
+			e.spec.Command, e.spec.Adapter, e.spec.Agent = nil, "", a
+		}
+	}
+	if _, set := f["gates"]; !set && r.GatesSet {
+		e.gatesSet = true
+		e.refs = append([]string(nil), r.Gates...)
+		e.refNodes = make([]*yaml.Node, len(r.Gates))
+		for i := range e.refNodes {
+			e.refNodes[i] = ref.node
+		}
+		e.spec.Gates = append([]string{}, r.Gates...)
+	}
+	if _, set := f["timeout"]; !set && !d.written["timeout"] && r.TimeoutSeconds > 0 {
+		e.spec.TimeoutSeconds = r.TimeoutSeconds
+	}
+	if _, set := f["allow_empty"]; !set && !d.written["allow_empty"] {
+		e.spec.AllowEmpty = r.AllowEmpty || e.spec.AllowEmpty
+	}
+	if _, set := f["output"]; !set && r.Output != "" {
+		if r.Output == agentoutput.Plan {
+			p.Addf(ref.node, "%s role %q has output plan: a plan's nodes do not plan again", what, r.Name)
+		} else {
+			e.spec.Output = r.Output
+		}
+	}
+	if _, set := f["context"]; !set && r.Context.Strategy != "" {
+		spec, err := p.strategies.Spec(r.Context.Strategy, r.Context.Budget, nil, nil)
+		if err != nil {
+			p.Addf(ref.node, "role %q context: %v", r.Name, err)
+		}
+		e.spec.Context = spec
+	}
 }
 
 // defaultExpand is the expand template of a planner that sets nothing:
@@ -223,12 +275,25 @@ func Expand(spec *protocol.WorkflowSpec, planner string, plan *agentoutput.PlanO
 			MaxAttempts: tmpl.MaxAttempts, Retry: pt.Retry, RetryFrom: pt.RetryFrom, AllowEmpty: tmpl.AllowEmpty,
 			Output: tmpl.Output, Planner: planner, Files: componentFiles(c.Files), GateDefs: pt.GateDefs,
 			MaxCostUSD: tmpl.MaxCostUSD, MayChangeInterfaces: tmpl.MayChangeInterfaces,
+			Role: tmpl.Role, FeedbackTemplate: tmpl.FeedbackTemplate,
 		}
 		if t.Required == nil {
 			t.Required = []string{}
 		}
 		for _, it := range defines[id] {
 			t.Interface = append(t.Interface, it.File)
+		}
+		if tmpl.RolePrompt != nil {
+			// The role's prompt around the component's (ROLE-01), as a
+			// task's role renders it at parse time.
+			s, err := roles.RenderCarried(tmpl.Role, tmpl.RolePrompt, roles.PromptData{Prompt: t.Prompt, ID: t.ID, Targets: t.Files})
+			if err != nil {
+				return Expansion{}, err
+			}
+			if len(s) > MaxPromptSize {
+				return Expansion{}, fmt.Errorf("component %q's prompt is %d bytes with its role's; at most %d (256 KiB)", id, len(s), MaxPromptSize)
+			}
+			t.Prompt = s
 		}
 		if tmpl.Context != nil {
 			cs := *tmpl.Context

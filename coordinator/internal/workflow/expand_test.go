@@ -365,3 +365,70 @@ func TestExpandInterfaceDefiners(t *testing.T) {
 		t.Fatalf("bad interface file: %v", err)
 	}
 }
+
+// An expand template's role is resolved at parse time as a task's (ROLE-01,
+// ROLE-06): it fills what the template leaves unset — agent, output,
+// context, feedback template — and its prompt is rendered around each
+// added node's prompt, with the component's files as its targets.
+func TestExpandRole(t *testing.T) {
+	opts := realSources(t)
+	spec, err := ParseWithOptions("w.yaml", []byte(`name: roles
+gates: [go-build, go-test]
+tasks:
+  - id: plan
+    role: planner
+    prompt: Split the feature.
+    expand: {role: implementer, gates: [go-test]}
+`), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := spec.Tasks[0].Expand
+	if e.Role != "implementer" || e.Output != "implementation" || e.Agent == nil || e.Agent.Adapter != "claude-code" ||
+		e.Context == nil || e.Context.Strategy != "implementer_targeted" || e.Context.Budget != 25000 ||
+		e.FeedbackTemplate != "implementer" || e.RolePrompt == nil || !reflect.DeepEqual(e.Gates, []string{"go-test"}) || e.AllowEmpty {
+		t.Fatalf("expand %+v", e)
+	}
+	x, err := Expand(spec, "plan", mustPlan(t, `{"status":"COMPLETE","estimated_components":1,"phases":[{"id":"p","components":[`+
+		`{"id":"bye","description":"Add Bye.","files":["greet/bye*.go"]}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := x.Tasks[0]
+	if n.Role != "implementer" || n.FeedbackTemplate != "implementer" || n.Output != "implementation" ||
+		!reflect.DeepEqual(n.Context.Targets, []string{"greet/bye*.go"}) {
+		t.Fatalf("node %+v", n)
+	}
+	for _, want := range []string{"You are an implementer", "Task plan--bye:", "## Component bye (phase p) of the plan of plan\n\nAdd Bye.",
+		"Files in scope:\n- greet/bye*.go", "Work test first"} {
+		if !strings.Contains(n.Prompt, want) {
+			t.Errorf("the node's prompt lacks %q:\n%s", want, n.Prompt)
+		}
+	}
+	// What the template sets wins over its role; a role that plans is
+	// refused; an unknown role is named.
+	spec, err = ParseWithOptions("w.yaml", []byte(`name: roles
+gates: [go-build]
+tasks:
+  - id: plan
+    role: planner
+    prompt: Split the feature.
+    expand: {role: implementer, agent: {adapter: codex}, output: generic, context: reviewer_diff}
+`), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := spec.Tasks[0].Expand; e.Agent.Adapter != "codex" || e.Output != "generic" || e.Context.Strategy != "reviewer_diff" ||
+		!reflect.DeepEqual(e.Gates, []string{"go-build"}) {
+		t.Fatalf("expand %+v", e)
+	}
+	for _, tt := range []struct{ src, want string }{
+		{"name: r\ntasks: [{id: a, role: planner, prompt: p, expand: {role: planner}}]\n", `2:58: task "a" expand role "planner" has output plan`},
+		{"name: r\ntasks: [{id: a, role: planner, prompt: p, expand: {role: coder}}]\n", `2:58: unknown task "a" expand role "coder"`},
+	} {
+		_, err := ParseWithOptions("w.yaml", []byte(tt.src), opts)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want %s", tt.src, err, tt.want)
+		}
+	}
+}
