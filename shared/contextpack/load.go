@@ -273,7 +273,7 @@ func Load(dirs ...string) (*Catalogue, error) {
 			problems = append(problems, gates.Problem{File: dir, Message: err.Error()})
 			continue
 		}
-		inDir := map[string]string{}
+		var files []Source
 		for _, e := range entries {
 			ext := strings.ToLower(filepath.Ext(e.Name()))
 			if e.IsDir() || (ext != ".yaml" && ext != ".yml") {
@@ -285,24 +285,76 @@ func Load(dirs ...string) (*Catalogue, error) {
 				problems = append(problems, gates.Problem{File: path, Message: err.Error()})
 				continue
 			}
-			s, err := ParseFile(path, data)
-			var ve *gates.ValidationError
-			if errors.As(err, &ve) {
-				problems = append(problems, ve.Problems...)
-				continue
-			}
-			if prev, dup := inDir[s.Name]; dup {
-				problems = append(problems, gates.Problem{File: path, Message: fmt.Sprintf("strategy %q is also defined in %s", s.Name, prev)})
-				continue
-			}
-			inDir[s.Name] = path
-			cat.Add(s, path)
+			files = append(files, Source{Path: path, Data: data})
 		}
+		problems = append(problems, cat.addLayer(files)...)
 	}
 	if len(problems) > 0 {
 		return nil, &gates.ValidationError{Problems: problems}
 	}
 	return cat, nil
+}
+
+// Source is a strategy file read by the caller: its path (for messages)
+// and content.
+type Source struct {
+	Path string
+	Data []byte
+}
+
+// LoadLayers builds a catalogue from files already read, one list per
+// layer, the lowest precedence first (built-in, user, project): a
+// strategy of a later layer replaces the one of the same name, two of one
+// layer is an error. Problems are collected as Load's are.
+func LoadLayers(layers ...[]Source) (*Catalogue, error) {
+	return (&Catalogue{}).Over(layers...)
+}
+
+// Over returns a copy of c with the strategies of each layer of files
+// added over it, as LoadLayers adds them: how a trusted project's
+// .supervisor/context/ files overlay the coordinator's strategies for one
+// submission. c itself is not changed.
+func (c *Catalogue) Over(layers ...[]Source) (*Catalogue, error) {
+	out := &Catalogue{}
+	if c != nil {
+		for name, s := range c.byName {
+			out.Add(s, c.files[name])
+		}
+	}
+	var problems []gates.Problem
+	for _, files := range layers {
+		problems = append(problems, out.addLayer(files)...)
+	}
+	if len(problems) > 0 {
+		return nil, &gates.ValidationError{Problems: problems}
+	}
+	return out, nil
+}
+
+// addLayer parses one layer's files into c, replacing strategies of lower
+// layers of the same name; it returns the problems.
+func (c *Catalogue) addLayer(files []Source) []gates.Problem {
+	var problems []gates.Problem
+	inLayer := map[string]string{}
+	for _, f := range files {
+		s, err := ParseFile(f.Path, f.Data)
+		var ve *gates.ValidationError
+		if errors.As(err, &ve) {
+			problems = append(problems, ve.Problems...)
+			continue
+		}
+		if err != nil {
+			problems = append(problems, gates.Problem{File: f.Path, Message: err.Error()})
+			continue
+		}
+		if prev, dup := inLayer[s.Name]; dup {
+			problems = append(problems, gates.Problem{File: f.Path, Message: fmt.Sprintf("strategy %q is also defined in %s", s.Name, prev)})
+			continue
+		}
+		inLayer[s.Name] = f.Path
+		c.Add(s, f.Path)
+	}
+	return problems
 }
 
 // readFile reads a regular file of at most MaxFileSize bytes.

@@ -1,6 +1,7 @@
 package contextpack
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,4 +149,39 @@ func FuzzParseFile(f *testing.F) {
 			t.Fatalf("ParseFile accepted %q but Validate says %v", data, verr)
 		}
 	})
+}
+
+// Layers: a later layer's strategy replaces a lower one's of the same
+// name, two of one layer is an error, and Over leaves the catalogue it
+// starts from as it was.
+func TestLoadLayers(t *testing.T) {
+	strat := func(name string, budget int) []byte {
+		return []byte(fmt.Sprintf("name: %s\ntoken_budget: %d\nparts:\n  - {name: d, kind: diff}\npriority_order: [d]\n", name, budget))
+	}
+	base, err := LoadLayers([]Source{{Path: "b/a.yaml", Data: strat("a", 2000)}, {Path: "b/b.yaml", Data: strat("b", 3000)}},
+		[]Source{{Path: "u/b.yaml", Data: strat("b", 4000)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := base.Lookup("b"); s.TokenBudget != 4000 || base.File("b") != "u/b.yaml" {
+		t.Fatalf("user layer: %+v from %s", s, base.File("b"))
+	}
+	over, err := base.Over([]Source{{Path: "p/a.yaml", Data: strat("a", 5000)}, {Path: "p/c.yaml", Data: strat("c", 6000)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := over.Lookup("a"); s.TokenBudget != 5000 || strings.Join(over.Names(), ",") != "a,b,c" {
+		t.Fatalf("project layer: %+v, names %v", s, over.Names())
+	}
+	if s, _ := base.Lookup("a"); s.TokenBudget != 2000 || len(base.Names()) != 2 {
+		t.Fatalf("Over changed the base: %+v %v", s, base.Names())
+	}
+	_, err = base.Over([]Source{{Path: "p/a.yaml", Data: strat("a", 5000)}, {Path: "p/a.yml", Data: strat("a", 6000)}})
+	if err == nil || !strings.Contains(err.Error(), `p/a.yml: strategy "a" is also defined in p/a.yaml`) {
+		t.Fatalf("duplicate in a layer: %v", err)
+	}
+	_, err = base.Over([]Source{{Path: "p/bad.yaml", Data: []byte("name: a\nbudget: 1\n")}})
+	if err == nil || !strings.Contains(err.Error(), "p/bad.yaml:2:1") {
+		t.Fatalf("bad file: %v", err)
+	}
 }

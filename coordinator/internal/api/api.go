@@ -36,6 +36,10 @@ type SubmitRequest struct {
 	// ProjectRoles are the repository's .supervisor/roles/*.yaml at the base
 	// commit, sent only when the submitter trusts the project.
 	ProjectRoles []GateFile `json:"project_roles,omitempty"`
+	// ProjectContext are the repository's .supervisor/context/*.yaml at
+	// the base commit (context strategies that replace the coordinator's
+	// of the same name), sent only when the submitter trusts the project.
+	ProjectContext []GateFile `json:"project_context,omitempty"`
 }
 
 // GateFile is a gate configuration file's name and content.

@@ -1,11 +1,10 @@
 package cli
 
 import (
-	"os"
-	"path/filepath"
-
 	"github.com/spf13/pflag"
 
+	"github.com/supervisorhq/supervisor/coordinator/internal/overlay"
+	"github.com/supervisorhq/supervisor/coordinator/internal/service"
 	"github.com/supervisorhq/supervisor/shared/contextpack"
 )
 
@@ -15,35 +14,31 @@ func addContextFlags(fs *pflag.FlagSet) {
 	fs.String("user-context", contextpack.DefaultUserDir(), "directory of the user's context strategies (they replace built-in ones of the same name)")
 }
 
-// builtinContextDir finds the built-in context strategies the way the
-// built-in gates are found: the flag, else ../configs/context beside the
-// executable, else ./configs/context, else /etc/supervisor/context; ""
-// when none exists.
-func builtinContextDir(flag string) string {
-	if flag != "" {
-		return flag
-	}
-	var candidates []string
-	if exe, err := os.Executable(); err == nil {
-		candidates = append(candidates, filepath.Join(filepath.Dir(exe), "..", "configs", "context"))
-	}
-	candidates = append(candidates, filepath.Join("configs", "context"), "/etc/supervisor/context")
-	for _, c := range candidates {
-		if fi, err := os.Stat(c); err == nil && fi.IsDir() {
-			abs, _ := filepath.Abs(c)
-			return abs
-		}
-	}
-	return ""
-}
-
 // loadStrategies loads the context strategies a workflow's tasks may name:
-// the built-in ones, then the user's (a strategy of the same name
+// the built-in ones (found as built-in roles and templates are:
+// builtinConfigDir), then the user's (a strategy of the same name
 // replaces the built-in one). Problems come back with file:line.
 func (e *env) loadStrategies() (*contextpack.Catalogue, error) {
-	cat, err := contextpack.Load(builtinContextDir(e.v.GetString("builtin-context")), e.v.GetString("user-context"))
+	files, err := e.readLayers("context")
+	if err != nil {
+		return nil, err
+	}
+	cat, err := contextpack.LoadLayers(service.StrategyLayers(files)...)
 	if err != nil {
 		return nil, &ExitError{Code: ExitInvalid, Err: err}
 	}
 	return cat, nil
+}
+
+// withProjectStrategies overlays a trusted project's strategies
+// (.supervisor/context/*.yaml at the base commit) on cat.
+func withProjectStrategies(cat *contextpack.Catalogue, project []overlay.File) (*contextpack.Catalogue, error) {
+	if len(project) == 0 {
+		return cat, nil
+	}
+	out, err := cat.Over(service.StrategyLayers(project)...)
+	if err != nil {
+		return nil, &ExitError{Code: ExitInvalid, Err: err}
+	}
+	return out, nil
 }

@@ -137,7 +137,8 @@ func (e *env) submitData(ctx context.Context, file string, data []byte) (string,
 	rctx, cancel := context.WithTimeout(ctx, e.v.GetDuration("timeout"))
 	defer cancel()
 	resp, err := client.Submit(rctx, api.SubmitRequest{Filename: filepath.Base(file), YAML: string(data), Repo: repo,
-		RepoPath: repoPath, BaseBranch: baseBranch, ProjectGates: project, ProjectRoles: src.projectRoles})
+		RepoPath: repoPath, BaseBranch: baseBranch, ProjectGates: project, ProjectRoles: src.projectRoles,
+		ProjectContext: src.projectContext})
 	if err != nil {
 		return "", apiErr(err)
 	}
@@ -182,6 +183,8 @@ type sources struct {
 	opts         workflow.Options
 	projectGates *api.GateFile
 	projectRoles []api.GateFile
+	// projectContext are the project's context strategies.
+	projectContext []api.GateFile
 }
 
 // localSources loads the built-in and user gates and roles, and, when the
@@ -206,6 +209,12 @@ func (e *env) localSources(ctx context.Context, repoPath, commit string) (source
 		}
 		if s.projectRoles, err = projectConfigFiles(ctx, repoPath, commit, "roles", trusted, e.errOut); err != nil {
 			return s, &ExitError{Code: ExitUsage, Err: err}
+		}
+		if s.projectContext, err = projectConfigFiles(ctx, repoPath, commit, "context", trusted, e.errOut); err != nil {
+			return s, &ExitError{Code: ExitUsage, Err: err}
+		}
+		if s.opts.Strategies, err = withProjectStrategies(strategies, service.ProjectFiles(s.projectContext)); err != nil {
+			return s, err
 		}
 	}
 	if pg := s.projectGates; pg != nil {

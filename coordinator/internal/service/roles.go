@@ -6,6 +6,7 @@ import (
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
 	"github.com/supervisorhq/supervisor/coordinator/internal/overlay"
+	"github.com/supervisorhq/supervisor/shared/contextpack"
 )
 
 // ProjectFiles turns a submission's project config files into overlay
@@ -19,4 +20,14 @@ func ProjectFiles(files []api.GateFile) []overlay.File {
 			Path: f.Filename, Data: []byte(f.Content)})
 	}
 	return out
+}
+
+// StrategyLayers groups context strategy files by layer, the lowest
+// first, as contextpack.LoadLayers and Catalogue.Over take them.
+func StrategyLayers(files []overlay.File) [][]contextpack.Source {
+	layers := make([][]contextpack.Source, overlay.Project+1)
+	for _, f := range files {
+		layers[f.Layer] = append(layers[f.Layer], contextpack.Source{Path: f.Path, Data: f.Data})
+	}
+	return layers
 }

@@ -50,6 +50,13 @@ func (s *Service) submit(ctx context.Context, req api.SubmitRequest) (api.Submit
 		}
 		opts.Roles = cat
 	}
+	if len(req.ProjectContext) > 0 {
+		cat, err := s.opts.Strategies.Over(StrategyLayers(ProjectFiles(req.ProjectContext))...)
+		if err != nil {
+			return none, invalidGate("context strategies", err)
+		}
+		opts.Strategies = cat
+	}
 	spec, err := workflow.ParseWithOptions(req.Filename, []byte(req.YAML), opts)
 	if err != nil {
 		var ve *workflow.ValidationError
