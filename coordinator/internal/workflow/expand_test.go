@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -400,10 +401,25 @@ tasks:
 		t.Fatalf("node %+v", n)
 	}
 	for _, want := range []string{"You are an implementer", "Task plan--bye:", "## Component bye (phase p) of the plan of plan\n\nAdd Bye.",
-		"Files in scope:\n- greet/bye*.go", "Work test first"} {
+		"Files in scope:\n- greet/bye*.go", "Work test first", "at least 80% unit-test coverage"} {
 		if !strings.Contains(n.Prompt, want) {
 			t.Errorf("the node's prompt lacks %q:\n%s", want, n.Prompt)
 		}
+	}
+	// The workflow as the event log gives it back expands the same: the
+	// role's prompt travels in the spec, its config as JSON.
+	data, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again protocol.WorkflowSpec
+	if err := json.Unmarshal(data, &again); err != nil {
+		t.Fatal(err)
+	}
+	y, err := Expand(&again, "plan", mustPlan(t, `{"status":"COMPLETE","estimated_components":1,"phases":[{"id":"p","components":[`+
+		`{"id":"bye","description":"Add Bye.","files":["greet/bye*.go"]}]}]}`))
+	if err != nil || y.Tasks[0].Prompt != n.Prompt {
+		t.Fatalf("after a round trip: %v\n%s\nwant\n%s", err, y.Tasks[0].Prompt, n.Prompt)
 	}
 	// What the template sets wins over its role; a role that plans is
 	// refused; an unknown role is named.
