@@ -155,7 +155,8 @@ func TestTemplateGrowsReviewedWorkflow(t *testing.T) {
 	// The implementers' prompts were built by their role, around their
 	// component.
 	logs := f.cli(30*time.Second, "logs", wf, "plan--gamma")
-	if !strings.Contains(logs.stdout, "You are an implementer") || !strings.Contains(logs.stdout, "Task plan--gamma:") {
+	if !strings.Contains(logs.stdout, "You are an implementer") || !strings.Contains(logs.stdout, "Task plan--gamma:") ||
+		!strings.Contains(logs.stdout, "at least 80% unit-test coverage") {
 		t.Errorf("gamma's prompt was not its role's:\n%s", logs.stdout)
 	}
 
