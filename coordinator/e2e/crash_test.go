@@ -327,10 +327,18 @@ func TestCoordinatorRestartMidWorkflow(t *testing.T) {
 // change lands once, from the current lease holder.
 func TestWorkerStalledMidJob(t *testing.T) {
 	t.Parallel()
-	run := startCrashRun(t, "stall.yaml", strings.Replace(crashWorkflow, "@sleep 8s", "@sleep 5s", 1))
+	// The agent signals once it has read its whole prompt: a worker frozen
+	// before it finished writing the prompt would hold the agent on its
+	// standard input, and the agent would never finish on its own.
+	started := filepath.Join(t.TempDir(), "started")
+	run := startCrashRun(t, "stall.yaml", strings.Replace(crashWorkflow, "@sleep 8s", "@signal "+started+"\n      @sleep 5s", 1))
 	f, coord, workers, repo, base, wf, victim, survivor := run.f, run.coord, run.workers, run.repo, run.base, run.wf, run.victim, run.survivor
 	victimDir := filepath.Join(f.dir, "data", victim)
 	waitFor(t, 30*time.Second, "the agent to run on "+victim, func() bool { return len(agentsUnder(victimDir)) > 0 })
+	waitFor(t, 30*time.Second, "the agent on "+victim+" to have read its prompt", func() bool {
+		_, err := os.Stat(started)
+		return err == nil
+	})
 	t.Logf("node slow runs on %s; freezing it with SIGSTOP", victim)
 	workers[victim].signal(t, syscall.SIGSTOP)
 	t.Cleanup(func() { _ = workers[victim].cmd.Process.Signal(syscall.SIGCONT) })
