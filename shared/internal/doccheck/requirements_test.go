@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -192,4 +193,50 @@ func looksLikePath(s string) bool {
 		}
 	}
 	return false
+}
+
+// requirementStatuses are the statuses a row's status cell starts with.
+var requirementStatuses = []string{"done", "partial", "planned", "replaced", "not carried over", "open", "not applicable"}
+
+// The "In all" table of docs/requirements.md counts the rows by status:
+// every row has one of the known statuses, and each count is the number
+// of rows that have it.
+func TestRequirementTotals(t *testing.T) {
+	root := repoRoot(t)
+	counts := map[string]int{}
+	for _, r := range readRequirements(t, root) {
+		known := false
+		for _, s := range requirementStatuses {
+			if strings.HasPrefix(r.status, s) {
+				counts[s]++
+				known = true
+				break
+			}
+		}
+		if !known {
+			t.Errorf("docs/requirements.md:%d: %s has status %.40q, not one of %q", r.line, r.id, r.status, requirementStatuses)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(root, "docs", "requirements.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile(`(?m)^\| ([a-z ]+) \| ([0-9]+) \|$`)
+	stated := map[string]int{}
+	for _, m := range row.FindAllStringSubmatch(string(data), -1) {
+		if _, dup := stated[m[1]]; dup {
+			t.Errorf("docs/requirements.md states the count of %q twice", m[1])
+		}
+		stated[m[1]], _ = strconv.Atoi(m[2])
+	}
+	all := 0
+	for _, s := range requirementStatuses {
+		all += counts[s]
+		if stated[s] != counts[s] {
+			t.Errorf("docs/requirements.md says %d rows are %q; %d are", stated[s], s, counts[s])
+		}
+	}
+	if stated["all"] != all {
+		t.Errorf("docs/requirements.md says %d rows in all; there are %d", stated["all"], all)
+	}
 }
