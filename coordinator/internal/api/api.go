@@ -235,16 +235,18 @@ type WorkflowSummary struct {
 	AutoMerge  bool          `json:"auto_merge,omitempty"`
 	MergeInto  string        `json:"merge_into,omitempty"`
 	Merge      *MergeSummary `json:"merge,omitempty"`
-	// Spend is what the workflow's agent runs used, summed over its nodes
-	// (nil before any run reported).
+	// Spend is what the workflow's agent runs and review gates' reviewers
+	// used, summed over its nodes (nil before any run reported).
 	*Spend
 	// MaxCostUSD is the workflow's budget (0: none).
 	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
 }
 
-// Spend is what agent runs used: their tokens and cost, summed.
+// Spend is what agent runs used: their tokens and cost, summed. The
+// totals count a node's own agent runs and its review gates' reviewers
+// alike; Review is the reviewers' part of them.
 type Spend struct {
-	// Runs counts the agent runs that reported what they used.
+	// Runs counts the runs that reported what they used.
 	Runs  int                 `json:"runs"`
 	Usage protocol.TokenUsage `json:"usage"`
 	// CostUSD sums the runs whose cost is known: reported by the CLI, or
@@ -254,6 +256,9 @@ type Spend struct {
 	CostUSD         float64 `json:"cost_usd"`
 	CostEstimated   bool    `json:"cost_estimated"`
 	CostUnknownRuns int     `json:"cost_unknown_runs,omitempty"`
+	// Review is the part of the above that review gates' reviewers used
+	// (nil when no reviewer reported); the agent's part is the rest.
+	Review *Spend `json:"review,omitempty"`
 }
 
 // Error codes the service replies with (in the Nats-Service-Error-Code header).

@@ -184,8 +184,8 @@ func printWorkflow(w io.Writer, s api.WorkflowSummary) {
 	printSpend(w, s)
 }
 
-// printSpend lists what each node's agent runs used and the workflow's
-// total, when any run reported.
+// printSpend lists what each node's agent runs and reviewers used and the
+// workflow's total, when any run reported.
 func printSpend(w io.Writer, s api.WorkflowSummary) {
 	if s.Spend == nil {
 		return
@@ -213,7 +213,8 @@ func printSpend(w io.Writer, s api.WorkflowSummary) {
 }
 
 // costText is a spend's cost: "$0.0241", "~$0.0100" when estimated, with
-// the runs of unknown cost and the budget, if any.
+// the runs of unknown cost, the budget, and the review gates' reviewers'
+// part of it, if any.
 func costText(sp api.Spend, budget float64) string {
 	t := fmt.Sprintf("$%.4f", sp.CostUSD)
 	if sp.CostEstimated {
@@ -224,6 +225,12 @@ func costText(sp api.Spend, budget float64) string {
 	}
 	if budget > 0 {
 		t += fmt.Sprintf(" of $%.2f", budget)
+	}
+	if r := sp.Review; r != nil {
+		t += fmt.Sprintf(", reviewers %d runs $%.4f", r.Runs, r.CostUSD)
+		if r.CostUnknownRuns > 0 {
+			t += fmt.Sprintf(" (+%d of unknown cost)", r.CostUnknownRuns)
+		}
 	}
 	return t
 }

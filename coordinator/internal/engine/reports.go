@@ -128,12 +128,18 @@ func (e *Engine) handleReport(ctx context.Context, r *protocol.Report) error {
 	return nil
 }
 
-// estimateCost prices an agent report's run whose CLI reported no cost
-// with the price table, at the model the run names or else the one its
-// task asked for, marking the cost estimated. It runs before the report
+// estimateCost prices the runs of a report whose CLIs reported no cost
+// with the price table, marking the cost estimated: an agent report's
+// run, at the model the run names or else the one its task asked for, and
+// a review gate's reviewers' runs, at the model each run names or else
+// the one the gate's reviewer asked for. It runs before the report
 // becomes an event, so the event holds the estimate and a replay needs no
 // price table.
 func estimateCost(w *statemachine.Workflow, r *protocol.Report, prices pricing.Table) {
+	if r.Type == protocol.ReportGateResult {
+		estimateReviewCost(w, r, prices)
+		return
+	}
 	if r.Type != protocol.ReportAgentResult || r.Agent == nil || r.Agent.Run == nil || r.Agent.Run.CostKnown {
 		return
 	}
@@ -147,6 +153,53 @@ func estimateCost(w *statemachine.Workflow, r *protocol.Report, prices pricing.T
 		a.Run = &run
 		r.Agent = &a
 	}
+}
+
+// estimateReviewCost prices a review gate's reviewers' runs that reported
+// no cost, on copies of the report's result, and sums the gate's cost
+// again (CostKnown once every run's cost is).
+func estimateReviewCost(w *statemachine.Workflow, r *protocol.Report, prices pricing.Table) {
+	if r.Gate == nil || r.Gate.Review == nil || len(prices) == 0 {
+		return
+	}
+	var specs []protocol.AgentSpec
+	if n := w.Nodes[r.Gate.NodeID]; n != nil {
+		if g, ok := n.GateSpecs[r.Gate.Gate]; ok && g.Review != nil {
+			specs = g.Review.Reviewers
+		}
+	}
+	rev := *r.Gate.Review
+	rev.Reviewers = append([]protocol.ReviewVerdict(nil), rev.Reviewers...)
+	changed := false
+	for i := range rev.Reviewers {
+		v := &rev.Reviewers[i]
+		if v.Run == nil || v.Run.CostKnown {
+			continue
+		}
+		model := ""
+		if k := v.Reviewer - 1; k >= 0 && k < len(specs) {
+			model = specs[k].Model
+		}
+		run := *v.Run
+		if prices.Estimate(&run, model) {
+			v.Run, changed = &run, true
+		}
+	}
+	if !changed {
+		return
+	}
+	rev.CostUSD, rev.CostKnown = 0, true
+	for _, v := range rev.Reviewers {
+		if v.Run == nil {
+			rev.CostKnown = false
+			continue
+		}
+		rev.CostUSD += v.Run.CostUSD
+		rev.CostKnown = rev.CostKnown && v.Run.CostKnown
+	}
+	g := *r.Gate
+	g.Review = &rev
+	r.Gate = &g
 }
 
 // maxDeliveriesAdvisory is the part of JetStream's max-deliveries advisory

@@ -83,11 +83,21 @@ func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
 	return s
 }
 
-// spend is s for the API (nil when no run reported).
+// spend is s for the API (nil when no run reported), with its reviewers'
+// part when any reviewer reported.
 func spend(s statemachine.Spend) *api.Spend {
 	if s.Runs == 0 {
 		return nil
 	}
+	a := spendPart(s.SpendPart)
+	if s.Review.Runs > 0 {
+		a.Review = spendPart(s.Review)
+	}
+	return a
+}
+
+// spendPart is one part of a spend for the API.
+func spendPart(s statemachine.SpendPart) *api.Spend {
 	return &api.Spend{Runs: s.Runs, Usage: s.Usage, CostUSD: s.CostUSD, CostEstimated: s.CostEstimated,
 		CostUnknownRuns: s.CostUnknown}
 }

@@ -112,6 +112,7 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 	case eventlog.GateFinished:
 		g := n.Gate(b.Gate)
 		g.Status, g.Result, g.Awaiting, g.Waiting = b.Result.Status, b.Result, false, nil
+		n.Spend.addReview(b.Result.Review)
 		if b.Result.OOMKilled {
 			g.OOMs++
 		}

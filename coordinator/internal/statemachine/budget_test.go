@@ -103,3 +103,71 @@ func TestBudgets(t *testing.T) {
 		},
 	}})
 }
+
+// reviewerRun is what one reviewer's CLI reported: 500 input and 50
+// output tokens at cost (estimated by the coordinator when estimated).
+func reviewerRun(i int, adapter string, verdict string, cost float64, estimated bool) protocol.ReviewVerdict {
+	return protocol.ReviewVerdict{Reviewer: i, Adapter: adapter, Verdict: verdict, Approved: verdict == "APPROVED",
+		Run: &protocol.AgentRun{Adapter: adapter, Usage: protocol.TokenUsage{Input: 500, Output: 50},
+			CostUSD: cost, CostKnown: true, CostEstimated: estimated, Success: true}}
+}
+
+// Review gates' reviewers cost money too: their runs count in the node's
+// and the workflow's spend (with their part kept apart) and toward the
+// task's and the workflow's max_cost_usd; a replay of the log gives the
+// same spend.
+func TestReviewSpendCountsTowardBudgets(t *testing.T) {
+	const head = "name: b\ndefaults:\n  agent: {adapter: codex, model: gpt-5-codex}\n  allow_empty: true\n" + reviewGates
+	for _, tc := range []struct {
+		name, yaml, reason string
+	}{{
+		name:   "the task's budget",
+		yaml:   head + "tasks:\n  - {id: a, prompt: a, gates: [review], max_cost_usd: 0.05}\n",
+		reason: "budget spent: the node's agent runs and reviewers cost $0.0600 (estimated) (reviewers $0.0400), its max_cost_usd is $0.05",
+	}, {
+		name:   "the workflow's budget",
+		yaml:   "max_cost_usd: 0.06\n" + head + "tasks:\n  - {id: a, prompt: a, gates: [review]}\n",
+		reason: "budget spent: the workflow's agent runs and reviewers cost $0.0600 (estimated) (reviewers $0.0400), its max_cost_usd is $0.06",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, _ := newWorld(t, tc.yaml, true)
+			check(t, "the agent's round costs $0.02", w.agentRun("a", 1, protocol.AgentSucceeded, 0.02, false),
+				lines("node.agent_done a succeeded", "gate.dispatched a/review r1", "publish gate a/review r1"))
+			check(t, "the reviewers cost $0.04 and request changes: no other round", w.reviewDone("a", 1, protocol.GateFailed,
+				reviewerRun(1, "claude-code", "APPROVED", 0.015, false), reviewerRun(2, "codex", "CHANGES_REQUESTED", 0.025, true)),
+				lines("gate.finished a/review failed", "node.escalated a"))
+			n := w.node("a")
+			if !strings.HasPrefix(n.Reason, tc.reason) {
+				t.Errorf("reason %q, want %q", n.Reason, tc.reason)
+			}
+			want := statemachine.Spend{
+				SpendPart: statemachine.SpendPart{Runs: 3, Usage: protocol.TokenUsage{Input: 2000, Output: 200}, CostUSD: 0.06, CostEstimated: true},
+				Review:    statemachine.SpendPart{Runs: 2, Usage: protocol.TokenUsage{Input: 1000, Output: 100}, CostUSD: 0.04, CostEstimated: true},
+			}
+			if !spendNear(n.Spend, want) || !spendNear(w.wf().Spend(), want) {
+				t.Errorf("node spend %+v, workflow spend %+v, want %+v", n.Spend, w.wf().Spend(), want)
+			}
+			// The spend is the log's: a replay gives it again.
+			st := statemachine.New()
+			for _, ev := range w.events {
+				if err := st.Apply(ev); err != nil {
+					t.Fatal(err)
+				}
+			}
+			re, _ := st.Workflow(w.id)
+			if got := re.Nodes["a"].Spend; !spendNear(got, want) {
+				t.Errorf("replayed spend %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+// spendNear reports whether a and b are equal, costs to a micro-dollar.
+func spendNear(a, b statemachine.Spend) bool {
+	near := func(x, y float64) bool { return x-y < 1e-9 && y-x < 1e-9 }
+	if !near(a.CostUSD, b.CostUSD) || !near(a.Review.CostUSD, b.Review.CostUSD) {
+		return false
+	}
+	a.CostUSD, a.Review.CostUSD, b.CostUSD, b.Review.CostUSD = 0, 0, 0, 0
+	return a == b
+}

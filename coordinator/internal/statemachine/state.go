@@ -125,8 +125,9 @@ type Node struct {
 	// components; 0: none added yet).
 	Expanded int
 	// LastRun is what the agent CLI reported about the node's latest run
-	// (nil before one reported), and Spend what all its runs used, every
-	// round counted: both outlive the round, unlike Agent.
+	// (nil before one reported), and Spend what all its runs and its
+	// review gates' reviewers used, every round counted: both outlive the
+	// round, unlike Agent.
 	LastRun *protocol.AgentRun
 	Spend   Spend
 	// GateOrder is the node's gates in dispatch order (dependency layers,
