@@ -93,6 +93,7 @@ type roleView struct {
 	AllowEmpty      bool                `json:"allow_empty,omitempty"`
 	Feedback        string              `json:"feedback,omitempty"`
 	TimeoutSeconds  int                 `json:"timeout_seconds,omitempty"`
+	MaxCostUSD      float64             `json:"max_cost_usd,omitempty"`
 	Strengths       []string            `json:"strengths,omitempty"`
 	Config          map[string]any      `json:"config,omitempty"`
 	PromptAdditions string              `json:"prompt_additions,omitempty"`
@@ -102,7 +103,7 @@ type roleView struct {
 func viewRole(r *roles.Role) roleView {
 	v := roleView{Name: r.Name, Layer: r.Layer.String(), Files: r.Files, Description: r.Description, Agent: r.AgentSpec(),
 		Output: r.Output, AllowedTools: r.AllowedTools, Gates: r.Gates, GatesSet: r.GatesSet, AllowEmpty: r.AllowEmpty,
-		Feedback: r.Feedback, TimeoutSeconds: r.TimeoutSeconds, Strengths: r.Strengths, Config: r.Config,
+		Feedback: r.Feedback, TimeoutSeconds: r.TimeoutSeconds, MaxCostUSD: r.MaxCostUSD, Strengths: r.Strengths, Config: r.Config,
 		PromptAdditions: r.PromptAdditions, Prompt: r.Prompt}
 	if r.Context.Strategy != "" {
 		c := r.Context
@@ -165,6 +166,9 @@ func printRole(w io.Writer, v roleView) {
 	fmt.Fprintf(w, "output: %s\n", orDash(v.Output))
 	if v.Context != nil {
 		fmt.Fprintf(w, "context: %s\n", contextText(*v.Context))
+	}
+	if v.MaxCostUSD > 0 {
+		fmt.Fprintf(w, "budget: $%.2f per task that sets none\n", v.MaxCostUSD)
 	}
 	switch {
 	case !v.GatesSet:

@@ -1,6 +1,8 @@
 package roles
 
 import (
+	"math"
+
 	"gopkg.in/yaml.v3"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/overlay"
@@ -43,6 +45,7 @@ type def struct {
 	feedback    *at[string]
 	allowEmpty  *at[bool]
 	timeout     *at[int]
+	maxCost     *at[float64]
 	strengths   list
 	config      map[string]any
 	configPos   gates.Source
@@ -50,7 +53,7 @@ type def struct {
 
 // roleFields are the keys of a role file.
 var roleFields = []string{"extends", "description", "agent", "prompt", "prompt_additions", "output", "context",
-	"allowed_tools", "gates", "allow_empty", "feedback", "timeout", "strengths", "config"}
+	"allowed_tools", "gates", "allow_empty", "feedback", "timeout", "max_cost_usd", "strengths", "config"}
 
 // parseFile parses one role file, reporting unknown keys and wrong types
 // with their positions. A nil def means the file could not be read as a
@@ -106,6 +109,11 @@ func parseFile(f overlay.File) (*def, []gates.Problem) {
 			d.timeout = &at[int]{v: int(s.Seconds()), pos: c.Position(x.Val)}
 		}
 	}
+	if x, ok := fs["max_cost_usd"]; ok && !gates.IsNull(x.Val) {
+		if v, good := cost(c, x.Val); good {
+			d.maxCost = &at[float64]{v: v, pos: c.Position(x.Val)}
+		}
+	}
 	if x, ok := fs["config"]; ok && !gates.IsNull(x.Val) {
 		if x.Val.Kind != yaml.MappingNode {
 			c.Addf(x.Val, "config must be a mapping, got %s", gates.Describe(x.Val))
@@ -148,6 +156,21 @@ func parseAgent(c *gates.Checker, d *def, n *yaml.Node) {
 	d.maxTurns = integer(c, fs, "max_turns", "agent max_turns", 1, MaxTurns)
 	d.permission = str(c, fs, "permission", "agent permission")
 	d.format = str(c, fs, "output_format", "agent output_format")
+}
+
+// cost parses a budget in US dollars: a number from 0 (none) to
+// MaxCostUSD.
+func cost(c *gates.Checker, n *yaml.Node) (float64, bool) {
+	if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!float" && n.ShortTag() != "!!int") {
+		c.Addf(n, "max_cost_usd must be a number of US dollars, e.g. 5 or 0.50, got %s", gates.Describe(n))
+		return 0, false
+	}
+	var v float64
+	if err := n.Decode(&v); err != nil || math.IsNaN(v) || v < 0 || v > MaxCostUSD {
+		c.Addf(n, "max_cost_usd %s is out of range: must be at least 0 (no budget) and at most %.0f", n.Value, float64(MaxCostUSD))
+		return 0, false
+	}
+	return v, true
 }
 
 func str(c *gates.Checker, fs map[string]gates.Field, key, what string) *at[string] {

@@ -24,6 +24,9 @@ const (
 	MaxTimeout = 24 * time.Hour
 	// MaxTurns is the most turns a role may allow an agent.
 	MaxTurns = 10000
+	// MaxCostUSD is the largest budget a role may set, in US dollars (a
+	// workflow's limit too).
+	MaxCostUSD = 1e6
 )
 
 // OutputSchemas are the output schema names a role may declare.
@@ -64,6 +67,10 @@ type Role struct {
 	Feedback string
 	// TimeoutSeconds is the agent timeout; 0 leaves the workflow's.
 	TimeoutSeconds int
+	// MaxCostUSD is the budget of a task of this role that sets none
+	// (max_cost_usd), in US dollars; 0 is none (an overlay's 0 clears its
+	// parent's).
+	MaxCostUSD float64
 	// Strengths describe what the role is good at (for people and
 	// planners; nothing decides on them).
 	Strengths []string
@@ -118,6 +125,7 @@ func merge(name string, chain []*def) *Role {
 		set(&r.Context.Budget, r.pos, "context.budget", d.budget)
 		set(&r.Feedback, r.pos, "feedback", d.feedback)
 		set(&r.TimeoutSeconds, r.pos, "timeout", d.timeout)
+		set(&r.MaxCostUSD, r.pos, "max_cost_usd", d.maxCost)
 		set(&r.AllowEmpty, r.pos, "allow_empty", d.allowEmpty)
 		r.GatesSet = r.GatesSet || d.gates.set
 		if d.additions != nil {

@@ -80,6 +80,7 @@ output: generic
 gates: [vet]
 allowed_tools: [Read]
 timeout: 10m
+max_cost_usd: 1
 config: {a: 1, nested: {x: 1, list: [p]}, keep: k}
 `
 	tests := []struct {
@@ -109,8 +110,18 @@ config: {a: 1, nested: {x: 1, list: [p]}, keep: k}
 				t.Errorf("additions %q", r.PromptAdditions)
 			}
 		}},
+		{"a budget overrides", "extends: base\nmax_cost_usd: 2.5\n", func(t *testing.T, r *Role) {
+			if r.MaxCostUSD != 2.5 {
+				t.Errorf("max_cost_usd %v, want 2.5", r.MaxCostUSD)
+			}
+		}},
+		{"a budget of 0 clears the parent's", "extends: base\nmax_cost_usd: 0\n", func(t *testing.T, r *Role) {
+			if r.MaxCostUSD != 0 {
+				t.Errorf("max_cost_usd %v, want 0", r.MaxCostUSD)
+			}
+		}},
 		{"nothing set inherits all", "extends: base\n", func(t *testing.T, r *Role) {
-			if r.Description != "base" || r.PromptAdditions != "first" || r.TimeoutSeconds != 600 || !r.GatesSet {
+			if r.Description != "base" || r.PromptAdditions != "first" || r.TimeoutSeconds != 600 || !r.GatesSet || r.MaxCostUSD != 1 {
 				t.Errorf("got %+v", r)
 			}
 		}},
@@ -197,6 +208,12 @@ func TestLoadProblems(t *testing.T) {
 			[]string{`a.yaml:2:9: role "a": prompt template:`}},
 		{"template field", map[string]string{"a.yaml": "description: x\nprompt: \"{{.Nope}}\"\n"},
 			[]string{`a.yaml:2:9: role "a": prompt template:`, "Nope"}},
+		{"negative budget", map[string]string{"a.yaml": "description: x\nmax_cost_usd: -1\n"},
+			[]string{`a.yaml:2:15: max_cost_usd -1 is out of range: must be at least 0 (no budget) and at most 1000000`}},
+		{"budget not a number", map[string]string{"a.yaml": "description: x\nmax_cost_usd: five\n"},
+			[]string{`a.yaml:2:15: max_cost_usd must be a number of US dollars`}},
+		{"budget too large", map[string]string{"a.yaml": "description: x\nmax_cost_usd: 2e6\n"},
+			[]string{`a.yaml:2:15: max_cost_usd 2e6 is out of range`}},
 		{"unknown feedback template", map[string]string{"a.yaml": "description: x\nfeedback: poetry\n"},
 			[]string{`role "a": unknown feedback template "poetry"`}},
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/supervisorhq/supervisor/coordinator/internal/roles"
 	"github.com/supervisorhq/supervisor/shared/agentcli"
 	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/protocol"
@@ -80,8 +81,9 @@ func (p *parser) agent(n *yaml.Node, what string) (agentDef, bool) {
 	return a, good
 }
 
-// MaxCostUSD bounds a budget (max_cost_usd), in US dollars.
-const MaxCostUSD = 1e6
+// MaxCostUSD bounds a budget (max_cost_usd), in US dollars: a role's
+// limit.
+const MaxCostUSD = roles.MaxCostUSD
 
 // cost parses a budget in US dollars: a positive number.
 func (p *parser) cost(n *yaml.Node, what string) (float64, bool) {

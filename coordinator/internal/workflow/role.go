@@ -76,7 +76,7 @@ func (p *parser) rolePrompt(ref *roleRef, at *yaml.Node, t protocol.TaskSpec, wh
 
 // applyRole fills what neither the task nor the workflow's defaults set
 // from the task's role: gates (when the task has no gates section and the
-// role sets some), timeout, allow_empty, the output schema and the context
+// role sets some), timeout, the budget (max_cost_usd), allow_empty, the output schema and the context
 // (the role's strategy and budget, resolved against the loaded strategies
 // like a task's context); it sets the feedback template and records the
 // role's name (ROLE-01). A workflow is more specific than a reusable role, so what it
@@ -97,6 +97,9 @@ func (p *parser) applyRole(t *taskDef, ref *roleRef, f map[string]gates.Field, d
 	}
 	if _, set := f["timeout"]; !set && !defaults["timeout"] && r.TimeoutSeconds > 0 {
 		t.spec.TimeoutSeconds = r.TimeoutSeconds
+	}
+	if _, set := f["max_cost_usd"]; !set && !defaults["max_cost_usd"] && r.MaxCostUSD > 0 {
+		t.spec.MaxCostUSD = r.MaxCostUSD
 	}
 	if _, set := f["allow_empty"]; !set && !defaults["allow_empty"] && r.AllowEmpty {
 		t.spec.AllowEmpty = true

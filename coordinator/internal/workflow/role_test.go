@@ -176,3 +176,25 @@ tasks:
 		t.Errorf("the role fills what the workflow leaves out: %+v", r)
 	}
 }
+
+// A role's max_cost_usd is the budget of its tasks that set none; a task's
+// own wins, and a role without one leaves the task without a budget.
+func TestParseRoleBudget(t *testing.T) {
+	opts := realSources(t, overlay.File{Layer: overlay.Project, Name: "thrifty", Path: "thrifty.yaml",
+		Data: []byte("extends: implementer\ndescription: thrifty implementer\nmax_cost_usd: 0.75\n")})
+	src := `name: b
+tasks:
+  - {id: a, role: thrifty, prompt: x}
+  - {id: b, role: thrifty, prompt: x, max_cost_usd: 3}
+  - {id: c, role: implementer, prompt: x}
+`
+	spec, err := ParseWithOptions("b.yaml", []byte(src), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []float64{0.75, 3, 0} {
+		if got := spec.Tasks[i].MaxCostUSD; got != want {
+			t.Errorf("task %s: max_cost_usd %v, want %v", spec.Tasks[i].ID, got, want)
+		}
+	}
+}
