@@ -86,7 +86,11 @@ func TestReviewGateRequestsChanges(t *testing.T) {
 	// The review's outcome, as status reports it.
 	var raw struct {
 		Nodes []struct {
-			ID    string `json:"id"`
+			ID          string `json:"id"`
+			Runs        int    `json:"runs"`
+			ReviewSpend *struct {
+				Runs int `json:"runs"`
+			} `json:"review_spend"`
 			Gates []struct {
 				Name   string                 `json:"name"`
 				Review *protocol.ReviewResult `json:"review"`
@@ -98,6 +102,11 @@ func TestReviewGateRequestsChanges(t *testing.T) {
 	}
 	var rev *protocol.ReviewResult
 	for _, n := range raw.Nodes {
+		// The reviewer's two runs count in the node's spend beside the
+		// implementer's two, as its review part.
+		if n.ID == "greet" && (n.Runs != 4 || n.ReviewSpend == nil || n.ReviewSpend.Runs != 2) {
+			t.Errorf("greet's spend in status: %d runs, review part %+v; want 4 runs, 2 of them the reviewer's", n.Runs, n.ReviewSpend)
+		}
 		for _, g := range n.Gates {
 			if n.ID == "greet" && g.Name == "review" {
 				rev = g.Review

@@ -256,9 +256,9 @@ type Spend struct {
 	CostUSD         float64 `json:"cost_usd"`
 	CostEstimated   bool    `json:"cost_estimated"`
 	CostUnknownRuns int     `json:"cost_unknown_runs,omitempty"`
-	// Review is the part of the above that review gates' reviewers used
+	// ReviewSpend is the part of the above that review gates' reviewers used
 	// (nil when no reviewer reported); the agent's part is the rest.
-	Review *Spend `json:"review,omitempty"`
+	ReviewSpend *Spend `json:"review_spend,omitempty"`
 }
 
 // Error codes the service replies with (in the Nats-Service-Error-Code header).

@@ -226,7 +226,7 @@ func costText(sp api.Spend, budget float64) string {
 	if budget > 0 {
 		t += fmt.Sprintf(" of $%.2f", budget)
 	}
-	if r := sp.Review; r != nil {
+	if r := sp.ReviewSpend; r != nil {
 		t += fmt.Sprintf(", reviewers %d runs $%.4f", r.Runs, r.CostUSD)
 		if r.CostUnknownRuns > 0 {
 			t += fmt.Sprintf(" (+%d of unknown cost)", r.CostUnknownRuns)

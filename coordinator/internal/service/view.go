@@ -91,7 +91,7 @@ func spend(s statemachine.Spend) *api.Spend {
 	}
 	a := spendPart(s.SpendPart)
 	if s.Review.Runs > 0 {
-		a.Review = spendPart(s.Review)
+		a.ReviewSpend = spendPart(s.Review)
 	}
 	return a
 }
