@@ -134,7 +134,7 @@ func (p *parser) expand(n *yaml.Node, what string, planner protocol.TaskSpec, d 
 // expandRole fills what the expand template leaves unset from its role,
 // as a task's role does (applyRole): the agent (unless the workflow's
 // defaults set one), gates, timeout and allow_empty (unless the defaults
-// set them), the output schema, the context, the feedback template, and
+// set them), the budget (max_cost_usd), the output schema, the context, the feedback template, and
 // the role's prompt, carried to be rendered around each added node's
 // prompt. A role whose output is plan is refused: a plan's nodes do not
 // plan again.
@@ -160,6 +160,9 @@ func (p *parser) expandRole(e *expandDef, ref *roleRef, f map[string]gates.Field
 	}
 	if _, set := f["allow_empty"]; !set && !d.written["allow_empty"] {
 		e.spec.AllowEmpty = r.AllowEmpty || e.spec.AllowEmpty
+	}
+	if _, set := f["max_cost_usd"]; !set && r.MaxCostUSD > 0 {
+		e.spec.MaxCostUSD = r.MaxCostUSD
 	}
 	if _, set := f["output"]; !set && r.Output != "" {
 		if r.Output == agentoutput.Plan {

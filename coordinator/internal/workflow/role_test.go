@@ -197,4 +197,25 @@ tasks:
 			t.Errorf("task %s: max_cost_usd %v, want %v", spec.Tasks[i].ID, got, want)
 		}
 	}
+	// A planner's expand template takes its role's budget the same way,
+	// and each node its plan adds carries it.
+	spec, err = ParseWithOptions("b.yaml", []byte(`name: b
+tasks:
+  - {id: plan, role: planner, prompt: x, expand: {role: thrifty}}
+  - {id: own, role: planner, prompt: x, expand: {role: thrifty, max_cost_usd: 2}}
+`), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := spec.Tasks[0].Expand.MaxCostUSD, spec.Tasks[1].Expand.MaxCostUSD; a != 0.75 || b != 2 {
+		t.Errorf("expand max_cost_usd %v and %v, want 0.75 (the role's) and 2 (its own)", a, b)
+	}
+	x, err := Expand(spec, "plan", mustPlan(t, `{"status":"COMPLETE","estimated_components":1,"phases":[{"id":"p","components":[`+
+		`{"id":"bye","description":"Add Bye.","files":["bye.go"]}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := x.Tasks[0]; n.MaxCostUSD != 0.75 {
+		t.Errorf("added node %s: max_cost_usd %v, want 0.75", n.ID, n.MaxCostUSD)
+	}
 }
