@@ -52,7 +52,12 @@ type spendStatus struct {
 	CostUSD       float64 `json:"cost_usd"`
 	CostEstimated bool    `json:"cost_estimated"`
 	MaxCostUSD    float64 `json:"max_cost_usd"`
-	LastRun       *struct {
+	// ReviewSpend is the review gates' reviewers' part of the above.
+	ReviewSpend *struct {
+		Runs    int     `json:"runs"`
+		CostUSD float64 `json:"cost_usd"`
+	} `json:"review_spend"`
+	LastRun *struct {
 		Adapter       string  `json:"adapter"`
 		Model         string  `json:"model"`
 		SessionID     string  `json:"session_id"`

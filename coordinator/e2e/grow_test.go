@@ -189,8 +189,11 @@ func TestTemplateGrowsReviewedWorkflow(t *testing.T) {
 	}
 	var sum usage
 	var cost float64
-	runs := 0
+	runs, reviewRuns := 0, 0
 	for _, n := range spend.Nodes {
+		if n.ReviewSpend != nil {
+			reviewRuns += n.ReviewSpend.Runs
+		}
 		if n.Runs == 0 || n.Usage.Input == 0 || n.CostUSD <= 0 || n.LastRun == nil || n.LastRun.Adapter != "claude-code" {
 			t.Errorf("node %s: runs %d usage %+v cost %v last run %+v", n.ID, n.Runs, n.Usage, n.CostUSD, n.LastRun)
 		}
@@ -198,8 +201,13 @@ func TestTemplateGrowsReviewedWorkflow(t *testing.T) {
 		sum.Input, sum.Cached, sum.Output = sum.Input+n.Usage.Input, sum.Cached+n.Usage.Cached, sum.Output+n.Usage.Output
 		cost += n.CostUSD
 	}
-	if spend.Runs != 5 || runs != 5 || spend.Usage != sum || math.Abs(spend.CostUSD-cost) > 1e-9 || spend.CostUSD <= 0 {
+	// Five agent runs (the planner, three components, beta's second
+	// round) and four reviews (beta's twice), the reviewers' part apart.
+	if spend.Runs != 9 || runs != 9 || spend.Usage != sum || math.Abs(spend.CostUSD-cost) > 1e-9 || spend.CostUSD <= 0 {
 		t.Errorf("workflow: %d runs usage %+v cost %v; nodes: %d runs usage %+v cost %v", spend.Runs, spend.Usage, spend.CostUSD, runs, sum, cost)
+	}
+	if spend.ReviewSpend == nil || spend.ReviewSpend.Runs != 4 || reviewRuns != 4 {
+		t.Errorf("reviewers' part: workflow %+v, nodes' %d runs; want 4", spend.ReviewSpend, reviewRuns)
 	}
 	// The review's verdicts, as status reports them.
 	var raw struct {
