@@ -18,7 +18,7 @@ func addProjectFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.String("repo", ".", "the git repository (for its .supervisor/ files with --trust-project-gates)")
 	fs.String("rev", "HEAD", "the commit whose .supervisor/ files are read")
-	fs.Bool("trust-project-gates", false, "use the repository's .supervisor/gates.yaml, .supervisor/roles/ and .supervisor/templates/")
+	fs.Bool("trust-project-gates", false, "use the repository's .supervisor/gates.yaml, .supervisor/roles/, .supervisor/templates/ and .supervisor/context/")
 }
 
 func newRoles() *cobra.Command {

@@ -22,7 +22,8 @@ func newPlan() *cobra.Command {
 and with --trust-project-gates the repository's .supervisor/templates) with a
 feature description, a Markdown file whose optional YAML front matter sets
 name, pool, gates, disable and steps, and prints the resulting workflow file.
-It validates the workflow like submit does, against the same gates and roles;
+It validates the workflow like submit does, against the same gates, roles and
+context strategies (the project's too with --trust-project-gates);
 problems are reported as file:line:col of the printed workflow, and the exit
 code is 65 when it is invalid. Nothing is submitted: 'submit --template' does
 that.`,

@@ -57,7 +57,7 @@ description expanded with that workflow template (see 'coordinator plan').`,
 	fs.String("rev", "HEAD", "the base commit (any git revision)")
 	fs.String("template", "", "expand this workflow template with FILE, a feature description")
 	fs.Bool("wait", false, "follow the workflow until it ends; exit 0 only if it succeeded")
-	fs.Bool("trust-project-gates", false, "use the repository's .supervisor/gates.yaml (its commands run in the sandbox) and .supervisor/roles/ and templates/")
+	fs.Bool("trust-project-gates", false, "use the repository's .supervisor/gates.yaml (its commands run in the sandbox) and .supervisor/roles/, templates/ and context/")
 	return cmd
 }
 
