@@ -535,6 +535,9 @@ func (c *Checker) Gate(n, key *yaml.Node, o ParseOptions) (Gate, bool) {
 	}
 	if x, ok := f["env"]; ok {
 		g.Env, _ = c.Env(x.Val, what+" env")
+		if g.Type == protocol.GateTypeReview {
+			c.rejectCredentials(x.Val, what+" env")
+		}
 	}
 	if x, ok := f["working_dir"]; ok {
 		g.WorkingDir, _ = c.WorkingDir(x.Val, what+" working_dir")

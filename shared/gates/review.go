@@ -296,3 +296,18 @@ func cloneReview(r *protocol.ReviewSpec) *protocol.ReviewSpec {
 	}
 	return &c
 }
+
+// rejectCredentials reports a provider credential (agentcli.IsCredential)
+// in a review gate's env: its reviewers get their keys from the gate
+// runner only, and a key written in a gate file or workflow would be
+// stored with it (and in the event log).
+func (c *Checker) rejectCredentials(n *yaml.Node, what string) {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i]; agentcli.IsCredential(k.Value) {
+			c.Addf(k, "%s may not set %s: a reviewer's provider credentials come from the gate runner (its environment allow-list or secrets file), never from a gate definition", what, k.Value)
+		}
+	}
+}

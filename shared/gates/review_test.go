@@ -63,6 +63,8 @@ func TestReviewGateValidation(t *testing.T) {
 			[]want{`5:5: gate "g" context: context strategies are resolved where a workflow is parsed`}},
 		{"role outside a workflow", review("    role: reviewer\n"),
 			[]want{`4:5: gate "g" role: roles are resolved where a workflow is parsed`}},
+		{"a provider key in a review gate's env", review("    agent: {adapter: codex}\n    env: {OPENAI_API_KEY: sk-x, LANG: C}\n"),
+			[]want{`5:11: gate "g" env may not set OPENAI_API_KEY`}},
 		{"type command is a command gate", "gates:\n  g:\n    type: command\n    command: [x]\n", nil},
 	}
 	for _, tc := range tests {
