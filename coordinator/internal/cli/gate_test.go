@@ -176,6 +176,16 @@ func TestGateCommandsTask(t *testing.T) {
 	if err := os.WriteFile(wf, []byte("name: t\ndefaults:\n  agent: {command: [fake-agent]}\n  allow_empty: true\ntasks:\n  - id: a\n    prompt: a\n    gates: [vet]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// plan, like submit, validates a template's workflow against them too.
+	feature := filepath.Join(t.TempDir(), "feature.md")
+	if err := os.WriteFile(feature, []byte("---\ngates: [vet]\n---\n# Vet it\n\nKeep go vet happy.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	configs, empty := filepath.Join("..", "..", "..", "configs"), t.TempDir()
+	wantCode(t, run("plan", "--template", "mvp", feature, "--builtin-gates", empty, "--user-gates", "",
+		"--builtin-context", filepath.Join(configs, "context"), "--user-context", "",
+		"--builtin-roles", filepath.Join(configs, "roles"), "--user-roles", empty,
+		"--builtin-templates", filepath.Join(configs, "templates"), "--user-templates", empty), 0, "gates: [vet]")
 	r := run("submit", wf, "--repo", repo)
 	wantCode(t, r, 0)
 	id := strings.TrimSpace(r.stdout)

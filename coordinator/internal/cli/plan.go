@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -13,6 +14,10 @@ import (
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
 	"github.com/supervisorhq/supervisor/shared/workspace"
 )
+
+// planRegistryWait bounds how long plan waits for the fleet's gate
+// registry when the workflow names a gate no local source defines.
+const planRegistryWait = 3 * time.Second
 
 func newPlan() *cobra.Command {
 	cmd := &cobra.Command{
@@ -23,7 +28,8 @@ and with --trust-project-gates the repository's .supervisor/templates) with a
 feature description, a Markdown file whose optional YAML front matter sets
 name, pool, gates, disable and steps, and prints the resulting workflow file.
 It validates the workflow like submit does, against the same gates, roles and
-context strategies (the project's too with --trust-project-gates);
+context strategies (the project's too with --trust-project-gates, and the
+fleet's gate registry, asked for at most 3 s, for gates no local source defines);
 problems are reported as file:line:col of the printed workflow, and the exit
 code is 65 when it is invalid. Nothing is submitted: 'submit --template' does
 that.`,
@@ -52,8 +58,21 @@ that.`,
 			if _, err := e.out.Write(doc); err != nil {
 				return err
 			}
-			if _, err := workflow.ParseWithOptions(name, doc, src.opts); err != nil {
-				return &ExitError{Code: ExitInvalid, Err: err}
+			opts := src.opts
+			if _, err := workflow.ParseWithOptions(name, doc, opts); err != nil {
+				// As submit does: gates the workflow names may be the fleet
+				// registry's, which only the coordinator knows. plan works
+				// without a fleet, so it asks only briefly.
+				rctx, cancel := context.WithTimeout(ctx, planRegistryWait)
+				reg := e.registryGates(rctx, err)
+				cancel()
+				if reg != nil {
+					opts.UserGates = reg
+					_, err = workflow.ParseWithOptions(name, doc, opts)
+				}
+				if err != nil {
+					return &ExitError{Code: ExitInvalid, Err: err}
+				}
 			}
 			return nil
 		},
