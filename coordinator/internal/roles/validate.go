@@ -117,11 +117,18 @@ func (r *Role) AgentSpec() *protocol.AgentSpec {
 	}
 	a := r.Agent
 	a.Command = slices.Clone(a.Command)
-	a.Args = slices.Clone(a.Args)
-	if f := toolFlags[a.Adapter]; f != nil && len(r.AllowedTools) > 0 {
-		a.Args = append(a.Args, f(r.AllowedTools)...)
-	}
+	a.Args = append(slices.Clone(a.Args), r.ToolArgs(a.Adapter)...)
 	return &a
+}
+
+// ToolArgs are the flags that limit the adapter's CLI to the role's
+// allowed_tools: nil when the role allows every tool or the adapter takes
+// no such flag.
+func (r *Role) ToolArgs(adapter string) []string {
+	if f := toolFlags[adapter]; f != nil && len(r.AllowedTools) > 0 {
+		return f(r.AllowedTools)
+	}
+	return nil
 }
 
 // PromptData is what a role's prompt template sees.

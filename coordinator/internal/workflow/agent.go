@@ -115,11 +115,12 @@ func (p *parser) args(n *yaml.Node, what string) ([]string, bool) {
 	return out, ok
 }
 
-// mergeAgent is a task's agent over the defaults' (either may be nil). A
-// task that names an adapter other than the defaults' (a command means the
-// command adapter) replaces defaults.agent as a whole: the defaults'
-// settings are another CLI's. Otherwise the task's fields override the
-// defaults' field by field, args included as a whole list.
+// mergeAgent is one agent section over another (either may be nil): a
+// task's over defaults.agent, or defaults.agent over a role's. An upper
+// section that names an adapter other than the lower's (a command means
+// the command adapter) replaces it as a whole: the lower settings are
+// another CLI's. Otherwise the upper fields override the lower's field by
+// field, args included as a whole list.
 func mergeAgent(def, task *agentDef) *agentDef {
 	switch {
 	case task == nil:
@@ -152,6 +153,48 @@ func mergeAgent(def, task *agentDef) *agentDef {
 	}
 	if t.OutputFormat != "" {
 		out.spec.OutputFormat = t.OutputFormat
+	}
+	return out
+}
+
+// roleAgentDef is a role's agent as an agent section, nil when the role
+// sets no adapter. The role was checked when it was loaded; its fields are
+// placed at the role field that named it, where a problem the merge with
+// the workflow's settings brings out is reported.
+func roleAgentDef(ref *roleRef) *agentDef {
+	if ref == nil || ref.role == nil {
+		return nil
+	}
+	if ref.role.Agent.Adapter == "" {
+		return nil
+	}
+	s := &ref.role.Agent
+	a := &agentDef{spec: *s, nodes: map[string]*yaml.Node{}, node: ref.node}
+	for k, set := range map[string]bool{"adapter": true, "command": s.Command != nil, "model": s.Model != "",
+		"args": s.Args != nil, "max_turns": s.MaxTurns != 0, "permission": s.Permission != "",
+		"output_format": s.OutputFormat != ""} {
+		if set {
+			a.nodes[k] = ref.node
+		}
+	}
+	return a
+}
+
+// layerAgent is the agent a task (or an expand template) runs: its own
+// agent section (nil when it has none) over defaults.agent over its
+// role's agent, each layer merged over the one below it by mergeAgent —
+// field by field, or replacing it whole when it names another adapter.
+// The flags of the role's allowed_tools follow the merged args while the
+// adapter is still the role's.
+func layerAgent(ref *roleRef, def, own *agentDef) *agentDef {
+	out := mergeAgent(mergeAgent(roleAgentDef(ref), def), own)
+	if out == nil || ref == nil || ref.role == nil || out.spec.Adapter != ref.role.Agent.Adapter {
+		return out
+	}
+	if tools := ref.role.ToolArgs(out.spec.Adapter); tools != nil {
+		cp := *out
+		cp.spec.Args = append(slices.Clone(out.spec.Args), tools...)
+		out = &cp
 	}
 	return out
 }

@@ -55,12 +55,28 @@ func (p *parser) expand(n *yaml.Node, what string, planner protocol.TaskSpec, d 
 	if !ok {
 		return e
 	}
-	if x, ok := f["agent"]; ok {
-		// Merged over defaults.agent as a task's agent is (mergeAgent).
+	var ref *roleRef
+	if x, ok := f["role"]; ok {
+		if ref = p.role(x.Val, what+" role"); ref.role == nil {
+			ref = nil
+		}
+	}
+	// Layered as a task's agent is (layerAgent): the template's own agent
+	// over defaults.agent over its role's; with neither its own agent nor a
+	// role's, the planner's.
+	x, own := f["agent"]
+	var layered *agentDef
+	switch {
+	case own:
 		if a, good := p.agent(x.Val, what+" agent"); good && !d.agentBad {
-			if spec, ok := p.checkAgent(mergeAgent(d.agent, &a), d.agent, what+" agent"); ok {
-				e.spec.Command, e.spec.Adapter, e.spec.Agent = nil, "", spec
-			}
+			layered = layerAgent(ref, d.agent, &a)
+		}
+	case roleAgentDef(ref) != nil && !d.agentBad:
+		layered = layerAgent(ref, d.agent, nil)
+	}
+	if layered != nil {
+		if spec, ok := p.checkAgent(layered, d.agent, what+" agent"); ok {
+			e.spec.Command, e.spec.Adapter, e.spec.Agent = nil, "", spec
 		}
 	}
 	if x, ok := f["prompt"]; ok {
@@ -123,17 +139,14 @@ func (p *parser) expand(n *yaml.Node, what string, planner protocol.TaskSpec, d 
 			e.spec.AllowEmpty = v
 		}
 	}
-	if x, ok := f["role"]; ok {
-		if ref := p.role(x.Val, what+" role"); ref.role != nil {
-			p.expandRole(&e, ref, f, d, what)
-		}
+	if ref != nil {
+		p.expandRole(&e, ref, f, d, what)
 	}
 	return e
 }
 
 // expandRole fills what the expand template leaves unset from its role,
-// as a task's role does (applyRole): the agent (unless the workflow's
-// defaults set one), gates, timeout and allow_empty (unless the defaults
+// as a task's role does (applyRole): gates, timeout and allow_empty (unless the defaults
 // set them), the budget (max_cost_usd), the output schema, the context, the feedback template, and
 // the role's prompt, carried to be rendered around each added node's
 // prompt. A role whose output is plan is refused: a plan's nodes do not
@@ -141,11 +154,6 @@ func (p *parser) expand(n *yaml.Node, what string, planner protocol.TaskSpec, d 
 func (p *parser) expandRole(e *expandDef, ref *roleRef, f map[string]gates.Field, d defaultsDef, what string) {
 	r := ref.role
 	e.spec.Role, e.spec.FeedbackTemplate, e.spec.RolePrompt = r.Name, r.Feedback, r.PromptOf()
-	if _, set := f["agent"]; !set && d.agent == nil {
-		if a := r.AgentSpec(); a != nil {
-			e.spec.Command, e.spec.Adapter, e.spec.Agent = nil, "", a
-		}
-	}
 	if _, set := f["gates"]; !set && r.GatesSet {
 		e.gatesSet = true
 		e.refs = append([]string(nil), r.Gates...)

@@ -356,14 +356,13 @@ func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 	case human:
 	case ok:
 		if a, good := p.agent(x.Val, what+" agent"); good && !d.agentBad {
-			t.spec.Agent, _ = p.checkAgent(mergeAgent(d.agent, &a), d.agent, what+" agent")
+			t.spec.Agent, _ = p.checkAgent(layerAgent(role, d.agent, &a), d.agent, what+" agent")
 		}
-	case d.agent != nil:
-		t.spec.Agent, _ = p.checkAgent(d.agent, d.agent, what+" agent")
-	case role != nil && role.role != nil && role.role.Agent.Adapter != "":
-		roleAgent(&t, role.role)
+	case d.agentBad:
+	case d.agent != nil || roleAgentDef(role) != nil:
+		t.spec.Agent, _ = p.checkAgent(layerAgent(role, d.agent, nil), d.agent, what+" agent")
 	case role != nil && role.bad:
-	case !d.agentBad:
+	default:
 		p.Addf(n, "%s has no agent: set agent on the task, its role or in defaults", what)
 	}
 	if x, ok := f["prompt"]; ok {

@@ -53,12 +53,6 @@ func (p *parser) taskRole(f map[string]gates.Field, d defaultsDef, human bool, w
 	return d.role
 }
 
-// roleAgent gives a task its role's agent (checked when the role was
-// loaded, with the adapter's own checks).
-func roleAgent(t *taskDef, r *roles.Role) {
-	t.spec.Agent = r.AgentSpec()
-}
-
 // rolePrompt renders the role's prompt around the task's prompt; the
 // task's files are its targets.
 func (p *parser) rolePrompt(ref *roleRef, at *yaml.Node, t protocol.TaskSpec, what string) string {
