@@ -131,6 +131,12 @@ func TestConfigsTemplatesExpand(t *testing.T) {
 			if !reflect.DeepEqual(approvals, tc.approvals) {
 				t.Errorf("approvals %v, want %v", approvals, tc.approvals)
 			}
+			// The plan's components are built by implementers: the
+			// implementer's role, schema and prompt, not the planner's.
+			plan := spec.Tasks[0]
+			if x := plan.Expand; plan.ID != "plan" || x == nil || x.Role != "implementer" || x.Output != "implementation" || x.RolePrompt == nil {
+				t.Errorf("plan %s expand = %+v, want the implementer role", plan.ID, x)
+			}
 		})
 	}
 }
