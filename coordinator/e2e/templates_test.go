@@ -51,8 +51,8 @@ func TestTemplateSubmit(t *testing.T) {
 		files[".supervisor/roles/"+role+".yaml"] = strings.ReplaceAll(projectRole, "%s", role)
 	}
 	repo, _ := testkit.Repo(t, files)
-	// The planner's plan has one component, which writes greet/bye.go; the
-	// implement step adds its test; each agent ends with its result block.
+	// The planner's plan has one component, which an implementer builds
+	// (writes greet/bye.go); the implement step adds its test; each agent ends with its result block.
 	block := func(json string) string {
 		return "      @print ```json\n      @print " + json + "\n      @print ```\n"
 	}
@@ -61,7 +61,9 @@ steps:
   plan:
     prompt: |
 `+block(`{"status":"COMPLETE","estimated_components":1,"phases":[{"id":"one","components":[{"id":"bye","description":"@write greet/bye.go\npackage greet\n\n// Bye says goodbye to name.\nfunc Bye(name string) string { return \"bye \" + name }\n@end"}]}]}`)+`    expand:
+      role: implementer
       prompt: |
+        @print-prompt
   `+strings.ReplaceAll(block(`{"status":"SUCCESS","files_created":["greet/bye.go"],"files_modified":[],"tests_written":[]}`), "\n      ", "\n        ")+`  implement:
     prompt: |
       @print-prompt
@@ -102,6 +104,11 @@ Add a Bye function to package greet, with a test.
 		if n := st.node(t, id); n.Status != "succeeded" {
 			t.Errorf("node %s: %s", id, n.Status)
 		}
+	}
+	// The component was built by an implementer (the expand's role, as
+	// _base's plan step sets it): its prompt is built by that role.
+	if logs := f.cli(30*time.Second, "logs", wf, "plan--bye"); logs.code != 0 || !strings.Contains(logs.stdout, "prompt| You are an implementer") {
+		t.Errorf("the component's prompt was not built by the implementer role:\n%s", logs)
 	}
 	impl := st.node(t, "implement")
 	for _, g := range []string{"go-build", "go-vet", "go-test"} {
