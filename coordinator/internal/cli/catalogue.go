@@ -38,13 +38,7 @@ role as tasks get it: every file of its chain, merged.`,
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			repoPath, commit := "", ""
-			if e.v.GetBool("trust-project-gates") {
-				if repoPath, commit, err = e.repoCommit(ctx); err != nil {
-					return err
-				}
-			}
-			src, err := e.localSources(ctx, repoPath, commit)
+			src, err := e.commandSources(ctx)
 			if err != nil {
 				return err
 			}

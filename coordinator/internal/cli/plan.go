@@ -45,13 +45,7 @@ that.`,
 			if err != nil {
 				return err
 			}
-			repoPath, commit := "", ""
-			if e.v.GetBool("trust-project-gates") {
-				if repoPath, commit, err = e.repoCommit(ctx); err != nil {
-					return err
-				}
-			}
-			src, err := e.localSources(ctx, repoPath, commit)
+			src, err := e.commandSources(ctx)
 			if err != nil {
 				return err
 			}
@@ -80,6 +74,20 @@ that.`,
 	cmd.Flags().String("template", "", "the workflow template to expand (required)")
 	addProjectFlags(cmd)
 	return cmd
+}
+
+// commandSources are the local gate, role and context sources of a
+// command that reads a repository's .supervisor/ files only with
+// --trust-project-gates (plan, roles): without it no repository is read.
+func (e *env) commandSources(ctx context.Context) (sources, error) {
+	repoPath, commit := "", ""
+	if e.v.GetBool("trust-project-gates") {
+		var err error
+		if repoPath, commit, err = e.repoCommit(ctx); err != nil {
+			return sources{}, err
+		}
+	}
+	return e.localSources(ctx, repoPath, commit)
 }
 
 // repoCommit resolves --repo and --rev.
