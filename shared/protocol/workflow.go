@@ -151,6 +151,11 @@ type ExpandSpec struct {
 	RolePrompt *RolePrompt `json:"role_prompt,omitempty"`
 	// FeedbackTemplate is the added nodes' TaskSpec.FeedbackTemplate.
 	FeedbackTemplate string `json:"feedback_template,omitempty"`
+	// After names tasks of the workflow every added node waits for too,
+	// besides the planner: sign-offs between the plan and its build. A
+	// dependent of the planner that one of them waits for (itself
+	// included) does not wait for the added nodes.
+	After []string `json:"after,omitempty"`
 }
 
 // RolePrompt is a role's prompt as an expand template carries it, so that

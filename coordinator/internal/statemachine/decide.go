@@ -446,6 +446,7 @@ func (w *Workflow) agentJob(n *Node, attempt int, publishedAt time.Time) *protoc
 		job.Feedback = n.Feedback
 		text = renderFeedback(n.Feedback, n.Task.FeedbackTemplate)
 	}
+	job.Prompt = w.withDependencyReports(job.Prompt, n)
 	job.Prompt = withOutputInstructions(job.Prompt, n.Task.Output, text)
 	if text != "" {
 		job.Prompt = strings.TrimRight(job.Prompt, "\n") + "\n\n" + text

@@ -136,3 +136,61 @@ func TestPlanNodesContext(t *testing.T) {
 		t.Fatalf("store's targets %v", store.Context.Targets)
 	}
 }
+
+// An expand template's after list (TPL-03): the components wait for the
+// sign-offs between the plan and its build. The plan's review and the
+// interface definition run first, each reading the plan in its prompt, and
+// do not wait for the components; the steps after them do.
+func TestPlanWaitsForSignOffs(t *testing.T) {
+	approve := func(node string) func(w *world) []string {
+		return func(w *world) []string { return w.command(statemachine.Approve(w.wf(), node, "ada", "", w.now)) }
+	}
+	runScenarios(t, []scenario{{
+		name: "components start once the interfaces are approved",
+		yaml: "name: e\n" + agent + outputGates + `tasks:
+  - id: plan
+    prompt: plan the feature
+    output: plan
+    gates: []
+    expand: {prompt: Build this component., gates: [test], after: [interface_definition]}
+  - {id: plan_review, prompt: review the plan, depends_on: [plan], gates: [], approval: required}
+  - {id: interface_definition, prompt: define the interfaces, depends_on: [plan_review], gates: [], approval: required}
+  - {id: implement, prompt: integrate it, depends_on: [plan, interface_definition], gates: []}
+`,
+		submit: lines("workflow.submitted", "node.ready plan", "publish agent plan a1"),
+		steps: []step{
+			{"the plan: nodes added, but only its review starts", func(w *world) []string {
+				return w.agentSays("plan", 1, block(planBlock), false)
+			}, lines("node.agent_done plan succeeded", "integrate plan", "node.integrated plan",
+				"workflow.nodes_added plan +plan--model +plan--hash +plan--login", "node.finished plan succeeded",
+				"node.ready plan_review", "publish agent plan_review a1")},
+			{"the components wait for the interfaces; the review does not wait for them", func(w *world) []string {
+				var out []string
+				for _, id := range []string{"plan--model", "plan--login", "plan_review", "implement"} {
+					out = append(out, id+": "+strings.Join(w.node(id).Task.DependsOn, " "))
+				}
+				return out
+			}, lines("plan--model: plan interface_definition", "plan--login: plan interface_definition plan--model plan--hash",
+				"plan_review: plan", "implement: plan interface_definition plan--model plan--hash plan--login")},
+			{"the reviewer reads the plan", func(w *world) []string {
+				p := w.job("plan_review").Prompt
+				if !strings.HasPrefix(p, "review the plan\n\n## Reports of the tasks this one depends on\n\n### plan (plan)\n\n```json\n{\n") ||
+					!strings.Contains(p, `"description": "login endpoint"`) {
+					return []string{"prompt: " + p}
+				}
+				return nil
+			}, nil},
+			agentStep("reviewed: a human signs it off", "plan_review", 1, protocol.AgentSucceeded, false,
+				"node.agent_done plan_review succeeded", "node.awaiting_approval plan_review"),
+			{"signed off: the interfaces are defined", approve("plan_review"),
+				lines("node.approved plan_review", "integrate plan_review", "node.integrated plan_review", "node.finished plan_review succeeded",
+					"node.ready interface_definition", "publish agent interface_definition a1")},
+			agentStep("defined: a human approves them; no component yet", "interface_definition", 2, protocol.AgentSucceeded, true,
+				"node.agent_done interface_definition succeeded", "node.awaiting_approval interface_definition"),
+			{"approved: the first phase's components start", approve("interface_definition"),
+				lines("node.approved interface_definition", "integrate interface_definition", "node.integrated interface_definition",
+					"node.finished interface_definition succeeded",
+					"node.ready plan--model", "publish agent plan--model a1", "node.ready plan--hash", "publish agent plan--hash a1")},
+		},
+	}})
+}

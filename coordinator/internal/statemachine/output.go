@@ -7,6 +7,7 @@ package statemachine
 // from it here reads only the state, so a replay decides the same.
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -114,6 +115,45 @@ func withOutputInstructions(prompt, schema, feedbackText string) string {
 		return prompt
 	}
 	return strings.TrimRight(prompt, "\n") + "\n\n" + ins
+}
+
+// MaxDependencyReports bounds, in bytes, the reports of a node's
+// dependencies added to its agent's prompt (64 KiB); those past it are
+// named, not shown.
+const MaxDependencyReports = 64 << 10
+
+// withDependencyReports appends to prompt the validated result blocks of
+// the tasks node n depends on directly, in its depends_on order: a plan
+// reviewer reads the plan it reviews, an integrator its components'
+// reports. A dependency without a valid block adds nothing.
+func (w *Workflow) withDependencyReports(prompt string, n *Node) string {
+	var b strings.Builder
+	var omitted []string
+	for _, id := range n.Task.DependsOn {
+		d := w.Nodes[id]
+		if d == nil || !d.Output.Valid() {
+			continue
+		}
+		var pretty bytes.Buffer
+		if json.Indent(&pretty, d.Output.Block, "", "  ") != nil {
+			pretty.Reset()
+			pretty.Write(d.Output.Block)
+		}
+		section := fmt.Sprintf("### %s (%s)\n\n```json\n%s\n```\n\n", id, d.Output.Schema, pretty.String())
+		if b.Len()+len(section) > MaxDependencyReports {
+			omitted = append(omitted, id)
+			continue
+		}
+		b.WriteString(section)
+	}
+	if b.Len() == 0 && len(omitted) == 0 {
+		return prompt
+	}
+	out := strings.TrimRight(prompt, "\n") + "\n\n## Reports of the tasks this one depends on\n\n" + b.String()
+	if len(omitted) > 0 {
+		out += fmt.Sprintf("Not shown (over %d KiB of reports): %s.\n", MaxDependencyReports>>10, strings.Join(omitted, ", "))
+	}
+	return out
 }
 
 // expansion is what planner n's valid, complete plan adds to the workflow.

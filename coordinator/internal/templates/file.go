@@ -43,6 +43,7 @@ type stepDef struct {
 	gatesSet   bool
 	approval   *yaml.Node
 	expand     *yaml.Node
+	expandFile string // the file expand was read from
 	timeout    *string
 	allowEmpty *bool
 }
@@ -172,7 +173,7 @@ func parseStep(c *gates.Checker, name string, k, n *yaml.Node) *stepDef {
 		s.approval = x.Val
 	}
 	if x, ok := fs["expand"]; ok && !gates.IsNull(x.Val) {
-		s.expand = x.Val
+		s.expand, s.expandFile = x.Val, c.Position(x.Val).File
 	}
 	if x, ok := fs["allow_empty"]; ok && !gates.IsNull(x.Val) {
 		if b, good := c.Bool(x.Val, what+" allow_empty"); good {

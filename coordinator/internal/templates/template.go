@@ -16,6 +16,7 @@ import (
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/overlay"
 	"github.com/supervisorhq/supervisor/shared/gates"
+	"gopkg.in/yaml.v3"
 )
 
 // Options selects the template directories Load reads.
@@ -202,8 +203,63 @@ func mergeLayers(layers []*layer) (*merged, []gates.Problem) {
 			}
 			other.dependsOn = deps
 		}
+		for _, other := range m.steps {
+			other.expand = replaceAfter(other.expand, s, other.name)
+		}
 	}
 	return m, problems
+}
+
+// afterList returns the sequence of an expand mapping's after key, or nil.
+func afterList(expand *yaml.Node) *yaml.Node {
+	if expand == nil || expand.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(expand.Content); i += 2 {
+		if expand.Content[i].Value == "after" && expand.Content[i+1].Kind == yaml.SequenceNode {
+			return expand.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// replaceAfter returns expand with the disabled step gone from its after
+// list and the steps gone depended on in its place (those not listed
+// already, and not self, whose expand it is), as a dependency on gone is
+// rewritten. The layer's node is left as it is: other templates share it.
+func replaceAfter(expand *yaml.Node, gone *stepDef, self string) *yaml.Node {
+	after := afterList(expand)
+	if after == nil || !slices.ContainsFunc(after.Content, func(n *yaml.Node) bool { return n.Value == gone.name }) {
+		return expand
+	}
+	c := deepCopy(expand)
+	after = afterList(c)
+	var items []*yaml.Node
+	listed := func(name string) bool {
+		return slices.ContainsFunc(items, func(n *yaml.Node) bool { return n.Value == name })
+	}
+	for _, n := range after.Content {
+		if n.Value != gone.name {
+			items = append(items, n)
+			continue
+		}
+		for _, up := range gone.dependsOn {
+			if up.name != self && !listed(up.name) {
+				items = append(items, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: up.name, Line: n.Line, Column: n.Column})
+			}
+		}
+	}
+	after.Content = items
+	return c
+}
+
+func deepCopy(n *yaml.Node) *yaml.Node {
+	c := *n
+	c.Content = make([]*yaml.Node, len(n.Content))
+	for i, k := range n.Content {
+		c.Content[i] = deepCopy(k)
+	}
+	return &c
 }
 
 func mergeStep(cur, s *stepDef) {
@@ -226,7 +282,7 @@ func mergeStep(cur, s *stepDef) {
 		cur.approval = s.approval
 	}
 	if s.expand != nil {
-		cur.expand = s.expand
+		cur.expand, cur.expandFile = s.expand, s.expandFile
 	}
 	for _, d := range s.dependsOn {
 		if !slices.ContainsFunc(cur.dependsOn, func(n named) bool { return n.name == d.name }) {
@@ -266,6 +322,14 @@ func (m *merged) check(d Data) []gates.Problem {
 		for _, dep := range s.dependsOn {
 			if !known[dep.name] {
 				add(dep.pos, "step %q depends on unknown step %q", s.name, dep.name)
+			}
+		}
+		if after := afterList(s.expand); after != nil {
+			for _, a := range after.Content {
+				if a.Kind == yaml.ScalarNode && !known[a.Value] {
+					add(gates.Source{File: s.expandFile, Line: a.Line, Column: a.Column},
+						"step %q expand after names unknown step %q", s.name, a.Value)
+				}
 			}
 		}
 		if s.role == nil && !s.human() {

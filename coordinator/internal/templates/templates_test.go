@@ -137,6 +137,14 @@ func TestConfigsTemplatesExpand(t *testing.T) {
 			if x := plan.Expand; plan.ID != "plan" || x == nil || x.Role != "implementer" || x.Output != "implementation" || x.RolePrompt == nil {
 				t.Errorf("plan %s expand = %+v, want the implementer role", plan.ID, x)
 			}
+			// TPL-03: with sign-offs, the components wait for the last.
+			var after []string
+			if tc.approvals != nil {
+				after = []string{"interface_definition"}
+			}
+			if x := plan.Expand; x != nil && !reflect.DeepEqual(x.After, after) {
+				t.Errorf("plan's components wait for %v, want %v", x.After, after)
+			}
 		})
 	}
 }
@@ -257,6 +265,8 @@ func TestTemplateProblems(t *testing.T) {
 			[]string{`a.yaml:3:11: disable names step "nope"`}},
 		{"step without role", map[string]string{"a.yaml": "description: x\nsteps:\n  s: {prompt: hi}\n"},
 			[]string{`a.yaml:3:3: step "s" has no role`}},
+		{"expand after unknown", map[string]string{"a.yaml": "description: x\nsteps:\n  s: {role: planner, expand: {after: [nope]}}\n"},
+			[]string{`a.yaml:3:39: step "s" expand after names unknown step "nope"`}},
 		{"bad prompt field", map[string]string{"a.yaml": "description: x\nsteps:\n  s: {role: planner, prompt: \"{{.Nope}}\"}\n"},
 			[]string{`a.yaml:3:30: step "s" prompt template:`}},
 	}
@@ -301,6 +311,51 @@ func TestDisableRewires(t *testing.T) {
 	}
 	if got := taskIDs(spec); !reflect.DeepEqual(got, []string{"a", "c"}) || !reflect.DeepEqual(spec.Tasks[1].DependsOn, []string{"a"}) {
 		t.Errorf("tasks %v, c depends on %v", got, spec.Tasks[1].DependsOn)
+	}
+}
+
+// A disabled step an expand template's after list names is replaced by
+// the steps it depended on, as a dependency on it is; the template other
+// templates extend is left as it was.
+func TestDisableRewiresExpandAfter(t *testing.T) {
+	c := loadBuiltin(t)
+	for _, tc := range []struct {
+		template string
+		after    []string
+	}{
+		{"enterprise", []string{"plan_review"}},
+		{"security_critical", []string{"plan_review", "threat_modeling"}},
+	} {
+		t.Run(tc.template, func(t *testing.T) {
+			f, err := ParseFeature("f.md", []byte("---\ndisable: [interface_definition]\n---\n# Health\n\nAdd GET /healthz.\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tpl, _ := c.Get(tc.template)
+			doc, err := tpl.Expand(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec, err := workflow.ParseWithOptions("t.yaml", doc, parseOptions(t))
+			if err != nil {
+				t.Fatalf("%v\n%s", err, doc)
+			}
+			if got := spec.Tasks[0].Expand.After; !reflect.DeepEqual(got, tc.after) {
+				t.Errorf("plan's components wait for %v, want %v", got, tc.after)
+			}
+		})
+	}
+	tpl, _ := c.Get("enterprise")
+	doc, err := tpl.Expand(feature(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := workflow.ParseWithOptions("t.yaml", doc, parseOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := spec.Tasks[0].Expand.After; !reflect.DeepEqual(got, []string{"interface_definition"}) {
+		t.Errorf("disabling a step in one expansion changed the template: the components wait for %v", got)
 	}
 }
 

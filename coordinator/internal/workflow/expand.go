@@ -38,6 +38,8 @@ type expandDef struct {
 	refs     []string
 	refNodes []*yaml.Node
 	gatesSet bool
+	// afterNodes are the nodes of the after list, in its order.
+	afterNodes []*yaml.Node
 }
 
 // expand reads a planner task's expand template: the settings of the
@@ -51,7 +53,7 @@ func (p *parser) expand(n *yaml.Node, what string, planner protocol.TaskSpec, d 
 	what += " expand"
 	e := defaultExpand(n, planner, d)
 	f, ok := p.Fields(n, what, "agent", "prompt", "pool", "gates", "env", "timeout", "max_attempts", "output", "allow_empty",
-		"context", "max_cost_usd", "may_change_interfaces", "role")
+		"context", "max_cost_usd", "may_change_interfaces", "role", "after")
 	if !ok {
 		return e
 	}
@@ -139,6 +141,10 @@ func (p *parser) expand(n *yaml.Node, what string, planner protocol.TaskSpec, d 
 			e.spec.AllowEmpty = v
 		}
 	}
+	if x, ok := f["after"]; ok {
+		// Checked against the workflow's tasks by checkExpandAfter.
+		e.spec.After, e.afterNodes, _ = p.NameList(x.Val, what+" after")
+	}
 	if ref != nil {
 		p.expandRole(&e, ref, f, d, what)
 	}
@@ -213,6 +219,20 @@ func (p *parser) checkExpand(label string, e *expandDef, wfGates []gates.Gate, w
 	}
 }
 
+// checkExpandAfter reports names of an expand template's after list that
+// are not tasks of the workflow, or are the planner itself (NameList has
+// reported those given twice).
+func (p *parser) checkExpandAfter(label, planner string, e *expandDef, known map[string]int) {
+	for k, a := range e.spec.After {
+		switch _, ok := known[a]; {
+		case a == planner:
+			p.Addf(e.afterNodes[k], "%s expand after names the planner itself; its nodes wait for it anyway", label)
+		case !ok:
+			p.Addf(e.afterNodes[k], "%s expand after names unknown task %q", label, a)
+		}
+	}
+}
+
 // MaxExpansionBytes bounds the JSON encoding of the tasks one plan adds:
 // they travel in one event, which must fit a NATS message (1 MiB by
 // default) with room to spare.
@@ -220,7 +240,8 @@ const MaxExpansionBytes = 768 << 10
 
 // Expansion is what a planner's valid plan adds to a workflow: one task
 // per component, in plan order, and the workflow's tasks that depended on
-// the planner, which now wait for every added task too.
+// the planner (but no after task waits for), which now wait for every
+// added task too.
 type Expansion struct {
 	Tasks      []protocol.TaskSpec
 	Dependents []string
@@ -239,8 +260,9 @@ func ExpandedID(planner, component string) string { return planner + "--" + comp
 // (and the interfaces it names, with their definitions), whose
 // dependencies are the planner and the components it waits for (its
 // depends_on, the plan's dependencies, every component of the phase
-// before), and whose other settings are the template's. The tasks that
-// depended on the planner wait for every added task too. The result is
+// before) and the template's after tasks, and whose other settings are the
+// template's. The tasks that depended on the planner wait for every added
+// task too, except those an after task waits for. The result is
 // checked like a submitted workflow: ids unique, no cycle (named), at most
 // MaxTasks tasks in all; a problem is an error saying what was wrong.
 func Expand(spec *protocol.WorkflowSpec, planner string, plan *agentoutput.PlanOutput) (Expansion, error) {
@@ -314,12 +336,17 @@ func Expand(spec *protocol.WorkflowSpec, planner string, plan *agentoutput.PlanO
 			}
 			t.Context = &cs
 		}
+		t.DependsOn = append(t.DependsOn, tmpl.After...)
 		for _, d := range deps[id] {
 			t.DependsOn = append(t.DependsOn, ExpandedID(planner, d))
 		}
 		x.Tasks = append(x.Tasks, t)
 	}
+	before := awaited(spec, tmpl.After)
 	for _, t := range spec.Tasks {
+		if before[t.ID] {
+			continue // an after task waits for it: it cannot wait for the nodes
+		}
 		for _, d := range t.DependsOn {
 			if d == planner {
 				x.Dependents = append(x.Dependents, t.ID)
@@ -336,6 +363,27 @@ func Expand(spec *protocol.WorkflowSpec, planner string, plan *agentoutput.PlanO
 		return Expansion{}, err
 	}
 	return x, nil
+}
+
+// awaited returns the tasks of spec that any of after waits for, directly
+// or not, and after's own.
+func awaited(spec *protocol.WorkflowSpec, after []string) map[string]bool {
+	deps := make(map[string][]string, len(spec.Tasks))
+	for _, t := range spec.Tasks {
+		deps[t.ID] = t.DependsOn
+	}
+	out := map[string]bool{}
+	stack := append([]string(nil), after...)
+	for len(stack) > 0 {
+		id := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if out[id] {
+			continue
+		}
+		out[id] = true
+		stack = append(stack, deps[id]...)
+	}
+	return out
 }
 
 // Grow returns a copy of spec with the expansion applied: its tasks

@@ -63,6 +63,11 @@ func TestParseOutputProblems(t *testing.T) {
 			[]want{`3:59: task "a" expand output cannot be plan`}},
 		{"expand unknown gate and key", head + "tasks: [{id: a, prompt: p, output: plan, expand: {gates: [nope], colour: red}}]\n",
 			[]want{`3:59: task "a" expand uses unknown gate "nope"`, `3:66: unknown field "colour" in task "a" expand`}},
+		{"expand after: unknown, the planner, twice", head + "tasks: [{id: a, prompt: p, output: plan, expand: {after: [zed, a, b, b]}}, {id: b, prompt: p}]\n",
+			[]want{`3:59: task "a" expand after names unknown task "zed"`, `3:64: task "a" expand after names the planner itself`,
+				`3:70: task "a" expand after lists "b" twice`}},
+		{"expand after not a list", head + "tasks: [{id: a, prompt: p, output: plan, expand: {after: b}}, {id: b, prompt: p}]\n",
+			[]want{`3:58: task "a" expand after must be a list of names`}},
 		{"human output", head + "tasks: [{id: a, type: human, prompt: p, output: plan}]\n",
 			[]want{`3:41: task "a" is a human task: it has no agent output`}},
 	}
@@ -123,6 +128,42 @@ func TestExpand(t *testing.T) {
 		t.Fatalf("grow changed the original or missed the dependents: %+v", grown.Tasks[1])
 	}
 	if _, err := NewGraph(grown); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An expand template's after tasks (TPL-03): every component waits for
+// them too, and a dependent of the planner that one of them waits for does
+// not wait for the components (it would be a cycle); the others do.
+func TestExpandAfter(t *testing.T) {
+	spec, err := Parse("w.yaml", []byte(head+`tasks:
+  - id: plan
+    prompt: p
+    output: plan
+    expand: {after: [iface]}
+  - {id: review, prompt: p, depends_on: [plan]}
+  - {id: threat, prompt: p, depends_on: [review]}
+  - {id: iface, prompt: p, depends_on: [review, threat]}
+  - {id: implement, prompt: p, depends_on: [plan, iface]}
+  - {id: docs, prompt: p, depends_on: [plan]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := Expand(spec, "plan", mustPlan(t, string(agentoutput.Example(agentoutput.Plan))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := x.Tasks[0].DependsOn; !reflect.DeepEqual(got, []string{"plan", "iface"}) {
+		t.Fatalf("first component's deps %v", got)
+	}
+	if got := x.Tasks[2].DependsOn; !reflect.DeepEqual(got, []string{"plan", "iface", "plan--user-model", "plan--hashing"}) {
+		t.Fatalf("login's deps %v", got)
+	}
+	if !reflect.DeepEqual(x.Dependents, []string{"implement", "docs"}) {
+		t.Fatalf("dependents %v, want review left out", x.Dependents)
+	}
+	if _, err := NewGraph(Grow(spec, x)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -729,6 +729,7 @@ func (p *parser) checkTasks(tasks []taskDef, wfGates []gates.Gate, wfSet *gates.
 		p.fillGates(t, wfGates)
 		if t.expand != nil {
 			p.checkExpand(label, t.expand, wfGates, wfSet)
+			p.checkExpandAfter(label, t.spec.ID, t.expand, idx)
 		}
 		if t.spec.ID == "" || idx[t.spec.ID] != i {
 			continue
