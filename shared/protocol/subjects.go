@@ -95,6 +95,8 @@ const (
 	// APIMerge merges a succeeded workflow's branch into a branch of the
 	// submitting repository (coordinator merge).
 	APIMerge = "merge"
+	// APIFleet lists the runners seen recently (BucketRunners).
+	APIFleet = "fleet"
 )
 
 // APISubject returns the subject of an API endpoint.
