@@ -24,6 +24,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/agentcli"
 	"github.com/supervisorhq/supervisor/shared/agentoutput"
 	"github.com/supervisorhq/supervisor/shared/contextpack"
+	"github.com/supervisorhq/supervisor/shared/feedback"
 	"github.com/supervisorhq/supervisor/shared/integrity"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/protocol"
@@ -175,8 +176,7 @@ func ReviewPrompt(spec *protocol.ReviewSpec, task string, diff []byte) string {
 		text = cutAtLine(text, limit)
 		note = fmt.Sprintf("\nThe diff is %d bytes; its first %d are shown. Read the changed files in the working directory for the rest.\n", len(diff), len(text))
 	}
-	fence := strings.Repeat("`", max(3, longestRun(text, '`')+1))
-	b.WriteString(fence + "diff\n" + strings.TrimRight(text, "\n") + "\n" + fence + "\n" + note + "\n")
+	b.WriteString(feedback.Fence(text, "diff") + "\n" + note + "\n")
 	b.WriteString(agentoutput.Instructions(agentoutput.Review))
 	return b.String()
 }
@@ -192,20 +192,6 @@ func cutAtLine(s string, n int) string {
 		return s[:i]
 	}
 	return s
-}
-
-// longestRun is the length of the longest run of c in s.
-func longestRun(s string, c byte) int {
-	best, n := 0, 0
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			n++
-			best = max(best, n)
-		} else {
-			n = 0
-		}
-	}
-	return best
 }
 
 // reviewer is one reviewer's outcome: its verdict, and whether its CLI

@@ -116,12 +116,17 @@ var funcs = template.FuncMap{
 	"gate": func(Gate) (string, error) { return "", nil },
 }
 
-// fence puts s in a fenced code block whose fence is longer than any run
-// of backticks in s (at least three), so nothing in s can end it.
-func fence(s string) string {
+// fence puts s in a text code block (Fence).
+func fence(s string) string { return Fence(s, "text") }
+
+// Fence puts s in a fenced code block with info string lang, whose fence
+// is longer than any run of backticks in s (at least three), so nothing
+// in s can end it. Trailing newlines of s are dropped; the block ends
+// with its closing fence, without a newline.
+func Fence(s, lang string) string {
 	f := strings.Repeat("`", max(3, longestRun(s, '`')+1))
 	s = strings.TrimRight(s, "\n")
-	return f + "text\n" + s + "\n" + f
+	return f + lang + "\n" + s + "\n" + f
 }
 
 // code puts s, on one line, in an inline code span delimited by more
