@@ -338,6 +338,9 @@ func (r *Runner) runIn(ctx context.Context, job *protocol.GateJob, token uint64,
 		}
 	default:
 		entry, hit, err = r.cache.Do(ctx, key.ID, execute)
+		if err == nil {
+			r.deps.Presence.CacheLookup(hit)
+		}
 	}
 	if err != nil {
 		return jobrun.Outcome{Err: err}

@@ -35,6 +35,10 @@ type Config struct {
 	EventsMaxAge time.Duration
 	// ArtifactTTL bounds bundles, patches and logs (default 7 days).
 	ArtifactTTL time.Duration
+	// RunnerTTL is how long a runner's entry in the runners bucket
+	// outlives its last renewal (default protocol.RunnerTTL). Only tests
+	// shorten it.
+	RunnerTTL time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -56,6 +60,9 @@ func (c Config) withDefaults() Config {
 	if c.ArtifactTTL <= 0 {
 		c.ArtifactTTL = 7 * 24 * time.Hour
 	}
+	if c.RunnerTTL <= 0 {
+		c.RunnerTTL = protocol.RunnerTTL
+	}
 	return c
 }
 
@@ -72,7 +79,12 @@ type Bus struct {
 	// bucket. Attach leaves it nil when the bucket does not exist (a fleet
 	// whose coordinator predates the registry).
 	Gates jetstream.KeyValue
-	log   *slog.Logger
+	// Runners is where workers and gate runners announce themselves
+	// (protocol.BucketRunners), a KV bucket whose entries expire
+	// Config.RunnerTTL after their last renewal. Attach leaves it nil when
+	// the bucket does not exist (a coordinator that predates it).
+	Runners jetstream.KeyValue
+	log     *slog.Logger
 }
 
 // Open connects to NATS at url (retrying until ctx ends) and creates or
@@ -138,6 +150,15 @@ func Attach(ctx context.Context, nc *nats.Conn, log *slog.Logger) (*Bus, error) 
 		log.Debug("no gate registry bucket; the coordinator predates it", "bucket", protocol.BucketGates)
 	default:
 		return nil, fmt.Errorf("bus: key-value bucket %s: %w", protocol.BucketGates, err)
+	}
+	kv, err = js.KeyValue(ctx, protocol.BucketRunners)
+	switch {
+	case err == nil:
+		b.Runners = kv
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+		log.Debug("no runners bucket; the coordinator predates it", "bucket", protocol.BucketRunners)
+	default:
+		return nil, fmt.Errorf("bus: key-value bucket %s: %w", protocol.BucketRunners, err)
 	}
 	return b, nil
 }
@@ -274,25 +295,43 @@ func (b *Bus) ensure(ctx context.Context) error {
 			return err
 		}
 	}
-	return retryJS(ctx, "create key-value bucket "+protocol.BucketGates, func(ctx context.Context) error {
-		replicas := c.Replicas
-		// As for streams: never scale an existing bucket down.
-		if s, err := b.JS.Stream(ctx, "KV_"+protocol.BucketGates); err == nil && s.CachedInfo().Config.Replicas > replicas {
-			replicas = s.CachedInfo().Config.Replicas
-		}
-		kv, err := b.JS.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kvs := []struct {
+		cfg jetstream.KeyValueConfig
+		dst *jetstream.KeyValue
+	}{
+		{jetstream.KeyValueConfig{
 			Bucket:      protocol.BucketGates,
 			Description: "Supervisor's gate registry: gate name -> definition (coordinator gate add)",
 			History:     protocol.GatesHistory,
 			Storage:     storage,
-			Replicas:    replicas,
-		})
-		if err != nil {
+		}, &b.Gates},
+		{jetstream.KeyValueConfig{
+			Bucket:      protocol.BucketRunners,
+			Description: "Supervisor's runners seen recently: kind.host -> RunnerInfo, renewed by each runner, expiring when not",
+			History:     1,
+			TTL:         c.RunnerTTL,
+			Storage:     jetstream.MemoryStorage,
+		}, &b.Runners},
+	}
+	for _, k := range kvs {
+		if err := retryJS(ctx, "create key-value bucket "+k.cfg.Bucket, func(ctx context.Context) error {
+			cfg := k.cfg
+			cfg.Replicas = c.Replicas
+			// As for streams: never scale an existing bucket down.
+			if s, err := b.JS.Stream(ctx, "KV_"+cfg.Bucket); err == nil && s.CachedInfo().Config.Replicas > cfg.Replicas {
+				cfg.Replicas = s.CachedInfo().Config.Replicas
+			}
+			kv, err := b.JS.CreateOrUpdateKeyValue(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			*k.dst = kv
+			return nil
+		}); err != nil {
 			return err
 		}
-		b.Gates = kv
-		return nil
-	})
+	}
+	return nil
 }
 
 // JobConsumer creates or updates, and returns, the durable pull consumer of

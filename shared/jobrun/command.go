@@ -27,7 +27,10 @@ func Serve(ctx context.Context, deps Deps, cancels *Cancels, opts bus.PullOption
 	opts.Log = deps.Log
 	deps.Log.Info("pulling jobs", "kind", opts.Kind, "pools", strings.Join(opts.Pools, ","),
 		"concurrency", opts.Concurrency, "host", deps.Host, "sandbox", deps.Sandbox.Name(), "labels", FormatLabels(deps.Labels))
+	// The runner is announced until it has drained: Pull returns then.
+	stopAnnouncing := deps.Presence.Announce(opts.Kind, opts.Pools, opts.Concurrency)
 	err = deps.Bus.Pull(ctx, opts, h)
+	stopAnnouncing()
 	deps.Log.Info("stopped pulling jobs", "kind", opts.Kind)
 	return err
 }

@@ -58,6 +58,9 @@ type Deps struct {
 	// Breakers is the circuit breakers' policy (zero fields: the
 	// defaults); every runner of a fleet should have the same.
 	Breakers state.BreakerPolicy
+	// Presence announces the runner in the fleet's runners bucket while
+	// Serve runs (nil: not announced).
+	Presence *Presence
 	Log      *slog.Logger
 }
 
@@ -210,6 +213,10 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 		return bus.Nak(backoff(d.Number))
 	}
 	log.Info("job started", "kind", m.Kind, "workflow", m.WorkflowID, "node", m.NodeID, "gate", m.Gate, "token", token)
+	// reported is the result this runner reported, counted in its stats.
+	var reported *protocol.Report
+	deps.Presence.jobStarted(m, started.Started.StartedAt)
+	defer func() { deps.Presence.jobEnded(m, reported) }()
 
 	out := work(jctx, token)
 
@@ -246,6 +253,7 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 		log.Warn("cannot report the result; handing the job back", "err", err)
 		return bus.Nak(backoff(d.Number))
 	}
+	reported = report
 	if out.Retry > 0 && !cancelled {
 		return bus.Nak(out.Retry)
 	}

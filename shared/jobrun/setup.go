@@ -162,7 +162,8 @@ func NewDeps(ctx context.Context, s Settings, b *bus.Bus, store state.Store, log
 		}
 	}
 	return Deps{Bus: b, Store: store, Workspaces: ws, Sandbox: sel.Sandbox, Host: host, Labels: labels,
-		Network: sel.Network, Breakers: s.Breakers, Log: log}, sel.Close, nil
+		Network: sel.Network, Breakers: s.Breakers, Presence: NewPresence(b.Runners, host, labels, sel.Sandbox.Name(), log),
+		Log: log}, sel.Close, nil
 }
 
 // Selected is the sandbox SelectSandbox chose.

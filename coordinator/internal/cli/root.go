@@ -100,7 +100,7 @@ Exit codes: 0 succeeded; 1 error; 2 workflow failed; 3 workflow cancelled;
 	addContextFlags(root.PersistentFlags())
 	addConfigSourceFlags(root.PersistentFlags())
 	root.AddCommand(newServe(), newDev(), newDemo(), newSubmit(), newPlan(), newRoles(), newTemplates(), newStatus(), newWatch(), newLogs(), newCancel(), newGate(),
-		newInbox(), newShow(), newApprove(), newReject(), newRetry(), newBreakers(), newResume(), newMerge())
+		newInbox(), newShow(), newApprove(), newReject(), newRetry(), newBreakers(), newResume(), newMerge(), newFleet())
 	root.AddCommand(newContext())
 	return root
 }

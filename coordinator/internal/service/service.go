@@ -105,7 +105,7 @@ func (s *Service) Serve(leaderCtx context.Context) (stop func() error, err error
 	svc, err := micro.AddService(s.bus.NC, micro.Config{
 		Name:        "supervisor",
 		Version:     Version,
-		Description: "Supervisor coordinator: submit, status, list, cancel, logs and merge of workflows; gates; the human inbox; circuit breakers",
+		Description: "Supervisor coordinator: submit, status, list, cancel, logs and merge of workflows; gates; the human inbox; circuit breakers; the fleet",
 		Metadata:    map[string]string{"coordinator": s.opts.ID},
 	})
 	if err != nil {
@@ -132,6 +132,7 @@ func (s *Service) Serve(leaderCtx context.Context) (stop func() error, err error
 		protocol.APIBreakers:     endpoint(s, leaderCtx, s.breakers),
 		protocol.APIBreakerReset: endpoint(s, leaderCtx, s.breakerReset),
 		protocol.APIMerge:        endpoint(s, leaderCtx, s.merge),
+		protocol.APIFleet:        endpoint(s, leaderCtx, s.fleet),
 	}
 	for name, h := range endpoints {
 		if err := g.AddEndpoint(name, h); err != nil {
