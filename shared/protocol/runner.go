@@ -14,8 +14,18 @@ const RunnerAnnounceInterval = 10 * time.Second
 // RunnerTTL is how long a RunnerInfo outlives its last renewal.
 const RunnerTTL = 45 * time.Second
 
-// RunnerKey is the key of a runner's RunnerInfo: its kind and host.
-func RunnerKey(kind JobKind, host string) string { return string(kind) + "." + host }
+// RunnerKey is the key of a runner's RunnerInfo: its kind and host, each
+// character of the host that a key cannot hold (anything but letters,
+// digits, '-', '_' and '=') written as '_'.
+func RunnerKey(kind JobKind, host string) string {
+	b := []byte(host)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '=') {
+			b[i] = '_'
+		}
+	}
+	return string(kind) + "." + string(b)
+}
 
 // RunnerInfo is what a worker or gate runner announces about itself: who
 // it is, what it takes, how busy it is, and what it has done since it

@@ -27,7 +27,9 @@ func newWatch() *cobra.Command {
 		Use:   "watch WF",
 		Short: "Follow a workflow live, one line per transition, until it ends",
 		Long: `watch prints the workflow's history and then its live progress, one line per
-node or gate transition, and exits when the workflow ends: 0 if it succeeded,
+node or gate transition; when standard output is a terminal, a progress line
+below them is kept up to date (nodes done/total, running, failed, waiting for a
+human, elapsed). It exits when the workflow ends: 0 if it succeeded,
 2 if it failed, 3 if it was cancelled. With --repo, a succeeded workflow's
 branch is fetched into that repository if it is not there yet. A workflow
 with auto_merge is followed until its merge is done (exit 0) or has failed
@@ -87,6 +89,18 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 	}
 	defer it.Stop()
 	defer context.AfterFunc(ctx, it.Stop)()
+	// On a terminal, a progress line stays below the transition lines.
+	changed := func() {}
+	if width, ok := terminalWidth(e.out); ok {
+		out := e.out
+		live := newLiveLine(out, width)
+		prog := startProgress(live, func(ctx context.Context) (api.WorkflowSummary, error) { return client.Status(ctx, wf) })
+		e.out, changed = live, prog.Changed
+		defer func() {
+			prog.Stop()
+			e.out = out
+		}()
+	}
 	// escalated are the nodes waiting for a human (escalated, or awaiting
 	// approval), as the events tell.
 	escalated := map[string]bool{}
@@ -135,6 +149,7 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 			continue
 		}
 		printEvent(e.out, ev)
+		changed()
 		if awaitMerge {
 			if done, err := mergeOutcome(ev, sum.Branch); done {
 				return err
