@@ -1,0 +1,49 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/supervisorhq/supervisor/coordinator/internal/api"
+	"github.com/supervisorhq/supervisor/shared/protocol"
+)
+
+func TestPrintRunners(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	resp := api.FleetResponse{CacheHits: 3, CacheMisses: 1, Runners: []protocol.RunnerInfo{
+		{Kind: protocol.KindAgent, Host: "gpu-1", Pools: []string{"gpu"}, Labels: map[string]string{"gpus": "2", "gpu": "a100"},
+			Sandbox: "docker", Version: "abc123", Slots: 2, Busy: 1, Stats: protocol.RunnerStats{Succeeded: 4, Failed: 1},
+			Jobs:      []protocol.RunnerJob{{JobID: "j", WorkflowID: "wf-1", NodeID: "train", Attempt: 2, StartedAt: now.Add(-90 * time.Second)}},
+			StartedAt: now.Add(-time.Hour), SeenAt: now.Add(-3 * time.Second)},
+		{Kind: protocol.KindGate, Host: "gates-1", Pools: []string{"default"}, Sandbox: "process", Slots: 1,
+			Stats:     protocol.RunnerStats{Succeeded: 4, CacheHits: 3, CacheMisses: 1},
+			StartedAt: now.Add(-time.Minute), SeenAt: now},
+	}}
+	var out bytes.Buffer
+	printRunners(&out, resp, now)
+	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("want a header, two runners, a blank line and the cache line:\n%s", out.String())
+	}
+	for _, want := range []string{"worker", "gpu-1", "gpu", "1/2", "docker", "gpu=a100,gpus=2", "abc123", "1h0m0s", "3s ago", "wf-1/train#2 (1m30s)"} {
+		if !strings.Contains(lines[1], want) {
+			t.Errorf("worker line lacks %q: %s", want, lines[1])
+		}
+	}
+	for _, want := range []string{"gaterunner", "gates-1", "0/1", "3/1", "process"} {
+		if !strings.Contains(lines[2], want) {
+			t.Errorf("gate runner line lacks %q: %s", want, lines[2])
+		}
+	}
+	if lines[4] != "gate cache: 3 hits, 1 misses (75% hits)" {
+		t.Errorf("cache line %q", lines[4])
+	}
+
+	out.Reset()
+	printRunners(&out, api.FleetResponse{}, now)
+	if !strings.HasPrefix(out.String(), "no worker or gate runner announced itself") {
+		t.Errorf("empty fleet: %q", out.String())
+	}
+}
