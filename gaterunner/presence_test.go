@@ -2,6 +2,7 @@ package gaterunner
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -40,13 +41,22 @@ func TestGateRunnerPresence(t *testing.T) {
 	t.Cleanup(closeDeps)
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- New(deps, Config{Pools: []string{protocol.DefaultPool, "big"}, Concurrency: 2}).Run(runCtx) }()
-	t.Cleanup(func() {
+	cfg := Config{Pools: []string{protocol.DefaultPool, "big"}, Concurrency: 2}
+	go func() { done <- New(deps, cfg).Run(runCtx) }()
+	// stopRunner stops the runner and returns what Run returned.
+	stopRunner := func() error {
 		stop()
 		select {
-		case <-done:
+		case err := <-done:
+			return err
 		case <-time.After(30 * time.Second):
-			t.Errorf("gate runner did not stop")
+			return errors.New("the gate runner did not stop within 30s")
+		}
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = stopRunner()
 		}
 	})
 
@@ -90,11 +100,10 @@ func TestGateRunnerPresence(t *testing.T) {
 		t.Fatalf("entry after the gates = %+v", after)
 	}
 
-	stop()
-	if err := <-done; err != nil {
+	stopped = true
+	if err := stopRunner(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	done <- nil // for the clean-up
 	if info, ok := h.Runner(protocol.KindGate, host); ok {
 		t.Fatalf("entry still there after the runner stopped: %+v", info)
 	}

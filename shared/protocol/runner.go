@@ -20,11 +20,20 @@ const RunnerTTL = 45 * time.Second
 func RunnerKey(kind JobKind, host string) string {
 	b := []byte(host)
 	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '=') {
+		if !keyChar(c) {
 			b[i] = '_'
 		}
 	}
 	return string(kind) + "." + string(b)
+}
+
+// keyChar reports whether c may stand in a key token.
+func keyChar(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	}
+	return c == '-' || c == '_' || c == '='
 }
 
 // RunnerInfo is what a worker or gate runner announces about itself: who
