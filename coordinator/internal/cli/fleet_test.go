@@ -2,12 +2,20 @@ package cli
 
 import (
 	"bytes"
+	"context"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
+	"github.com/supervisorhq/supervisor/coordinator/internal/fleet"
+	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
 func TestPrintRunners(t *testing.T) {
@@ -46,4 +54,49 @@ func TestPrintRunners(t *testing.T) {
 	if !strings.HasPrefix(out.String(), "no worker or gate runner announced itself") {
 		t.Errorf("empty fleet: %q", out.String())
 	}
+}
+
+// TestFleetCommandDev runs `coordinator fleet` against the embedded
+// default, whose worker and gate runner share one process and one
+// identity: both are listed, each as its kind, sorted, and an entry in
+// the bucket that does not decode is left out.
+func TestFleetCommandDev(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, err := fleet.Start(ctx, fleet.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Tick: 200 * time.Millisecond,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatalf("start fleet: %v", err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	nc, err := nats.Connect(st.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	b, err := bus.Attach(ctx, nc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Runners.Put(ctx, "agent.broken", []byte("not json")); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) cliResult {
+		var out, errOut bytes.Buffer
+		code := Main(append([]string{"--nats=" + st.URL()}, args...), &out, &errOut)
+		return cliResult{code: code, stdout: out.String(), stderr: errOut.String()}
+	}
+	var resp api.FleetResponse
+	testkit.WaitFor(t, 30*time.Second, 100*time.Millisecond, "both embedded runners listed", func() bool {
+		r := run("fleet", "-o", "json")
+		wantCode(t, r, 0)
+		resp = api.FleetResponse{}
+		decodeJSON(t, r, &resp)
+		return len(resp.Runners) == 2
+	})
+	if a, g := resp.Runners[0], resp.Runners[1]; a.Kind != protocol.KindAgent || a.Host != "dev" || g.Kind != protocol.KindGate ||
+		g.Host != "dev" || a.Sandbox != "process" || len(a.Pools) != 1 || len(g.Pools) != 1 {
+		t.Fatalf("runners = %+v", resp.Runners)
+	}
+	wantCode(t, run("fleet"), 0, "worker", "gaterunner", "dev", "0/1")
 }
