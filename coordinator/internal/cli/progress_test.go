@@ -2,8 +2,11 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,4 +62,62 @@ func TestLiveLine(t *testing.T) {
 	if got := strings.Join(screen, "\n"); got != "before any line\nevent A\nprogress 2, which …\nafter\n" {
 		t.Fatalf("screen shows\n%s", got)
 	}
+}
+
+// TestProgressRedraws runs the progress line's drawing goroutine while
+// lines are written: the line follows the status it is given, and Stop
+// leaves the latest one on the screen.
+func TestProgressRedraws(t *testing.T) {
+	var term lockedBuffer
+	live := newLiveLine(&term, 200)
+	var asked atomic.Int64
+	start := time.Now().Add(-time.Minute)
+	p := startProgress(live, func(context.Context) (api.WorkflowSummary, error) {
+		n := int(asked.Add(1))
+		return api.WorkflowSummary{ID: "wf-1", Status: "running", SubmittedAt: start,
+			Counts: map[string]int{"succeeded": n, "pending": 100 - n}}, nil
+	})
+	for i := 0; i < 3; i++ {
+		fmt.Fprintf(live, "event %d\n", i)
+		p.Changed()
+		time.Sleep(progressTick + 100*time.Millisecond)
+	}
+	p.Stop()
+	shown := term.String()
+	final := fmt.Sprintf("wf-1 running: %d/100 nodes done", asked.Load())
+	lines := strings.Split(strings.TrimSuffix(shown, "\n"), "\n")
+	last := lines[len(lines)-1]
+	if i := strings.LastIndex(last, clearLine); i >= 0 {
+		last = last[i+len(clearLine):]
+	}
+	if !strings.HasPrefix(last, final) || !strings.HasSuffix(shown, "\n") {
+		t.Fatalf("the screen ends on %q, want the latest status %q:\n%q", last, final, shown)
+	}
+	if asked.Load() < 2 { // the first draw and Stop's, whatever the ticks did
+		t.Errorf("status asked %d times", asked.Load())
+	}
+	for i := 0; i < 3; i++ {
+		if !strings.Contains(shown, fmt.Sprintf("event %d\n", i)) {
+			t.Errorf("event %d missing:\n%q", i, shown)
+		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the drawing goroutine and the
+// test's.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
