@@ -114,15 +114,22 @@ func (r *Runner) handle(ctx context.Context, d *bus.Delivery) bus.Disposition {
 		return bus.Term("malformed gate job: " + err.Error())
 	}
 	meta := jobrun.Meta{Kind: protocol.KindGate, JobID: job.JobID, WorkflowID: job.WorkflowID,
-		NodeID: job.NodeID, Gate: job.Gate, Attempt: job.Attempt, Round: job.Round, PublishedAt: job.PublishedAt,
+		NodeID: job.NodeID, Gate: job.Gate, Attempt: job.Attempt, Round: job.Round, PublishedAt: job.PublishedAt, Pool: job.Pool,
 		Scopes: jobrun.JobScopes{Work: protocol.GateScope(job.Gate, definition(&job).scopeArgv()), Repo: protocol.RepoScope(job.Repo.ID)}}
 	began := time.Now()
 	return jobrun.Run(ctx, r.deps, &r.cancels, d, meta,
-		func(ctx context.Context, token uint64) jobrun.Outcome { return r.run(ctx, &job, token) },
+		func(ctx context.Context, token uint64) jobrun.Outcome {
+			out := r.run(ctx, &job, token)
+			if out.Report != nil {
+				observeGate(out.Report.Gate)
+			}
+			return out
+		},
 		func(token uint64, err error) *protocol.Report {
 			g := r.result(&job, token, began)
 			g.Status, g.Error = protocol.GateError, err.Error()
 			g.Output = truncateOutput(redact.String(err.Error()))
+			observeGate(g)
 			return gateReport(g)
 		})
 }
@@ -340,6 +347,7 @@ func (r *Runner) runIn(ctx context.Context, job *protocol.GateJob, token uint64,
 		entry, hit, err = r.cache.Do(ctx, key.ID, execute)
 		if err == nil {
 			r.deps.Presence.CacheLookup(hit)
+			observeCacheLookup(job.Gate, hit)
 		}
 	}
 	if err != nil {

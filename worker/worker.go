@@ -114,7 +114,7 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery) bus.Disposition {
 		return bus.Term("malformed agent job: " + err.Error())
 	}
 	meta := jobrun.Meta{Kind: protocol.KindAgent, JobID: job.JobID, WorkflowID: job.WorkflowID,
-		NodeID: job.NodeID, Attempt: job.Attempt, PublishedAt: job.PublishedAt,
+		NodeID: job.NodeID, Attempt: job.Attempt, PublishedAt: job.PublishedAt, Pool: job.Pool,
 		Scopes:    jobrun.JobScopes{Work: agentScope(&job), Repo: protocol.RepoScope(job.Repo.ID)},
 		FileLocks: job.FileLocks}
 	return jobrun.Run(ctx, w.deps, &w.cancels, d, meta,
@@ -308,6 +308,7 @@ func (w *Worker) finish(ctx context.Context, job *protocol.AgentJob, token uint6
 	if err := jobrun.UploadLog(ctx, w.deps.Bus, logName, []byte(w.creds.Scrub(string(logw.Bytes())))); err != nil {
 		return jobrun.Outcome{Err: err}
 	}
+	observeAgent(job, status, res)
 	return jobrun.Outcome{Report: &protocol.Report{Type: protocol.ReportAgentResult, Agent: &protocol.AgentResult{
 		JobID: job.JobID, WorkflowID: job.WorkflowID, NodeID: job.NodeID, Attempt: job.Attempt,
 		LeaseToken: token, Host: w.deps.Host, Status: status, ExitCode: exit,

@@ -1,6 +1,7 @@
 package jobrun
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os/signal"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/config"
+	"github.com/supervisorhq/supervisor/shared/metrics"
 )
 
 // Serve listens for cancellation announcements and pulls jobs with h until
@@ -25,6 +27,7 @@ func Serve(ctx context.Context, deps Deps, cancels *Cancels, opts bus.PullOption
 	}
 	defer sub.Unsubscribe() //nolint:errcheck // the connection closes next
 	opts.Log = deps.Log
+	defer openSlots(opts)()
 	deps.Log.Info("pulling jobs", "kind", opts.Kind, "pools", strings.Join(opts.Pools, ","),
 		"concurrency", opts.Concurrency, "host", deps.Host, "sandbox", deps.Sandbox.Name(), "labels", FormatLabels(deps.Labels))
 	// The runner is announced until it has drained: Pull returns then.
@@ -65,6 +68,11 @@ func Command(name, short, long string, p Profile, run RunFunc) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			ms, err := metrics.StartFrom(v, log)
+			if err != nil {
+				return err
+			}
+			defer ms.Close() //nolint:errcheck // shutting down
 			if p.Prepare != nil {
 				if err := p.Prepare(v, &s); err != nil {
 					return err
@@ -81,6 +89,7 @@ func Command(name, short, long string, p Profile, run RunFunc) *cobra.Command {
 	config.AddConfigFlag(cmd.Flags())
 	AddRunnerFlags(cmd.Flags())
 	AddSandboxFlags(cmd.Flags(), p)
+	metrics.AddFlag(cmd.Flags(), cmp.Or(p.MetricsListen, metrics.Off))
 	return cmd
 }
 

@@ -75,6 +75,8 @@ type Profile struct {
 	// Prepare, if set, completes the settings from the binary's own flags
 	// before Setup (the worker: labels and GPUs).
 	Prepare func(v *viper.Viper, s *Settings) error
+	// MetricsListen is the default of --metrics-listen ("": off).
+	MetricsListen string
 }
 
 // AddSandboxFlags adds the sandbox flags, with p's defaults.

@@ -81,6 +81,8 @@ type Meta struct {
 	// before the job reports started until it ends (an agent job's file
 	// locks: DAG-07; see HoldFileLocks).
 	FileLocks []string
+	// Pool is the pool the job was published to (a metrics label).
+	Pool string
 }
 
 // Outcome is what a job's work produced.
@@ -156,7 +158,9 @@ func (c *Cancels) add(wf string, f *context.CancelFunc) func() {
 
 // Run carries one delivered job through its lifecycle and returns what to
 // do with the message.
-func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Meta, work Work, errReport ErrorReport) bus.Disposition {
+func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Meta, work Work, errReport ErrorReport) (disp bus.Disposition) {
+	var sent *protocol.Report
+	defer func() { observeJob(m, disp, sent) }()
 	log := deps.Log.With("job", m.JobID, "delivery", d.Number)
 	ackWait := deps.Bus.Cfg.AckWait
 	if disp, done := finished(ctx, deps, m, log); done {
@@ -165,6 +169,7 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 	if disp, ok := awaitBreakers(ctx, deps, d, m, log); !ok {
 		return disp
 	}
+	defer busySlot(m)()
 	// The lease lives two thirds of AckWait and is renewed every third of
 	// that, so a dead runner's lease has lapsed by the time JetStream
 	// redelivers its job (AckWait after the last heartbeat).
@@ -212,6 +217,7 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 		log.Warn("cannot report start; handing the job back", "err", err)
 		return bus.Nak(backoff(d.Number))
 	}
+	observeStarted(m, started.Started.StartedAt)
 	log.Info("job started", "kind", m.Kind, "workflow", m.WorkflowID, "node", m.NodeID, "gate", m.Gate, "token", token)
 	// reported is the result this runner reported, counted in its stats.
 	var reported *protocol.Report
@@ -254,6 +260,7 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 		return bus.Nak(backoff(d.Number))
 	}
 	reported = report
+	sent = report
 	if out.Retry > 0 && !cancelled {
 		return bus.Nak(out.Retry)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/fleet"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
+	"github.com/supervisorhq/supervisor/shared/metrics"
 )
 
 func newDev() *cobra.Command {
@@ -58,6 +59,11 @@ may join it over --listen.`,
 				return err
 			}
 			defer notifier.Close()
+			ms, err := metrics.StartFrom(e.v, e.log)
+			if err != nil {
+				return &ExitError{Code: ExitUnavailable, Err: err}
+			}
+			defer ms.Close() //nolint:errcheck // shutting down
 			st, err := startFleet(ctx, fleet.Options{Gates: lower, RetryPolicies: policies, Strategies: strategies, Roles: roleSrc, Notify: notifierOf(notifier),
 				DataDir: e.v.GetString("data-dir"), Listen: e.v.GetString("listen"),
 				WorkerConcurrency: e.v.GetInt("worker-concurrency"), GateConcurrency: e.v.GetInt("gate-concurrency"),
@@ -68,6 +74,9 @@ may join it over --listen.`,
 				return err
 			}
 			fmt.Fprintf(e.out, "supervisor dev: NATS at %s; submit with: coordinator submit FILE --repo PATH --nats %s\n", st.URL(), st.URL())
+			if ms != nil {
+				fmt.Fprintf(e.out, "supervisor dev: metrics at http://%s%s\n", ms.Addr(), metrics.Path)
+			}
 			<-ctx.Done()
 			return st.Close()
 		},
@@ -80,6 +89,7 @@ may join it over --listen.`,
 	fs.String("sandbox-path", "", "PATH inside the process sandbox (default: minimal base plus the host's Go)")
 	jobrun.AddBreakerFlags(fs)
 	addNotifyFlags(cmd)
+	metrics.AddFlag(fs, metrics.DefaultDev)
 	return cmd
 }
 

@@ -8,9 +8,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/engine"
+	"github.com/supervisorhq/supervisor/coordinator/internal/fleet"
 	"github.com/supervisorhq/supervisor/coordinator/internal/service"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
+	"github.com/supervisorhq/supervisor/shared/metrics"
 	"github.com/supervisorhq/supervisor/shared/state/backends"
 )
 
@@ -30,6 +32,11 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 			}
 			ctx, stop := signalContext()
 			defer stop()
+			ms, err := metrics.StartFrom(e.v, e.log)
+			if err != nil {
+				return &ExitError{Code: ExitUnavailable, Err: err}
+			}
+			defer ms.Close() //nolint:errcheck // shutting down
 			b, err := bus.Open(ctx, e.v.GetString("nats"), "supervisor-coordinator", jobrun.BusConfig(e.v), e.log)
 			if err != nil {
 				return &ExitError{Code: ExitUnavailable, Err: err}
@@ -79,6 +86,7 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 			if err != nil {
 				return err
 			}
+			defer fleet.CoordinatorMetrics(b, eng)()
 			svc := service.New(eng, b, service.Options{ID: id, Gates: lower, RetryPolicies: policies, Strategies: strategies, Roles: roleSrc,
 				Breakers: store, BreakerPolicy: breakers, Log: e.log})
 			e.log.Info("coordinator starting", "nats", bus.RedactURL(e.v.GetString("nats")), "state", store.Backend(), "data_dir", dataDir)
@@ -89,6 +97,7 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 		},
 	}
 	addServiceFlags(cmd)
+	metrics.AddFlag(cmd.Flags(), metrics.DefaultCoordinator)
 	return cmd
 }
 

@@ -97,7 +97,9 @@ func (e *Engine) execute(ctx context.Context, wf string, effects []statemachine.
 func (e *Engine) append(ctx context.Context, ev eventlog.Event, msgID string) (folded bool, err error) {
 	var last uint64
 	e.Read(func(s *statemachine.State) { last = s.LastSeq(ev.WorkflowID) })
+	began := time.Now()
 	seq, dup, err := e.bus.AppendEvent(ctx, ev, bus.WithMsgID(msgID), bus.ExpectLast(last))
+	observeAppend(ev, time.Since(began), err == nil && !dup)
 	if errors.Is(err, bus.ErrEventLogMoved) || (err == nil && dup && seq > last) {
 		e.log.Warn("the workflow's event log has events this coordinator has not folded; reloading it",
 			"workflow", ev.WorkflowID, "last_folded", last, "err", err)
@@ -120,6 +122,7 @@ func (e *Engine) append(ctx context.Context, ev eventlog.Event, msgID string) (f
 		return true, fmt.Errorf("engine: fold %s event for %s: %w", ev.Type(), ev.WorkflowID, err)
 	}
 	e.notify(ev)
+	e.observeFolded(ev)
 	if statemachine.CountsAgainstFleet(ev) {
 		e.kickFleet()
 	}
@@ -183,6 +186,7 @@ func (e *Engine) publish(ctx context.Context, wf string, p statemachine.Publish)
 		return err
 	}
 	e.out.add(wf, p.JobID())
+	observePublished(kind, pool)
 	return nil
 }
 

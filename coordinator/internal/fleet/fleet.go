@@ -25,6 +25,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/embedded"
 	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
+	"github.com/supervisorhq/supervisor/shared/metrics"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
@@ -87,6 +88,8 @@ type Fleet struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	errs   []error
+	// unsetMetrics stops this fleet's scrape-time metrics.
+	unsetMetrics []func()
 }
 
 // Start starts embedded NATS, the KV state store, the coordinator and
@@ -130,6 +133,7 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 	}
 	svc := service.New(f.engine, f.bus, service.Options{ID: "dev", Gates: o.Gates, RetryPolicies: o.RetryPolicies, Strategies: o.Strategies, Roles: o.Roles,
 		Breakers: f.store, BreakerPolicy: o.Breakers, Log: o.Log})
+	f.unsetMetrics = coordinatorMetrics(f.bus, f.engine)
 	runCtx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
 	f.goRun("coordinator", func() error { return f.engine.Run(runCtx, svc.Serve) })
@@ -187,6 +191,9 @@ func (f *Fleet) Close() error {
 		f.cancel()
 	}
 	f.wg.Wait()
+	for _, unset := range f.unsetMetrics {
+		unset()
+	}
 	f.closeConns()
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -203,4 +210,21 @@ func splitHostPort(addr string) (string, int, error) {
 		return "", 0, fmt.Errorf("bad port %q", p)
 	}
 	return h, port, nil
+}
+
+// coordinatorMetrics makes this process's metrics report the job queue of
+// b's JetStream and eng's snapshot at scrape time (coordinator serve does
+// the same); the returned functions stop it.
+func coordinatorMetrics(b *bus.Bus, eng *engine.Engine) []func() {
+	return []func(){metrics.SetJobQueue(b.JS), metrics.SetCoordinator(eng)}
+}
+
+// CoordinatorMetrics is coordinatorMetrics for coordinator serve.
+func CoordinatorMetrics(b *bus.Bus, eng *engine.Engine) (unset func()) {
+	fns := coordinatorMetrics(b, eng)
+	return func() {
+		for _, f := range fns {
+			f()
+		}
+	}
 }

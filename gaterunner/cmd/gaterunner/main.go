@@ -13,6 +13,7 @@ import (
 	"github.com/supervisorhq/supervisor/gaterunner"
 	"github.com/supervisorhq/supervisor/shared/gatecache"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
+	"github.com/supervisorhq/supervisor/shared/metrics"
 )
 
 func main() {
@@ -35,7 +36,7 @@ Settings come from flags, then SUPERVISOR_* environment variables (--redis-url i
 SUPERVISOR_REDIS_URL), then the --config file, then defaults.
 On SIGTERM it stops taking jobs, lets running ones finish for --drain-timeout,
 and hands back whatever is still running.`,
-		jobrun.Profile{Resources: gaterunner.DefaultResources},
+		jobrun.Profile{Resources: gaterunner.DefaultResources, MetricsListen: metrics.DefaultGateRunner},
 		func(ctx context.Context, deps jobrun.Deps, v *viper.Viper) error {
 			var creds map[string][]string
 			if v.IsSet("credentials") {

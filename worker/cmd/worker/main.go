@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/supervisorhq/supervisor/shared/jobrun"
+	"github.com/supervisorhq/supervisor/shared/metrics"
 	"github.com/supervisorhq/supervisor/worker"
 )
 
@@ -18,6 +19,8 @@ func main() {
 	profile := jobrun.Profile{
 		Resources: worker.DefaultResources,
 		Egress:    true,
+		// Port 9102: docs/metrics.md.
+		MetricsListen: metrics.DefaultWorker,
 		Prepare: func(v *viper.Viper, s *jobrun.Settings) error {
 			labels, err := worker.ResolveLabels(context.Background(), jobrun.StringList(v, "labels"), s.Log)
 			if err != nil {
