@@ -30,8 +30,10 @@ type CoordinatorSource interface {
 }
 
 type coordCollector struct {
-	mu  sync.Mutex
-	src CoordinatorSource
+	mu sync.Mutex
+	// src is the current source, boxed so that unsetting compares
+	// pointers (a source's dynamic type need not be comparable).
+	src *CoordinatorSource
 
 	leader, workflows, inbox, breaker, failures *prometheus.Desc
 }
@@ -56,12 +58,13 @@ var breakerStates = []state.BreakerState{state.BreakerClosed, state.BreakerOpen,
 // (coordinator serve and dev). The returned function stops it, unless
 // another source was set since.
 func SetCoordinator(src CoordinatorSource) (unset func()) {
+	box := &src
 	coordinatorCollector.mu.Lock()
-	coordinatorCollector.src = src
+	coordinatorCollector.src = box
 	coordinatorCollector.mu.Unlock()
 	return func() {
 		coordinatorCollector.mu.Lock()
-		if coordinatorCollector.src == src {
+		if coordinatorCollector.src == box {
 			coordinatorCollector.src = nil
 		}
 		coordinatorCollector.mu.Unlock()
@@ -80,14 +83,14 @@ func (c *coordCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *coordCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	src := c.src
+	box := c.src
 	c.mu.Unlock()
-	if src == nil {
+	if box == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
-	snap, err := src.MetricsSnapshot(ctx)
+	snap, err := (*box).MetricsSnapshot(ctx)
 	leader := 0.0
 	if snap.Leader {
 		leader = 1
