@@ -14,7 +14,8 @@ func observeGate(g *protocol.GateResult) {
 	}
 	gate := metrics.Bounded("gate", g.Gate)
 	metrics.GatesExecuted.WithLabelValues(gate, string(g.Status)).Inc()
-	if g.DurationMillis > 0 {
+	// An error report of a job that never ran its gate has no duration.
+	if g.Status != protocol.GateError || g.DurationMillis > 0 {
 		metrics.GateDuration.WithLabelValues(gate).Observe(float64(g.DurationMillis) / 1000)
 	}
 	if g.IntegrityViolation {
