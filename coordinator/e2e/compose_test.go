@@ -69,6 +69,7 @@ type composeFleet struct {
 	files   []string // -f arguments
 	env     []string // the Compose tool's environment
 	natsURL string   // the published client port of nats-1, from this host
+	promURL string   // the published Prometheus API, from this host
 	dir     string
 }
 
@@ -156,6 +157,7 @@ func newComposeFleet(t *testing.T, opts composeOptions) *composeFleet {
 	c.env = append(os.Environ(),
 		"SUPERVISOR_ACK_WAIT="+composeAckWait.String(),
 		"SUPERVISOR_NATS_PORT=127.0.0.1:", // a free port, picked by the engine
+		"SUPERVISOR_PROMETHEUS_PORT=127.0.0.1:",
 		"COMPOSE_PROJECT_NAME="+c.project,
 	)
 	c.env = append(c.env, opts.env...)
@@ -197,6 +199,11 @@ func (c *composeFleet) start() {
 		t.Fatalf("compose port nats-1 4222: exit %d: %q %s", r.code, addr, r.stderr)
 	}
 	c.natsURL = "nats://" + strings.Replace(addr, "0.0.0.0:", "127.0.0.1:", 1)
+	r = c.compose(time.Minute, "port", "prometheus", "9090")
+	if addr = strings.TrimSpace(r.stdout); r.code != 0 || addr == "" || strings.HasSuffix(addr, ":0") {
+		t.Fatalf("compose port prometheus 9090: exit %d: %q %s", r.code, addr, r.stderr)
+	}
+	c.promURL = "http://" + strings.Replace(addr, "0.0.0.0:", "127.0.0.1:", 1)
 
 	waitFor(t, 3*time.Minute, "the coordinator in "+c.project+" to answer", func() bool {
 		return c.cli(30*time.Second, "status", "--timeout", "3s").code == 0
@@ -449,6 +456,9 @@ func TestComposeFleet(t *testing.T) {
 		checkSpread(t, "agent jobs", nodeHosts, sortedKeys(workers))
 		checkSpread(t, "gate jobs", gateHosts, sortedKeys(gaters))
 	})
+
+	// Prometheus, built from Debian's package, scrapes every replica.
+	t.Run("Metrics", func(t *testing.T) { testComposeMetrics(t, c, len(workers), len(gaters)) })
 
 	// The demo workflow `make run` runs on the embedded default, submitted
 	// to this fleet (what `make compose-demo` does): go vet and go test run

@@ -9,6 +9,7 @@
 #   sandbox-go    sandbox-base + Debian's Go toolchain (golang-go, from the release's backports)
 #   nats          FROM scratch: a static nats-server built from the nats-server/v2 Go module
 #   redis         sandbox-base + Debian's redis-server
+#   prometheus    sandbox-base + Debian's prometheus (compose.yaml scrapes the fleet with it)
 #   coordinator   sandbox-base + the static coordinator (integration runs git) + configs/gates, context, roles, templates
 #   worker        sandbox-base + the static worker + supervisor-test-agent
 #   gaterunner    sandbox-go   + the static gaterunner + supervisor-coverage-check
@@ -88,7 +89,7 @@ stage=${IMAGE_STAGE_DIR:-$root/bin/images}
 GO=${GO:-go}
 export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
 label=io.supervisor.inputs
-all=(sandbox-base sandbox-go nats redis coordinator worker gaterunner)
+all=(sandbox-base sandbox-go nats redis prometheus coordinator worker gaterunner)
 
 log() { printf 'images: %s\n' "$*" >&2; }
 die() {
@@ -111,7 +112,7 @@ image_id() { docker image inspect --format '{{.Id}}' "$(ref "$1")"; }
 # The images each image is built on, and the binaries it needs.
 parents() {
   case $1 in
-    sandbox-go | redis | coordinator | worker) echo sandbox-base ;;
+    sandbox-go | redis | prometheus | coordinator | worker) echo sandbox-base ;;
     gaterunner) echo sandbox-go ;;
   esac
 }

@@ -113,16 +113,20 @@ const (
 	OutcomeDropped    = "dropped"     // dropped: its workflow finished or was cancelled
 )
 
-func init() {
-	Registry.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+// supervisorCollectors are every collector of Supervisor's own metrics.
+func supervisorCollectors() []prometheus.Collector {
+	return []prometheus.Collector{
 		GatesExecuted, GateDuration, GateRetries, GatesEscalated, AsyncGateWait,
 		GateCacheHits, GateCacheMisses, IntegrityViolations,
 		Jobs, JobStartLatency, AgentDuration,
 		JobsPublished, EventAppend, EventsAppended,
 		slots, queues, coordinatorCollector,
-	)
+	}
+}
+
+func init() {
+	Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	Registry.MustRegister(supervisorCollectors()...)
 }
 
 // Seconds is d in seconds, never negative (clocks of two hosts may
