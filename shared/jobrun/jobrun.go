@@ -159,6 +159,7 @@ func (c *Cancels) add(wf string, f *context.CancelFunc) func() {
 // Run carries one delivered job through its lifecycle and returns what to
 // do with the message.
 func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Meta, work Work, errReport ErrorReport) (disp bus.Disposition) {
+	// sent is the result reported for this delivery (nil: none was).
 	var sent *protocol.Report
 	defer func() { observeJob(m, disp, sent) }()
 	log := deps.Log.With("job", m.JobID, "delivery", d.Number)
@@ -219,10 +220,9 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 	}
 	observeStarted(m, started.Started.StartedAt)
 	log.Info("job started", "kind", m.Kind, "workflow", m.WorkflowID, "node", m.NodeID, "gate", m.Gate, "token", token)
-	// reported is the result this runner reported, counted in its stats.
-	var reported *protocol.Report
 	deps.Presence.jobStarted(m, started.Started.StartedAt)
-	defer func() { deps.Presence.jobEnded(m, reported) }()
+	// sent is the result this runner reported, counted in its stats.
+	defer func() { deps.Presence.jobEnded(m, sent) }()
 
 	out := work(jctx, token)
 
@@ -259,7 +259,6 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 		log.Warn("cannot report the result; handing the job back", "err", err)
 		return bus.Nak(backoff(d.Number))
 	}
-	reported = report
 	sent = report
 	if out.Retry > 0 && !cancelled {
 		return bus.Nak(out.Retry)
