@@ -118,7 +118,7 @@ endif
 
 .PHONY: images compose-up compose-demo compose-down test-compose
 
-## images: supervisor/{coordinator,worker,gaterunner,nats,redis,sandbox-base,sandbox-go}, built locally (nothing pulled)
+## images: supervisor/{coordinator,worker,gaterunner,nats,redis,prometheus,sandbox-base,sandbox-go}, built locally (nothing pulled)
 # They are built from our static binaries and Debian's packages; unchanged inputs are skipped.
 images:
 	GO="$(GO)" deploy/images/build.sh
@@ -139,7 +139,8 @@ endif
 	done; \
 	$(COMPOSE) $(COMPOSE_FILE_FLAGS) ps; \
 	port=$$($(COMPOSE) $(COMPOSE_FILE_FLAGS) port nats-1 4222); \
-	echo "NATS at nats://$$port — make compose-demo runs the demo workflow on it; or bin/coordinator submit WORKFLOW --repo REPO --nats nats://$$port --wait"
+	echo "NATS at nats://$$port — make compose-demo runs the demo workflow on it; or bin/coordinator submit WORKFLOW --repo REPO --nats nats://$$port --wait"; \
+	echo "Prometheus at http://$$($(COMPOSE) $(COMPOSE_FILE_FLAGS) port prometheus 9090) (the fleet's metrics: docs/metrics.md)"
 
 ## compose-demo: submit the demo workflow (make run's) to the fleet compose-up started
 compose-demo: build
