@@ -156,7 +156,10 @@ func (c *Cancels) add(wf string, f *context.CancelFunc) func() {
 
 // Run carries one delivered job through its lifecycle and returns what to
 // do with the message.
-func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Meta, work Work, errReport ErrorReport) bus.Disposition {
+func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Meta, work Work, errReport ErrorReport) (disp bus.Disposition) {
+	ctx, span := startJobSpan(ctx, d, m, deps.Host)
+	var out Outcome
+	defer func() { endJobSpan(span, disp, &out) }()
 	log := deps.Log.With("job", m.JobID, "delivery", d.Number)
 	ackWait := deps.Bus.Cfg.AckWait
 	if disp, done := finished(ctx, deps, m, log); done {
@@ -212,13 +215,13 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 		log.Warn("cannot report start; handing the job back", "err", err)
 		return bus.Nak(backoff(d.Number))
 	}
-	log.Info("job started", "kind", m.Kind, "workflow", m.WorkflowID, "node", m.NodeID, "gate", m.Gate, "token", token)
+	log.InfoContext(jctx, "job started", "kind", m.Kind, "workflow", m.WorkflowID, "node", m.NodeID, "gate", m.Gate, "token", token)
 	// reported is the result this runner reported, counted in its stats.
 	var reported *protocol.Report
 	deps.Presence.jobStarted(m, started.Started.StartedAt)
 	defer func() { deps.Presence.jobEnded(m, reported) }()
 
-	out := work(jctx, token)
+	out = work(jctx, token)
 
 	switch {
 	case lease.Lost(jctx):
@@ -247,7 +250,9 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 		log.Error("job failed on its last delivery", "err", out.Err)
 		report = errReport(token, out.Err)
 	}
-	pctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// Not the job's context (it may be cancelled): a fresh deadline that
+	// keeps the job's span, so the report carries its trace context.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if err := deps.Bus.PublishReport(pctx, report, fmt.Sprintf("%s.result.%d.%d", m.JobID, token, d.Number)); err != nil {
 		log.Warn("cannot report the result; handing the job back", "err", err)
