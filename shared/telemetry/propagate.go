@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -25,10 +24,12 @@ func (h headerCarrier) Keys() []string {
 }
 
 // Inject writes ctx's span context into h (the traceparent header, and
-// tracestate when there is one). h must not be nil; nothing is written
-// when ctx carries no valid span context.
+// tracestate when there is one) with the W3C Trace Context propagator —
+// used directly, so propagation works in a process that never ran Setup
+// (tests, embedders). h must not be nil; nothing is written when ctx
+// carries no valid span context.
 func Inject(ctx context.Context, h nats.Header) {
-	otel.GetTextMapPropagator().Inject(ctx, headerCarrier(h))
+	propagation.TraceContext{}.Inject(ctx, headerCarrier(h))
 }
 
 // Extract returns ctx with the remote span context h carries, if any, so
@@ -37,7 +38,7 @@ func Extract(ctx context.Context, h nats.Header) context.Context {
 	if h == nil {
 		return ctx
 	}
-	return otel.GetTextMapPropagator().Extract(ctx, headerCarrier(h))
+	return propagation.TraceContext{}.Extract(ctx, headerCarrier(h))
 }
 
 // TraceParent returns ctx's span context as a W3C traceparent value, ""
