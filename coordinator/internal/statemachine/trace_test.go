@@ -55,7 +55,7 @@ func TestTraceParentFolds(t *testing.T) {
 	if old == string(data) {
 		t.Fatalf("could not drop trace_parent from %s", data)
 	}
-	oev, err := eventlog.Decode([]byte(strings.Replace(old, "wf-traced", "wf-old", -1)))
+	oev, err := eventlog.Decode([]byte(strings.ReplaceAll(old, "wf-traced", "wf-old")))
 	if err != nil {
 		t.Fatalf("an event without trace_parent does not decode: %v", err)
 	}
