@@ -15,8 +15,10 @@ import (
 
 // traceWorkflow: one task whose agent writes built.txt and prints the
 // TRACEPARENT it got, and one gate that checks the file and prints the
-// TRACEPARENT the gate's command got.
+// TRACEPARENT the gate's command got. The workflow merges itself into the
+// branch it was submitted from.
 const traceWorkflow = `name: traced
+auto_merge: true
 ` + agentDefaults + `gates:
   - name: built
     command: [gatehelper, env, TRACEPARENT, expect, built.txt, "yes"]
@@ -80,7 +82,7 @@ func TestTraceAcrossProcesses(t *testing.T) {
 		return false
 	}
 	waitFor(t, 30*time.Second, "every process's spans", func() bool {
-		return has(read("cli"), "cli submit") && has(read("coordinator"), "integration") &&
+		return has(read("cli"), "cli submit") && has(read("coordinator"), "merge") &&
 			has(read("worker"), "agent job") && has(read("gaterunner"), "gate job")
 	})
 	procs := map[string][]telemetry.FileSpan{}
@@ -160,7 +162,7 @@ func TestTraceAcrossProcesses(t *testing.T) {
 	}
 	for _, want := range []string{
 		"cli:cli submit", "coordinator:submit", "coordinator:scheduling", "coordinator:dispatch", "coordinator:report",
-		"coordinator:integration", "worker:agent job", "worker:workspace preparation", "worker:sandbox run", "worker:upload",
+		"coordinator:integration", "coordinator:merge", "worker:agent job", "worker:workspace preparation", "worker:sandbox run", "worker:upload",
 		"gaterunner:gate job", "gaterunner:workspace preparation", "gaterunner:cache lookup", "gaterunner:integrity check",
 		"gaterunner:sandbox run", "gaterunner:upload",
 	} {
@@ -171,6 +173,20 @@ func TestTraceAcrossProcesses(t *testing.T) {
 	t.Logf("spans: %v; trace %s", count, traceID)
 	if count["gaterunner:integrity check"] != 2 {
 		t.Errorf("gate runner's integrity check spans: %d, want 2 (capture and check)", count["gaterunner:integrity check"])
+	}
+
+	// The runners' log lines about the job carry its trace and span.
+	for _, name := range []string{"worker", "gaterunner"} {
+		var job string
+		for _, s := range procs[name] {
+			if s.Name == "agent job" || s.Name == "gate job" {
+				job = s.SpanContext.SpanID
+			}
+		}
+		logName := map[string]string{"worker": "worker-1", "gaterunner": "gate-1"}[name]
+		if want := "trace_id=" + traceID + " span_id=" + job; !strings.Contains(f.procNamed(logName).logText(), want) {
+			t.Errorf("%s's log has no line with %s", name, want)
+		}
 	}
 
 	// The agent and the gate's command were handed their sandbox run's

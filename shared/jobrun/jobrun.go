@@ -173,11 +173,11 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 	// redelivers its job (AckWait after the last heartbeat).
 	held, jctx, err := lease.Hold(ctx, deps.Store, "lease/"+m.JobID, deps.Host, LeaseTTL(ackWait), log)
 	if errors.Is(err, state.ErrLocked) {
-		log.Info("job is leased by another runner; handing it back")
+		log.InfoContext(ctx, "job is leased by another runner; handing it back")
 		return bus.Nak(ackWait / 3)
 	}
 	if err != nil {
-		log.Warn("cannot take the job's lease", "err", err)
+		log.WarnContext(ctx, "cannot take the job's lease", "err", err)
 		return bus.Nak(backoff(d.Number))
 	}
 	defer func() {
@@ -196,14 +196,14 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 
 	locks, jctx, err := HoldFileLocks(jctx, deps.Store, m.FileLocks, FileLockOwner(deps.Host, m.JobID, token),
 		LeaseTTL(ackWait), deps.FileLockWait, log, func(key string) {
-			log.Info("waiting for a file lock another job holds", "lock", key)
+			log.InfoContext(ctx, "waiting for a file lock another job holds", "lock", key)
 		})
 	if err != nil {
 		return lockFailed(ctx, jctx, d, err, log)
 	}
 	defer locks.Release()
 	if len(m.FileLocks) > 0 {
-		log.Info("file locks held", "locks", locks.Tokens(m.FileLocks))
+		log.InfoContext(ctx, "file locks held", "locks", locks.Tokens(m.FileLocks))
 	}
 
 	started := &protocol.Report{Type: protocol.ReportStarted, Started: &protocol.Started{
@@ -212,7 +212,7 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 		PublishedAt: m.PublishedAt, StartedAt: time.Now().UTC(),
 	}}
 	if err := deps.Bus.PublishReport(jctx, started, fmt.Sprintf("%s.started.%d", m.JobID, token)); err != nil {
-		log.Warn("cannot report start; handing the job back", "err", err)
+		log.WarnContext(ctx, "cannot report start; handing the job back", "err", err)
 		return bus.Nak(backoff(d.Number))
 	}
 	log.InfoContext(jctx, "job started", "kind", m.Kind, "workflow", m.WorkflowID, "node", m.NodeID, "gate", m.Gate, "token", token)
@@ -225,10 +225,10 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 
 	switch {
 	case lease.Lost(jctx):
-		log.Warn("lease lost during the job; abandoning it to the runner that holds it now")
+		log.WarnContext(ctx, "lease lost during the job; abandoning it to the runner that holds it now")
 		return bus.Abandon()
 	case ctx.Err() != nil:
-		log.Info("job interrupted by shutdown; handing it back")
+		log.InfoContext(ctx, "job interrupted by shutdown; handing it back")
 		return bus.Nak(0)
 	}
 	// A job stopped by its workflow's cancellation is never handed back:
@@ -240,14 +240,14 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 	report := out.Report
 	if out.Err != nil {
 		if cancelled {
-			log.Info("workflow cancelled; dropping the job", "err", out.Err)
+			log.InfoContext(ctx, "workflow cancelled; dropping the job", "err", out.Err)
 			return bus.Term("workflow " + m.WorkflowID + " cancelled")
 		}
 		if !d.Last() {
-			log.Warn("job failed for infrastructure reasons; handing it back", "err", out.Err)
+			log.WarnContext(ctx, "job failed for infrastructure reasons; handing it back", "err", out.Err)
 			return bus.Nak(backoff(d.Number))
 		}
-		log.Error("job failed on its last delivery", "err", out.Err)
+		log.ErrorContext(ctx, "job failed on its last delivery", "err", out.Err)
 		report = errReport(token, out.Err)
 	}
 	// Not the job's context (it may be cancelled): a fresh deadline that
@@ -255,7 +255,7 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if err := deps.Bus.PublishReport(pctx, report, fmt.Sprintf("%s.result.%d.%d", m.JobID, token, d.Number)); err != nil {
-		log.Warn("cannot report the result; handing the job back", "err", err)
+		log.WarnContext(ctx, "cannot report the result; handing the job back", "err", err)
 		return bus.Nak(backoff(d.Number))
 	}
 	reported = report
@@ -271,15 +271,15 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 func lockFailed(ctx, jctx context.Context, d *bus.Delivery, err error, log *slog.Logger) bus.Disposition {
 	switch {
 	case lease.Lost(jctx):
-		log.Warn("lease lost while waiting for file locks; abandoning the job to the runner that holds it now")
+		log.WarnContext(ctx, "lease lost while waiting for file locks; abandoning the job to the runner that holds it now")
 		return bus.Abandon()
 	case errors.Is(context.Cause(jctx), ErrWorkflowCancelled):
 		return bus.Term("workflow cancelled")
 	case ctx.Err() != nil:
-		log.Info("interrupted by shutdown while waiting for file locks; handing the job back")
+		log.InfoContext(ctx, "interrupted by shutdown while waiting for file locks; handing the job back")
 		return bus.Nak(0)
 	}
-	log.Warn("cannot take the job's file locks; handing it back", "err", err)
+	log.WarnContext(ctx, "cannot take the job's file locks; handing it back", "err", err)
 	return bus.Nak(backoff(d.Number))
 }
 
@@ -291,7 +291,7 @@ func finished(ctx context.Context, deps Deps, m Meta, log *slog.Logger) (bus.Dis
 	if err != nil {
 		return bus.Disposition{}, false
 	}
-	log.Info("workflow already finished; dropping its queued job", "workflow", m.WorkflowID, "status", string(v))
+	log.InfoContext(ctx, "workflow already finished; dropping its queued job", "workflow", m.WorkflowID, "status", string(v))
 	return bus.Term("workflow " + m.WorkflowID + " already " + string(v)), true
 }
 

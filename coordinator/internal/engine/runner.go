@@ -64,7 +64,7 @@ func (e *Engine) advance(ctx context.Context, wf string) {
 		if err != nil {
 			span.RecordError(err)
 			if ctx.Err() == nil {
-				e.log.Warn("workflow cannot advance now; will retry", "workflow", wf, "err", err)
+				e.log.WarnContext(ctx, "workflow cannot advance now; will retry", "workflow", wf, "err", err)
 			}
 			return
 		}
