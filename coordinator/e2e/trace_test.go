@@ -14,8 +14,10 @@ import (
 )
 
 // traceWorkflow: one task whose agent writes built.txt and prints the
-// TRACEPARENT it got, and one gate that checks the file and prints the
-// TRACEPARENT the gate's command got. The workflow merges itself into the
+// TRACEPARENT it got, with a gate that checks the file and prints the
+// TRACEPARENT the gate's command got; and one task for Claude Code (its
+// stand-in), which prints TRACEPARENT, OTEL_TRACEPARENT and whether it was
+// told to export (not with the file exporter). The workflow merges itself into the
 // branch it was submitted from.
 const traceWorkflow = `name: traced
 auto_merge: true
@@ -31,6 +33,17 @@ tasks:
       @write built.txt
       yes
       @end
+  - id: claude
+    agent: {adapter: claude-code, model: claude-sonnet-4-5}
+    gates: []
+    prompt: |
+      Note it.
+      @env TRACEPARENT
+      @env OTEL_TRACEPARENT
+      @env CLAUDE_CODE_ENABLE_TELEMETRY
+      @write note.txt
+      noted
+      @end
 `
 
 // TestTraceAcrossProcesses runs a workflow on separate processes — the
@@ -41,9 +54,11 @@ tasks:
 // the gate runner is the child of the coordinator's dispatch span for
 // that job; the runners' phases are children of their job's span; the
 // coordinator's report spans are children of the runner's job span; and
-// no span names a parent the trace lacks. The agent and the gate command
-// get TRACEPARENT naming their sandbox run's span, and `status` shows
-// the trace id, in text and JSON.
+// no span names a parent the trace lacks. The agents and the gate command
+// get TRACEPARENT naming their sandbox run's span (Claude Code also
+// OTEL_TRACEPARENT), the runners' log lines about a job carry its ids, the
+// workflow's merge has its span, and `status` shows the trace id, in text
+// and JSON.
 func TestTraceAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t, 10*time.Second)
@@ -189,23 +204,34 @@ func TestTraceAcrossProcesses(t *testing.T) {
 		}
 	}
 
-	// The agent and the gate's command were handed their sandbox run's
-	// span context.
-	sandboxSpan := func(process string) string {
+	// The agents and the gate's command were handed the span context of
+	// their sandbox run: the one whose job is the node's.
+	sandboxSpan := func(process, node string) string {
 		for _, s := range procs[process] {
-			if s.Name == "sandbox run" {
-				return fmt.Sprintf("TRACEPARENT=00-%s-%s-01", traceID, s.SpanContext.SpanID)
+			if p, _ := parentOf(s); s.Name == "sandbox run" && p.Attr("supervisor.node_id") == node {
+				return fmt.Sprintf("00-%s-%s-01", traceID, s.SpanContext.SpanID)
 			}
 		}
-		return "no sandbox run span"
+		return "no sandbox run span of " + node
 	}
 	logs := f.cli(30*time.Second, "logs", wf, "build")
-	if want := sandboxSpan("worker"); !strings.Contains(logs.stdout, want) {
+	if want := "TRACEPARENT=" + sandboxSpan("worker", "build"); !strings.Contains(logs.stdout, want) {
 		t.Errorf("the agent's log lacks %s:\n%s", want, logs)
 	}
+	logs = f.cli(30*time.Second, "logs", wf, "claude")
+	tp := sandboxSpan("worker", "claude")
+	// The stand-in reports what it printed as its JSON text: lines joined
+	// by an escaped newline. With the file exporter Claude Code is not told
+	// to export (CLAUDE_CODE_ENABLE_TELEMETRY empty).
+	for _, want := range []string{`"text":"TRACEPARENT=` + tp + `\n`, `\nOTEL_TRACEPARENT=` + tp + `\n`,
+		`\nCLAUDE_CODE_ENABLE_TELEMETRY="`} {
+		if !strings.Contains(logs.stdout, want) {
+			t.Errorf("Claude Code's log lacks %q:\n%s", want, logs)
+		}
+	}
 	s := f.detail(wf)
-	if g := s.node(t, "build").gate(t, "built"); !strings.Contains(g.Output, sandboxSpan("gaterunner")) {
-		t.Errorf("the gate's output lacks %s:\n%s", sandboxSpan("gaterunner"), g.Output)
+	if want := "TRACEPARENT=" + sandboxSpan("gaterunner", "build"); !strings.Contains(s.node(t, "build").gate(t, "built").Output, want) {
+		t.Errorf("the gate's output lacks %s:\n%s", want, s.node(t, "build").gate(t, "built").Output)
 	}
 
 	// status shows the trace id, in JSON and in text.
