@@ -28,10 +28,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/supervisorhq/supervisor/shared/agentcli"
 	"github.com/supervisorhq/supervisor/shared/bus"
@@ -41,6 +45,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/redact"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
+	"github.com/supervisorhq/supervisor/shared/telemetry"
 	"github.com/supervisorhq/supervisor/shared/workspace"
 )
 
@@ -236,7 +241,9 @@ func (r *Runner) run(ctx context.Context, job *protocol.GateJob, token uint64) j
 	logw := &jobrun.LogWriter{}
 	logw.Printf("gate %s for %s/%s attempt %d round %d on %s (lease %d): %s", job.Gate, job.WorkflowID, job.NodeID,
 		job.Attempt, job.Round, r.deps.Host, token, strings.Join(def.command, " "))
-	ws, err := r.deps.Workspaces.Prepare(ctx, job.Repo, job.Patches, job.JobID)
+	pctx, span := telemetry.Start(ctx, jobrun.SpanWorkspace)
+	ws, err := r.deps.Workspaces.Prepare(pctx, job.Repo, job.Patches, job.JobID)
+	telemetry.End(span, err)
 	if errors.Is(err, workspace.ErrConflict) {
 		return r.patchesConflict(job, token, began, err)
 	}
@@ -303,7 +310,10 @@ func (r *Runner) runIn(ctx context.Context, job *protocol.GateJob, token uint64,
 		spec.Resources = sandbox.Resources{MemoryBytes: rs.MemoryBytes, CPUs: rs.CPUs, Pids: rs.PIDs}
 	}
 
-	key, err := r.cacheKey(ctx, job, def, spec, dir)
+	kctx, span := telemetry.Start(ctx, jobrun.SpanCacheLookup)
+	key, err := r.cacheKey(kctx, job, def, spec, dir)
+	span.SetAttributes(attribute.String("supervisor.cache_key", key.ID), attribute.String("supervisor.cache_disabled", key.Disabled))
+	telemetry.End(span, err)
 	if err != nil {
 		return jobrun.Outcome{Err: fmt.Errorf("gate cache key: %w", err)}
 	}
@@ -353,6 +363,7 @@ func (r *Runner) runIn(ctx context.Context, job *protocol.GateJob, token uint64,
 	if err != nil {
 		return jobrun.Outcome{Err: err}
 	}
+	trace.SpanFromContext(ctx).SetAttributes(attribute.Bool("supervisor.cache_hit", hit))
 	if !hit {
 		g := entry.Result
 		return jobrun.Outcome{Report: gateReport(&g), Work: verdict}
@@ -434,12 +445,24 @@ func (r *Runner) cacheKey(ctx context.Context, job *protocol.GateJob, def gateDe
 // infrastructure failure: the job is handed back.
 func (r *Runner) execute(jobCtx, ctx context.Context, job *protocol.GateJob, token uint64, began time.Time,
 	def gateDef, spec sandbox.Spec, dir string, logw *jobrun.LogWriter, logName string) (*protocol.GateResult, jobrun.Verdict, error) {
-	base, err := integrity.Capture(ctx, dir, integrity.Options{AllowedWrites: def.allowedWrites})
+	ictx, span := telemetry.Start(ctx, jobrun.SpanIntegrity, attribute.String("supervisor.phase", "capture"))
+	base, err := integrity.Capture(ictx, dir, integrity.Options{AllowedWrites: def.allowedWrites})
+	telemetry.End(span, err)
 	if err != nil {
 		return nil, jobrun.Unjudged, fmt.Errorf("integrity: capture the workspace before the gate: %w", err)
 	}
 
-	res, err := r.deps.Sandbox.Run(ctx, spec)
+	// The gate's command may join the trace as a child of its run.
+	sctx, span := telemetry.Start(ctx, jobrun.SpanSandboxRun)
+	env := maps.Clone(spec.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	maps.Copy(env, telemetry.ProcessEnv(sctx))
+	spec.Env = env
+	res, err := r.deps.Sandbox.Run(sctx, spec)
+	span.SetAttributes(attribute.Int("supervisor.exit_code", res.ExitCode), attribute.Bool("supervisor.timed_out", res.TimedOut))
+	telemetry.End(span, err)
 	ran := err == nil
 	g := r.result(job, token, began)
 	verdict := jobrun.Worked
@@ -473,7 +496,12 @@ func (r *Runner) execute(jobCtx, ctx context.Context, job *protocol.GateJob, tok
 
 	// The sandbox has ended every process of the gate: the workspace is
 	// final.
-	rep, err := base.Check(ctx)
+	ictx, span = telemetry.Start(ctx, jobrun.SpanIntegrity, attribute.String("supervisor.phase", "check"))
+	rep, err := base.Check(ictx)
+	if err == nil {
+		span.SetAttributes(attribute.Bool("supervisor.clean", rep.Clean()))
+	}
+	telemetry.End(span, err)
 	if err != nil {
 		return nil, jobrun.Unjudged, fmt.Errorf("integrity: check the workspace after the gate: %w", err)
 	}
@@ -506,7 +534,10 @@ func (r *Runner) execute(jobCtx, ctx context.Context, job *protocol.GateJob, tok
 	}
 	g.Output = truncateOutput(output)
 
-	if err := jobrun.UploadLog(ctx, r.deps.Bus, logName, logw.Bytes()); err != nil {
+	uctx, span := telemetry.Start(ctx, jobrun.SpanUpload, attribute.String("supervisor.object", logName))
+	err = jobrun.UploadLog(uctx, r.deps.Bus, logName, logw.Bytes())
+	telemetry.End(span, err)
+	if err != nil {
 		return nil, jobrun.Unjudged, err
 	}
 	g.Log = logName

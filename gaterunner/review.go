@@ -15,11 +15,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/supervisorhq/supervisor/shared/agentcli"
 	"github.com/supervisorhq/supervisor/shared/agentoutput"
@@ -30,6 +33,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/redact"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
+	"github.com/supervisorhq/supervisor/shared/telemetry"
 	"github.com/supervisorhq/supervisor/shared/workspace"
 )
 
@@ -73,7 +77,9 @@ func (r *Runner) runReview(ctx context.Context, job *protocol.GateJob, token uin
 	logw.Printf("review gate %s for %s/%s attempt %d round %d on %s (lease %d): %d reviewers, %d approvals needed",
 		job.Gate, job.WorkflowID, job.NodeID, job.Attempt, job.Round, r.deps.Host, token, len(spec.Reviewers), spec.Approvals)
 	deps, own := splitOwn(job)
-	ws, err := r.deps.Workspaces.Prepare(ctx, job.Repo, deps, job.JobID)
+	pctx, span := telemetry.Start(ctx, jobrun.SpanWorkspace)
+	ws, err := r.deps.Workspaces.Prepare(pctx, job.Repo, deps, job.JobID)
+	telemetry.End(span, err)
 	if errors.Is(err, workspace.ErrConflict) {
 		return r.patchesConflict(job, token, began, err)
 	}
@@ -209,7 +215,9 @@ func (r *Runner) review(ctx context.Context, job *protocol.GateJob, token uint64
 	logw *jobrun.LogWriter, dir, prompt string) jobrun.Outcome {
 
 	spec := def.review
-	base, err := integrity.Capture(ctx, dir, integrity.Options{})
+	ictx, span := telemetry.Start(ctx, jobrun.SpanIntegrity, attribute.String("supervisor.phase", "capture"))
+	base, err := integrity.Capture(ictx, dir, integrity.Options{})
+	telemetry.End(span, err)
 	if err != nil {
 		return jobrun.Outcome{Err: fmt.Errorf("integrity: capture the workspace before the review: %w", err)}
 	}
@@ -266,7 +274,9 @@ func (r *Runner) review(ctx context.Context, job *protocol.GateJob, token uint64
 	if ctx.Err() != nil {
 		return jobrun.Outcome{Err: ctx.Err()}
 	}
-	rep, err := base.Check(ctx)
+	ictx, span = telemetry.Start(ctx, jobrun.SpanIntegrity, attribute.String("supervisor.phase", "check"))
+	rep, err := base.Check(ictx)
+	telemetry.End(span, err)
 	if err != nil {
 		return jobrun.Outcome{Err: fmt.Errorf("integrity: check the workspace after the review: %w", err)}
 	}
@@ -299,7 +309,10 @@ func (r *Runner) review(ctx context.Context, job *protocol.GateJob, token uint64
 	logw.Printf("review gate %s: %d of %d approved (%d needed): %s", job.Gate, res.Approvals, len(res.Reviewers), res.Required, g.Status)
 	g.Output = truncateOutput(r.keys.Scrub(ReviewSummary(res) + joinNonEmpty("\n", "", g.Error)))
 	logName := fmt.Sprintf("%s/%s/a%d/gate-%s-%d.log", job.WorkflowID, job.NodeID, job.Attempt, job.Gate, token)
-	if err := jobrun.UploadLog(ctx, r.deps.Bus, logName, []byte(r.keys.Scrub(string(logw.Bytes())))); err != nil {
+	uctx, span := telemetry.Start(ctx, jobrun.SpanUpload, attribute.String("supervisor.object", logName))
+	err = jobrun.UploadLog(uctx, r.deps.Bus, logName, []byte(r.keys.Scrub(string(logw.Bytes()))))
+	telemetry.End(span, err)
+	if err != nil {
 		return jobrun.Outcome{Err: err}
 	}
 	g.Log = logName
@@ -371,7 +384,15 @@ func (r *Runner) runReviewer(ctx context.Context, job *protocol.GateJob, def gat
 	if rs := def.resources; rs != nil {
 		sspec.Resources = sandbox.Resources{MemoryBytes: rs.MemoryBytes, CPUs: rs.CPUs, Pids: rs.PIDs}
 	}
-	res, err := r.deps.Sandbox.Run(ctx, sspec)
+	// The reviewer's CLI joins the trace as a child of its run.
+	sctx, span := telemetry.Start(ctx, jobrun.SpanSandboxRun, attribute.Int("supervisor.reviewer", i))
+	trace := telemetry.ProcessEnv(sctx)
+	if a.Adapter == "claude-code" {
+		trace = telemetry.ClaudeCodeEnv(sctx, telemetry.Active())
+	}
+	maps.Copy(env, trace)
+	res, err := r.deps.Sandbox.Run(sctx, sspec)
+	telemetry.End(span, err)
 	switch {
 	case errors.Is(err, sandbox.ErrStart) || errors.Is(err, sandbox.ErrInvalidSpec):
 		rv.verdict.Problem, rv.cliFailed = "cannot start the reviewer: "+r.keys.Scrub(err.Error()), true

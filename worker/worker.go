@@ -18,11 +18,14 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/supervisorhq/supervisor/shared/agentcli"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
+	"github.com/supervisorhq/supervisor/shared/telemetry"
 	"github.com/supervisorhq/supervisor/shared/workspace"
 )
 
@@ -140,22 +143,27 @@ const EnvFeedbackFile = "SUPERVISOR_FEEDBACK_FILE"
 func (w *Worker) run(ctx context.Context, job *protocol.AgentJob, token uint64) jobrun.Outcome {
 	logw := &jobrun.LogWriter{}
 	logw.Printf("agent job %s on %s (lease %d)", job.JobID, w.deps.Host, token)
-	ws, err := w.deps.Workspaces.Prepare(ctx, job.Repo, job.Patches, job.JobID)
+	pctx, span := telemetry.Start(ctx, jobrun.SpanWorkspace)
+	ws, err := w.deps.Workspaces.Prepare(pctx, job.Repo, job.Patches, job.JobID)
 	var conflict *workspace.PatchConflictError
 	if errors.As(err, &conflict) {
+		telemetry.End(span, err)
 		return w.dependenciesConflict(job, token, conflict)
 	}
 	if err != nil {
+		telemetry.End(span, err)
 		return jobrun.Outcome{Err: fmt.Errorf("prepare workspace: %w", err), Repo: jobrun.Broke}
 	}
 	defer ws.Close() //nolint:errcheck
 	if job.StartFrom != nil {
 		// A retry continues the previous attempt's work.
-		if err := ws.ApplyWork(ctx, *job.StartFrom); err != nil {
+		if err := ws.ApplyWork(pctx, *job.StartFrom); err != nil {
+			telemetry.End(span, err)
 			return jobrun.Outcome{Err: fmt.Errorf("prepare workspace: %w", err), Repo: jobrun.Broke}
 		}
 		logw.Printf("starting from the previous attempt's patch %s", job.StartFrom.Object)
 	}
+	span.End()
 	job, contextArtifact, stop := w.packContext(ctx, job, token, ws, logw)
 	if stop != nil {
 		return *stop
@@ -229,14 +237,21 @@ func (w *Worker) runAgent(ctx context.Context, job *protocol.AgentJob, token uin
 		stdout = ar.stream
 	}
 
+	// The agent's CLI joins the trace as a child of the sandbox run.
+	sctx, span := telemetry.Start(ctx, jobrun.SpanSandboxRun)
+	for k, v := range agentTraceEnv(sctx, job) {
+		env[k] = v
+	}
 	// Network: the egress proxy's allow-list (empty: no network at all).
-	res, err := w.deps.Sandbox.Run(ctx, sandbox.Spec{
+	res, err := w.deps.Sandbox.Run(sctx, sandbox.Spec{
 		Argv: ar.argv, Workspace: ws.Dir, Env: env, Files: files, Stdin: ar.stdin,
 		Timeout: time.Duration(job.TimeoutSeconds) * time.Second, Stdout: stdout, Stderr: logw,
 		Network: w.deps.Network,
 		Labels: map[string]string{"job": job.JobID, "workflow": job.WorkflowID, "node": job.NodeID,
 			"attempt": strconv.Itoa(job.Attempt)},
 	})
+	span.SetAttributes(attribute.Int("supervisor.exit_code", res.ExitCode), attribute.Bool("supervisor.timed_out", res.TimedOut))
+	telemetry.End(span, err)
 	if err != nil {
 		if errors.Is(err, sandbox.ErrStart) || errors.Is(err, sandbox.ErrInvalidSpec) {
 			// The command cannot run here at all: a real failure of the
@@ -286,7 +301,9 @@ func (w *Worker) runAgent(ctx context.Context, job *protocol.AgentJob, token uin
 		}
 		if len(diff) > 0 {
 			name := fmt.Sprintf("%s/%s/a%d/%d.patch", job.WorkflowID, job.NodeID, job.Attempt, token)
-			patch, err = jobrun.UploadPatch(ctx, w.deps.Bus, job.NodeID, name, diff)
+			uctx, span := telemetry.Start(ctx, jobrun.SpanUpload, attribute.String("supervisor.object", name))
+			patch, err = jobrun.UploadPatch(uctx, w.deps.Bus, job.NodeID, name, diff)
+			telemetry.End(span, err)
 			if err != nil {
 				return jobrun.Outcome{Err: err}
 			}
@@ -305,7 +322,10 @@ func (w *Worker) finish(ctx context.Context, job *protocol.AgentJob, token uint6
 	status protocol.AgentStatus, exit int, res sandbox.Result, patch *protocol.PatchRef, errText string,
 	run *protocol.AgentRun) jobrun.Outcome {
 	logName := fmt.Sprintf("%s/%s/a%d/agent-%d.log", job.WorkflowID, job.NodeID, job.Attempt, token)
-	if err := jobrun.UploadLog(ctx, w.deps.Bus, logName, []byte(w.creds.Scrub(string(logw.Bytes())))); err != nil {
+	uctx, span := telemetry.Start(ctx, jobrun.SpanUpload, attribute.String("supervisor.object", logName))
+	err := jobrun.UploadLog(uctx, w.deps.Bus, logName, []byte(w.creds.Scrub(string(logw.Bytes()))))
+	telemetry.End(span, err)
+	if err != nil {
 		return jobrun.Outcome{Err: err}
 	}
 	observeAgent(job, status, res)

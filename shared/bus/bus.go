@@ -12,6 +12,7 @@ import (
 
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
+	"github.com/supervisorhq/supervisor/shared/telemetry"
 )
 
 // Config sets the JetStream resources' parameters. Zero values take the
@@ -368,6 +369,7 @@ func (b *Bus) JobConsumer(ctx context.Context, kind protocol.JobKind, pool strin
 
 // PublishJob publishes a job with its id as Nats-Msg-Id, so publishing the
 // same job twice (for instance after a coordinator restart) is harmless.
+// ctx's span context, if any, travels in the message's traceparent header.
 func (b *Bus) PublishJob(ctx context.Context, kind protocol.JobKind, pool, jobID string, payload []byte) error {
 	subject := protocol.AgentJobSubject(pool)
 	if kind == protocol.KindGate {
@@ -378,6 +380,8 @@ func (b *Bus) PublishJob(ctx context.Context, kind protocol.JobKind, pool, jobID
 	}
 	msg := &nats.Msg{Subject: subject, Data: payload, Header: nats.Header{}}
 	msg.Header.Set(protocol.HeaderKind, string(kind))
+	// The dispatch's span context: the runner's job span is its child.
+	telemetry.Inject(ctx, msg.Header)
 	_, err := b.JS.PublishMsg(ctx, msg, jetstream.WithMsgID(jobID))
 	if err != nil {
 		return fmt.Errorf("bus: publish job %s on %s: %w", jobID, subject, err)
@@ -386,7 +390,8 @@ func (b *Bus) PublishJob(ctx context.Context, kind protocol.JobKind, pool, jobID
 }
 
 // PublishReport sends a report to the coordinator. msgID makes re-sending
-// the same report (after a crash between publish and ack) harmless.
+// the same report (after a crash between publish and ack) harmless. ctx's
+// span context, if any, travels in the message's traceparent header.
 func (b *Bus) PublishReport(ctx context.Context, r *protocol.Report, msgID string) error {
 	if err := r.Validate(); err != nil {
 		return err
@@ -396,7 +401,9 @@ func (b *Bus) PublishReport(ctx context.Context, r *protocol.Report, msgID strin
 		return err
 	}
 	subject := protocol.ResultSubject(r.WorkflowID())
-	_, err = b.JS.Publish(ctx, subject, data, jetstream.WithMsgID(msgID))
+	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+	telemetry.Inject(ctx, msg.Header)
+	_, err = b.JS.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID))
 	if err != nil {
 		return fmt.Errorf("bus: publish %s report %s: %w", r.Type, msgID, err)
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+
+	"github.com/supervisorhq/supervisor/shared/telemetry"
 )
 
 // EnvPrefix is the prefix of every environment variable the binaries read:
@@ -75,7 +77,9 @@ func AddConfigFlag(fs *pflag.FlagSet) {
 	fs.String("log-format", "text", "log format: text or json")
 }
 
-// Logger builds the slog logger the --log-level and --log-format settings ask for.
+// Logger builds the slog logger the --log-level and --log-format settings
+// ask for; a record logged with a context that carries a span gets its
+// trace_id and span_id (telemetry.Handler).
 func Logger(v *viper.Viper, component string) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(v.GetString("log-level"))); err != nil {
@@ -91,5 +95,6 @@ func Logger(v *viper.Viper, component string) (*slog.Logger, error) {
 	default:
 		return nil, fmt.Errorf("log-format %q: want text or json", v.GetString("log-format"))
 	}
-	return slog.New(h).With("component", component), nil
+	// Records logged with a span's context carry its trace_id and span_id.
+	return slog.New(telemetry.NewHandler(h)).With("component", component), nil
 }

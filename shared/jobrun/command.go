@@ -15,6 +15,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/config"
 	"github.com/supervisorhq/supervisor/shared/metrics"
+	"github.com/supervisorhq/supervisor/shared/telemetry"
 )
 
 // Serve listens for cancellation announcements and pulls jobs with h until
@@ -43,9 +44,9 @@ type RunFunc func(ctx context.Context, deps Deps, v *viper.Viper) error
 
 // Command builds a runner binary's root command: the shared flags (the
 // sandbox's with p's defaults), the settings loaded flags > SUPERVISOR_*
-// env > --config file > defaults, a logger, NATS, the state store and the
-// sandbox, and a context that SIGINT or SIGTERM cancels so the runner
-// drains.
+// env > --config file > defaults, a logger, tracing (--trace-exporter),
+// NATS, the state store and the sandbox, and a context that SIGINT or
+// SIGTERM cancels so the runner drains.
 func Command(name, short, long string, p Profile, run RunFunc) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:          name,
@@ -64,6 +65,11 @@ func Command(name, short, long string, p Profile, run RunFunc) *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			shutdown, err := SetupTracing(ctx, v, "supervisor-"+name, log)
+			if err != nil {
+				return err
+			}
+			defer shutdown()
 			s, err := SettingsFrom(v, log, p)
 			if err != nil {
 				return err
@@ -89,6 +95,7 @@ func Command(name, short, long string, p Profile, run RunFunc) *cobra.Command {
 	config.AddConfigFlag(cmd.Flags())
 	AddRunnerFlags(cmd.Flags())
 	AddSandboxFlags(cmd.Flags(), p)
+	telemetry.AddFlags(cmd.Flags())
 	metrics.AddFlag(cmd.Flags(), cmp.Or(p.MetricsListen, metrics.Off))
 	return cmd
 }

@@ -159,6 +159,9 @@ func (c *Cancels) add(wf string, f *context.CancelFunc) func() {
 // Run carries one delivered job through its lifecycle and returns what to
 // do with the message.
 func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Meta, work Work, errReport ErrorReport) (disp bus.Disposition) {
+	ctx, span := startJobSpan(ctx, d, m, deps.Host)
+	var out Outcome
+	defer func() { endJobSpan(span, disp, &out) }()
 	// sent is the result reported for this delivery (nil: none was).
 	var sent *protocol.Report
 	defer func() { observeJob(m, disp, sent) }()
@@ -176,11 +179,11 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 	// redelivers its job (AckWait after the last heartbeat).
 	held, jctx, err := lease.Hold(ctx, deps.Store, "lease/"+m.JobID, deps.Host, LeaseTTL(ackWait), log)
 	if errors.Is(err, state.ErrLocked) {
-		log.Info("job is leased by another runner; handing it back")
+		log.InfoContext(ctx, "job is leased by another runner; handing it back")
 		return bus.Nak(ackWait / 3)
 	}
 	if err != nil {
-		log.Warn("cannot take the job's lease", "err", err)
+		log.WarnContext(ctx, "cannot take the job's lease", "err", err)
 		return bus.Nak(backoff(d.Number))
 	}
 	defer func() {
@@ -199,14 +202,14 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 
 	locks, jctx, err := HoldFileLocks(jctx, deps.Store, m.FileLocks, FileLockOwner(deps.Host, m.JobID, token),
 		LeaseTTL(ackWait), deps.FileLockWait, log, func(key string) {
-			log.Info("waiting for a file lock another job holds", "lock", key)
+			log.InfoContext(ctx, "waiting for a file lock another job holds", "lock", key)
 		})
 	if err != nil {
 		return lockFailed(ctx, jctx, d, err, log)
 	}
 	defer locks.Release()
 	if len(m.FileLocks) > 0 {
-		log.Info("file locks held", "locks", locks.Tokens(m.FileLocks))
+		log.InfoContext(ctx, "file locks held", "locks", locks.Tokens(m.FileLocks))
 	}
 
 	started := &protocol.Report{Type: protocol.ReportStarted, Started: &protocol.Started{
@@ -215,23 +218,23 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 		PublishedAt: m.PublishedAt, StartedAt: time.Now().UTC(),
 	}}
 	if err := deps.Bus.PublishReport(jctx, started, fmt.Sprintf("%s.started.%d", m.JobID, token)); err != nil {
-		log.Warn("cannot report start; handing the job back", "err", err)
+		log.WarnContext(ctx, "cannot report start; handing the job back", "err", err)
 		return bus.Nak(backoff(d.Number))
 	}
 	observeStarted(m, started.Started.StartedAt)
-	log.Info("job started", "kind", m.Kind, "workflow", m.WorkflowID, "node", m.NodeID, "gate", m.Gate, "token", token)
+	log.InfoContext(jctx, "job started", "kind", m.Kind, "workflow", m.WorkflowID, "node", m.NodeID, "gate", m.Gate, "token", token)
 	deps.Presence.jobStarted(m, started.Started.StartedAt)
 	// sent is the result this runner reported, counted in its stats.
 	defer func() { deps.Presence.jobEnded(m, sent) }()
 
-	out := work(jctx, token)
+	out = work(jctx, token)
 
 	switch {
 	case lease.Lost(jctx):
-		log.Warn("lease lost during the job; abandoning it to the runner that holds it now")
+		log.WarnContext(ctx, "lease lost during the job; abandoning it to the runner that holds it now")
 		return bus.Abandon()
 	case ctx.Err() != nil:
-		log.Info("job interrupted by shutdown; handing it back")
+		log.InfoContext(ctx, "job interrupted by shutdown; handing it back")
 		return bus.Nak(0)
 	}
 	// A job stopped by its workflow's cancellation is never handed back:
@@ -243,20 +246,22 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 	report := out.Report
 	if out.Err != nil {
 		if cancelled {
-			log.Info("workflow cancelled; dropping the job", "err", out.Err)
+			log.InfoContext(ctx, "workflow cancelled; dropping the job", "err", out.Err)
 			return bus.Term("workflow " + m.WorkflowID + " cancelled")
 		}
 		if !d.Last() {
-			log.Warn("job failed for infrastructure reasons; handing it back", "err", out.Err)
+			log.WarnContext(ctx, "job failed for infrastructure reasons; handing it back", "err", out.Err)
 			return bus.Nak(backoff(d.Number))
 		}
-		log.Error("job failed on its last delivery", "err", out.Err)
+		log.ErrorContext(ctx, "job failed on its last delivery", "err", out.Err)
 		report = errReport(token, out.Err)
 	}
-	pctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// Not the job's context (it may be cancelled): a fresh deadline that
+	// keeps the job's span, so the report carries its trace context.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if err := deps.Bus.PublishReport(pctx, report, fmt.Sprintf("%s.result.%d.%d", m.JobID, token, d.Number)); err != nil {
-		log.Warn("cannot report the result; handing the job back", "err", err)
+		log.WarnContext(ctx, "cannot report the result; handing the job back", "err", err)
 		return bus.Nak(backoff(d.Number))
 	}
 	sent = report
@@ -272,15 +277,15 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 func lockFailed(ctx, jctx context.Context, d *bus.Delivery, err error, log *slog.Logger) bus.Disposition {
 	switch {
 	case lease.Lost(jctx):
-		log.Warn("lease lost while waiting for file locks; abandoning the job to the runner that holds it now")
+		log.WarnContext(ctx, "lease lost while waiting for file locks; abandoning the job to the runner that holds it now")
 		return bus.Abandon()
 	case errors.Is(context.Cause(jctx), ErrWorkflowCancelled):
 		return bus.Term("workflow cancelled")
 	case ctx.Err() != nil:
-		log.Info("interrupted by shutdown while waiting for file locks; handing the job back")
+		log.InfoContext(ctx, "interrupted by shutdown while waiting for file locks; handing the job back")
 		return bus.Nak(0)
 	}
-	log.Warn("cannot take the job's file locks; handing it back", "err", err)
+	log.WarnContext(ctx, "cannot take the job's file locks; handing it back", "err", err)
 	return bus.Nak(backoff(d.Number))
 }
 
@@ -292,7 +297,7 @@ func finished(ctx context.Context, deps Deps, m Meta, log *slog.Logger) (bus.Dis
 	if err != nil {
 		return bus.Disposition{}, false
 	}
-	log.Info("workflow already finished; dropping its queued job", "workflow", m.WorkflowID, "status", string(v))
+	log.InfoContext(ctx, "workflow already finished; dropping its queued job", "workflow", m.WorkflowID, "status", string(v))
 	return bus.Term("workflow " + m.WorkflowID + " already " + string(v)), true
 }
 

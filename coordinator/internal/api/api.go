@@ -16,6 +16,7 @@ import (
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/telemetry"
 )
 
 // SubmitRequest submits a workflow. The repository's bundle is uploaded to
@@ -52,6 +53,8 @@ type GateFile struct {
 type SubmitResponse struct {
 	WorkflowID string `json:"workflow_id"`
 	Branch     string `json:"branch"`
+	// TraceID is the id of the workflow's trace, "" when not traced.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // IDRequest names a workflow (status, cancel) and optionally a node (logs).
@@ -235,6 +238,9 @@ type WorkflowSummary struct {
 	AutoMerge  bool          `json:"auto_merge,omitempty"`
 	MergeInto  string        `json:"merge_into,omitempty"`
 	Merge      *MergeSummary `json:"merge,omitempty"`
+	// TraceID is the id of the workflow's OpenTelemetry trace, "" when
+	// its submission was not traced.
+	TraceID string `json:"trace_id,omitempty"`
 	// Spend is what the workflow's agent runs and review gates' reviewers
 	// used, summed over its nodes (nil before any run reported).
 	*Spend
@@ -343,7 +349,11 @@ func call[Resp any](ctx context.Context, c *Client, endpoint string, req any) (R
 	if max := c.NC.MaxPayload(); int64(len(data)) > max {
 		return out, TooLarge("request is %d bytes, over the server's %d-byte message limit", len(data), max)
 	}
-	msg, err := c.NC.RequestWithContext(ctx, protocol.APISubject(endpoint), data)
+	// ctx's span context, if any, travels in the request's traceparent
+	// header: the coordinator's spans for it are its children.
+	rmsg := &nats.Msg{Subject: protocol.APISubject(endpoint), Data: data, Header: nats.Header{}}
+	telemetry.Inject(ctx, rmsg.Header)
+	msg, err := c.NC.RequestMsgWithContext(ctx, rmsg)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return out, fmt.Errorf("no coordinator is serving %s (is `coordinator serve` or `coordinator dev` running?): %w",
 			protocol.APISubject(endpoint), err)

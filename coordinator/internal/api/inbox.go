@@ -29,6 +29,8 @@ type InboxItem struct {
 	// Approvers who may decide it (anyone when empty).
 	Deadline  *time.Time `json:"deadline,omitempty"`
 	Approvers []string   `json:"approvers,omitempty"`
+	// TraceID is the id of the workflow's trace ("" when not traced).
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // DiffStat counts what a patch changes.

@@ -22,6 +22,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/config"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
+	"github.com/supervisorhq/supervisor/shared/telemetry"
 )
 
 // Exit codes. Scripts can rely on them.
@@ -63,6 +64,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	root := NewRoot(stdout, stderr)
 	root.SetArgs(args)
 	err := root.Execute()
+	flushTracing()
 	if err == nil {
 		return ExitOK
 	}
@@ -99,6 +101,7 @@ Exit codes: 0 succeeded; 1 error; 2 workflow failed; 3 workflow cancelled;
 	addGateSourceFlags(root.PersistentFlags())
 	addContextFlags(root.PersistentFlags())
 	addConfigSourceFlags(root.PersistentFlags())
+	telemetry.AddFlags(root.PersistentFlags())
 	root.AddCommand(newServe(), newDev(), newDemo(), newSubmit(), newPlan(), newRoles(), newTemplates(), newStatus(), newWatch(), newLogs(), newCancel(), newGate(),
 		newInbox(), newShow(), newApprove(), newReject(), newRetry(), newBreakers(), newResume(), newMerge(), newFleet())
 	root.AddCommand(newContext())
@@ -120,6 +123,9 @@ func load(cmd *cobra.Command, component string) (*env, error) {
 	}
 	log, err := config.Logger(v, component)
 	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: err}
+	}
+	if err := setupTracing(v, component, log); err != nil {
 		return nil, &ExitError{Code: ExitUsage, Err: err}
 	}
 	return &env{v: v, log: log, out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr()}, nil

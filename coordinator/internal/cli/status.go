@@ -144,6 +144,9 @@ func printWorkflow(w io.Writer, s api.WorkflowSummary) {
 	if line := mergeLine(s); line != "" {
 		fmt.Fprintf(w, "merge     %s\n", line)
 	}
+	if s.TraceID != "" {
+		fmt.Fprintf(w, "trace     %s\n", s.TraceID)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\nNODE\tSTATUS\tATTEMPT\tHOST\tGATES\tDETAIL")
 	for _, n := range s.Nodes {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
 	"github.com/supervisorhq/supervisor/coordinator/internal/service"
@@ -16,6 +17,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/telemetry"
 	"github.com/supervisorhq/supervisor/shared/workspace"
 )
 
@@ -82,8 +84,19 @@ func (e *env) submitFile(ctx context.Context, file string) (string, error) {
 }
 
 // submitData validates, uploads and submits a workflow document; file
-// names it in messages.
+// names it in messages. With an exporter configured, its span ("cli
+// submit", from validation to the coordinator's answer) is the root of
+// the workflow's trace.
 func (e *env) submitData(ctx context.Context, file string, data []byte) (string, error) {
+	ctx, span := telemetry.Start(ctx, SpanCLISubmit, attribute.String("supervisor.source", filepath.Base(file)))
+	ended := false
+	endSpan := func(err error) {
+		if !ended {
+			ended = true
+			telemetry.End(span, err)
+		}
+	}
+	defer endSpan(nil)
 	repoPath, err := filepath.Abs(e.v.GetString("repo"))
 	if err != nil {
 		return "", &ExitError{Code: ExitUsage, Err: err}
@@ -140,9 +153,15 @@ func (e *env) submitData(ctx context.Context, file string, data []byte) (string,
 		RepoPath: repoPath, BaseBranch: baseBranch, ProjectGates: project, ProjectRoles: src.projectRoles,
 		ProjectContext: src.projectContext})
 	if err != nil {
+		endSpan(err)
 		return "", apiErr(err)
 	}
+	span.SetAttributes(attribute.String("supervisor.workflow_id", resp.WorkflowID))
+	endSpan(nil)
 	fmt.Fprintln(e.out, resp.WorkflowID)
+	if resp.TraceID != "" {
+		fmt.Fprintf(e.errOut, "trace %s\n", resp.TraceID)
+	}
 	if !e.v.GetBool("wait") {
 		return resp.WorkflowID, nil
 	}

@@ -252,7 +252,7 @@ func (e *Engine) Submit(ctx context.Context, s statemachine.Submission) (string,
 		if _, err := e.execute(ctx, id, []statemachine.Effect{statemachine.Submit(id, s, e.opts.Now())}); err != nil {
 			return err
 		}
-		e.log.Info("workflow submitted", "workflow", id, "name", s.Spec.Name, "tasks", len(s.Spec.Tasks), "source", s.Source)
+		e.log.InfoContext(ctx, "workflow submitted", "workflow", id, "name", s.Spec.Name, "tasks", len(s.Spec.Tasks), "source", s.Source)
 		e.advance(ctx, id)
 		return nil
 	})

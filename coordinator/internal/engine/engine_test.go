@@ -78,6 +78,8 @@ type startOptions struct {
 	now   func() time.Time // the engine's clock (default time.Now)
 	gates *gates.Set       // the coordinator's own gate sources
 	tick  time.Duration
+	// notify receives the engine's notifications (nil: none).
+	notify Notifier
 }
 
 // start runs a new engine, serving the API, on the env's bus, store and
@@ -92,7 +94,8 @@ func (e *env) start(opts ...startOptions) *Engine {
 	if o.tick == 0 {
 		o.tick = 100 * time.Millisecond
 	}
-	eng, err := New(e.b, e.store, Options{DataDir: e.dataDir, Tick: o.tick, LeaderTTL: 3 * time.Second, Log: quiet, Now: o.now})
+	eng, err := New(e.b, e.store, Options{DataDir: e.dataDir, Tick: o.tick, LeaderTTL: 3 * time.Second, Log: quiet, Now: o.now,
+		Notify: o.notify})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/telemetry"
 	"github.com/supervisorhq/supervisor/shared/workspace"
 )
 
@@ -27,7 +29,9 @@ func (e *Engine) integrate(ctx context.Context, wf string, x statemachine.Integr
 	})
 	in.history = e.history(wf)
 	in.commitTime = x.CommitTime
-	commit, err := e.integ.apply(ctx, in)
+	sctx, span := e.startSpan(ctx, wf, SpanIntegration, attribute.String("supervisor.node_id", x.Node))
+	commit, err := e.integ.apply(sctx, in)
+	telemetry.End(span, err)
 	var ev statemachine.Append
 	e.Read(func(s *statemachine.State) {
 		w, _ := s.Workflow(wf)

@@ -11,6 +11,7 @@ import (
 	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
 	"github.com/supervisorhq/supervisor/shared/lease"
 	"github.com/supervisorhq/supervisor/shared/state"
+	"github.com/supervisorhq/supervisor/shared/telemetry"
 	"github.com/supervisorhq/supervisor/shared/workspace"
 )
 
@@ -52,7 +53,9 @@ func (e *Engine) merge(ctx context.Context, wf string, x statemachine.Merge) (bo
 		in = snapshot(w, "")
 	})
 	in.history = e.history(wf)
-	res, err := e.integ.merge(ctx, e.store, e.opts.ID, e.opts.MergeLockWait, in, x)
+	sctx, span := e.startSpan(ctx, wf, SpanMerge)
+	res, err := e.integ.merge(sctx, e.store, e.opts.ID, e.opts.MergeLockWait, in, x)
+	telemetry.End(span, err)
 	var f *mergeFailure
 	if err != nil && !errors.As(err, &f) {
 		return false, err

@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/pricing"
 	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/telemetry"
 )
 
 const (
@@ -87,7 +90,14 @@ func (e *Engine) handleReportMsg(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.Ack()
 		return
 	}
-	if !e.queues.Go(r.WorkflowID(), func() { e.settle(msg, "reports", e.handleReport(ctx, &r)) }) {
+	// The runner's job span context, which the report carries.
+	ctx = telemetry.Extract(ctx, nats.Header(msg.Headers()))
+	if !e.queues.Go(r.WorkflowID(), func() {
+		sctx, span := e.startSpan(ctx, r.WorkflowID(), SpanReport, attribute.String("supervisor.report_type", string(r.Type)))
+		err := e.handleReport(sctx, &r)
+		telemetry.End(span, err)
+		e.settle(msg, "reports", err)
+	}) {
 		_ = msg.Nak() // stopping: the next leader folds it
 	}
 }

@@ -9,11 +9,15 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/supervisorhq/supervisor/coordinator/internal/notify"
 	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
+	"github.com/supervisorhq/supervisor/shared/telemetry"
 )
 
 // maxRounds bounds the decide-and-act rounds of one advance; each round
@@ -24,6 +28,14 @@ const maxRounds = 10000
 // machine has nothing more to do now; it runs in wf's queue. A failure is
 // logged and left to the next decision (a tick, a report, a timer).
 func (e *Engine) advance(ctx context.Context, wf string) {
+	// The pass's span starts with its first effect: a decision with
+	// nothing to do (most ticks) leaves no span.
+	var span trace.Span
+	defer func() {
+		if span != nil {
+			span.End()
+		}
+	}()
 	for range maxRounds {
 		var (
 			d     statemachine.Decision
@@ -45,10 +57,14 @@ func (e *Engine) advance(ctx context.Context, wf string) {
 		if len(d.Effects) == 0 {
 			return
 		}
+		if span == nil {
+			ctx, span = e.startSpan(ctx, wf, SpanScheduling)
+		}
 		changed, err := e.execute(ctx, wf, d.Effects)
 		if err != nil {
+			span.RecordError(err)
 			if ctx.Err() == nil {
-				e.log.Warn("workflow cannot advance now; will retry", "workflow", wf, "err", err)
+				e.log.WarnContext(ctx, "workflow cannot advance now; will retry", "workflow", wf, "err", err)
 			}
 			return
 		}
@@ -157,7 +173,7 @@ func (e *Engine) notify(ev eventlog.Event) {
 	}
 	e.Read(func(s *statemachine.State) {
 		if w, ok := s.Workflow(ev.WorkflowID); ok {
-			n.WorkflowName = w.Spec.Name
+			n.WorkflowName, n.TraceID = w.Spec.Name, telemetry.TraceID(w.TraceParent)
 		}
 	})
 	e.opts.Notify.Send(n)
@@ -182,7 +198,11 @@ func (e *Engine) publish(ctx context.Context, wf string, p statemachine.Publish)
 	if err != nil {
 		return err
 	}
-	if err := e.bus.PublishJob(ctx, kind, pool, p.JobID(), data); err != nil {
+	ctx, span := e.startSpan(ctx, wf, SpanDispatch, attribute.String("supervisor.job_id", p.JobID()),
+		attribute.String("supervisor.job_kind", string(kind)), attribute.String("supervisor.pool", pool))
+	err = e.bus.PublishJob(ctx, kind, pool, p.JobID(), data)
+	telemetry.End(span, err)
+	if err != nil {
 		return err
 	}
 	e.out.add(wf, p.JobID())

@@ -36,6 +36,8 @@ type Notification struct {
 	Time         time.Time `json:"time"`
 	// Hint says what to do about it.
 	Hint string `json:"hint,omitempty"`
+	// TraceID is the id of the workflow's trace ("" when not traced).
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // Sink delivers one notification.

@@ -13,6 +13,7 @@ import (
 	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
 	"github.com/supervisorhq/supervisor/shared/patchstat"
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/telemetry"
 )
 
 // inbox lists every node that waits for a human, oldest first.
@@ -26,7 +27,8 @@ func (s *Service) inbox(ctx context.Context, _ api.IDRequest) (api.InboxResponse
 					continue
 				}
 				item := api.InboxItem{WorkflowID: w.ID, WorkflowName: w.Spec.Name, NodeID: n.ID, Status: n.Status,
-					Reason: n.Reason, Attempt: n.Attempt, Budget: n.Budget, Patch: n.Patch}
+					Reason: n.Reason, Attempt: n.Attempt, Budget: n.Budget, Patch: n.Patch,
+					TraceID: telemetry.TraceID(w.TraceParent)}
 				if n.Status == protocol.NodeAwaitingApproval {
 					item.Since, item.Deadline = n.AwaitingSince, timePtr(n.ApprovalDeadline)
 					if a := n.Task.Approval; a != nil {

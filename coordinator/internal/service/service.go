@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
@@ -27,6 +28,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/state"
+	"github.com/supervisorhq/supervisor/shared/telemetry"
 )
 
 // Version is reported by the micro service's info endpoint.
@@ -157,6 +159,8 @@ func endpoint[Req, Resp any](s *Service, leaderCtx context.Context, h func(conte
 	return micro.HandlerFunc(func(r micro.Request) {
 		ctx, cancel := context.WithTimeout(leaderCtx, requestTimeout)
 		defer cancel()
+		// The caller's span context (the CLI's), if the request carries one.
+		ctx = telemetry.Extract(ctx, nats.Header(r.Headers()))
 		var req Req
 		resp, err := func() (Resp, error) {
 			if err := decodeStrict(r.Data(), &req); err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/telemetry"
 )
 
 func timePtr(t time.Time) *time.Time {
@@ -24,6 +25,7 @@ func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
 		BaseCommit: w.Repo.BaseCommit, Branch: w.Branch, Head: w.Head, Reason: w.Reason,
 		SubmittedAt: w.SubmittedAt, FinishedAt: timePtr(w.FinishedAt), Counts: map[string]int{},
 		BaseBranch: w.BaseBranch, AutoMerge: w.Spec.AutoMerge, MergeInto: w.Spec.MergeInto, Merge: mergeSummary(w.Merge),
+		TraceID: telemetry.TraceID(w.TraceParent),
 	}
 	if w.Status == protocol.WorkflowSucceeded {
 		s.ResultBundle = statemachine.ResultBundleName(w.ID)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
 	"github.com/supervisorhq/supervisor/coordinator/internal/gateregistry"
@@ -16,6 +17,7 @@ import (
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
 	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/telemetry"
 )
 
 // logTailBytes caps each log returned by the logs endpoint, so a reply
@@ -25,7 +27,15 @@ const logTailBytes = 192 << 10
 var commitRE = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 
 // submit validates a workflow against every gate source and starts it.
-func (s *Service) submit(ctx context.Context, req api.SubmitRequest) (api.SubmitResponse, error) {
+// Its span ("submit", a child of the CLI's when the request carries one)
+// is the workflow's trace: its context is stored in the
+// workflow.submitted event.
+func (s *Service) submit(ctx context.Context, req api.SubmitRequest) (resp api.SubmitResponse, err error) {
+	ctx, span := telemetry.Start(ctx, SpanSubmit, attribute.String("supervisor.source", req.Filename))
+	defer func() {
+		span.SetAttributes(attribute.String("supervisor.workflow_id", resp.WorkflowID))
+		telemetry.End(span, err)
+	}()
 	var none api.SubmitResponse
 	// Gate sources below the project: the coordinator's built-in and user
 	// gates, then the fleet's registry, read afresh so every coordinator
@@ -82,12 +92,13 @@ func (s *Service) submit(ctx context.Context, req api.SubmitRequest) (api.Submit
 			return none, api.BadRequest("base_branch: %v", err)
 		}
 	}
+	tp := telemetry.TraceParent(ctx)
 	id, err := s.wfs.Submit(ctx, statemachine.Submission{Spec: spec, Repo: req.Repo, RepoPath: req.RepoPath,
-		Source: req.Filename, BaseBranch: req.BaseBranch})
+		Source: req.Filename, BaseBranch: req.BaseBranch, TraceParent: tp})
 	if err != nil {
 		return none, err
 	}
-	return api.SubmitResponse{WorkflowID: id, Branch: statemachine.BranchName(id)}, nil
+	return api.SubmitResponse{WorkflowID: id, Branch: statemachine.BranchName(id), TraceID: telemetry.TraceID(tp)}, nil
 }
 
 func (s *Service) status(_ context.Context, req api.IDRequest) (api.WorkflowSummary, error) {

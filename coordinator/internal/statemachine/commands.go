@@ -48,12 +48,16 @@ type Submission struct {
 	Source   string
 	// BaseBranch is the branch the base commit was taken from, if any.
 	BaseBranch string
+	// TraceParent is the W3C traceparent of the submission's span, if it
+	// was traced (see eventlog.WorkflowSubmitted).
+	TraceParent string
 }
 
 // Submit is the event that starts workflow id.
 func Submit(id string, s Submission, now time.Time) Append {
 	return Append{Event: eventlog.Event{WorkflowID: id, Time: now, Body: eventlog.WorkflowSubmitted{
-		Workflow: s.Spec, Repo: s.Repo, RepoPath: s.RepoPath, Source: s.Source, BaseBranch: s.BaseBranch}},
+		Workflow: s.Spec, Repo: s.Repo, RepoPath: s.RepoPath, Source: s.Source, BaseBranch: s.BaseBranch,
+		TraceParent: s.TraceParent}},
 		MsgID: id + ".submitted"}
 }
 

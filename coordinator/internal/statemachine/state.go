@@ -84,6 +84,9 @@ type Workflow struct {
 	// request and its outcome (nil: none).
 	BaseBranch string
 	Merge      *MergeState
+	// TraceParent is the W3C traceparent of the submission's span (""
+	// when it was not traced): the workflow's spans join its trace.
+	TraceParent string
 	// LastSeq is the stream sequence of the last event folded in: the
 	// engine appends the next event only if the log still ends there.
 	LastSeq uint64
@@ -274,6 +277,7 @@ func newWorkflow(id string, b eventlog.WorkflowSubmitted, at time.Time) (*Workfl
 		ID: id, Spec: b.Workflow, Repo: b.Repo, RepoPath: b.RepoPath, Source: b.Source,
 		Status: protocol.WorkflowRunning, SubmittedAt: at, Nodes: map[string]*Node{},
 		Order: g.TopoOrder(), Branch: BranchName(id), deps: map[string][]string{}, BaseBranch: b.BaseBranch,
+		TraceParent: b.TraceParent,
 	}
 	if err := w.setIntegrationGates(); err != nil {
 		return nil, fmt.Errorf("workflow %s: %w", id, err)

@@ -102,6 +102,11 @@ type WorkflowSubmitted struct {
 	// repository's checked-out branch for --rev HEAD), "" when none: the
 	// default target of a merge.
 	BaseBranch string `json:"base_branch,omitempty"`
+	// TraceParent is the W3C traceparent of the submission's span: every
+	// later span of the workflow (scheduling, dispatches, integration)
+	// joins its trace, also after a restart or failover. "" when the
+	// submission was not traced (and in events written before it existed).
+	TraceParent string `json:"trace_parent,omitempty"`
 }
 
 // WorkflowCancelRequested asks for every unfinished node to be cancelled.
