@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/supervisorhq/supervisor/coordinator/internal/dashboard"
 	"github.com/supervisorhq/supervisor/coordinator/internal/fleet"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/cli/demo"
@@ -43,7 +44,7 @@ supervisor-test-agent and its gate runners Go, as the images have.`,
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			return e.demo(ctx)
+			return e.demo(ctx, cmd)
 		},
 	}
 	fs := cmd.Flags()
@@ -52,10 +53,11 @@ supervisor-test-agent and its gate runners Go, as the images have.`,
 	fs.Bool("keep", false, "keep the work directory afterwards")
 	fs.Bool("verbose", false, "show the fleet's logs")
 	fs.Bool("fleet", false, "submit to the running fleet at --nats instead of starting the embedded default")
+	addDashboardFlags(cmd, dashboard.DefaultListen)
 	return cmd
 }
 
-func (e *env) demo(ctx context.Context) error {
+func (e *env) demo(ctx context.Context, cmd *cobra.Command) error {
 	toFleet := e.v.GetBool("fleet")
 	agentDir := e.v.GetString("agent-dir")
 	if !toFleet {
@@ -123,6 +125,11 @@ func (e *env) demo(ctx context.Context) error {
 		}
 		defer st.Close()
 		fmt.Fprintf(e.out, "== embedded fleet up: NATS %s, coordinator, worker, gate runner\n", st.URL())
+		stopDashboard, err := e.startDashboard(ctx, cmd, st.URL(), nil, dashboard.DefaultListen, true)
+		if err != nil {
+			return err
+		}
+		defer stopDashboard()
 		e.v.Set("nats", st.URL())
 	}
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/supervisorhq/supervisor/coordinator/internal/dashboard"
 	"github.com/supervisorhq/supervisor/coordinator/internal/fleet"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/metrics"
@@ -77,6 +78,12 @@ may join it over --listen.`,
 			if ms != nil {
 				fmt.Fprintf(e.out, "supervisor dev: metrics at http://%s%s\n", ms.Addr(), metrics.Path)
 			}
+			stopDashboard, err := e.startDashboard(ctx, cmd, st.URL(), nil, dashboard.DefaultListen, true)
+			if err != nil {
+				_ = st.Close()
+				return err
+			}
+			defer stopDashboard()
 			<-ctx.Done()
 			return st.Close()
 		},
@@ -90,6 +97,7 @@ may join it over --listen.`,
 	jobrun.AddBreakerFlags(fs)
 	addNotifyFlags(cmd)
 	metrics.AddFlag(fs, metrics.DefaultDev)
+	addDashboardFlags(cmd, dashboard.DefaultListen)
 	return cmd
 }
 

@@ -89,6 +89,11 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 			defer fleet.CoordinatorMetrics(b, eng)()
 			svc := service.New(eng, b, service.Options{ID: id, Gates: lower, RetryPolicies: policies, Strategies: strategies, Roles: roleSrc,
 				Breakers: store, BreakerPolicy: breakers, Log: e.log})
+			stopDashboard, err := e.startDashboard(ctx, cmd, "", b.NC, "", false)
+			if err != nil {
+				return err
+			}
+			defer stopDashboard()
 			e.log.Info("coordinator starting", "nats", bus.RedactURL(e.v.GetString("nats")), "state", store.Backend(), "data_dir", dataDir)
 			if err := eng.Run(ctx, svc.Serve); err != nil && ctx.Err() == nil {
 				return fmt.Errorf("coordinator stopped: %w", err)
@@ -98,6 +103,7 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 	}
 	addServiceFlags(cmd)
 	metrics.AddFlag(cmd.Flags(), metrics.DefaultCoordinator)
+	addDashboardFlags(cmd, "")
 	return cmd
 }
 
