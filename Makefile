@@ -34,11 +34,11 @@ build:
 	cd worker && $(GO) build -o $(BIN)/supervisor-test-agent ./cmd/supervisor-test-agent
 	cd shared && $(GO) build -o $(BIN)/nats-server github.com/nats-io/nats-server/v2
 
-## run: the demo — embedded NATS, coordinator, worker and gate runner in one process
+## run: the demo — embedded NATS, coordinator, worker and gate runner in one process; it prints the dashboard's URL (127.0.0.1:7070)
 run: build
 	$(BIN)/coordinator demo --agent-dir $(BIN)
 
-## dev: the embedded default as a long-running service on 127.0.0.1:4222
+## dev: the embedded default as a long-running service on 127.0.0.1:4222, its dashboard on http://127.0.0.1:7070/
 dev: build
 	$(BIN)/coordinator dev --sandbox-path $(BIN):$$(dirname $$(command -v go)):/usr/local/bin:/usr/bin:/bin
 
@@ -53,8 +53,9 @@ lint:
 	  (cd $$m && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...) || status=1; \
 	done; exit $$status
 
-## test: lint, then every test, with a redis-server of our own (installed from Debian's packages if missing), and the agent output parsers fuzzed briefly
+## test: lint, then every test, with a redis-server of our own and Chromium for the dashboard's browser test (each installed from Debian's packages if missing), and the agent output parsers fuzzed briefly
 test: lint
+	scripts/ensure-chromium.sh
 	scripts/with-redis.sh $(MAKE) --no-print-directory test-unit test-e2e
 	$(MAKE) --no-print-directory fuzz
 

@@ -159,8 +159,6 @@ func progressOf(counts map[string]int) progress {
 			p.Running += n
 		}
 	}
-	if p.Total > 0 {
-	}
 	return p
 }
 

@@ -1,14 +1,21 @@
 // The dashboard's only script: it refreshes a page's #live part every
-// data-refresh milliseconds (unless the operator is typing in it), and
+// data-refresh milliseconds (unless the operator is filling in a form in
+// it), and
 // streams a node's live log tail from its server-sent events.
 (function () {
   "use strict";
   var body = document.body;
   var period = parseInt(body.getAttribute("data-refresh") || "0", 10);
+  // busy: the operator is typing in the part, or has filled in a field of
+  // it (a refresh would lose what they typed).
   function busy(live) {
     var a = document.activeElement;
-    if (!a || !live.contains(a)) return false;
-    return a.tagName === "INPUT" || a.tagName === "TEXTAREA" || a.tagName === "SELECT";
+    if (a && live.contains(a) && (a.tagName === "INPUT" || a.tagName === "TEXTAREA" || a.tagName === "SELECT")) return true;
+    var fields = live.querySelectorAll("input, textarea");
+    for (var i = 0; i < fields.length; i++) {
+      if (fields[i].type !== "hidden" && fields[i].value !== fields[i].defaultValue) return true;
+    }
+    return false;
   }
   function refresh() {
     var live = document.getElementById("live");
