@@ -1,7 +1,11 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -20,7 +24,8 @@ import (
 // the node is retried after the default policy's delay (RETRY-08) with the
 // failure as feedback naming TestShout (RETRY-09), and its second attempt
 // fixes it. The demo must succeed and end with the result branch: three
-// commits, six files.
+// commits, six files. While it runs, the dashboard whose address it
+// prints shows the workflow's DAG.
 func TestDemo(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -29,10 +34,40 @@ func TestDemo(t *testing.T) {
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "coordinator"), "demo",
 		"--agent-dir", binDir, "--dir", dir, "--keep")
 	cmd.Env = config.ChildEnv()
-	out, err := cmd.CombinedOutput()
-	text := string(out)
+	// The output is read as it comes: once the demo printed the dashboard's
+	// address and the workflow's id, the dashboard must show the workflow's
+	// DAG while the demo runs.
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	var out strings.Builder
+	var dagErr error
+	dagShown := false
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		dashURL := ""
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			line := sc.Text()
+			out.WriteString(line + "\n")
+			if m := regexp.MustCompile(`^dashboard: (http://127\.0\.0\.1:\d+/) `).FindStringSubmatch(line); m != nil {
+				dashURL = m[1]
+			}
+			if id := regexp.MustCompile(`^wf-[a-z2-7]{12}$`).FindString(line); id != "" && dashURL != "" && !dagShown {
+				dagShown, dagErr = true, demoDAG(dashURL, id)
+			}
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	err := cmd.Run()
+	_ = pw.Close()
+	<-read
+	text := out.String()
 	if err != nil {
 		t.Fatalf("coordinator demo: %v\n%s", err, text)
+	}
+	if !dagShown || dagErr != nil {
+		t.Errorf("the dashboard did not show the demo's DAG while it ran (address and id printed: %v): %v\n%s", dagShown, dagErr, text)
 	}
 	for _, want := range []string{
 		"node add-goodbye", "node add-shout", "node document",
@@ -106,4 +141,30 @@ func TestDemo(t *testing.T) {
 	if shout := fileAt(t, repo, branch, "shout.go"); !strings.Contains(shout, "strings.ToUpper(Hello(name))") {
 		t.Errorf("shout.go on %s is not the fixed one:\n%s", branch, shout)
 	}
+}
+
+// demoDAG fetches the workflow's page from the demo's dashboard (reads are
+// open on 127.0.0.1) and checks it draws the demo's DAG: its three nodes,
+// and document's dependencies as edges.
+func demoDAG(base, wf string) error {
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(base + "workflows/" + wf)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %sworkflows/%s: %s", base, wf, resp.Status)
+	}
+	for _, want := range []string{`<svg class="dag"`, `data-node="add-goodbye"`, `data-node="add-shout"`, `data-node="document"`,
+		`data-from="add-shout" data-to="document"`, `data-from="add-goodbye" data-to="document"`} {
+		if !strings.Contains(string(body), want) {
+			return fmt.Errorf("the workflow page lacks %s", want)
+		}
+	}
+	return nil
 }
