@@ -75,7 +75,7 @@ func TestStartDashboard(t *testing.T) {
 		t.Errorf("the dashboard still answers after stop")
 	}
 
-	e, cmd, out = dashboardEnv(t, "", "--http-listen=127.0.0.1:0")
+	e, cmd, _ = dashboardEnv(t, "", "--http-listen=127.0.0.1:0")
 	if _, err := e.startDashboard(ctx, cmd, f.URL(), nil, "", false); err == nil || !strings.Contains(err.Error(), "needs --http-token") {
 		t.Errorf("serve without a token: %v", err)
 	}
