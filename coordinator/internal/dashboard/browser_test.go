@@ -3,6 +3,7 @@ package dashboard_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"image"
 	"image/png"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
@@ -72,7 +74,8 @@ func chromium(t *testing.T) string {
 
 // The dashboard in a real headless Chromium at 1366x768, against an
 // in-process fleet running the scripted test agent: the workflows page
-// lists the workflow; its DAG shows design awaiting approval; the operator
+// lists the workflow; its DAG shows design awaiting approval; a node's page
+// shows a line published on its log subject in the live tail; the operator
 // approves it in the inbox through the form and its confirmation, and the
 // DAG, refreshing itself, shows design and the nodes after it succeed.
 // Each page's screenshot is saved and must not be blank.
@@ -152,9 +155,17 @@ func TestBrowser(t *testing.T) {
 	}
 	step("a node's page",
 		chromedp.Click(`tr[data-node="lint"] a`),
-		chromedp.WaitVisible(`#tail`),
-		chromedp.WaitVisible(`.attempt[data-attempt="1"]`),
-		shot("node"))
+		chromedp.WaitVisible(`#tail[data-state="open"]`),
+		chromedp.WaitVisible(`.attempt[data-attempt="1"]`))
+	// A line published on the node's log subject reaches the live tail.
+	line, _ := json.Marshal(protocol.LogLine{Attempt: 1, Kind: "text", Text: "<i>live</i> line from the agent", Time: time.Now()})
+	if err := e.nc.Publish(protocol.LogSubject(wf, "lint"), line); err != nil {
+		t.Fatal(err)
+	}
+	step("the live tail", chromedp.WaitVisible(`#tail span.line`), shot("node"))
+	if s := text(`#tail`); s != "[#1 text] <i>live</i> line from the agent" {
+		t.Errorf("the live tail shows %q", s)
+	}
 	item := `section[data-item="` + wf + `/design"]`
 	step("the approval in the inbox",
 		chromedp.Navigate(e.url+"inbox"),

@@ -39,12 +39,20 @@
   if (tail && window.EventSource) {
     var state = document.getElementById("tail-state");
     var es = new EventSource(tail.getAttribute("data-src"));
-    es.addEventListener("open", function () { state.textContent = "listening (lines appear while the agent runs)"; });
-    es.addEventListener("error", function () { state.textContent = "reconnecting…"; });
+    es.addEventListener("open", function () {
+      state.textContent = "listening (lines appear while the agent runs)";
+      tail.setAttribute("data-state", "open");
+    });
+    es.addEventListener("error", function () {
+      state.textContent = "reconnecting…";
+      tail.setAttribute("data-state", "closed");
+    });
     es.addEventListener("log", function (ev) {
       var l = JSON.parse(ev.data);
-      var line = "[#" + l.attempt + " " + l.kind + "] " + l.text + "\n";
-      tail.appendChild(document.createTextNode(line));
+      var line = document.createElement("span");
+      line.className = "line";
+      line.textContent = "[#" + l.attempt + " " + l.kind + "] " + l.text + "\n";
+      tail.appendChild(line);
       while (tail.childNodes.length > 500) tail.removeChild(tail.firstChild);
       tail.scrollTop = tail.scrollHeight;
     });
