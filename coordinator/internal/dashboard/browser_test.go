@@ -194,7 +194,7 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("design's reason %q does not name the operator", n.Reason)
 	}
 	step("the fleet and breakers pages",
-		chromedp.Navigate(e.url+"fleet"), chromedp.WaitVisible(`main h1`), shot("fleet"),
+		chromedp.Navigate(e.url+"fleet"), chromedp.WaitVisible(`tr[data-runner="agent.dev"]`), chromedp.WaitVisible(`tr[data-runner="gate.dev"]`), shot("fleet"),
 		chromedp.Navigate(e.url+"breakers"), chromedp.WaitVisible(`#breakers`), shot("breakers"))
 
 	for name, p := range shots {
