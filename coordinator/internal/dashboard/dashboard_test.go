@@ -303,3 +303,55 @@ func TestIsLoopback(t *testing.T) {
 		}
 	}
 }
+
+// A node whose gate fails: its page shows the attempt's failed gate;
+// Retry with a note (the token in a header, as a script would send it)
+// runs another round, and the page shows each round's feedback to the
+// next; a rejection needs a reason; Reject fails the node with the reason
+// and who rejected it.
+func TestNodePageRetryAndReject(t *testing.T) {
+	e := startEnv(t, "")
+	wf := e.submit(`name: gated
+defaults:
+  agent: {command: ["true"]}
+  allow_empty: true
+  max_attempts: 1
+gates:
+  - {name: never, command: ["false"]}
+tasks:
+  - {id: a, prompt: a, gates: [never]}
+`)
+	e.waitNode(wf, "a", "escalated", time.Minute)
+	c := browserClient(t)
+	node := e.url + "workflows/" + wf + "/nodes/a"
+	_, body := get(t, c, node)
+	wantContains(t, "the escalated node's page", body, `data-attempt="1"`, `<td class="mono">never</td>`, `class="chip gs-failed"`, "escalated")
+
+	token := map[string]string{"X-Supervisor-Token": testToken}
+	resp, body := post(t, c, e.url+"inbox/decide", url.Values{"wf": {wf}, "node": {"a"}, "action": {"retry"}, "by": {"bob"},
+		"note": {"try the other way"}, "attempts": {"1"}, "confirm": {"1"}}, token)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("retry: %d\n%s", resp.StatusCode, body)
+	}
+	testkit.WaitFor(t, time.Minute, 100*time.Millisecond, "the second round to escalate", func() bool {
+		n := e.waitNode(wf, "a", "escalated", time.Minute)
+		return n.Attempt == 2
+	})
+	_, body = get(t, c, node)
+	wantContains(t, "the node's page after the retry", body, `data-attempt="2"`, `data-attempt="1"`, "Feedback given to the next round",
+		"&#34;next_attempt&#34;: 2", "&#34;next_attempt&#34;: 3")
+
+	resp, body = post(t, c, e.url+"inbox/decide", url.Values{"wf": {wf}, "node": {"a"}, "action": {"reject"}, "by": {"bob"},
+		"confirm": {"1"}}, token)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "needs a reason") {
+		t.Errorf("a rejection without a reason: %d\n%s", resp.StatusCode, body)
+	}
+	resp, _ = post(t, c, e.url+"inbox/decide", url.Values{"wf": {wf}, "node": {"a"}, "action": {"reject"}, "by": {"bob"},
+		"note": {"not worth it"}, "confirm": {"1"}}, token)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("reject: %d", resp.StatusCode)
+	}
+	if n := e.waitNode(wf, "a", "failed", time.Minute); !strings.Contains(n.Reason, "rejected by bob: not worth it") {
+		t.Errorf("the rejected node's reason: %q", n.Reason)
+	}
+}
