@@ -83,10 +83,26 @@ func (s *Server) signedIn(r *http.Request) bool {
 }
 
 // mayRead reports whether the request may read pages: anyone when the
-// dashboard listens on a loopback address, otherwise only a signed-in
-// browser or a request carrying the token.
+// dashboard listens on a loopback address and the request names a
+// loopback host (a page of another site that rebinds its own name to
+// 127.0.0.1 does not), otherwise only a signed-in browser or a request
+// carrying the token.
 func (s *Server) mayRead(r *http.Request) bool {
-	return s.openReads || s.signedIn(r) || s.hasToken(r)
+	return (s.openReads && loopbackHost(r.Host)) || s.signedIn(r) || s.hasToken(r)
+}
+
+// loopbackHost reports whether a Host header names this machine's
+// loopback: localhost or a loopback IP, with or without a port.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // mayWrite reports whether a POST may change something: it carries the

@@ -293,6 +293,29 @@ func TestReadsNeedTokenOffLoopback(t *testing.T) {
 	}
 }
 
+// On loopback, reads are open only to requests naming a loopback host: a
+// site that rebinds its name to 127.0.0.1 is sent to the sign-in page.
+func TestOpenReadsNeedLoopbackHost(t *testing.T) {
+	nc, err := nats.Connect(testkit.NATS(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	srv, err := dashboard.New(dashboard.Options{NC: nc, Listen: "127.0.0.1:7070", Token: testToken, Timeout: time.Second, Log: testkit.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for host, open := range map[string]bool{"127.0.0.1:7070": true, "localhost:7070": true, "[::1]:7070": true, "evil.example:7070": false, "evil.example": false} {
+		req := httptest.NewRequest(http.MethodGet, "/breakers", nil)
+		req.Host = host
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, req)
+		if got := w.Code != http.StatusSeeOther; got != open {
+			t.Errorf("Host %s: %d (open: %v, want %v)", host, w.Code, got, open)
+		}
+	}
+}
+
 func TestIsLoopback(t *testing.T) {
 	for addr, want := range map[string]bool{
 		"127.0.0.1:7070": true, "localhost:80": true, "[::1]:7070": true, "127.1.2.3:1": true,

@@ -51,10 +51,9 @@ func parsePages() (map[string]*pageTemplate, error) {
 }
 
 var funcs = template.FuncMap{
-	"age":      age,
-	"since":    func(t time.Time) string { return age(t, time.Now()) },
-	"ptrSince": func(t *time.Time) string { return ptrAge(t) },
-	"when":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	"age":   age,
+	"since": func(t time.Time) string { return age(t, time.Now()) },
+	"when":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
 	"ptrWhen": func(t *time.Time) string {
 		if t == nil || t.IsZero() {
 			return ""
@@ -98,7 +97,6 @@ var funcs = template.FuncMap{
 	"form": func(p *page, item api.InboxItem) formArgs {
 		return formArgs{Item: item, CSRF: p.CSRF, Operator: p.Operator}
 	},
-	"decidable": func(st string) bool { return st == "escalated" || st == "awaiting_approval" },
 }
 
 // age is how long ago t was, roughly: 45s, 12m, 3h5m, 2d4h.
@@ -120,13 +118,6 @@ func age(t, now time.Time) string {
 	default:
 		return fmt.Sprintf("%dd%dh", int(d.Hours())/24, int(d.Hours())%24)
 	}
-}
-
-func ptrAge(t *time.Time) string {
-	if t == nil {
-		return ""
-	}
-	return age(*t, time.Now())
 }
 
 // short cuts s to n runes, with an ellipsis.
