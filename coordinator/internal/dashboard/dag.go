@@ -17,6 +17,9 @@ const (
 	dagColGap  = 64
 	dagRowGap  = 18
 	dagPadding = 12
+	// dagTop is the room above the first row, where edges that skip
+	// columns arc.
+	dagTop = 30
 )
 
 // layers places each node in a column by its dependency depth: 0 for a
@@ -71,14 +74,14 @@ func renderDAG(wf string, nodes []api.NodeSummary) template.HTML {
 	cols, maxRows := 0, 0
 	for _, n := range nodes {
 		d := depth[n.ID]
-		at[n.ID] = pos{dagPadding + d*(dagNodeW+dagColGap), dagPadding + rows[d]*(dagNodeH+dagRowGap)}
+		at[n.ID] = pos{dagPadding + d*(dagNodeW+dagColGap), dagTop + rows[d]*(dagNodeH+dagRowGap)}
 		rows[d]++
 		cols = max(cols, d+1)
 		maxRows = max(maxRows, rows[d])
 		status[n.ID] = string(n.Status)
 	}
 	w := 2*dagPadding + cols*dagNodeW + (cols-1)*dagColGap
-	h := 2*dagPadding + maxRows*dagNodeH + (maxRows-1)*dagRowGap
+	h := dagTop + dagPadding + maxRows*dagNodeH + (maxRows-1)*dagRowGap
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="dag" xmlns="http://www.w3.org/2000/svg" role="img" aria-label="workflow DAG" width="%d" height="%d" viewBox="0 0 %d %d">`, w, h, w, h)
 	b.WriteString(`<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" class="arrowhead"/></marker></defs>`)
@@ -91,9 +94,15 @@ func renderDAG(wf string, nodes []api.NodeSummary) template.HTML {
 			}
 			x1, y1 := from.x+dagNodeW, from.y+dagNodeH/2
 			x2, y2 := to.x-2, to.y+dagNodeH/2
-			mid := (x1 + x2) / 2
+			c1x, c1y, c2x, c2y := (x1+x2)/2, y1, (x1+x2)/2, y2
+			if depth[n.ID]-depth[dep] > 1 {
+				// An edge that skips columns leaves and enters the boxes
+				// by their tops and arcs over the boxes between.
+				x1, y1, x2, y2 = from.x+dagNodeW-24, from.y, to.x+24, to.y-2
+				c1x, c1y, c2x, c2y = x1+dagColGap, y1-dagTop, x2-dagColGap, y2-dagTop
+			}
 			fmt.Fprintf(&b, `<path class="edge dep-%s" data-from="%s" data-to="%s" d="M%d,%d C%d,%d %d,%d %d,%d" marker-end="url(#arrow)"/>`,
-				esc(status[dep]), esc(dep), esc(n.ID), x1, y1, mid, y1, mid, y2, x2, y2)
+				esc(status[dep]), esc(dep), esc(n.ID), x1, y1, c1x, c1y, c2x, c2y, x2, y2)
 		}
 	}
 	for _, n := range nodes {
