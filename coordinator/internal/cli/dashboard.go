@@ -16,11 +16,33 @@ import (
 )
 
 // addDashboardFlags adds --http-listen (default def: "" is off) and
-// --http-token to a command that can serve the web dashboard.
-func addDashboardFlags(cmd *cobra.Command, def string) {
+// --http-token to a command that can serve the web dashboard; generate
+// says whether the command makes up a token when none is given.
+func addDashboardFlags(cmd *cobra.Command, def string, generate bool) {
 	fs := cmd.Flags()
 	fs.String("http-listen", def, `address the web dashboard listens on ("" or "off": no dashboard); reads are open without the token only on a loopback address`)
-	fs.String("http-token", "", "token the dashboard's actions (and, off loopback, its pages) need; generated and printed when empty (env SUPERVISOR_HTTP_TOKEN)")
+	tokenHelp := "token the dashboard's actions (and, off loopback, its pages) need, at least 16 characters; required with --http-listen (env SUPERVISOR_HTTP_TOKEN)"
+	if generate {
+		tokenHelp = "token the dashboard's actions (and, off loopback, its pages) need, at least 16 characters; generated and printed when empty (env SUPERVISOR_HTTP_TOKEN)"
+	}
+	fs.String("http-token", "", tokenHelp)
+}
+
+// checkDashboardFlags refuses, before anything starts, a dashboard that
+// would have no token (when none is generated) or too short a one.
+func (e *env) checkDashboardFlags(generate bool) error {
+	listen := strings.TrimSpace(e.v.GetString("http-listen"))
+	if listen == "" || listen == "off" {
+		return nil
+	}
+	token := e.v.GetString("http-token")
+	if token == "" && !generate {
+		return exitf(ExitUsage, "--http-listen %s needs --http-token (or SUPERVISOR_HTTP_TOKEN): the dashboard's actions are refused without one", listen)
+	}
+	if token != "" && len(token) < dashboard.MinTokenLength {
+		return &ExitError{Code: ExitUsage, Err: dashboard.ErrNoToken}
+	}
+	return nil
 }
 
 // startDashboard serves the dashboard when --http-listen is set, talking
@@ -38,8 +60,8 @@ func (e *env) startDashboard(ctx context.Context, cmd *cobra.Command, natsURL st
 	explicit := cmd.Flags().Changed("http-listen") || listen != def
 	token := e.v.GetString("http-token")
 	generated := false
-	if token == "" && !generate {
-		return nil, exitf(ExitUsage, "--http-listen %s needs --http-token (or SUPERVISOR_HTTP_TOKEN): the dashboard's actions are refused without one", listen)
+	if err := e.checkDashboardFlags(generate); err != nil {
+		return nil, err
 	}
 	if token == "" {
 		var err error

@@ -25,7 +25,7 @@ import (
 func dashboardEnv(t *testing.T, def string, args ...string) (*env, *cobra.Command, *bytes.Buffer) {
 	t.Helper()
 	cmd := &cobra.Command{Use: "x"}
-	addDashboardFlags(cmd, def)
+	addDashboardFlags(cmd, def, true)
 	if err := cmd.Flags().Parse(args); err != nil {
 		t.Fatal(err)
 	}
@@ -78,6 +78,10 @@ func TestStartDashboard(t *testing.T) {
 	e, cmd, _ = dashboardEnv(t, "", "--http-listen=127.0.0.1:0")
 	if _, err := e.startDashboard(ctx, cmd, f.URL(), nil, "", false); err == nil || !strings.Contains(err.Error(), "needs --http-token") {
 		t.Errorf("serve without a token: %v", err)
+	}
+	e, cmd, _ = dashboardEnv(t, "", "--http-listen=127.0.0.1:0", "--http-token=short")
+	if err := e.checkDashboardFlags(false); !errors.Is(err, dashboard.ErrNoToken) {
+		t.Errorf("a short token: %v, want ErrNoToken", err)
 	}
 	e, cmd, out = dashboardEnv(t, "", "--http-listen=127.0.0.1:0", "--http-token="+strings.Repeat("t", 20))
 	stop, err = e.startDashboard(ctx, cmd, f.URL(), nil, "", false)

@@ -53,7 +53,7 @@ supervisor-test-agent and its gate runners Go, as the images have.`,
 	fs.Bool("keep", false, "keep the work directory afterwards")
 	fs.Bool("verbose", false, "show the fleet's logs")
 	fs.Bool("fleet", false, "submit to the running fleet at --nats instead of starting the embedded default")
-	addDashboardFlags(cmd, dashboard.DefaultListen)
+	addDashboardFlags(cmd, dashboard.DefaultListen, true)
 	return cmd
 }
 

@@ -97,7 +97,7 @@ may join it over --listen.`,
 	jobrun.AddBreakerFlags(fs)
 	addNotifyFlags(cmd)
 	metrics.AddFlag(fs, metrics.DefaultDev)
-	addDashboardFlags(cmd, dashboard.DefaultListen)
+	addDashboardFlags(cmd, dashboard.DefaultListen, true)
 	return cmd
 }
 

@@ -30,6 +30,9 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 			if err != nil {
 				return err
 			}
+			if err := e.checkDashboardFlags(false); err != nil {
+				return err
+			}
 			ctx, stop := signalContext()
 			defer stop()
 			ms, err := metrics.StartFrom(e.v, e.log)
@@ -103,7 +106,7 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 	}
 	addServiceFlags(cmd)
 	metrics.AddFlag(cmd.Flags(), metrics.DefaultCoordinator)
-	addDashboardFlags(cmd, "")
+	addDashboardFlags(cmd, "", false)
 	return cmd
 }
 
