@@ -79,7 +79,7 @@ func TestStartDashboard(t *testing.T) {
 	if _, err := e.startDashboard(ctx, cmd, f.URL(), nil, "", false); err == nil || !strings.Contains(err.Error(), "needs --http-token") {
 		t.Errorf("serve without a token: %v", err)
 	}
-	e, cmd, _ = dashboardEnv(t, "", "--http-listen=127.0.0.1:0", "--http-token=short")
+	e, _, _ = dashboardEnv(t, "", "--http-listen=127.0.0.1:0", "--http-token=short")
 	if err := e.checkDashboardFlags(false); !errors.Is(err, dashboard.ErrNoToken) {
 		t.Errorf("a short token: %v, want ErrNoToken", err)
 	}
