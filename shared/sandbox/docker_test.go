@@ -842,7 +842,9 @@ func TestDockerDuration(t *testing.T) {
 	start := time.Now()
 	res := runDocker(t, d, probeSpec(t, img, "sleep", "300ms"))
 	wall := time.Since(start)
-	if res.ExitCode != 0 || res.Duration < 300*time.Millisecond || res.Duration >= wall {
+	// The engine stamps StartedAt once the process has started, so its
+	// span can fall a little short of the command's own: allow 50ms.
+	if res.ExitCode != 0 || res.Duration < 250*time.Millisecond || res.Duration >= wall {
 		t.Errorf("exit %d, duration %v for a 300ms sleep in %v of wall time", res.ExitCode, res.Duration, wall)
 	}
 	if res.StartedAt.Before(start) || res.StartedAt.Add(res.Duration).After(start.Add(wall)) {
