@@ -67,6 +67,12 @@ type AttemptDetail struct {
 	At      *time.Time `json:"at,omitempty"`
 	// Feedback is the document the attempt's failure gave the next one.
 	Feedback json.RawMessage `json:"feedback,omitempty"`
+	// ReceivedFeedback is the document the attempt itself was given (none
+	// for attempt 1), and RetriedBy and RetryNote the human whose retry
+	// started it and their note ("" when the retry policy did).
+	ReceivedFeedback json.RawMessage `json:"received_feedback,omitempty"`
+	RetriedBy        string          `json:"retried_by,omitempty"`
+	RetryNote        string          `json:"retry_note,omitempty"`
 	// Output is the check of the attempt's result block, for a task with
 	// an output schema.
 	Output *protocol.AgentOutput `json:"output,omitempty"`

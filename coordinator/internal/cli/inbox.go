@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -108,6 +109,7 @@ func printNodeDetail(w io.Writer, d api.NodeDetail) {
 	if d.Instructions != "" {
 		fmt.Fprintf(w, "\na human task; what to do:\n%s\n", strings.TrimRight(d.Instructions, "\n"))
 	}
+	var prev *api.AttemptDetail // the attempt printed before
 	for _, a := range d.Attempts {
 		fmt.Fprintf(w, "\nattempt %d: agent %s", a.Attempt, a.AgentStatus)
 		if a.Patch != nil {
@@ -117,6 +119,8 @@ func printNodeDetail(w io.Writer, d api.NodeDetail) {
 			fmt.Fprintf(w, " → %s: %s", a.Outcome, a.Reason)
 		}
 		fmt.Fprintln(w)
+		printAttemptStart(w, a, prev)
+		prev = &a
 		if o := a.Output; o != nil {
 			if o.Valid() {
 				fmt.Fprintf(w, "  %s result %s:\n%s\n", o.Schema, o.Status, indentJSON(o.Block))
@@ -140,6 +144,25 @@ func printNodeDetail(w io.Writer, d api.NodeDetail) {
 		if d.DiffTruncated {
 			fmt.Fprintf(w, "\n… cut at %d bytes\n", api.DiffMaxBytes)
 		}
+	}
+}
+
+// printAttemptStart prints who retried attempt a and their note, and the
+// feedback it received, unless that is the feedback prev (the attempt
+// printed before it, nil for none) gave, printed just above.
+func printAttemptStart(w io.Writer, a api.AttemptDetail, prev *api.AttemptDetail) {
+	switch {
+	case a.RetriedBy != "" && a.RetryNote != "":
+		fmt.Fprintf(w, "  retried by %s with a note: %s\n", a.RetriedBy, a.RetryNote)
+	case a.RetriedBy != "":
+		fmt.Fprintf(w, "  retried by %s\n", a.RetriedBy)
+	}
+	switch {
+	case len(a.ReceivedFeedback) == 0:
+	case prev != nil && bytes.Equal(a.ReceivedFeedback, prev.Feedback):
+		fmt.Fprintf(w, "  received the feedback attempt %d gave, above\n", prev.Attempt)
+	default:
+		fmt.Fprintf(w, "  feedback received:\n%s\n", indentJSON(a.ReceivedFeedback))
 	}
 }
 

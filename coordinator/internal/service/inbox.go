@@ -76,6 +76,7 @@ func (s *Service) show(ctx context.Context, req api.IDRequest) (api.NodeDetail, 
 		}
 		if n.Attempt > 0 && (len(n.History) == 0 || n.History[len(n.History)-1].Attempt != n.Attempt) {
 			cur := api.AttemptDetail{Attempt: n.Attempt, Patch: n.Patch, Gates: out.Node.Gates, Output: n.Output}
+			withStart(&cur, n.Given)
 			if n.Agent != nil {
 				cur.AgentStatus, cur.AgentExit = n.Agent.Status, n.Agent.ExitCode
 			}
@@ -105,6 +106,7 @@ func (s *Service) show(ctx context.Context, req api.IDRequest) (api.NodeDetail, 
 func attemptDetail(r statemachine.AttemptRecord) api.AttemptDetail {
 	d := api.AttemptDetail{Attempt: r.Attempt, Patch: r.Patch, Outcome: strings.TrimPrefix(string(r.Outcome), "node."),
 		Reason: r.Reason, At: timePtr(r.At), Feedback: r.Feedback, Output: r.Output}
+	withStart(&d, r.Given)
 	if r.Agent != nil {
 		d.AgentStatus, d.AgentExit = r.Agent.Status, r.Agent.ExitCode
 	}
@@ -112,6 +114,11 @@ func attemptDetail(r statemachine.AttemptRecord) api.AttemptDetail {
 		d.Gates = append(d.Gates, gateSummary(r.Gates[i].Gate, r.Attempt, &r.Gates[i]))
 	}
 	return d
+}
+
+// withStart fills in what the attempt d was started with.
+func withStart(d *api.AttemptDetail, s statemachine.AttemptStart) {
+	d.ReceivedFeedback, d.RetriedBy, d.RetryNote = s.Feedback, s.RetriedBy, s.Note
 }
 
 // decide runs a human's decision on an escalated node and returns the

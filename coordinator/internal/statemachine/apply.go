@@ -67,6 +67,14 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		n.Gates = map[string]*GateRun{}
 		n.Approved, n.ApprovedBy, n.RetryAt, n.NextAttempt = false, "", time.Time{}, 0
 		n.Waiting, n.Speculation, n.integRounds = nil, nil, nil
+		n.Given = AttemptStart{}
+		if b.Attempt > 1 {
+			// The attempt's agent job carries Feedback (agentJob).
+			n.Given.Feedback = n.Feedback
+		}
+		if n.grant != nil {
+			n.Given.RetriedBy, n.Given.Note, n.grant = n.grant.RetriedBy, n.grant.Note, nil
+		}
 	case eventlog.NodeWaiting:
 		n.Waiting = &BreakerWait{Scope: b.Scope, Until: b.Until, Host: b.Host}
 	case eventlog.NodeStarted:
@@ -168,6 +176,7 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		n.Budget, n.GateFailures = n.Budget+b.Attempts, map[string]int{}
 		n.Status, n.RetryAt, n.NextAttempt, n.Feedback = protocol.NodeRetrying, ev.Time, b.Attempt+1, b.Feedback
 		n.Reason = fmt.Sprintf("retry granted by %s (%d more attempts)", b.By, b.Attempts)
+		n.grant = &AttemptStart{RetriedBy: b.By, Note: b.Note}
 	default:
 		return fmt.Errorf("unknown event type %q", ev.Type())
 	}
@@ -193,7 +202,7 @@ func (w *Workflow) refreshStatus() {
 // record closes the node's current attempt in its history.
 func (n *Node) record(ev eventlog.Event, reason string, feedback json.RawMessage) {
 	r := AttemptRecord{Attempt: n.Attempt, Agent: n.Agent, Patch: n.Patch, Output: n.Output, Outcome: ev.Type(), Reason: reason,
-		At: ev.Time, Feedback: feedback}
+		At: ev.Time, Feedback: feedback, Given: n.Given}
 	for _, name := range n.GateOrder {
 		if g := n.Gates[name]; g != nil && g.Result != nil {
 			r.Gates = append(r.Gates, *g.Result)

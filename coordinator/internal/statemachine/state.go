@@ -161,6 +161,13 @@ type Node struct {
 	// Feedback is the document the current (or next) attempt receives: the
 	// failed round's, with a human's note when one granted the retry.
 	Feedback json.RawMessage
+	// Given is what the current attempt was started with (Feedback when it
+	// became ready; nil for attempt 1): kept in its AttemptRecord, so that
+	// it outlives the next failure, which replaces Feedback.
+	Given AttemptStart
+	// grant is the retry a human granted, until the attempt it starts is
+	// ready.
+	grant *AttemptStart
 	// GateFailures counts, per gate, the rounds whose retry or escalation
 	// it caused.
 	GateFailures map[string]int
@@ -211,8 +218,21 @@ type AttemptRecord struct {
 	At      time.Time
 	// Feedback is what the attempt's failure produced for the next one.
 	Feedback json.RawMessage
+	// Given is what the attempt itself was started with.
+	Given AttemptStart
 	// Signature identifies the attempt's failure (loop detection).
 	Signature string
+}
+
+// AttemptStart is what an attempt was given when it started: the
+// feedback document its agent received, and, when a human's retry started
+// it, who granted the retry and their note (also in Feedback, as its
+// note). All of it comes from the log's node.retry_scheduled,
+// node.escalated and node.retry_granted events, so a replay rebuilds it.
+type AttemptStart struct {
+	Feedback  json.RawMessage
+	RetriedBy string
+	Note      string
 }
 
 // GateRun is one gate's state for the node's current attempt.
