@@ -57,9 +57,11 @@ func (h *hookServer) types() []string {
 // The inbox end to end through the CLI, on an in-process fleet with a
 // worker and a gate runner: a gate failure with one attempt escalates
 // (submit --wait ends with 5), the inbox lists the node, show prints its
-// attempt, reject fails it and skips its dependent; a webhook hears the
-// escalation and the decision, though it refused the first try (HITL-01,
-// HITL-04, S-9).
+// attempt; a retry with a note fails again and show prints, for its
+// attempt, who retried it, the note and the feedback it received; reject
+// fails it and skips its dependent; a webhook hears the escalations and
+// the decisions, though it refused the first try (HITL-01, HITL-04,
+// HITL-06, S-9).
 func TestInboxRejectAndNotify(t *testing.T) {
 	hook := &hookServer{fails: 1}
 	srv := httptest.NewServer(hook)
@@ -100,6 +102,16 @@ tasks:
 	wantCode(t, run("show", id, "a"), 0, "status    escalated (attempt 1 of 1)", "attempt 1: agent succeeded → escalated:", "gate never")
 	wantCode(t, run("status", id), ExitNeedsAttention, "needs_attention")
 
+	// A retry with a note; its round fails too. show still prints, for
+	// attempt 2, who retried it, the note and the feedback it received.
+	wantCode(t, run("retry", id, "a", "--as", "bob", "--note", "try the other way", "--attempts", "1"), 0, "workflow "+id+" is")
+	testkit.WaitFor(t, 30*time.Second, 100*time.Millisecond, "attempt 2 to escalate", func() bool {
+		return strings.Contains(run("inbox").stdout, "2/2")
+	})
+	wantCode(t, run("show", id, "a"), 0, "status    escalated (attempt 2 of 2)",
+		"attempt 2: agent succeeded → escalated:", "  retried by bob with a note: try the other way\n  feedback received:\n",
+		`"text": "try the other way"`, "feedback given to attempt 3:")
+
 	wantCode(t, run("reject", id, "a"), ExitUsage, "reject needs --reason")
 	wantCode(t, run("approve", id, "b"), ExitFault, "node b is pending: only an escalated node, or one awaiting approval, waits for a human")
 	wantCode(t, run("reject", id, "a", "--reason", "not worth it", "--as", "ada"), 0,
@@ -110,12 +122,12 @@ tasks:
 	wantCode(t, run("status", id), ExitFailed, "skipped")
 	wantCode(t, run("inbox"), 0, "nothing waits for a human")
 
-	testkit.WaitFor(t, 30*time.Second, 100*time.Millisecond, "the webhook to hear both", func() bool { return len(hook.types()) == 2 })
-	if got := strings.Join(hook.types(), ", "); got != "node.escalated a, node.rejected a" {
+	testkit.WaitFor(t, 30*time.Second, 100*time.Millisecond, "the webhook to hear all four", func() bool { return len(hook.types()) == 4 })
+	if got := strings.Join(hook.types(), ", "); got != "node.escalated a, node.retry_granted a, node.escalated a, node.rejected a" {
 		t.Errorf("webhook got %s", got)
 	}
 	hook.mu.Lock()
-	esc, rej := hook.got[0], hook.got[1]
+	esc, rej := hook.got[0], hook.got[3]
 	hook.mu.Unlock()
 	if esc.WorkflowID != id || esc.WorkflowName != "inbox" || !strings.Contains(esc.Reason, "never failed") ||
 		!strings.Contains(esc.Hint, "coordinator show "+id+" a") || rej.By != "ada" || rej.Reason != "not worth it" {

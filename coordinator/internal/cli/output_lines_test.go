@@ -55,6 +55,35 @@ func TestShowPrintsOutput(t *testing.T) {
 	}
 }
 
+// show prints, per attempt, who retried it with what note and the
+// feedback it received; a retry policy's round received the feedback the
+// attempt before gave, which is printed once.
+func TestShowPrintsWhatAnAttemptReceived(t *testing.T) {
+	fb1, fb2 := []byte(`{"attempt":1,"next_attempt":2}`), []byte(`{"attempt":2,"next_attempt":3}`)
+	noted := []byte(`{"attempt":2,"next_attempt":3,"note":{"from":"ada","text":"use strings.ToUpper"}}`)
+	d := api.NodeDetail{WorkflowID: "wf-1", Node: api.NodeSummary{ID: "a", Status: protocol.NodeRunning, Attempt: 3}, Budget: 3,
+		Attempts: []api.AttemptDetail{
+			{Attempt: 1, AgentStatus: protocol.AgentSucceeded, Outcome: "retry_scheduled", Reason: "test failed", Feedback: fb1},
+			{Attempt: 2, AgentStatus: protocol.AgentSucceeded, Outcome: "escalated", Reason: "test failed", Feedback: fb2,
+				ReceivedFeedback: fb1},
+			{Attempt: 3, RetriedBy: "ada", RetryNote: "use strings.ToUpper", ReceivedFeedback: noted},
+		}}
+	var out bytes.Buffer
+	printNodeDetail(&out, d)
+	for _, want := range []string{
+		"attempt 2: agent succeeded → escalated: test failed\n  received the feedback attempt 1 gave, above\n",
+		"attempt 3: agent \n  retried by ada with a note: use strings.ToUpper\n  feedback received:\n    {\n",
+		`"text": "use strings.ToUpper"`,
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("show printed:\n%s\nwant %q", out.String(), want)
+		}
+	}
+	if strings.Count(out.String(), "feedback received:") != 1 {
+		t.Errorf("show printed a received feedback more than once:\n%s", out.String())
+	}
+}
+
 // status names what a planner added and how a review came out.
 func TestStatusOutputDetail(t *testing.T) {
 	s := api.WorkflowSummary{ID: "wf-1", Name: "g", Status: protocol.WorkflowRunning, Nodes: []api.NodeSummary{
