@@ -363,6 +363,15 @@ tasks:
 	_, body = get(t, c, node)
 	wantContains(t, "the node's page after the retry", body, `data-attempt="2"`, `data-attempt="1"`, "Feedback given to the next round",
 		"&#34;next_attempt&#34;: 2", "&#34;next_attempt&#34;: 3")
+	// Attempt 2 failed too, which replaced the node's feedback: its
+	// section still says who retried it, with the note, and what it got.
+	_, a2, _ := strings.Cut(body, `data-attempt="2"`)
+	wantContains(t, "attempt 2 on the node's page", a2, `Retried by <strong>bob</strong>, with a note: <q>try the other way</q>`,
+		"Feedback this round received", "&#34;text&#34;: &#34;try the other way&#34;")
+	_, a1, _ := strings.Cut(body, `data-attempt="1"`)
+	if a1, _, _ = strings.Cut(a1, `data-attempt="2"`); strings.Contains(a1, "Retried by") || strings.Contains(a1, "Feedback this round received") {
+		t.Errorf("attempt 1, started by no one's retry, shows one:\n%s", a1)
+	}
 
 	resp, body = post(t, c, e.url+"inbox/decide", url.Values{"wf": {wf}, "node": {"a"}, "action": {"reject"}, "by": {"bob"},
 		"confirm": {"1"}}, token)
