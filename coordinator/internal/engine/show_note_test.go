@@ -10,7 +10,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
-// HITL-06, HITL-07: show reports, per attempt, the feedback the attempt
+// HITL-06, S-2.12: show reports, per attempt, the feedback the attempt
 // was given, with who retried it and their note, after a further round
 // failed (which replaces the node's current feedback), and again after a
 // restart has rebuilt the state from the event log.

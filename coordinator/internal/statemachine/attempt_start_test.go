@@ -9,7 +9,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/protocol"
 )
 
-// HITL-06: every attempt keeps what it was started with, the feedback its
+// S-2.12, HITL-06: every attempt keeps what it was started with, the feedback its
 // agent job carried and the human retry (who, with what note) that started
 // it, in its history record once it ends: a further failed round, which
 // replaces the node's feedback, loses neither, and a replay of the log
