@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"syscall"
@@ -388,9 +389,29 @@ func testRetryWithNote(f *fleet) {
 			Text string `json:"text"`
 		} `json:"note"`
 	}
-	if d := f.show(wf, "stubborn"); json.Unmarshal(d.Feedback, &fb) != nil || fb.Note == nil ||
+	d := f.show(wf, "stubborn")
+	if json.Unmarshal(d.Feedback, &fb) != nil || fb.Note == nil ||
 		fb.Note.From != "e2e-operator" || fb.Note.Text != "use the fix" || fb.NextAttempt != 3 || fb.MaxAttempts != 4 {
 		t.Errorf("the feedback of attempt 3 = %s", d.Feedback)
+	}
+	// show keeps, per attempt, what it was given: attempt 3 the operator's
+	// retry, note and feedback; attempt 2 attempt 1's feedback, from the
+	// retry policy (HITL-06, S-2.12).
+	if len(d.Attempts) != 3 {
+		t.Fatalf("show lists %d attempts, want 3", len(d.Attempts))
+	}
+	if a := d.Attempts[2]; a.RetriedBy != "e2e-operator" || a.RetryNote != "use the fix" || !sameJSON(a.Received, d.Feedback) {
+		t.Errorf("show: attempt 3 retried by %q with %q, received %s", a.RetriedBy, a.RetryNote, a.Received)
+	}
+	if a := d.Attempts[1]; a.RetriedBy != "" || len(a.Received) == 0 || !sameJSON(a.Received, d.Attempts[0].Feedback) {
+		t.Errorf("show: attempt 2 retried by %q, received %s; want attempt 1's feedback %s", a.RetriedBy, a.Received, d.Attempts[0].Feedback)
+	}
+	if a := d.Attempts[0]; len(a.Received) != 0 {
+		t.Errorf("show: attempt 1 received %s", a.Received)
+	}
+	if r := f.cli(30*time.Second, "show", wf, "stubborn"); !strings.Contains(r.stdout, "attempt 3: agent succeeded") ||
+		!strings.Contains(r.stdout, "  retried by e2e-operator with a note: use the fix\n  feedback received:\n") {
+		t.Errorf("show printed no retry of attempt 3:\n%s", r)
 	}
 	if got := fileAt(t, repo, "supervisor/"+wf, "answer.txt"); got != "42\n" {
 		t.Errorf("answer.txt = %q", got)
@@ -635,6 +656,9 @@ type nodeDetail struct {
 		Reason      string          `json:"reason"`
 		At          *time.Time      `json:"at"`
 		Feedback    json.RawMessage `json:"feedback"`
+		Received    json.RawMessage `json:"received_feedback"`
+		RetriedBy   string          `json:"retried_by"`
+		RetryNote   string          `json:"retry_note"`
 	} `json:"attempts"`
 	Feedback json.RawMessage `json:"feedback"`
 	Diff     string          `json:"diff"`
@@ -643,6 +667,13 @@ type nodeDetail struct {
 			Path string `json:"path"`
 		} `json:"files"`
 	} `json:"diff_stat"`
+}
+
+// sameJSON says whether a and b are the same JSON value, however
+// indented.
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }
 
 // show runs `coordinator show WF NODE -o json`.

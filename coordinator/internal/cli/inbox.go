@@ -148,8 +148,8 @@ func printNodeDetail(w io.Writer, d api.NodeDetail) {
 }
 
 // printAttemptStart prints who retried attempt a and their note, and the
-// feedback it received, unless that is the feedback prev (the attempt
-// printed before it, nil for none) gave, printed just above.
+// feedback it received, unless that is what was printed just above as the
+// feedback prev (the attempt printed before it, nil for none) gave it.
 func printAttemptStart(w io.Writer, a api.AttemptDetail, prev *api.AttemptDetail) {
 	switch {
 	case a.RetriedBy != "" && a.RetryNote != "":
@@ -157,11 +157,7 @@ func printAttemptStart(w io.Writer, a api.AttemptDetail, prev *api.AttemptDetail
 	case a.RetriedBy != "":
 		fmt.Fprintf(w, "  retried by %s\n", a.RetriedBy)
 	}
-	switch {
-	case len(a.ReceivedFeedback) == 0:
-	case prev != nil && bytes.Equal(a.ReceivedFeedback, prev.Feedback):
-		fmt.Fprintf(w, "  received the feedback attempt %d gave, above\n", prev.Attempt)
-	default:
+	if len(a.ReceivedFeedback) > 0 && (prev == nil || prev.Attempt != a.Attempt-1 || !bytes.Equal(a.ReceivedFeedback, prev.Feedback)) {
 		fmt.Fprintf(w, "  feedback received:\n%s\n", indentJSON(a.ReceivedFeedback))
 	}
 }

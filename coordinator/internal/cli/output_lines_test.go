@@ -56,8 +56,8 @@ func TestShowPrintsOutput(t *testing.T) {
 }
 
 // show prints, per attempt, who retried it with what note and the
-// feedback it received; a retry policy's round received the feedback the
-// attempt before gave, which is printed once.
+// feedback it received; what a retry policy's round received is the
+// feedback printed just above as the attempt before gave it: printed once.
 func TestShowPrintsWhatAnAttemptReceived(t *testing.T) {
 	fb1, fb2 := []byte(`{"attempt":1,"next_attempt":2}`), []byte(`{"attempt":2,"next_attempt":3}`)
 	noted := []byte(`{"attempt":2,"next_attempt":3,"note":{"from":"ada","text":"use strings.ToUpper"}}`)
@@ -71,7 +71,8 @@ func TestShowPrintsWhatAnAttemptReceived(t *testing.T) {
 	var out bytes.Buffer
 	printNodeDetail(&out, d)
 	for _, want := range []string{
-		"attempt 2: agent succeeded → escalated: test failed\n  received the feedback attempt 1 gave, above\n",
+		"attempt 1: agent succeeded → retry_scheduled: test failed\n  feedback given to attempt 2:\n",
+		"attempt 2: agent succeeded → escalated: test failed\n  feedback given to attempt 3:\n",
 		"attempt 3: agent \n  retried by ada with a note: use strings.ToUpper\n  feedback received:\n    {\n",
 		`"text": "use strings.ToUpper"`,
 	} {
