@@ -115,7 +115,7 @@ func (r *Runner) Run(ctx context.Context) error {
 func (r *Runner) handle(ctx context.Context, d *bus.Delivery) bus.Disposition {
 	var job protocol.GateJob
 	if err := protocol.Decode(d.Msg.Data(), &job); err != nil {
-		r.deps.Log.Error("dropping malformed gate job", "seq", d.StreamSeq, "err", err)
+		r.deps.Log.ErrorContext(ctx, "dropping malformed gate job", "seq", d.StreamSeq, "err", err)
 		return bus.Term("malformed gate job: " + err.Error())
 	}
 	meta := jobrun.Meta{Kind: protocol.KindGate, JobID: job.JobID, WorkflowID: job.WorkflowID,
@@ -245,7 +245,7 @@ func (r *Runner) run(ctx context.Context, job *protocol.GateJob, token uint64) j
 	ws, err := r.deps.Workspaces.Prepare(pctx, job.Repo, job.Patches, job.JobID)
 	telemetry.End(span, err)
 	if errors.Is(err, workspace.ErrConflict) {
-		return r.patchesConflict(job, token, began, err)
+		return r.patchesConflict(ctx, job, token, began, err)
 	}
 	if err != nil {
 		return jobrun.Outcome{Err: fmt.Errorf("prepare workspace: %w", err), Repo: jobrun.Broke}
@@ -262,7 +262,7 @@ func (r *Runner) run(ctx context.Context, job *protocol.GateJob, token uint64) j
 // fails at once, saying which patch did not apply and git's reason, for
 // the node's feedback. Nothing is wrong with the runner or the
 // repository, and a redelivery would fail alike.
-func (r *Runner) patchesConflict(job *protocol.GateJob, token uint64, began time.Time, err error) jobrun.Outcome {
+func (r *Runner) patchesConflict(ctx context.Context, job *protocol.GateJob, token uint64, began time.Time, err error) jobrun.Outcome {
 	g := r.result(job, token, began)
 	g.Status = protocol.GateFailed
 	g.Error = "the patches under test do not apply together"
@@ -272,13 +272,13 @@ func (r *Runner) patchesConflict(job *protocol.GateJob, token uint64, began time
 		g.Stderr = pc.Detail
 	}
 	g.Output = strings.TrimSpace(g.Error + "\n" + g.Stderr)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	name := fmt.Sprintf("%s/%s/a%d/gate-%s-%d.log", job.WorkflowID, job.NodeID, job.Attempt, job.Gate, token)
-	if uerr := jobrun.UploadLog(ctx, r.deps.Bus, name, []byte(g.Output+"\n")); uerr == nil {
+	if uerr := jobrun.UploadLog(uctx, r.deps.Bus, name, []byte(g.Output+"\n")); uerr == nil {
 		g.Log = name
 	}
-	r.deps.Log.Info("gate job's patches conflict", "job", job.JobID, "err", err)
+	r.deps.Log.InfoContext(ctx, "gate job's patches conflict", "job", job.JobID, "err", err)
 	return jobrun.Outcome{Report: gateReport(g), Repo: jobrun.Worked}
 }
 
@@ -349,7 +349,7 @@ func (r *Runner) runIn(ctx context.Context, job *protocol.GateJob, token uint64,
 		if entry, cacheable, err = execute(ctx); err == nil && cacheable {
 			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			if perr := r.cache.Put(pctx, key.ID, entry); perr != nil {
-				r.deps.Log.Warn("gate cache: cannot store the result", "job", job.JobID, "key", key.ID, "err", perr)
+				r.deps.Log.WarnContext(ctx, "gate cache: cannot store the result", "job", job.JobID, "key", key.ID, "err", perr)
 			}
 			cancel()
 		}
@@ -376,7 +376,7 @@ func (r *Runner) runIn(ctx context.Context, job *protocol.GateJob, token uint64,
 	g.Status, g.ExitCode = stored.Status, stored.ExitCode
 	g.Stdout, g.Stderr, g.Output, g.Log = stored.Stdout, stored.Stderr, stored.Output, stored.Log
 	g.Cached, g.CacheKey = true, key.ID
-	r.deps.Log.Info("gate cache hit", "job", job.JobID, "gate", job.Gate, "key", key.ID,
+	r.deps.Log.InfoContext(ctx, "gate cache hit", "job", job.JobID, "gate", job.Gate, "key", key.ID,
 		"cached_at", entry.CachedAt, "cached_by", entry.Host, "log", stored.Log)
 	return jobrun.Outcome{Report: gateReport(g)}
 }

@@ -81,7 +81,7 @@ func (r *Runner) runReview(ctx context.Context, job *protocol.GateJob, token uin
 	ws, err := r.deps.Workspaces.Prepare(pctx, job.Repo, deps, job.JobID)
 	telemetry.End(span, err)
 	if errors.Is(err, workspace.ErrConflict) {
-		return r.patchesConflict(job, token, began, err)
+		return r.patchesConflict(ctx, job, token, began, err)
 	}
 	if err != nil {
 		return jobrun.Outcome{Err: fmt.Errorf("prepare workspace: %w", err), Repo: jobrun.Broke}
@@ -89,7 +89,7 @@ func (r *Runner) runReview(ctx context.Context, job *protocol.GateJob, token uin
 	defer ws.Close() //nolint:errcheck
 	if own != nil {
 		if err := ws.ApplyWork(ctx, *own); errors.Is(err, workspace.ErrConflict) {
-			return r.patchesConflict(job, token, began, err)
+			return r.patchesConflict(ctx, job, token, began, err)
 		} else if err != nil {
 			return jobrun.Outcome{Err: fmt.Errorf("apply the node's work: %w", err), Repo: jobrun.Broke}
 		}

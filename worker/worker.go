@@ -113,7 +113,7 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) handle(ctx context.Context, d *bus.Delivery) bus.Disposition {
 	var job protocol.AgentJob
 	if err := protocol.Decode(d.Msg.Data(), &job); err != nil {
-		w.deps.Log.Error("dropping malformed agent job", "seq", d.StreamSeq, "err", err)
+		w.deps.Log.ErrorContext(ctx, "dropping malformed agent job", "seq", d.StreamSeq, "err", err)
 		return bus.Term("malformed agent job: " + err.Error())
 	}
 	meta := jobrun.Meta{Kind: protocol.KindAgent, JobID: job.JobID, WorkflowID: job.WorkflowID,
@@ -148,7 +148,7 @@ func (w *Worker) run(ctx context.Context, job *protocol.AgentJob, token uint64) 
 	var conflict *workspace.PatchConflictError
 	if errors.As(err, &conflict) {
 		telemetry.End(span, err)
-		return w.dependenciesConflict(job, token, conflict)
+		return w.dependenciesConflict(ctx, job, token, conflict)
 	}
 	if err != nil {
 		telemetry.End(span, err)
@@ -178,9 +178,9 @@ func (w *Worker) run(ctx context.Context, job *protocol.AgentJob, token uint64) 
 // it, so it is not handed back to fail again until dead-lettered. The
 // agent never ran: an error the coordinator escalates at once, naming the
 // patch that did not apply, the nodes before it and git's account.
-func (w *Worker) dependenciesConflict(job *protocol.AgentJob, token uint64, c *workspace.PatchConflictError) jobrun.Outcome {
+func (w *Worker) dependenciesConflict(ctx context.Context, job *protocol.AgentJob, token uint64, c *workspace.PatchConflictError) jobrun.Outcome {
 	msg := "the dependencies' work does not apply together: " + c.Clash()
-	w.deps.Log.Warn("agent job's dependencies conflict", "job", job.JobID, "err", c)
+	w.deps.Log.WarnContext(ctx, "agent job's dependencies conflict", "job", job.JobID, "err", c)
 	return jobrun.Outcome{Repo: jobrun.Worked, Report: &protocol.Report{Type: protocol.ReportAgentResult, Agent: &protocol.AgentResult{
 		JobID: job.JobID, WorkflowID: job.WorkflowID, NodeID: job.NodeID, Attempt: job.Attempt,
 		LeaseToken: token, Host: w.deps.Host, Status: protocol.AgentError, ExitCode: -1,

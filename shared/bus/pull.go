@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/telemetry"
 )
 
 // Disposition is a handler's decision about a delivered job.
@@ -139,8 +140,9 @@ func (d *Delivery) Park(ctx context.Context, wait, grace time.Duration) error {
 // Last reports whether no further redelivery will happen.
 func (d *Delivery) Last() bool { return d.MaxDeliver > 0 && d.Number >= uint64(d.MaxDeliver) }
 
-// Handler processes one job. ctx is cancelled when the job must stop: the
-// drain deadline passed during shutdown, or the caller's cancel. A handler
+// Handler processes one job. ctx carries the span context the job message
+// carries (the coordinator's dispatch), and is cancelled when the job must
+// stop: the drain deadline passed during shutdown, or the caller's cancel. A handler
 // whose work was interrupted returns Nak so another runner takes the job.
 type Handler func(ctx context.Context, d *Delivery) Disposition
 
@@ -298,7 +300,10 @@ func (b *Bus) handle(stop, jobCtx context.Context, opts PullOptions, pool string
 		d.Number = md.NumDelivered
 		d.StreamSeq = md.Sequence.Stream
 	}
-	ctx, cancel := context.WithCancel(jobCtx)
+	// The job message carries the span context of its dispatch: the
+	// handler's context, and this delivery's log records, are in the
+	// workflow's trace.
+	ctx, cancel := context.WithCancel(telemetry.Extract(jobCtx, nats.Header(msg.Headers())))
 	defer cancel()
 	hbDone := make(chan struct{})
 	go func() {
@@ -311,7 +316,7 @@ func (b *Bus) handle(stop, jobCtx context.Context, opts PullOptions, pool string
 				return
 			case <-t.C:
 				if err := msg.InProgress(); err != nil {
-					log.Warn("heartbeat failed", "kind", opts.Kind, "seq", d.StreamSeq, "err", err)
+					log.WarnContext(ctx, "heartbeat failed", "kind", opts.Kind, "seq", d.StreamSeq, "err", err)
 				}
 			}
 		}
@@ -337,7 +342,7 @@ func (b *Bus) handle(stop, jobCtx context.Context, opts PullOptions, pool string
 		err = msg.TermWithReason(disp.reason)
 	}
 	if err != nil {
-		log.Warn("cannot settle job; it will be redelivered", "kind", opts.Kind, "seq", d.StreamSeq, "disposition", disp.String(), "err", err)
+		log.WarnContext(ctx, "cannot settle job; it will be redelivered", "kind", opts.Kind, "seq", d.StreamSeq, "disposition", disp.String(), "err", err)
 	}
 }
 

@@ -141,9 +141,9 @@ func (c *Cache) Get(ctx context.Context, key string) (*Entry, error) {
 	}
 	var e Entry
 	if err := json.Unmarshal(b, &e); err != nil || e.Key != key || e.Result.Status != protocol.GatePassed {
-		c.log.Warn("gatecache: dropping a malformed entry", "key", key, "err", err)
+		c.log.WarnContext(ctx, "gatecache: dropping a malformed entry", "key", key, "err", err)
 		if err := c.store.CacheDelete(ctx, EntryPrefix+key); err != nil {
-			c.log.Warn("gatecache: delete malformed entry", "key", key, "err", err)
+			c.log.WarnContext(ctx, "gatecache: delete malformed entry", "key", key, "err", err)
 		}
 		return nil, ErrMiss
 	}
@@ -226,7 +226,7 @@ func (c *Cache) Do(ctx context.Context, key string, run RunFunc) (Entry, bool, e
 			if ctx.Err() != nil {
 				return Entry{}, false, ctx.Err()
 			}
-			c.log.Warn("gatecache: store unavailable; running without the cache", "key", key, "err", err)
+			c.log.WarnContext(ctx, "gatecache: store unavailable; running without the cache", "key", key, "err", err)
 			return c.runAndPut(ctx, key, run)
 		}
 
@@ -238,15 +238,15 @@ func (c *Cache) Do(ctx context.Context, key string, run RunFunc) (Entry, bool, e
 			return Entry{}, false, ctx.Err()
 		}
 		if !errors.Is(err, state.ErrLocked) {
-			c.log.Warn("gatecache: cannot take the single-flight lock; running without it", "key", key, "err", err)
+			c.log.WarnContext(ctx, "gatecache: cannot take the single-flight lock; running without it", "key", key, "err", err)
 			return c.runAndPut(ctx, key, run)
 		}
 		if !waited {
-			c.log.Debug("gatecache: identical run in flight; waiting", "key", key)
+			c.log.DebugContext(ctx, "gatecache: identical run in flight; waiting", "key", key)
 			waited = true
 		}
 		if !time.Now().Before(waitUntil) {
-			c.log.Warn("gatecache: gave up waiting for an identical run; running it here", "key", key, "waited", c.opts.WaitTimeout)
+			c.log.WarnContext(ctx, "gatecache: gave up waiting for an identical run; running it here", "key", key, "waited", c.opts.WaitTimeout)
 			return c.runAndPut(ctx, key, run)
 		}
 		wait := min(c.opts.Poll, time.Until(waitUntil))
@@ -268,7 +268,7 @@ func (c *Cache) runHeld(ctx, hctx context.Context, held *lease.Held, key string,
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		if rerr := held.Release(rctx); rerr != nil {
-			c.log.Warn("gatecache: release the single-flight lock", "key", key, "err", rerr)
+			c.log.WarnContext(ctx, "gatecache: release the single-flight lock", "key", key, "err", rerr)
 		}
 	}()
 	if e, err := c.Get(hctx, key); err == nil {
@@ -295,7 +295,7 @@ func (c *Cache) runAndPut(ctx context.Context, key string, run RunFunc) (Entry, 
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if perr := c.Put(pctx, key, e); perr != nil {
-		c.log.Warn("gatecache: store result", "key", key, "err", perr)
+		c.log.WarnContext(ctx, "gatecache: store result", "key", key, "err", perr)
 	}
 	return e, false, nil
 }

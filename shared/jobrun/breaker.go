@@ -98,7 +98,7 @@ func awaitBreakers(ctx context.Context, deps Deps, d *bus.Delivery, m Meta, log 
 		}
 		if key := fmt.Sprintf("%s@%d", r.scope, r.RetryAt.UnixNano()); key != told {
 			told = key
-			log.Info("circuit breaker refuses the job; it waits without spending a delivery",
+			log.InfoContext(ctx, "circuit breaker refuses the job; it waits without spending a delivery",
 				"scope", r.scope, "state", r.State, "until", r.RetryAt)
 			reportWaiting(ctx, deps, d, m, r, log)
 		}
@@ -109,10 +109,10 @@ func awaitBreakers(ctx context.Context, deps Deps, d *bus.Delivery, m Meta, log 
 		}
 		switch err := d.Park(ctx, wait, grace); {
 		case errors.Is(err, bus.ErrNoSlot):
-			log.Info("breaker wait over but this runner is busy; handing the job to the fleet", "scope", r.scope)
+			log.InfoContext(ctx, "breaker wait over but this runner is busy; handing the job to the fleet", "scope", r.scope)
 			return bus.Nak(0), false
 		case errors.Is(err, bus.ErrStopping):
-			log.Info("stopping while the job waits on a breaker; handing it back", "scope", r.scope)
+			log.InfoContext(ctx, "stopping while the job waits on a breaker; handing it back", "scope", r.scope)
 			return bus.Nak(min(max(time.Until(r.RetryAt), 0), MaxBreakerWait)), false
 		case err != nil:
 			return bus.Nak(0), false
@@ -138,7 +138,7 @@ func allowAll(ctx context.Context, store state.Store, scopes []string, p state.B
 	for _, sc := range scopes {
 		b, err := store.BreakerGet(ctx, sc)
 		if err != nil {
-			log.Warn("cannot read a circuit breaker; not holding the job back", "scope", sc, "err", err)
+			log.WarnContext(ctx, "cannot read a circuit breaker; not holding the job back", "scope", sc, "err", err)
 			continue
 		}
 		switch _, d := b.Allow(now, p); {
@@ -154,11 +154,11 @@ func allowAll(ctx context.Context, store state.Store, scopes []string, p state.B
 	for _, sc := range probes {
 		d, err := store.BreakerAllow(ctx, sc, p)
 		if err != nil {
-			log.Warn("cannot ask a circuit breaker; not holding the job back", "scope", sc, "err", err)
+			log.WarnContext(ctx, "cannot ask a circuit breaker; not holding the job back", "scope", sc, "err", err)
 			continue
 		}
 		if d.Probe {
-			log.Info("circuit breaker half-open: this job is its probe", "scope", sc)
+			log.InfoContext(ctx, "circuit breaker half-open: this job is its probe", "scope", sc)
 		}
 		if !d.Allowed {
 			// Another runner took the probe since the look. A probe this job
@@ -185,14 +185,15 @@ func reportWaiting(ctx context.Context, deps Deps, d *bus.Delivery, m Meta, r *r
 		Host: deps.Host, Delivery: d.Number, At: time.Now().UTC()}
 	id := fmt.Sprintf("%s.waiting.%s.%d", m.JobID, r.scope, r.RetryAt.UnixNano())
 	if err := deps.Bus.PublishReport(ctx, &protocol.Report{Type: protocol.ReportWaiting, Waiting: w}, id); err != nil {
-		log.Warn("cannot report the breaker wait", "scope", r.scope, "err", err)
+		log.WarnContext(ctx, "cannot report the breaker wait", "scope", r.scope, "err", err)
 	}
 }
 
 // reportBreakers tells the job's breakers how it went. A failure to reach
-// the store is logged: the job's own outcome stands.
-func reportBreakers(deps Deps, m Meta, out Outcome, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// the store is logged: the job's own outcome stands. ctx is the job's
+// (its span); its cancellation does not stop the reports.
+func reportBreakers(ctx context.Context, deps Deps, m Meta, out Outcome, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	for _, v := range []struct {
 		scope   string
@@ -204,9 +205,9 @@ func reportBreakers(deps Deps, m Meta, out Outcome, log *slog.Logger) {
 		b, err := deps.Store.BreakerReport(ctx, v.scope, deps.Breakers, v.verdict == Worked)
 		switch {
 		case err != nil:
-			log.Warn("cannot report to a circuit breaker", "scope", v.scope, "err", err)
+			log.WarnContext(ctx, "cannot report to a circuit breaker", "scope", v.scope, "err", err)
 		case v.verdict == Broke && b.State == state.BreakerOpen:
-			log.Warn("circuit breaker open: the fleet holds this scope's jobs back", "scope", v.scope,
+			log.WarnContext(ctx, "circuit breaker open: the fleet holds this scope's jobs back", "scope", v.scope,
 				"opened_at", b.OpenedAt)
 		}
 	}

@@ -241,7 +241,7 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 	// that would only run it again for a workflow that is over.
 	cancelled := errors.Is(context.Cause(jctx), ErrWorkflowCancelled)
 	if !cancelled {
-		reportBreakers(deps, m, out, log)
+		reportBreakers(ctx, deps, m, out, log)
 	}
 	report := out.Report
 	if out.Err != nil {

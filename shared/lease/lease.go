@@ -99,7 +99,7 @@ func (h *Held) renew(ctx context.Context, ttl time.Duration, log *slog.Logger) {
 				h.mu.Unlock()
 			case errors.Is(err, state.ErrLockLost):
 				if log != nil {
-					log.Warn("lease lost; stopping job", "key", cur.Key, "token", cur.Token)
+					log.WarnContext(ctx, "lease lost; stopping job", "key", cur.Key, "token", cur.Token)
 				}
 				h.cancel(ErrLost)
 				return
@@ -107,7 +107,7 @@ func (h *Held) renew(ctx context.Context, ttl time.Duration, log *slog.Logger) {
 				// The next attempt could end past the TTL: the lease may
 				// be someone else's by then.
 				if log != nil {
-					log.Warn("lease renewals failing for its whole TTL; giving it up", "key", cur.Key, "ttl", ttl, "err", err)
+					log.WarnContext(ctx, "lease renewals failing for its whole TTL; giving it up", "key", cur.Key, "ttl", ttl, "err", err)
 				}
 				h.cancel(fmt.Errorf("%w: no renewal for %s: %w", ErrLost, time.Since(renewed).Round(time.Millisecond), err))
 				return
@@ -115,7 +115,7 @@ func (h *Held) renew(ctx context.Context, ttl time.Duration, log *slog.Logger) {
 				// The store is unreachable: keep the job going and try again;
 				// the lease survives until its TTL.
 				if log != nil {
-					log.Warn("lease renewal failed; will retry", "key", cur.Key, "err", err)
+					log.WarnContext(ctx, "lease renewal failed; will retry", "key", cur.Key, "err", err)
 				}
 			}
 		}

@@ -220,7 +220,7 @@ func (m *Manager) ensureMirror(ctx context.Context, repo protocol.RepoRef) (stri
 	if info != nil {
 		size = info.Size()
 	}
-	m.log.Info("workspace: mirror updated from bundle", "repo", repo.ID, "commit", repo.BaseCommit,
+	m.log.InfoContext(ctx, "workspace: mirror updated from bundle", "repo", repo.ID, "commit", repo.BaseCommit,
 		"bundle", repo.Bundle, "bytes", size, "took", time.Since(start))
 	return dir, nil
 }
@@ -368,7 +368,7 @@ func (m *Manager) Prepare(ctx context.Context, repo protocol.RepoRef, patches []
 	defer func() {
 		if err != nil {
 			if cerr := ws.Close(); cerr != nil {
-				m.log.Warn("workspace: cleanup after failed prepare", "job", jobID, "dir", dir, "err", cerr)
+				m.log.WarnContext(ctx, "workspace: cleanup after failed prepare", "job", jobID, "dir", dir, "err", cerr)
 			}
 		}
 	}()
@@ -410,7 +410,7 @@ func (m *Manager) Prepare(ctx context.Context, repo protocol.RepoRef, patches []
 		}
 		ws.Base = base
 	}
-	m.log.Debug("workspace: prepared", "job", jobID, "dir", dir, "repo", repo.ID, "base", ws.Base, "patches", applied)
+	m.log.DebugContext(ctx, "workspace: prepared", "job", jobID, "dir", dir, "repo", repo.ID, "base", ws.Base, "patches", applied)
 	return ws, nil
 }
 

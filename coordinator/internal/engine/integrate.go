@@ -193,7 +193,7 @@ func (in *integrator) ready(ctx context.Context, x integration) (string, error) 
 	if ok, err := workspace.HasCommit(ctx, gitDir, x.head); err != nil || ok {
 		return gitDir, err
 	}
-	in.log.Info("rebuilding the workflow's branch from the patches in its event log", "workflow", x.wf,
+	in.log.InfoContext(ctx, "rebuilding the workflow's branch from the patches in its event log", "workflow", x.wf,
 		"branch", x.branch, "head", x.head)
 	tip := x.repo.BaseCommit
 	if err := workspace.SetBranch(ctx, gitDir, x.branch, tip); err != nil {
@@ -243,16 +243,16 @@ func (in *integrator) deliver(ctx context.Context, x integration) error {
 		return nil
 	}
 	if fi, err := os.Stat(filepath.Join(x.repoPath, ".git")); err != nil || fi == nil {
-		in.log.Info("submitting repository not visible here; the branch is in the result bundle",
+		in.log.InfoContext(ctx, "submitting repository not visible here; the branch is in the result bundle",
 			"workflow", x.wf, "repo", x.repoPath, "bundle", statemachine.ResultBundleName(x.wf))
 		return nil
 	}
 	if err := workspace.ImportBranch(ctx, x.repoPath, tmp.Name(), x.branch); err != nil {
-		in.log.Warn("cannot write the branch into the submitting repository; the branch is in the result bundle",
+		in.log.WarnContext(ctx, "cannot write the branch into the submitting repository; the branch is in the result bundle",
 			"workflow", x.wf, "repo", x.repoPath, "err", err)
 		return nil
 	}
-	in.log.Info("branch delivered", "workflow", x.wf, "repo", x.repoPath, "branch", x.branch, "head", head)
+	in.log.InfoContext(ctx, "branch delivered", "workflow", x.wf, "repo", x.repoPath, "branch", x.branch, "head", head)
 	return nil
 }
 

@@ -70,9 +70,9 @@ func (e *Engine) merge(ctx context.Context, wf string, x statemachine.Merge) (bo
 		}
 	})
 	if f != nil {
-		e.log.Warn("merge failed", "workflow", wf, "into", x.Into, "reason", f.reason)
+		e.log.WarnContext(sctx, "merge failed", "workflow", wf, "into", x.Into, "reason", f.reason)
 	} else {
-		e.log.Info("workflow merged", "workflow", wf, "into", x.Into, "commit", res.Commit,
+		e.log.InfoContext(sctx, "workflow merged", "workflow", wf, "into", x.Into, "commit", res.Commit,
 			"fast_forward", res.FastForward, "up_to_date", res.UpToDate)
 	}
 	return e.append(ctx, ev.Event, ev.MsgID)

@@ -66,10 +66,11 @@ func (e *Engine) consumeLoop(ctx context.Context, cons jetstream.Consumer, what 
 	}
 }
 
-// settle acks a message whose work is done, or hands it back for later.
-func (e *Engine) settle(msg jetstream.Msg, what string, err error) {
+// settle acks a message whose work is done, or hands it back for later;
+// ctx is the work's, for the log.
+func (e *Engine) settle(ctx context.Context, msg jetstream.Msg, what string, err error) {
 	if err != nil {
-		e.log.Warn("cannot process message now; it will be redelivered", "what", what, "err", err)
+		e.log.WarnContext(ctx, "cannot process message now; it will be redelivered", "what", what, "err", err)
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
@@ -79,32 +80,33 @@ func (e *Engine) settle(msg jetstream.Msg, what string, err error) {
 // handleReportMsg queues a report in its workflow's queue; it is acked
 // once the events it caused are in the log.
 func (e *Engine) handleReportMsg(ctx context.Context, msg jetstream.Msg) {
+	// The runner's job span context, which the report carries.
+	ctx = telemetry.Extract(ctx, nats.Header(msg.Headers()))
 	var r protocol.Report
 	if err := protocol.Decode(msg.Data(), &r); err != nil {
-		e.log.Error("dropping undecodable report", "subject", msg.Subject(), "err", err)
+		e.log.ErrorContext(ctx, "dropping undecodable report", "subject", msg.Subject(), "err", err)
 		_ = msg.Ack()
 		return
 	}
 	if err := r.Validate(); err != nil {
-		e.log.Error("dropping invalid report", "subject", msg.Subject(), "err", err)
+		e.log.ErrorContext(ctx, "dropping invalid report", "subject", msg.Subject(), "err", err)
 		_ = msg.Ack()
 		return
 	}
-	// The runner's job span context, which the report carries.
-	ctx = telemetry.Extract(ctx, nats.Header(msg.Headers()))
 	if !e.queues.Go(r.WorkflowID(), func() {
 		sctx, span := e.startSpan(ctx, r.WorkflowID(), SpanReport, attribute.String("supervisor.report_type", string(r.Type)))
 		err := e.handleReport(sctx, &r)
 		telemetry.End(span, err)
-		e.settle(msg, "reports", err)
+		e.settle(sctx, msg, "reports", err)
 	}) {
 		_ = msg.Nak() // stopping: the next leader folds it
 	}
 }
 
 // handleReport folds one report and decides the workflow again; it runs in
-// the workflow's queue.
+// the workflow's queue, and logs in the workflow's trace.
 func (e *Engine) handleReport(ctx context.Context, r *protocol.Report) error {
+	ctx = e.workflowContext(ctx, r.WorkflowID())
 	var (
 		effects []statemachine.Effect
 		stale   string
@@ -121,14 +123,14 @@ func (e *Engine) handleReport(ctx context.Context, r *protocol.Report) error {
 		// Another coordinator may have started it (two leaders for a
 		// moment): the log, not this engine's memory, says.
 		if err := e.reload(ctx, r.WorkflowID()); err != nil {
-			e.log.Warn("report for unknown workflow ignored", "workflow", r.WorkflowID(), "type", r.Type, "err", err)
+			e.log.WarnContext(ctx, "report for unknown workflow ignored", "workflow", r.WorkflowID(), "type", r.Type, "err", err)
 			return nil
 		}
-		e.log.Warn("report for a workflow this coordinator did not know; loaded it from the log", "workflow", r.WorkflowID())
+		e.log.WarnContext(ctx, "report for a workflow this coordinator did not know; loaded it from the log", "workflow", r.WorkflowID())
 		return e.handleReport(ctx, r)
 	}
 	if stale != "" {
-		e.log.Info("stale report ignored", "workflow", r.WorkflowID(), "type", r.Type, "why", stale)
+		e.log.InfoContext(ctx, "stale report ignored", "workflow", r.WorkflowID(), "type", r.Type, "why", stale)
 		return nil
 	}
 	if _, err := e.execute(ctx, r.WorkflowID(), effects); err != nil {
@@ -235,7 +237,7 @@ func (e *Engine) consumeDeadLetters(ctx context.Context) error {
 		return fmt.Errorf("engine: dead-letter consumer: %w", err)
 	}
 	return e.consumeLoop(ctx, cons, "dead letters", func(ctx context.Context, msg jetstream.Msg) {
-		e.settle(msg, "dead letters", e.handleAdvisory(ctx, msg))
+		e.settle(ctx, msg, "dead letters", e.handleAdvisory(ctx, msg))
 	})
 }
 
@@ -260,7 +262,7 @@ func (e *Engine) handleAdvisory(ctx context.Context, msg jetstream.Msg) error {
 	if err != nil {
 		e.log.Error("dead-lettered job cannot be decoded; removing it", "seq", adv.StreamSeq, "err", err)
 	} else {
-		e.log.Warn("job dead-lettered", "job", d.JobID, "deliveries", d.Deliveries)
+		e.log.WarnContext(e.workflowContext(ctx, d.WorkflowID), "job dead-lettered", "job", d.JobID, "deliveries", d.Deliveries)
 		r := &protocol.Report{V: protocol.Version, Type: protocol.ReportDeadLetter, DeadLetter: d}
 		if err := e.queues.Do(ctx, d.WorkflowID, func() error { return e.handleReport(ctx, r) }); err != nil {
 			return err

@@ -72,12 +72,14 @@ func (e *Engine) advance(ctx context.Context, wf string) {
 			return // only jobs published: nothing new to decide on
 		}
 	}
-	e.log.Error("workflow did not settle; will retry", "workflow", wf, "rounds", maxRounds)
+	e.log.ErrorContext(ctx, "workflow did not settle; will retry", "workflow", wf, "rounds", maxRounds)
 }
 
 // execute carries effects out in order, stopping at the first failure. It
-// reports whether the state changed (an event was folded in).
+// reports whether the state changed (an event was folded in). The effects
+// run, and log, in wf's trace (a command's context may be another's).
 func (e *Engine) execute(ctx context.Context, wf string, effects []statemachine.Effect) (changed bool, err error) {
+	ctx = e.workflowContext(ctx, wf)
 	for _, eff := range effects {
 		folded := false
 		switch x := eff.(type) {
@@ -117,7 +119,7 @@ func (e *Engine) append(ctx context.Context, ev eventlog.Event, msgID string) (f
 	seq, dup, err := e.bus.AppendEvent(ctx, ev, bus.WithMsgID(msgID), bus.ExpectLast(last))
 	observeAppend(ev, time.Since(began), err == nil && !dup)
 	if errors.Is(err, bus.ErrEventLogMoved) || (err == nil && dup && seq > last) {
-		e.log.Warn("the workflow's event log has events this coordinator has not folded; reloading it",
+		e.log.WarnContext(e.workflowContext(ctx, ev.WorkflowID), "the workflow's event log has events this coordinator has not folded; reloading it",
 			"workflow", ev.WorkflowID, "last_folded", last, "err", err)
 		if rerr := e.reload(ctx, ev.WorkflowID); rerr != nil {
 			return false, fmt.Errorf("engine: reload %s: %w", ev.WorkflowID, rerr)
@@ -138,6 +140,10 @@ func (e *Engine) append(ctx context.Context, ev eventlog.Event, msgID string) (f
 		return true, fmt.Errorf("engine: fold %s event for %s: %w", ev.Type(), ev.WorkflowID, err)
 	}
 	e.notify(ev)
+	if b, ok := ev.Body.(eventlog.NodeEscalated); ok {
+		e.log.WarnContext(e.workflowContext(ctx, ev.WorkflowID), "node escalated; it waits for a human",
+			"workflow", ev.WorkflowID, "node", ev.NodeID, "attempt", b.Attempt, "reason", b.Reason)
+	}
 	e.observeFolded(ev)
 	if statemachine.CountsAgainstFleet(ev) {
 		e.kickFleet()
@@ -231,7 +237,7 @@ func (e *Engine) finish(ctx context.Context, wf string, f statemachine.Finish) (
 	}
 	st := f.Event.Body.(eventlog.WorkflowFinished).Status
 	if err := e.store.CachePut(ctx, protocol.WorkflowFinishedKey(wf), []byte(st), finishedMarkerTTL); err != nil {
-		e.log.Warn("cannot mark the workflow finished for runners; its queued jobs will run and be ignored",
+		e.log.WarnContext(ctx, "cannot mark the workflow finished for runners; its queued jobs will run and be ignored",
 			"workflow", wf, "err", err)
 	}
 	e.out.forget(wf)

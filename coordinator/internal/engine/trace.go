@@ -37,19 +37,43 @@ var noSpan = trace.SpanFromContext(context.Background())
 // submission's span — after a restart or failover too. A workflow whose
 // submission was not traced gets no spans.
 func (e *Engine) startSpan(ctx context.Context, wf, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	tp := e.traceParent(wf)
+	if telemetry.TraceID(tp) == "" {
+		return ctx, noSpan
+	}
+	attrs = append(attrs, attribute.String("supervisor.workflow_id", wf))
+	return telemetry.Start(inTrace(ctx, tp), name, attrs...)
+}
+
+// workflowContext returns ctx in workflow wf's trace, for the log records
+// about wf (telemetry.Handler adds the ids of the record's context): ctx
+// itself when its span is in that trace already, else ctx with the
+// submission's span context — the parent startSpan gives such a span. ctx
+// of a workflow without a trace (or an unknown one) is returned as it is.
+func (e *Engine) workflowContext(ctx context.Context, wf string) context.Context {
+	return inTrace(ctx, e.traceParent(wf))
+}
+
+// traceParent is workflow wf's trace parent, "" when it has none.
+func (e *Engine) traceParent(wf string) string {
 	var tp string
 	e.Read(func(s *statemachine.State) {
 		if w, ok := s.Workflow(wf); ok {
 			tp = w.TraceParent
 		}
 	})
+	return tp
+}
+
+// inTrace returns ctx when its span is in tp's trace, else ctx with tp's
+// span context; ctx itself when tp names no trace.
+func inTrace(ctx context.Context, tp string) context.Context {
 	id := telemetry.TraceID(tp)
 	if id == "" {
-		return ctx, noSpan
+		return ctx
 	}
 	if sc := trace.SpanContextFromContext(ctx); !sc.IsValid() || sc.TraceID().String() != id {
 		ctx = telemetry.WithTraceParent(ctx, tp)
 	}
-	attrs = append(attrs, attribute.String("supervisor.workflow_id", wf))
-	return telemetry.Start(ctx, name, attrs...)
+	return ctx
 }
