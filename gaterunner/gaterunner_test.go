@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +21,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/sandbox"
 	"github.com/supervisorhq/supervisor/shared/sandbox/sandboxtest"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
+	"github.com/supervisorhq/supervisor/shared/telemetry"
 	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
@@ -180,11 +182,18 @@ func (h *harness) defJob(def protocol.GateSpec, round int) *protocol.GateJob {
 
 func (h *harness) publish(j *protocol.GateJob) {
 	h.t.Helper()
+	h.publishIn(testkit.Context(h.t, time.Minute), j)
+}
+
+// publishIn publishes j with ctx's span context, as the coordinator's
+// dispatch does.
+func (h *harness) publishIn(ctx context.Context, j *protocol.GateJob) {
+	h.t.Helper()
 	data, err := protocol.Encode(j)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if err := h.Bus.PublishJob(testkit.Context(h.t, time.Minute), protocol.KindGate, j.Pool, j.JobID, data); err != nil {
+	if err := h.Bus.PublishJob(ctx, protocol.KindGate, j.Pool, j.JobID, data); err != nil {
 		h.t.Fatalf("publish: %v", err)
 	}
 }
@@ -781,16 +790,22 @@ func TestGateOutOfMemory(t *testing.T) {
 // A gate job whose patches do not apply together — an integration run of
 // a node on top of another that changed the same lines (GIT-08) — fails
 // at once with the patch and git's reason, for the node's feedback; it is
-// neither handed back nor counted against the repository.
+// neither handed back nor counted against the repository. The job comes
+// in a workflow's trace, and the runner's log line about the conflict
+// carries it (JSON through telemetry.Handler, as the binary logs).
 func TestGatePatchesConflict(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
+	var logBuf testkit.Buffer
+	h.Log = slog.New(telemetry.NewHandler(slog.NewJSONHandler(&logBuf, nil)))
 	h.startRunner(Config{})
 	other := h.variantPatch("a1\nsomething else\n")
 	other.NodeID = "other"
 	j := h.gateJob("combined", 1, "sh", "-c", "echo ran; exit 0")
 	j.Patches = []protocol.PatchRef{h.patch, other}
-	g := h.run(j)
+	const traceID = "0af7651916cd43dd8448eb211c80319c"
+	h.publishIn(telemetry.WithTraceParent(testkit.Context(t, time.Minute), "00-"+traceID+"-b7ad6b7169203331-01"), j)
+	g := h.expectResult(j, h.expectStarted(j))
 	if g.Status != protocol.GateFailed || g.ExitCode != nil ||
 		g.Error != "the patches under test do not apply together: node other's patch does not apply on top of the base and the work of node" ||
 		!strings.Contains(g.Stderr, "patch failed: src/a.txt:1") || strings.Contains(g.Output, os.TempDir()) {
@@ -807,4 +822,7 @@ func TestGatePatchesConflict(t *testing.T) {
 		t.Errorf("the job was delivered %d times (%d redelivered), want once", info.Delivered.Consumer, info.NumRedelivered)
 	}
 	h.NoReports(300 * time.Millisecond)
+	if r := testkit.LogRecord(t, logBuf.String(), "gate job's patches conflict", "job", j.JobID); r["trace_id"] != traceID {
+		t.Errorf("the conflict's log record %v does not carry the job's trace %s", r, traceID)
+	}
 }

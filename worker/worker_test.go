@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/sandbox"
 	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
+	"github.com/supervisorhq/supervisor/shared/telemetry"
 	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
@@ -176,11 +178,18 @@ func (h *harness) agentJob(node string, attempt int, prompt string) *protocol.Ag
 
 func (h *harness) publish(j *protocol.AgentJob) {
 	h.t.Helper()
+	h.publishIn(testkit.Context(h.t, time.Minute), j)
+}
+
+// publishIn publishes j with ctx's span context, as the coordinator's
+// dispatch does.
+func (h *harness) publishIn(ctx context.Context, j *protocol.AgentJob) {
+	h.t.Helper()
 	data, err := protocol.Encode(j)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if err := h.Bus.PublishJob(testkit.Context(h.t, time.Minute), protocol.KindAgent, j.Pool, j.JobID, data); err != nil {
+	if err := h.Bus.PublishJob(ctx, protocol.KindAgent, j.Pool, j.JobID, data); err != nil {
 		h.t.Fatalf("publish: %v", err)
 	}
 }
@@ -738,10 +747,15 @@ func TestRetryStartsFromPreviousWorkWithFeedback(t *testing.T) {
 // Dependencies whose patches do not apply together (GIT-05: the work a
 // node builds on cannot be assembled) end the job at once with an error
 // naming the patch that did not apply and git's account, instead of being
-// handed back until dead-lettered; the agent never runs.
+// handed back until dead-lettered; the agent never runs. The job comes in
+// a workflow's trace, and the worker's log line about the conflict carries
+// that trace (the worker logs JSON through telemetry.Handler, as the
+// binary does).
 func TestDependenciesConflict(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, bus.Config{MaxDeliver: 3})
+	var logBuf testkit.Buffer
+	h.Log = slog.New(telemetry.NewHandler(slog.NewJSONHandler(&logBuf, nil)))
 	h.startWorker(Config{})
 	one := h.run(h.agentJob("one", 1, "@write src/a.txt\na1\nfrom one\n@end\n"))
 	two := h.run(h.agentJob("two", 1, "@write src/a.txt\na1\nfrom two\n@end\n"))
@@ -750,7 +764,10 @@ func TestDependenciesConflict(t *testing.T) {
 	}
 	job := h.agentJob("both", 1, "@write ran.txt\nran\n@end\n")
 	job.Patches = []protocol.PatchRef{*one.Patch, *two.Patch}
-	res := h.run(job)
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	h.publishIn(telemetry.WithTraceParent(testkit.Context(t, time.Minute), "00-"+traceID+"-00f067aa0ba902b7-01"), job)
+	h.expectStarted(job, 20*time.Second)
+	res := h.expectResult(job, 30*time.Second)
 	if res.Status != protocol.AgentError || res.Patch != nil ||
 		res.Error != "the dependencies' work does not apply together: node two's patch does not apply on top of the base and the work of one" ||
 		!strings.Contains(res.Stderr, "src/a.txt") {
@@ -761,4 +778,7 @@ func TestDependenciesConflict(t *testing.T) {
 		t.Errorf("the job was handed back %d times; a redelivery would fail alike", info.NumRedelivered)
 	}
 	h.NoReports(300 * time.Millisecond)
+	if r := testkit.LogRecord(t, logBuf.String(), "agent job's dependencies conflict", "job", job.JobID); r["trace_id"] != traceID {
+		t.Errorf("the conflict's log record %v does not carry the job's trace %s", r, traceID)
+	}
 }

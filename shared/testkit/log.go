@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"bytes"
+	"encoding/json"
 	"log/slog"
 	"strings"
 	"sync"
@@ -57,4 +58,25 @@ func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// LogRecord returns the first record of log, a JSON log (an object a line,
+// as slog.JSONHandler writes), whose msg is msg and whose attribute key is
+// value; it fails t when there is none or a line is not JSON.
+func LogRecord(t testing.TB, log, msg, key, value string) map[string]any {
+	t.Helper()
+	for _, l := range strings.Split(strings.TrimSpace(log), "\n") {
+		if l == "" {
+			continue
+		}
+		var r map[string]any
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		if r["msg"] == msg && r[key] == value {
+			return r
+		}
+	}
+	t.Fatalf("no record %q with %s=%s in the log:\n%s", msg, key, value, log)
+	return nil
 }
