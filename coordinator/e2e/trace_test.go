@@ -56,9 +56,10 @@ tasks:
 // coordinator's report spans are children of the runner's job span; and
 // no span names a parent the trace lacks. The agents and the gate command
 // get TRACEPARENT naming their sandbox run's span (Claude Code also
-// OTEL_TRACEPARENT), the runners' log lines about a job carry its ids, the
-// workflow's merge has its span, and `status` shows the trace id, in text
-// and JSON.
+// OTEL_TRACEPARENT), the runners' log lines about a job carry its ids, so
+// do the coordinator's lines about the workflow's submission and merge,
+// the workflow's merge has its span, and `status` shows the trace id, in
+// text and JSON.
 func TestTraceAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t, 10*time.Second)
@@ -201,6 +202,22 @@ func TestTraceAcrossProcesses(t *testing.T) {
 		logName := map[string]string{"worker": "worker-1", "gaterunner": "gate-1"}[name]
 		if want := "trace_id=" + traceID + " span_id=" + job; !strings.Contains(f.procNamed(logName).logText(), want) {
 			t.Errorf("%s's log has no line with %s", name, want)
+		}
+	}
+
+	// So do the coordinator's lines about the workflow: its submission
+	// and its merge (the merge span's).
+	var merge string
+	for _, s := range procs["coordinator"] {
+		if s.Name == "merge" {
+			merge = s.SpanContext.SpanID
+		}
+	}
+	for msg, span := range map[string]string{"workflow submitted": "", "workflow merged": merge} {
+		want := regexp.MustCompile(`(?m)^.*msg="` + msg + `" .*\bworkflow=` + regexp.QuoteMeta(wf) + `\b.* trace_id=` + traceID +
+			` span_id=` + map[bool]string{true: `[0-9a-f]{16}`, false: span}[span == ""] + `$`)
+		if !want.MatchString(f.procNamed("coordinator").logText()) {
+			t.Errorf("the coordinator's log has no line %q of %s in trace %s (span %q)", msg, wf, traceID, span)
 		}
 	}
 

@@ -80,6 +80,8 @@ type startOptions struct {
 	tick  time.Duration
 	// notify receives the engine's notifications (nil: none).
 	notify Notifier
+	// log is the engine's logger (nil: quiet).
+	log *slog.Logger
 }
 
 // start runs a new engine, serving the API, on the env's bus, store and
@@ -94,7 +96,10 @@ func (e *env) start(opts ...startOptions) *Engine {
 	if o.tick == 0 {
 		o.tick = 100 * time.Millisecond
 	}
-	eng, err := New(e.b, e.store, Options{DataDir: e.dataDir, Tick: o.tick, LeaderTTL: 3 * time.Second, Log: quiet, Now: o.now,
+	if o.log == nil {
+		o.log = quiet
+	}
+	eng, err := New(e.b, e.store, Options{DataDir: e.dataDir, Tick: o.tick, LeaderTTL: 3 * time.Second, Log: o.log, Now: o.now,
 		Notify: o.notify})
 	if err != nil {
 		e.t.Fatal(err)

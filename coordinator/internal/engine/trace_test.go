@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -19,8 +20,10 @@ import (
 // coordinator publishes carry that trace in their traceparent header, and
 // so do the jobs a new coordinator publishes after the first one stopped,
 // rebuilt from the log alone. status names the trace, and so does the
-// inbox item and the notification of an escalation. No exporter is installed: the context is
-// handed on all the same.
+// inbox item and the notification of an escalation, and the engine's log
+// line about the escalation carries the trace's id (the engine logs JSON
+// through telemetry.Handler, as the binary does). No exporter is
+// installed: the context is handed on all the same.
 func TestTraceSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
@@ -46,7 +49,8 @@ func TestTraceSurvivesRestart(t *testing.T) {
 	e.stopEng()
 
 	sent := &notifications{}
-	e.start(startOptions{notify: sent})
+	var logBuf testkit.Buffer
+	e.start(startOptions{notify: sent, log: slog.New(telemetry.NewHandler(slog.NewJSONHandler(&logBuf, nil)))})
 	e.started(a, 1)
 	e.agentDone(a, 1, protocol.AgentSucceeded, e.makePatch(a, "a.txt", "from a\n"))
 	b := e.next(protocol.KindAgent, "default", 5*time.Second)
@@ -98,6 +102,12 @@ func TestTraceSurvivesRestart(t *testing.T) {
 	})
 	if n.TraceID != escTrace {
 		t.Errorf("notification's trace_id = %q, want %s", n.TraceID, escTrace)
+	}
+	// So does the engine's log line about it, though the report that
+	// caused it came without a trace context.
+	r := testkit.LogRecord(t, logBuf.String(), "node escalated; it waits for a human", "workflow", esc.WorkflowID)
+	if r["trace_id"] != escTrace || r["node"] != "c" {
+		t.Errorf("the escalation's log record %v: want node c in trace %s", r, escTrace)
 	}
 }
 
