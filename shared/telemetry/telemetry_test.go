@@ -179,7 +179,9 @@ func TestClaudeCodeEnv(t *testing.T) {
 	}
 }
 
-// A record logged with a span's context carries its trace_id and span_id;
+// A record logged with a span's context carries its trace_id and span_id
+// — through InfoContext or Log with a level, and with a context that was
+// cancelled meanwhile (the runners log a job's end with its context);
 // one logged without carries neither.
 func TestHandlerAddsTraceIDs(t *testing.T) {
 	var buf bytes.Buffer
@@ -188,22 +190,30 @@ func TestHandlerAddsTraceIDs(t *testing.T) {
 	ctx := telemetry.WithTraceParent(context.Background(), parent)
 	log.InfoContext(ctx, "with")
 	log.Info("without")
+	log.Log(ctx, slog.LevelWarn, "with a level")
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	log.ErrorContext(cctx, "cancelled")
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	if len(lines) != 2 {
+	if len(lines) != 4 {
 		t.Fatalf("logged %q", buf.String())
 	}
-	var with, without map[string]any
-	if err := json.Unmarshal([]byte(lines[0]), &with); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal([]byte(lines[1]), &without); err != nil {
-		t.Fatal(err)
+	recs := make([]map[string]any, len(lines))
+	for i, l := range lines {
+		if err := json.Unmarshal([]byte(l), &recs[i]); err != nil {
+			t.Fatal(err)
+		}
 	}
 	sc := trace.SpanContextFromContext(ctx)
-	if with["trace_id"] != sc.TraceID().String() || with["span_id"] != sc.SpanID().String() || with["component"] != "test" {
-		t.Errorf("record with a span: %v", with)
+	for _, r := range []map[string]any{recs[0], recs[2], recs[3]} {
+		if r["trace_id"] != sc.TraceID().String() || r["span_id"] != sc.SpanID().String() || r["component"] != "test" {
+			t.Errorf("record with a span: %v", r)
+		}
 	}
-	if _, ok := without["trace_id"]; ok {
-		t.Errorf("record without a span: %v", without)
+	if recs[2]["level"] != "WARN" {
+		t.Errorf("Log's level: %v", recs[2])
+	}
+	if _, ok := recs[1]["trace_id"]; ok {
+		t.Errorf("record without a span: %v", recs[1])
 	}
 }
