@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -273,12 +272,23 @@ func (f *fleet) startNATS() string {
 	return ""
 }
 
-var redisDB atomic.Int32
+// redisDBs holds the numbers of the shared server's databases no fleet is
+// using (1…15 of Redis's default 16; 0 is left to other tests).
+var redisDBs = func() chan int {
+	c := make(chan int, 15)
+	for i := 1; i <= 15; i++ {
+		c <- i
+	}
+	return c
+}()
 
 // fleetRedis returns a Redis URL of the test's own. With a shared server
 // (SUPERVISOR_TEST_REDIS_URL, which `make test` sets) each fleet gets a
-// database of its own, emptied first, since every binary uses the same key
-// prefix and the coordinator leader lock would otherwise be shared.
+// database of its own until the test ends, emptied first, since every
+// binary uses the same key prefix and the coordinator leader lock would
+// otherwise be shared. With every database taken it starts a redis-server
+// of its own: a database handed to a second fleet while the first still
+// runs would take the first one's leader lock away.
 func fleetRedis(t *testing.T) string {
 	t.Helper()
 	raw := testkit.Redis(t)
@@ -289,7 +299,14 @@ func fleetRedis(t *testing.T) string {
 	if err != nil {
 		t.Fatalf("SUPERVISOR_TEST_REDIS_URL %q: %v", raw, err)
 	}
-	u.Path = "/" + strconv.Itoa(1+int(redisDB.Add(1)-1)%15)
+	var db int
+	select {
+	case db = <-redisDBs:
+		t.Cleanup(func() { redisDBs <- db })
+	default:
+		return testkit.PrivateRedis(t)
+	}
+	u.Path = "/" + strconv.Itoa(db)
 	opts, err := redis.ParseURL(u.String())
 	if err != nil {
 		t.Fatalf("redis URL %q: %v", u, err)

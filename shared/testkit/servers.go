@@ -79,6 +79,13 @@ func Redis(t testing.TB) string {
 	if url := os.Getenv("SUPERVISOR_TEST_REDIS_URL"); url != "" {
 		return url
 	}
+	return PrivateRedis(t)
+}
+
+// PrivateRedis starts a redis-server process of the test's own on a free
+// port, stopped when the test ends, and returns its URL.
+func PrivateRedis(t testing.TB) string {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		Missing(t, "redis-server")
