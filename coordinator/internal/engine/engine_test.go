@@ -104,7 +104,7 @@ func (e *env) start(opts ...startOptions) *Engine {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	stop := runEngine(e.t, "engine", eng, service.New(eng, e.b, service.Options{Gates: o.gates, Log: quiet}))
+	stop := runEngine(e.t, "engine", eng, service.New(eng, e.b, service.Options{Gates: o.gates, Log: o.log}))
 	e.eng, e.stopEng = eng, stop
 	return eng
 }

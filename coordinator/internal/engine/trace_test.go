@@ -109,6 +109,15 @@ func TestTraceSurvivesRestart(t *testing.T) {
 	if r["trace_id"] != escTrace || r["node"] != "c" {
 		t.Errorf("the escalation's log record %v: want node c in trace %s", r, escTrace)
 	}
+	// A human's decision on it is logged in the workflow's trace too, not
+	// the request's (TR-05).
+	if _, err := e.client.Reject(ctx, api.DecisionRequest{WorkflowID: esc.WorkflowID, NodeID: "c", By: "ada", Reason: "no"}); err != nil {
+		t.Fatal(err)
+	}
+	r = testkit.LogRecord(t, logBuf.String(), "human decision", "workflow", esc.WorkflowID)
+	if r["trace_id"] != escTrace || r["by"] != "ada" {
+		t.Errorf("the decision's log record %v: want ada in trace %s", r, escTrace)
+	}
 }
 
 // notifications records what the engine sends its notifier.

@@ -21,6 +21,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
+	"github.com/supervisorhq/supervisor/shared/telemetry"
 )
 
 // Default names of the definition text in problems.
@@ -318,6 +319,7 @@ func (s *Service) changeNodeGates(ctx context.Context, wf, node string,
 		return none, api.BadRequest("name the task as WORKFLOW/NODE")
 	}
 	var change eventlog.GateChange
+	var tp string
 	err := s.wfs.Command(ctx, wf, func(w *statemachine.Workflow, now time.Time) ([]statemachine.Effect, error) {
 		n := w.Nodes[node]
 		if n == nil {
@@ -330,6 +332,7 @@ func (s *Service) changeNodeGates(ctx context.Context, wf, node string,
 		if err != nil {
 			return nil, err
 		}
+		tp = w.TraceParent
 		ev, err := statemachine.ChangeGates(w, n, c, now)
 		if err != nil {
 			return nil, err
@@ -344,7 +347,7 @@ func (s *Service) changeNodeGates(ctx context.Context, wf, node string,
 	if change.Definition != nil {
 		name = change.Definition.Name
 	}
-	s.log.Info("node gates changed", "workflow", wf, "node", node, "gate", name, "removed", change.Remove != "")
+	s.log.InfoContext(telemetry.WithTraceParent(ctx, tp), "node gates changed", "workflow", wf, "node", node, "gate", name, "removed", change.Remove != "")
 	var resp api.GateChangeResponse
 	err = s.readNode(wf, node, func(w *statemachine.Workflow, n *statemachine.Node) error {
 		for _, info := range nodeGateList(w, n).Gates {

@@ -132,13 +132,16 @@ func (s *Service) decide(ctx context.Context, req api.DecisionRequest,
 	if by == "" {
 		return api.WorkflowSummary{}, api.BadRequest("a decision names who makes it (by)")
 	}
+	var tp string
 	err := s.wfs.Command(ctx, req.WorkflowID, func(w *statemachine.Workflow, now time.Time) ([]statemachine.Effect, error) {
+		tp = w.TraceParent
 		return cmd(w, by, now)
 	})
 	if err != nil {
 		return api.WorkflowSummary{}, refusal(err)
 	}
-	s.log.Info("human decision", "workflow", req.WorkflowID, "node", req.NodeID, "by", by)
+	// Logged in the workflow's trace (TR-05), not the request's.
+	s.log.InfoContext(telemetry.WithTraceParent(ctx, tp), "human decision", "workflow", req.WorkflowID, "node", req.NodeID, "by", by)
 	return s.summary(req.WorkflowID)
 }
 
