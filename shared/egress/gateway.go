@@ -40,17 +40,25 @@ import (
 // containers reach just as well. StartGateway picks that address by
 // itself, and fails with this advice when there is none.
 //
-// The host is reachable. An internal network only stops forwarding: a
+// The host is not reachable. An internal network only stops forwarding: a
 // container on it still reaches every address of the engine's host (the
-// kernel delivers those locally), so any service the host runs on all its
-// addresses (0.0.0.0) is reachable from agent containers, not only the
-// proxy. Bind host services to the addresses they are meant for, or drop
-// the traffic in the host's firewall, e.g. with
+// kernel delivers those locally), so StartGateway closes that path:
 //
-//	iptables -I INPUT -i sup-eg-+ -p tcp ! --dport 3128 -j REJECT
-//	iptables -I INPUT -i sup-eg-+ -p udp -j REJECT
+//   - A runner on the engine's host (the proxy on the gateway) installs
+//     host firewall rules for the network's bridge: TCP to the proxy's
+//     address and port is accepted, everything else arriving on the
+//     bridge rejected (firewall.go); Close removes them. This needs root
+//     (CAP_NET_ADMIN) and iptables/ip6tables on the host; without them
+//     StartGateway fails rather than leave the host open.
+//   - A runner in a container (the proxy on its address in the subnet)
+//     needs no rule: the network must be created with the bridge option
+//     com.docker.network.bridge.inhibit_ipv4=true, which leaves the host
+//     no address on the bridge, so containers on it reach the subnet only
+//     (compose.docker-sandbox.yaml declares it so). StartGateway refuses
+//     a network without it.
 //
-// (the bridges of networks StartGateway creates are named sup-eg-<hash>).
+// Either way the engine's own rules drop traffic between the network and
+// containers on other networks.
 
 // Labels of the networks StartGateway creates.
 const (
@@ -83,7 +91,16 @@ type NetworkInfo struct {
 	ID      string
 	Gateway net.IP
 	Subnet  *net.IPNet
+	// Bridge is the network's Linux bridge on the engine's host.
+	Bridge string
+	// Hostless is true when the host has no IPv4 address on the bridge
+	// (the option com.docker.network.bridge.inhibit_ipv4).
+	Hostless bool
 }
+
+// optInhibitIPv4 is the bridge option that leaves the host no address on
+// a network's bridge.
+const optInhibitIPv4 = "com.docker.network.bridge.inhibit_ipv4"
 
 // EnsureNetwork returns the internal network name, creating it if it does
 // not exist (labelled as the egress network of host). An existing network
@@ -109,7 +126,8 @@ func EnsureNetwork(ctx context.Context, cli *client.Client, name, host string) (
 	if !nw.Internal {
 		return NetworkInfo{}, fmt.Errorf("egress: network %s exists but is not internal (containers on it would bypass the allow-list): remove it, or name an internal one", name)
 	}
-	info := NetworkInfo{Name: name, ID: nw.ID}
+	hostless, _ := strconv.ParseBool(nw.Options[optInhibitIPv4])
+	info := NetworkInfo{Name: name, ID: nw.ID, Bridge: bridgeName(nw.Options, nw.ID), Hostless: hostless}
 	for _, c := range nw.IPAM.Config {
 		_, subnet, err := net.ParseCIDR(c.Subnet)
 		if err != nil || subnet.IP.To4() == nil {
@@ -189,12 +207,16 @@ type Gateway struct {
 	URL   string
 	proxy *Proxy
 	ln    net.Listener
+	fw    *hostFirewall // nil when the bridge has no host address
 	done  chan error
 }
 
 // StartGateway ensures the internal network, listens on the address
 // containers on it reach this machine by (see ListenIP) and serves the
-// proxy there until Close.
+// proxy there until Close. It makes sure the proxy is all of the engine's
+// host that containers on the network reach: on the gateway it installs
+// the host firewall rules (and fails if it cannot); inside the subnet it
+// requires a network whose bridge has no host address.
 func StartGateway(ctx context.Context, opts GatewayOptions) (*Gateway, error) {
 	if opts.Client == nil {
 		return nil, errors.New("egress: no Docker client")
@@ -211,9 +233,25 @@ func StartGateway(ctx context.Context, opts GatewayOptions) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	onGateway := ip.Equal(info.Gateway)
+	if !onGateway && !info.Hostless {
+		return nil, fmt.Errorf("egress: network %s lets its containers reach the engine's host (the bridge %s has the host address %s): "+
+			"create it with the bridge option %s=true (compose: driver_opts), or run the runner on the engine's host",
+			name, info.Bridge, info.Gateway, optInhibitIPv4)
+	}
 	ln, err := net.Listen("tcp4", net.JoinHostPort(ip.String(), strconv.Itoa(opts.Port)))
 	if err != nil {
 		return nil, fmt.Errorf("egress: listen on network %s: %w", name, err)
+	}
+	var fw *hostFirewall
+	if onGateway {
+		port := ln.Addr().(*net.TCPAddr).Port
+		if fw, err = installFirewall(ctx, info.Bridge, ip, port); err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("egress: closing the engine's host to containers on network %s "+
+				"(the runner needs root or CAP_NET_ADMIN on the host and iptables/ip6tables; "+
+				"or run it in a container attached to a network with %s=true): %w", name, optInhibitIPv4, err)
+		}
 	}
 	popts := opts.Proxy
 	if popts.Identify == nil {
@@ -222,9 +260,12 @@ func StartGateway(ctx context.Context, opts GatewayOptions) (*Gateway, error) {
 	p, err := New(popts)
 	if err != nil {
 		_ = ln.Close()
+		if fw != nil {
+			_ = fw.remove(context.WithoutCancel(ctx))
+		}
 		return nil, err
 	}
-	g := &Gateway{Network: info, URL: "http://" + ln.Addr().String(), proxy: p, ln: ln, done: make(chan error, 1)}
+	g := &Gateway{Network: info, URL: "http://" + ln.Addr().String(), proxy: p, ln: ln, fw: fw, done: make(chan error, 1)}
 	go func() { g.done <- p.Serve(ln) }()
 	return g, nil
 }
@@ -232,13 +273,21 @@ func StartGateway(ctx context.Context, opts GatewayOptions) (*Gateway, error) {
 // Allowed returns the proxy's allow-list.
 func (g *Gateway) Allowed() []string { return g.proxy.Allowed() }
 
-// Close stops the proxy and closes its tunnels. The network is kept, for
+// Close stops the proxy, closes its tunnels and removes its host firewall
+// rule (the bridge's chain with the last one). The network is kept, for
 // the runner's next start.
 func (g *Gateway) Close() error {
 	err := g.proxy.Close()
 	_ = g.ln.Close()
 	if serr := <-g.done; serr != nil && !errors.Is(serr, net.ErrClosed) {
 		err = errors.Join(err, serr)
+	}
+	if g.fw != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*firewallTimeout)
+		defer cancel()
+		if ferr := g.fw.remove(ctx); ferr != nil {
+			err = errors.Join(err, fmt.Errorf("egress: removing the host firewall of network %s: %w", g.Network.Name, ferr))
+		}
 	}
 	return err
 }

@@ -42,6 +42,20 @@ func main() {
 		}
 		conn.Close()
 		fmt.Println("connected")
+	case "listen": // ADDR: greet each connection with "hello", until killed
+		ln, err := net.Listen("tcp", arg(0))
+		if err != nil {
+			fail("listen: %v", err)
+		}
+		fmt.Println("listening")
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				fail("listen: %v", err)
+			}
+			fmt.Fprintln(conn, "hello")
+			conn.Close()
+		}
 	case "write": // PATH...: each in turn, stopping at the first failure
 		if len(args) == 0 {
 			fail("missing argument")
