@@ -30,7 +30,7 @@ const composeSandboxWorkflow = `name: compose-docker-sandbox
   - name: uid
     command: [id, -u]
   - name: network
-    command: [git, -C, /tmp, ls-remote, "http://nats-1:8222/"]
+    command: [git, -C, /tmp, ls-remote, "http://coordinator:9101/"]
     severity: warning
   - name: root-fs
     command: [touch, /escape]
@@ -46,7 +46,7 @@ tasks:
     prompt: |
       Reach the network through the worker's proxy, then write one file.
       @env HTTPS_PROXY
-      @fetch http://nats-1:8222/varz
+      @fetch http://coordinator:9101/metrics
       @fetch http://example.com/
       @write sandboxed.txt
       sandboxed
@@ -91,8 +91,8 @@ func TestComposeDockerSandbox(t *testing.T) {
 			"SUPERVISOR_SANDBOX_DATA_DIR=" + dataDir,
 			"SUPERVISOR_DOCKER_GID=" + socketGroup(t, "/var/run/docker.sock"),
 			"SUPERVISOR_EGRESS_NETWORK=" + egressNet,
-			// The NATS monitoring port stands in for an agent's API.
-			"SUPERVISOR_EGRESS_ALLOW=nats-1:8222",
+			// The coordinator's metrics port stands in for an agent's API.
+			"SUPERVISOR_EGRESS_ALLOW=coordinator:9101",
 		},
 		up: []string{"--scale", "worker=1", "--scale", "gaterunner=1"},
 		before: func() {
@@ -133,7 +133,7 @@ func TestComposeDockerSandbox(t *testing.T) {
 		"agent-work": {"passed", ""},
 		"toolchain":  {"passed", "go version go1."},
 		"uid":        {"passed", "10001"},
-		"network":    {"failed", "Could not resolve host: nats-1"},
+		"network":    {"failed", "Could not resolve host: coordinator"},
 		"root-fs":    {"failed", "Read-only file system"},
 		"git-file":   {"failed", "Read-only file system"},
 	}
@@ -166,7 +166,7 @@ func TestComposeDockerSandbox(t *testing.T) {
 	// the proxy and was refused anywhere else.
 	logs := c.cli(time.Minute, "logs", wf, "sandboxed")
 	for _, want := range []string{
-		"HTTPS_PROXY=http://", "fetch http://nats-1:8222/varz: 200 OK", "fetch http://example.com/: 403 Forbidden",
+		"HTTPS_PROXY=http://", "fetch http://coordinator:9101/metrics: 200 OK", "fetch http://example.com/: 403 Forbidden",
 	} {
 		if !strings.Contains(logs.stdout, want) {
 			t.Errorf("the agent's log lacks %q:\n%s", want, logs.stdout)

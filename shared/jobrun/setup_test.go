@@ -93,6 +93,7 @@ func TestSelectSandboxNoEngine(t *testing.T) {
 // its gateway until Close.
 func TestSelectSandboxDocker(t *testing.T) {
 	cli := sandboxtest.Engine(t)
+	sandboxtest.HostFirewall(t)
 	ctx := context.Background()
 	host := fmt.Sprintf("jobrun-test-%d", os.Getpid())
 	dataDir := t.TempDir()

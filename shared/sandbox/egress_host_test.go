@@ -36,6 +36,7 @@ func TestDockerEgressHostUnreachable(t *testing.T) {
 	t.Parallel()
 	host := fmt.Sprintf("sandbox-test-%d-%s", os.Getpid(), t.Name())
 	base, img := dockerTest(t, DockerOptions{Host: host})
+	sandboxtest.HostFirewall(t)
 	cli := base.Client()
 	ctx := context.Background()
 

@@ -14,6 +14,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/supervisorhq/supervisor/shared/egress"
+	"github.com/supervisorhq/supervisor/shared/sandbox/sandboxtest"
 	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
@@ -26,6 +27,7 @@ func TestDockerEgressProxy(t *testing.T) {
 	t.Parallel()
 	host := fmt.Sprintf("sandbox-test-%d-%s", os.Getpid(), t.Name())
 	base, img := dockerTest(t, DockerOptions{Host: host})
+	sandboxtest.HostFirewall(t)
 	ctx := context.Background()
 
 	serve := func(name string) string {

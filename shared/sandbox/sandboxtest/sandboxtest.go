@@ -99,6 +99,22 @@ func Engine(t testing.TB) *client.Client {
 	return shared.cli
 }
 
+// HostFirewall makes sure this process can change the host's firewall
+// (iptables and ip6tables answer, as root or with CAP_NET_ADMIN), which
+// egress.StartGateway needs on the engine's host. Without it the test is
+// skipped, or failed under CI=true.
+func HostFirewall(t testing.TB) {
+	t.Helper()
+	for _, tool := range []string{"iptables", "ip6tables"} {
+		ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
+		out, err := exec.CommandContext(ctx, tool, "-w", "-n", "-L", "INPUT").CombinedOutput()
+		cancel()
+		if err != nil {
+			testkit.Missing(t, fmt.Sprintf("%s with root or CAP_NET_ADMIN, for the egress network's host firewall (%v: %s)", tool, err, bytes.TrimSpace(out)))
+		}
+	}
+}
+
 // ProbeImage returns the tag of the probe image, building it the first
 // time a test of the binary asks (Cleanup removes it). It skips the test
 // without an engine (fails under CI=true), and fails it if the image
