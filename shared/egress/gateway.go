@@ -233,11 +233,9 @@ func StartGateway(ctx context.Context, opts GatewayOptions) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	onGateway := ip.Equal(info.Gateway)
-	if !onGateway && !info.Hostless {
-		return nil, fmt.Errorf("egress: network %s lets its containers reach the engine's host (the bridge %s has the host address %s): "+
-			"create it with the bridge option %s=true (compose: driver_opts), or run the runner on the engine's host",
-			name, info.Bridge, info.Gateway, optInhibitIPv4)
+	onGateway, err := needsFirewall(info, ip)
+	if err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp4", net.JoinHostPort(ip.String(), strconv.Itoa(opts.Port)))
 	if err != nil {
@@ -268,6 +266,23 @@ func StartGateway(ctx context.Context, opts GatewayOptions) (*Gateway, error) {
 	g := &Gateway{Network: info, URL: "http://" + ln.Addr().String(), proxy: p, ln: ln, fw: fw, done: make(chan error, 1)}
 	go func() { g.done <- p.Serve(ln) }()
 	return g, nil
+}
+
+// needsFirewall tells how the host is kept from containers on the network
+// when the proxy listens on ip: true when ip is the gateway (the host
+// firewall must close the host's other ports); false, or an error, when
+// ip is an address inside the subnet, which is safe only if the bridge
+// has no host address.
+func needsFirewall(info NetworkInfo, ip net.IP) (bool, error) {
+	if ip.Equal(info.Gateway) {
+		return true, nil
+	}
+	if !info.Hostless {
+		return false, fmt.Errorf("egress: network %s lets its containers reach the engine's host (the bridge %s has the host address %s): "+
+			"create it with the bridge option %s=true (compose: driver_opts), or run the runner on the engine's host",
+			info.Name, info.Bridge, info.Gateway, optInhibitIPv4)
+	}
+	return false, nil
 }
 
 // Allowed returns the proxy's allow-list.
