@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -90,7 +91,7 @@ func TestSelectSandboxNoEngine(t *testing.T) {
 // Against the real engine: a missing image is a fallback (auto) or an
 // error (docker); with the image, docker mode removes the runner's
 // orphans, creates the internal egress network and serves the proxy on
-// its gateway until Close.
+// its gateway, behind the host firewall, until Close.
 func TestSelectSandboxDocker(t *testing.T) {
 	cli := sandboxtest.Engine(t)
 	sandboxtest.HostFirewall(t)
@@ -168,6 +169,17 @@ func TestSelectSandboxDocker(t *testing.T) {
 	}
 	gateway := nw.IPAM.Config[0].Gateway
 	proxy := net.JoinHostPort(gateway, strconv.Itoa(port))
+	bridge := nw.Options["com.docker.network.bridge.name"]
+	firewalled := func() bool {
+		out, err := exec.Command("iptables", "-w", "-S", "INPUT").CombinedOutput()
+		if err != nil {
+			t.Fatalf("iptables -S INPUT: %v: %s", err, out)
+		}
+		return strings.Contains(string(out), "-i "+bridge+" -j ")
+	}
+	if !firewalled() {
+		t.Errorf("no host firewall rule for the egress bridge %s", bridge)
+	}
 	connect := func(target string) (int, error) {
 		c, err := net.DialTimeout("tcp", proxy, 5*time.Second)
 		if err != nil {
@@ -193,6 +205,9 @@ func TestSelectSandboxDocker(t *testing.T) {
 	closed = true
 	if _, err := connect("exfil.example.net:443"); err == nil {
 		t.Error("the proxy still answers after Close")
+	}
+	if firewalled() {
+		t.Errorf("the host firewall rule for %s outlived Close", bridge)
 	}
 }
 
