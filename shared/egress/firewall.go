@@ -21,7 +21,9 @@ import (
 // INPUT table per bridge: the proxy's address and port are accepted,
 // anything else arriving on the bridge is rejected (IPv4 and IPv6). Each
 // gateway adds its own accept rule and removes it on Close; the last one
-// removes the chain.
+// removes the chain. A runner that dies leaves the chain in place, closed
+// but for its (now unanswered) port; its next start on the same port takes
+// that rule over.
 //
 // Containers on the network still reach each other and the proxy; the
 // engine's own rules drop their traffic to other networks.
@@ -52,7 +54,7 @@ func bridgeName(options map[string]string, id string) string {
 }
 
 // installFirewall makes the host reject everything that arrives on bridge
-// but TCP to ip:port.
+// but TCP to ip:port. The caller listens on ip:port already.
 func installFirewall(ctx context.Context, bridge string, ip net.IP, port int) (*hostFirewall, error) {
 	fw := &hostFirewall{
 		bridge: bridge,
@@ -64,6 +66,11 @@ func installFirewall(ctx context.Context, bridge string, ip net.IP, port int) (*
 			_ = fw.remove(context.WithoutCancel(ctx))
 			return nil, err
 		}
+	}
+	// A rule left by a runner that died on this address and port (the
+	// listener proved it gone) is taken over rather than doubled.
+	if iptables(ctx, "iptables", append([]string{"-C", fw.chain}, fw.accept...)...) == nil {
+		return fw, nil
 	}
 	if err := iptables(ctx, "iptables", append([]string{"-I", fw.chain, "1"}, fw.accept...)...); err != nil {
 		_ = fw.remove(context.WithoutCancel(ctx))
