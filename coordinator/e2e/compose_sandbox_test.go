@@ -122,8 +122,17 @@ func TestComposeDockerSandbox(t *testing.T) {
 	if code != 0 || s.Status != "succeeded" || len(s.Nodes) != 1 {
 		t.Fatalf("status %s: exit %d, %q (%s), %d nodes", wf, code, s.Status, s.Reason, len(s.Nodes))
 	}
-	if n := s.Nodes[0]; !strings.HasPrefix(n.Sandbox, "docker supervisor/worker:latest@sha256:") {
-		t.Errorf("the agent ran in %q, want the Docker sandbox with supervisor/worker", n.Sandbox)
+	// The images compose.docker-sandbox.yaml names, unless the
+	// environment names others (as it may for the whole fleet).
+	agentImage, gateImage := "supervisor/worker:latest", "supervisor/sandbox-go:latest"
+	if v := os.Getenv("SUPERVISOR_AGENT_IMAGE"); v != "" {
+		agentImage = v
+	}
+	if v := os.Getenv("SUPERVISOR_GATE_IMAGE"); v != "" {
+		gateImage = v
+	}
+	if n := s.Nodes[0]; !strings.HasPrefix(n.Sandbox, "docker "+agentImage+"@sha256:") {
+		t.Errorf("the agent ran in %q, want the Docker sandbox with %s", n.Sandbox, agentImage)
 	}
 	want := map[string]struct {
 		status string
@@ -149,8 +158,8 @@ func TestComposeDockerSandbox(t *testing.T) {
 			t.Errorf("gate %s: %s with output %q (error %q), want %s with output containing %q",
 				g.Name, g.Status, g.Output, g.Error, w.status, w.output)
 		}
-		if !strings.HasPrefix(g.Sandbox, "docker supervisor/sandbox-go:latest@sha256:") {
-			t.Errorf("gate %s ran in %q, want the Docker sandbox with supervisor/sandbox-go", g.Name, g.Sandbox)
+		if !strings.HasPrefix(g.Sandbox, "docker "+gateImage+"@sha256:") {
+			t.Errorf("gate %s ran in %q, want the Docker sandbox with %s", g.Name, g.Sandbox, gateImage)
 		}
 		if g.Host != runner {
 			t.Errorf("gate %s ran on %q, want the gate runner %s", g.Name, g.Host, runner)
