@@ -4,6 +4,7 @@ package backends
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -13,10 +14,20 @@ import (
 )
 
 // Open returns a Redis-backed store when redisURL is set, else a store in
-// the JetStream KV bucket reached through js.
+// the JetStream KV bucket reached through js. A Redis store draws its
+// fencing epochs from that bucket (redisstate.WithEpochs), so its tokens
+// keep increasing if Redis loses its data. With Redis and a nil js the
+// tokens restart at 1 after such a loss.
 func Open(ctx context.Context, redisURL string, js jetstream.JetStream, replicas int) (state.Store, error) {
 	if redisURL != "" {
-		return redisstate.Open(ctx, redisURL)
+		if js == nil {
+			return redisstate.Open(ctx, redisURL)
+		}
+		kv, err := kvstate.New(ctx, js, kvstate.WithReplicas(max(replicas, 1)))
+		if err != nil {
+			return nil, fmt.Errorf("state: the bucket of fencing epochs: %w", err)
+		}
+		return redisstate.Open(ctx, redisURL, redisstate.WithEpochs(kv))
 	}
 	return kvstate.New(ctx, js, kvstate.WithReplicas(max(replicas, 1)))
 }

@@ -141,3 +141,37 @@ func TestLeaseTokenIsAcquisitionRevision(t *testing.T) {
 		t.Fatalf("re-acquire = %+v, %v; want token above %d", l2, err, e.Revision())
 	}
 }
+
+// NextEpoch counts from 1 and hands concurrent callers distinct values.
+func TestNextEpochDistinct(t *testing.T) {
+	t.Parallel()
+	s, err := New(context.Background(), connect(t), WithBucket("epochs-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	got := make(chan uint64, n)
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			e, err := s.NextEpoch(context.Background(), "redis:sup:")
+			got <- e
+			errs <- err
+		}()
+	}
+	seen := map[uint64]bool{}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("NextEpoch: %v", err)
+		}
+		seen[<-got] = true
+	}
+	for e := uint64(1); e <= n; e++ {
+		if !seen[e] {
+			t.Fatalf("epochs %v: %d missing; want 1..%d each once", seen, e, n)
+		}
+	}
+	if e, err := s.NextEpoch(context.Background(), "other"); err != nil || e != 1 {
+		t.Fatalf("another counter's first epoch = %d, %v; want 1", e, err)
+	}
+}

@@ -6,14 +6,23 @@
 //	lockseq:{key}  the key's fencing-token counter (never expires)
 //	cache:<key>    a cache entry, with its TTL
 //	breaker:<key>  a circuit breaker as JSON, naming its scope (absent while idle)
+//	epoch          the store's fencing epoch (with WithEpochs; never expires)
 //
 // The braces are Redis Cluster hash tags, so a lease and its counter live in
-// the same slot and the acquire script may touch both. BreakerList scans
-// the breaker keys, so it sees one server's keys: a Redis Cluster is not
-// supported for listing. The counters must
-// survive for tokens to keep increasing: run Redis with a noeviction policy
-// (or one that evicts only keys with a TTL) and with persistence if tokens
-// must also survive a restart.
+// the same slot. BreakerList scans the breaker keys, so it sees one server's
+// keys, and with WithEpochs the acquire script touches the epoch key beside
+// the lease's: a Redis Cluster is not supported.
+//
+// Fencing tokens must keep increasing even if Redis loses its data (a
+// restart without persistence, a flush, a new server). With WithEpochs the
+// store finds such a loss by the epoch key's absence: it then draws a new
+// epoch from the durable counter it was given (JetStream KV, see
+// backends.Open) and every key's counter continues above (epoch-1)<<32, so
+// every token issued after the loss exceeds every token issued before it
+// (as long as no key takes 2^32 leases in one epoch). Without WithEpochs the
+// counters must survive for tokens to keep increasing: run Redis with a
+// noeviction policy (or one that evicts only keys with a TTL) and with
+// persistence.
 package redisstate
 
 import (
@@ -48,6 +57,22 @@ type Option func(*config)
 
 type config struct {
 	prefix string
+	epochs EpochSource
+}
+
+// EpochSource is a durable counter outside Redis from which a store draws
+// a new fencing epoch when it finds Redis has lost its data.
+type EpochSource interface {
+	// NextEpoch increments the counter called name and returns its new
+	// value (1 the first time).
+	NextEpoch(ctx context.Context, name string) (uint64, error)
+}
+
+// WithEpochs keeps fencing tokens increasing across a loss of Redis's
+// data by drawing epochs from src (see the package comment). The counter
+// is named after the store's prefix.
+func WithEpochs(src EpochSource) Option {
+	return func(c *config) { c.epochs = src }
 }
 
 // WithPrefix sets the prefix of every key the store uses (default "sup:").
@@ -60,6 +85,7 @@ func WithPrefix(prefix string) Option {
 type Store struct {
 	client redis.UniversalClient
 	prefix string
+	epochs EpochSource
 }
 
 var _ state.Store = (*Store)(nil)
@@ -84,7 +110,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	if err := ping(ctx, *ropts, DefaultOpenTimeout); err != nil {
 		return nil, fmt.Errorf("redisstate: Redis at %s unreachable: %w: %w", shown, state.ErrUnavailable, err)
 	}
-	return &Store{client: redis.NewClient(ropts), prefix: c.prefix}, nil
+	return &Store{client: redis.NewClient(ropts), prefix: c.prefix, epochs: c.epochs}, nil
 }
 
 // ping pings the server opts names until it answers, ctx ends or timeout
@@ -166,12 +192,32 @@ func (s *Store) lockKey(key string) string    { return s.prefix + "lock:{" + key
 func (s *Store) lockSeqKey(key string) string { return s.prefix + "lockseq:{" + key + "}" }
 func (s *Store) cacheKey(key string) string   { return s.prefix + "cache:" + key }
 func (s *Store) breakerKey(key string) string { return s.prefix + "breaker:" + key }
+func (s *Store) epochKey() string              { return s.prefix + "epoch" }
 
-// acquireScript takes the lease if it is free: KEYS = lease, counter;
-// ARGV = owner, ttl in ms. It returns the new token, or 0 if held.
+// acquireScript takes the lease if it is free: KEYS = lease, counter,
+// epoch; ARGV = owner, ttl in ms, epoch ("" without epochs, "0" to ask).
+// It returns the new token, 0 if held, or -1 if the epoch key is missing
+// and ARGV[3] is "0": the caller must draw a new epoch and run it again
+// with it. The counter continues above (epoch-1)<<32.
 var acquireScript = redis.NewScript(`
+local floor = 0
+if ARGV[3] ~= '' then
+  local e = redis.call('GET', KEYS[3])
+  if not e then
+    if ARGV[3] == '0' then
+      return -1
+    end
+    redis.call('SET', KEYS[3], ARGV[3])
+    e = ARGV[3]
+  end
+  floor = (tonumber(e) - 1) * 4294967296
+end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
+end
+local c = tonumber(redis.call('GET', KEYS[2]) or '0')
+if c < floor then
+  redis.call('SET', KEYS[2], string.format('%d', floor))
 end
 local token = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], string.format('%d', token) .. ':' .. ARGV[1], 'PX', ARGV[2])
@@ -208,15 +254,37 @@ func (s *Store) Acquire(ctx context.Context, key, owner string, ttl time.Duratio
 		return state.Lease{}, fmt.Errorf("redisstate: acquire %q: %w", key, err)
 	}
 	start := time.Now()
-	token, err := acquireScript.Run(ctx, s.client,
-		[]string{s.lockKey(key), s.lockSeqKey(key)}, owner, millis(ttl)).Uint64()
+	epoch := ""
+	if s.epochs != nil {
+		epoch = "0"
+	}
+	token, err := s.acquire(ctx, key, owner, ttl, epoch)
+	if err == nil && token < 0 {
+		// Redis has lost its data (or this is its first use): continue
+		// the counters in a new epoch, above every token issued before.
+		var e uint64
+		e, err = s.epochs.NextEpoch(ctx, "redis:"+s.prefix)
+		if err != nil {
+			return state.Lease{}, fmt.Errorf("redisstate: acquire %q: draw a fencing epoch: %w: %w", key, state.ErrUnavailable, err)
+		}
+		if e < 1 || e >= 1<<21 {
+			return state.Lease{}, fmt.Errorf("redisstate: acquire %q: fencing epoch %d out of range", key, e)
+		}
+		token, err = s.acquire(ctx, key, owner, ttl, strconv.FormatUint(e, 10))
+	}
 	if err != nil {
 		return state.Lease{}, s.fail(ctx, "acquire "+strconv.Quote(key), err)
 	}
 	if token == 0 {
 		return state.Lease{}, fmt.Errorf("redisstate: acquire %q: %w", key, state.ErrLocked)
 	}
-	return state.Lease{Key: key, Owner: owner, Token: token, ExpiresAt: start.Add(ttl)}, nil
+	return state.Lease{Key: key, Owner: owner, Token: uint64(token), ExpiresAt: start.Add(ttl)}, nil
+}
+
+// acquire runs acquireScript; see it for epoch and the result.
+func (s *Store) acquire(ctx context.Context, key, owner string, ttl time.Duration, epoch string) (int64, error) {
+	return acquireScript.Run(ctx, s.client,
+		[]string{s.lockKey(key), s.lockSeqKey(key), s.epochKey()}, owner, millis(ttl), epoch).Int64()
 }
 
 // Renew extends lease by ttl from now, keeping its token; see state.Locks.
