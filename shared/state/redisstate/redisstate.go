@@ -192,7 +192,7 @@ func (s *Store) lockKey(key string) string    { return s.prefix + "lock:{" + key
 func (s *Store) lockSeqKey(key string) string { return s.prefix + "lockseq:{" + key + "}" }
 func (s *Store) cacheKey(key string) string   { return s.prefix + "cache:" + key }
 func (s *Store) breakerKey(key string) string { return s.prefix + "breaker:" + key }
-func (s *Store) epochKey() string              { return s.prefix + "epoch" }
+func (s *Store) epochKey() string             { return s.prefix + "epoch" }
 
 // acquireScript takes the lease if it is free: KEYS = lease, counter,
 // epoch; ARGV = owner, ttl in ms, epoch ("" without epochs, "0" to ask).
