@@ -48,6 +48,10 @@ type Options struct {
 	// decision (default 20 s, so an API request waiting for the merge
 	// is answered within the CLI's default 30 s timeout).
 	MergeLockWait time.Duration
+	// LostJobAfter is how long a job a runner reported started may go
+	// with nobody holding its lease before the watchdog runs it again
+	// (0: four times the bus's ack wait; negative: never).
+	LostJobAfter time.Duration
 	// Prices estimate the cost of agent runs whose CLI reported none, when
 	// their reports come in (before they become events).
 	Prices pricing.Table
@@ -181,6 +185,11 @@ func (e *Engine) lead(leaderCtx context.Context, stopLeading context.CancelCause
 			errs <- consume(leaderCtx)
 		}()
 	}
+	consumers.Add(1)
+	go func() {
+		defer consumers.Done()
+		e.watchJobs(leaderCtx)
+	}()
 	close(e.ready)
 	e.log.Info("coordinator ready", "id", e.opts.ID, "workflows", known)
 

@@ -25,6 +25,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/jobrun/jobruntest"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
+	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
 	"github.com/supervisorhq/supervisor/shared/testkit"
 	"github.com/supervisorhq/supervisor/shared/workspace"
@@ -82,6 +83,10 @@ type startOptions struct {
 	notify Notifier
 	// log is the engine's logger (nil: quiet).
 	log *slog.Logger
+	// store is the engine's state store (nil: the env's).
+	store state.Store
+	// lostJobAfter is Options.LostJobAfter (0: its default).
+	lostJobAfter time.Duration
 }
 
 // start runs a new engine, serving the API, on the env's bus, store and
@@ -99,8 +104,12 @@ func (e *env) start(opts ...startOptions) *Engine {
 	if o.log == nil {
 		o.log = quiet
 	}
-	eng, err := New(e.b, e.store, Options{DataDir: e.dataDir, Tick: o.tick, LeaderTTL: 3 * time.Second, Log: o.log, Now: o.now,
-		Notify: o.notify})
+	var store state.Store = e.store
+	if o.store != nil {
+		store = o.store
+	}
+	eng, err := New(e.b, store, Options{DataDir: e.dataDir, Tick: o.tick, LeaderTTL: 3 * time.Second, Log: o.log, Now: o.now,
+		Notify: o.notify, LostJobAfter: o.lostJobAfter})
 	if err != nil {
 		e.t.Fatal(err)
 	}
