@@ -299,7 +299,13 @@ func (w *Worker) runAgent(ctx context.Context, job *protocol.AgentJob, token uin
 		if err != nil {
 			return jobrun.Outcome{Err: fmt.Errorf("diff workspace: %w", err)}
 		}
-		if len(diff) > 0 {
+		switch {
+		case len(diff) > protocol.MaxPatchBytes:
+			// Never uploaded: the round fails, and the agent hears why.
+			errText = protocol.PatchTooLarge(int64(len(diff)))
+			status = protocol.AgentFailed
+			logw.Printf("%s", errText)
+		case len(diff) > 0:
 			name := fmt.Sprintf("%s/%s/a%d/%d.patch", job.WorkflowID, job.NodeID, job.Attempt, token)
 			uctx, span := telemetry.Start(ctx, jobrun.SpanUpload, attribute.String("supervisor.object", name))
 			patch, err = jobrun.UploadPatch(uctx, w.deps.Bus, job.NodeID, name, diff)
@@ -308,7 +314,7 @@ func (w *Worker) runAgent(ctx context.Context, job *protocol.AgentJob, token uin
 				return jobrun.Outcome{Err: err}
 			}
 			logw.Printf("patch %s: %d bytes", name, len(diff))
-		} else {
+		default:
 			logw.Printf("the agent changed nothing")
 		}
 	}

@@ -368,8 +368,12 @@ func UploadLog(ctx context.Context, b *bus.Bus, name string, data []byte) error 
 }
 
 // UploadPatch stores a patch in the patches bucket and returns its ref,
-// with a summary of what it changes.
+// with a summary of what it changes. A patch over protocol.MaxPatchBytes
+// is refused.
 func UploadPatch(ctx context.Context, b *bus.Bus, node, name string, patch []byte) (*protocol.PatchRef, error) {
+	if len(patch) > protocol.MaxPatchBytes {
+		return nil, fmt.Errorf("upload patch %s: %s", name, protocol.PatchTooLarge(int64(len(patch))))
+	}
 	sum := sha256.Sum256(patch)
 	if _, err := b.Patches.PutBytes(ctx, name, patch); err != nil {
 		return nil, fmt.Errorf("upload patch %s: %w", name, err)

@@ -279,6 +279,11 @@ func (m *Manager) fetchPatch(ctx context.Context, ref protocol.PatchRef) (string
 	if m.patches == nil {
 		return "", fmt.Errorf("patch %q: the Manager has no patches store", ref.Object)
 	}
+	if ref.Size > protocol.MaxPatchBytes {
+		// Never downloaded: no worker uploads one, and no coordinator
+		// gates one (protocol.MaxPatchBytes).
+		return "", fmt.Errorf("%w: patch %q of node %s: %s", ErrIntegrity, ref.Object, ref.NodeID, protocol.PatchTooLarge(ref.Size))
+	}
 	file, err := m.tempFile("patch-")
 	if err != nil {
 		return "", fmt.Errorf("patch %q: %w", ref.Object, err)

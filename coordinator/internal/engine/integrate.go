@@ -38,11 +38,13 @@ func (e *Engine) integrate(ctx context.Context, wf string, x statemachine.Integr
 		switch {
 		case errors.Is(err, errConflict):
 			ev = statemachine.IntegrationConflictEvent(w, x.Node, err.Error(), e.opts.Now())
+		case errors.Is(err, bus.ErrPatchRefused):
+			ev = statemachine.IntegrationRefusedEvent(w, x.Node, err.Error(), e.opts.Now())
 		case err == nil:
 			ev = statemachine.IntegratedEvent(w, x.Node, x, commit, e.opts.Now())
 		}
 	})
-	if err != nil && !errors.Is(err, errConflict) {
+	if err != nil && !errors.Is(err, errConflict) && !errors.Is(err, bus.ErrPatchRefused) {
 		return false, err
 	}
 	return e.append(ctx, ev.Event, ev.MsgID)
@@ -168,7 +170,8 @@ func (in *integrator) apply(ctx context.Context, x integration) (string, error) 
 
 // land applies one patch on parent with message and date.
 func (in *integrator) land(ctx context.Context, gitDir string, x integration, parent string, p protocol.PatchRef, message string, date time.Time) (string, error) {
-	patch, err := in.bus.Patches.GetBytes(ctx, p.Object)
+	// Bounded: an oversized or altered patch is refused unread.
+	patch, err := in.bus.PatchBytes(ctx, p)
 	if err != nil {
 		return "", fmt.Errorf("engine: fetch patch %s of %s: %w", p.Object, x.wf, err)
 	}

@@ -44,7 +44,7 @@ func (s *Service) inbox(ctx context.Context, _ api.IDRequest) (api.InboxResponse
 	sort.SliceStable(out.Items, func(i, j int) bool { return out.Items[i].Since.Before(out.Items[j].Since) })
 	for i := range out.Items {
 		if p := out.Items[i].Patch; p != nil {
-			if data, err := s.bus.Patches.GetBytes(ctx, p.Object); err == nil {
+			if data, err := s.bus.PatchBytes(ctx, *p); err == nil {
 				out.Items[i].DiffStat = diffStat(data)
 			}
 		}
@@ -92,7 +92,7 @@ func (s *Service) show(ctx context.Context, req api.IDRequest) (api.NodeDetail, 
 		patch = out.Attempts[i].Patch
 	}
 	if patch != nil {
-		if data, err := s.bus.Patches.GetBytes(ctx, patch.Object); err == nil {
+		if data, err := s.bus.PatchBytes(ctx, *patch); err == nil {
 			out.DiffStat = diffStat(data)
 			if len(data) > api.DiffMaxBytes {
 				data, out.DiffTruncated = data[:api.DiffMaxBytes], true

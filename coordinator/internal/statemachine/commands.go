@@ -208,5 +208,15 @@ func IntegrationConflictEvent(w *Workflow, node string, reason string, now time.
 		MsgID: w.msgID(fmt.Sprintf("%s.%s.a%d.escalated", w.ID, node, n.Attempt))}
 }
 
+// IntegrationRefusedEvent is the escalation of a node whose patch the
+// integrator refused to read (bus.ErrPatchRefused: over the size limit, or
+// not the size or SHA-256 its reference says): a human decides.
+func IntegrationRefusedEvent(w *Workflow, node string, reason string, now time.Time) Append {
+	n := w.Nodes[node]
+	return Append{Event: eventlog.Event{WorkflowID: w.ID, NodeID: node, Time: now, Body: eventlog.NodeEscalated{
+		Attempt: n.Attempt, Reason: "the patch cannot be integrated: " + reason}},
+		MsgID: w.msgID(fmt.Sprintf("%s.%s.a%d.escalated", w.ID, node, n.Attempt))}
+}
+
 // WorkflowNotFound is the refusal of a command on an unknown workflow.
 func WorkflowNotFound(id string) error { return notFound("workflow %q not found", id) }

@@ -210,6 +210,14 @@ func (d *decider) gating(n *Node) {
 		d.roundFailed(n, failure{agent: "no_changes: the agent changed nothing", noChanges: true})
 		return
 	}
+	if n.Patch != nil && n.Patch.Size > protocol.MaxPatchBytes {
+		// Too large to gate or integrate (the worker refuses to upload one;
+		// this catches a report that names one anyway). The agent hears
+		// why and may make a smaller change.
+		why := protocol.PatchTooLarge(n.Patch.Size)
+		d.roundFailed(n, failure{agent: why, refused: why})
+		return
+	}
 	if prev := n.samePatch(); prev > 0 {
 		// Its gates would judge the same code again: no point in running them.
 		d.roundFailed(n, failure{agent: fmt.Sprintf("attempt %d made the same patch as attempt %d", n.Attempt, prev),

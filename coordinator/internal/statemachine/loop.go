@@ -28,6 +28,10 @@ type failure struct {
 	agent string
 	// noChanges is set when the agent succeeded but changed nothing.
 	noChanges bool
+	// refused, when set, is why the work of an agent that succeeded is
+	// refused (a patch over protocol.MaxPatchBytes): the agent hears it
+	// as its error, and it is never classified as transient or fatal.
+	refused string
 	// gates are the gates whose failure blocks, by name.
 	gates []string
 	// escalate, when set, is why no retry can help (an integrity
@@ -126,7 +130,7 @@ func (d *decider) roundFailed(n *Node, f failure) {
 	if escalate == "" {
 		escalate = d.overBudget(n)
 	}
-	if f.agent != "" && escalate == "" && !f.noChanges && f.output == nil {
+	if f.agent != "" && escalate == "" && !f.noChanges && f.refused == "" && f.output == nil {
 		switch class, match, after := classifyAgent(n.Agent); class {
 		case Fatal:
 			escalate = "a fatal agent error (" + match + ")"
@@ -323,6 +327,9 @@ func (w *Workflow) feedback(n *Node, f failure, escalated bool, note *feedback.N
 		code, errText := a.ExitCode, a.Error
 		if f.noChanges {
 			errText = noChangesText
+		}
+		if f.refused != "" {
+			errText = f.refused
 		}
 		in.Gates = append(in.Gates, feedback.GateInput{Result: protocol.GateResult{Gate: "agent", Attempt: n.Attempt,
 			Status: st, ExitCode: &code, Stdout: a.Stdout, Stderr: a.Stderr, Error: errText, Log: a.Log},

@@ -1,0 +1,17 @@
+package protocol
+
+import "fmt"
+
+// MaxPatchBytes caps one agent patch (32 MiB). A worker refuses to upload
+// a larger patch (the round fails with PatchTooLarge's message), the
+// coordinator refuses to gate or integrate one whose reference says it is
+// larger, and every reader of the patches bucket refuses an object past
+// it: a runaway agent's output cannot fill the coordinator's memory or the
+// user's repository.
+const MaxPatchBytes = 32 << 20
+
+// PatchTooLarge says why a patch of size bytes is refused.
+func PatchTooLarge(size int64) string {
+	return fmt.Sprintf("patch_too_large: the patch is %d bytes, over the %d-byte limit (MaxPatchBytes); "+
+		"leave build outputs, dependencies and generated or binary files out of the change", size, int64(MaxPatchBytes))
+}
