@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -34,6 +35,15 @@ type Config struct {
 	MaxJobBytes int32
 	// EventsMaxAge bounds the event log (default 0: kept forever).
 	EventsMaxAge time.Duration
+	// EventsMaxBytes caps the event log's size. 0 keeps the cap the stream
+	// has (DefaultEventsMaxBytes if it has none yet), so a runner never
+	// changes what the coordinator set. A full log refuses appends
+	// (ErrEventLogFull) rather than dropping its oldest events.
+	EventsMaxBytes int64
+	// EventsMutable lets tests purge the event log and delete events from
+	// it. Every binary leaves it false: the log then denies both, and once
+	// denied a stream cannot allow them again.
+	EventsMutable bool
 	// ArtifactTTL bounds bundles, patches and logs (default 7 days).
 	ArtifactTTL time.Duration
 	// RunnerTTL is how long a runner's entry in the runners bucket
@@ -246,6 +256,13 @@ func (b *Bus) ensure(ctx context.Context) error {
 			Replicas:    c.Replicas,
 			Duplicates:  eventDupes,
 			MaxAge:      c.EventsMaxAge,
+			// Full: appends are refused, no history is dropped.
+			MaxBytes:   c.EventsMaxBytes,
+			Discard:    jetstream.DiscardNew,
+			MaxMsgSize: c.MaxJobBytes,
+			// The log is the workflows' truth: no client may rewrite it.
+			DenyDelete: !c.EventsMutable,
+			DenyPurge:  !c.EventsMutable,
 		},
 		{
 			Name:        protocol.StreamAdvisories,
@@ -258,17 +275,25 @@ func (b *Bus) ensure(ctx context.Context) error {
 	}
 	for _, sc := range streams {
 		if err := retryJS(ctx, "create stream "+sc.Name, func(ctx context.Context) error {
+			s, err := b.JS.Stream(ctx, sc.Name)
 			// Never scale an existing stream down: a runner started with the
 			// default of one replica must not shrink a cluster's streams.
-			if s, err := b.JS.Stream(ctx, sc.Name); err == nil && s.CachedInfo().Config.Replicas > sc.Replicas {
+			if err == nil && s.CachedInfo().Config.Replicas > sc.Replicas {
 				sc.Replicas = s.CachedInfo().Config.Replicas
 			}
-			_, err := b.JS.CreateOrUpdateStream(ctx, sc)
+			if sc.Name == protocol.StreamEvents && sc.MaxBytes <= 0 {
+				sc.MaxBytes = DefaultEventsMaxBytes
+				if err == nil && s.CachedInfo().Config.MaxBytes > 0 {
+					sc.MaxBytes = s.CachedInfo().Config.MaxBytes
+				}
+			}
+			_, err = b.JS.CreateOrUpdateStream(ctx, sc)
 			return err
 		}); err != nil {
-			return err
+			return streamConfigError(sc.Name, err)
 		}
 	}
+	b.checkEventLog(ctx)
 	buckets := []struct {
 		name string
 		dst  *jetstream.ObjectStore
@@ -414,6 +439,19 @@ func (b *Bus) PublishReport(ctx context.Context, r *protocol.Report, msgID strin
 // no longer ends where the appender expected: another writer appended.
 var ErrEventLogMoved = errors.New("event log moved: another writer appended to it")
 
+// ErrEventLogFull is returned by AppendEvent when the event log holds its
+// max bytes: nothing more is appended until an operator raises the cap
+// (or EventsMaxAge expires old events).
+var ErrEventLogFull = errors.New("event log full")
+
+// errCodeStreamStoreFailed is JetStream's error code for a message a
+// stream could not store (a DiscardNew stream at its limits among others).
+const errCodeStreamStoreFailed jetstream.ErrorCode = 10077
+
+// DefaultEventsMaxBytes is the event log's cap when Config.EventsMaxBytes
+// is not set and the stream has none yet (1 GiB).
+const DefaultEventsMaxBytes = 1 << 30
+
 // AppendOption configures AppendEvent.
 type AppendOption func(*appendOptions)
 
@@ -462,7 +500,53 @@ func (b *Bus) AppendEvent(ctx context.Context, e eventlog.Event, opts ...AppendO
 			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
 			return 0, false, fmt.Errorf("bus: append %s event for %s: %w (%v)", e.Type(), e.WorkflowID, ErrEventLogMoved, err)
 		}
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeStreamStoreFailed &&
+			strings.Contains(apiErr.Description, "maximum bytes exceeded") {
+			return 0, false, fmt.Errorf("bus: append %s event for %s: %w: stream %s is at its max bytes "+
+				"(raise the coordinator's --events-max-bytes): %v",
+				e.Type(), e.WorkflowID, ErrEventLogFull, protocol.StreamEvents, err)
+		}
 		return 0, false, fmt.Errorf("bus: append %s event for %s: %w", e.Type(), e.WorkflowID, err)
 	}
 	return ack.Sequence, ack.Duplicate, nil
+}
+
+// streamConfigError explains a stream the server would not create or
+// update: most often one whose existing configuration this build may not
+// change (a log that denies deletes, made by a newer build, cannot allow
+// them again).
+func streamConfigError(name string, err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && strings.Contains(apiErr.Description, "can not") {
+		return fmt.Errorf("bus: stream %s exists with a configuration this build may not change (%w); "+
+			"run the same Supervisor version everywhere, or change the stream with the nats CLI", name, err)
+	}
+	return err
+}
+
+// eventLogWarnRatio is how full the event log may get before Open warns.
+const eventLogWarnRatio = 0.8
+
+// checkEventLog says loudly, at start, when the event log is full or
+// nearly so: appends are refused once it holds its max bytes.
+func (b *Bus) checkEventLog(ctx context.Context) {
+	s, err := b.JS.Stream(ctx, protocol.StreamEvents)
+	if err != nil {
+		return
+	}
+	info := s.CachedInfo()
+	max := info.Config.MaxBytes
+	if max <= 0 {
+		return
+	}
+	used := info.State.Bytes
+	switch {
+	case used >= uint64(max):
+		b.log.Error("the event log is full: no workflow can be submitted or advance until its cap is raised "+
+			"(coordinator --events-max-bytes)",
+			"stream", protocol.StreamEvents, "bytes", used, "max_bytes", max)
+	case float64(used) >= eventLogWarnRatio*float64(max):
+		b.log.Warn("the event log is nearly full; at its cap appends are refused",
+			"stream", protocol.StreamEvents, "bytes", used, "max_bytes", max)
+	}
 }

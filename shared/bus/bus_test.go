@@ -150,7 +150,7 @@ func TestOpenCreatesStreamsAndBuckets(t *testing.T) {
 	}{
 		protocol.StreamJobs:       {protocol.SubjectJobs, jetstream.WorkQueuePolicy, time.Minute, 4096},
 		protocol.StreamResults:    {protocol.SubjectResults, jetstream.WorkQueuePolicy, time.Minute, 4096},
-		protocol.StreamEvents:     {protocol.SubjectEvents, jetstream.LimitsPolicy, time.Minute, -1},
+		protocol.StreamEvents:     {protocol.SubjectEvents, jetstream.LimitsPolicy, time.Minute, 4096}, // an event is capped like a job
 		protocol.StreamAdvisories: {protocol.SubjectMaxDeliveries, jetstream.WorkQueuePolicy, 0, -1},
 	}
 	check := func() {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/engine"
 	"github.com/supervisorhq/supervisor/coordinator/internal/fleet"
@@ -13,6 +14,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/metrics"
+	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/state/backends"
 )
 
@@ -40,7 +42,11 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 				return &ExitError{Code: ExitUnavailable, Err: err}
 			}
 			defer ms.Close() //nolint:errcheck // shutting down
-			b, err := bus.Open(ctx, e.v.GetString("nats"), "supervisor-coordinator", jobrun.BusConfig(e.v), e.log)
+			bcfg, err := serviceBusConfig(e.v)
+			if err != nil {
+				return &ExitError{Code: ExitUsage, Err: err}
+			}
+			b, err := bus.Open(ctx, e.v.GetString("nats"), "supervisor-coordinator", bcfg, e.log)
 			if err != nil {
 				return &ExitError{Code: ExitUnavailable, Err: err}
 			}
@@ -118,8 +124,22 @@ func addServiceFlags(cmd *cobra.Command) {
 	fs.Duration("ack-wait", 30e9, "time a job may go without a heartbeat before it is redelivered")
 	fs.Int("max-deliver", 5, "deliveries of a job before it is dead-lettered")
 	fs.Duration("artifact-ttl", 7*24*time.Hour, "how long bundles, patches and logs are kept in the object store")
+	fs.String("events-max-bytes", jobrun.FormatBytes(bus.DefaultEventsMaxBytes),
+		"cap of the event log (stream "+protocol.StreamEvents+"); when full, appends are refused, never old events dropped (bytes, or e.g. 512MiB, 4GiB)")
 	fs.String("data-dir", "./.supervisor-data", "directory for the coordinator's integration mirrors")
 	fs.String("id", "", "this coordinator's identity for the leader lock (default hostname-pid)")
 	jobrun.AddBreakerFlags(fs)
 	addNotifyFlags(cmd)
+}
+
+// serviceBusConfig reads the coordinator's JetStream parameters: the
+// runners' (jobrun.BusConfig) and the event log's cap.
+func serviceBusConfig(v *viper.Viper) (bus.Config, error) {
+	cfg := jobrun.BusConfig(v)
+	n, err := jobrun.ParseBytes(v.GetString("events-max-bytes"))
+	if err != nil || n <= 0 {
+		return bus.Config{}, fmt.Errorf("--events-max-bytes %q: want a positive size, e.g. 1GiB", v.GetString("events-max-bytes"))
+	}
+	cfg.EventsMaxBytes = n
+	return cfg, nil
 }

@@ -1085,11 +1085,13 @@ tasks:
 	}
 }
 
-// A coordinator whose event log was emptied (purged, or aged out by
-// EventsMaxAge) after being used still starts.
+// A coordinator whose event log was emptied (aged out by EventsMaxAge, or
+// purged by an operator on a log made before purges were denied) after
+// being used still starts. The test purges and deletes to empty it fast,
+// so its log allows both (EventsMutable).
 func TestReplayOfEmptiedLog(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, bus.Config{})
+	e := newEnv(t, bus.Config{EventsMutable: true})
 	e.start()
 	wf := e.submit("name: gone\ndefaults:\n  " + agentCmd + "tasks:\n  - id: n\n    prompt: n\n")
 	e.waitNode(wf, "n", protocol.NodeReady)
