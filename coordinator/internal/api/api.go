@@ -104,6 +104,9 @@ type LogEntry struct {
 	// Content is the log's tail (the whole log when it fits).
 	Content   string `json:"content"`
 	Truncated bool   `json:"truncated,omitempty"`
+	// Size is the whole log's length in bytes; a truncated log is read
+	// in full from the logs bucket under Object (coordinator logs --log).
+	Size int64 `json:"size,omitempty"`
 }
 
 // LogsResponse carries a node's logs.

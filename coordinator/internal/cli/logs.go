@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
+	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 )
 
@@ -19,6 +22,9 @@ func newLogs() *cobra.Command {
 		Use:   "logs WF NODE",
 		Short: "Print a node's agent and gate logs (the latest attempt); -f follows its agent live",
 		Long: `logs prints the stored logs of a node's latest attempt: its agent's and its gates'.
+Each is its tail: all of them fit in one reply, so long logs are cut to their
+ends, marked [tail: last N of M bytes]. --log NAME prints one of them whole
+("context", "agent", or a gate's name), read from the logs bucket.
 With -f it then follows the node: each event its agent's CLI reports while it runs
 (a message, a tool call, the result; secrets redacted) is printed as it happens,
 prefixed with the attempt, until the node is terminal (succeeded, failed, skipped,
@@ -30,6 +36,12 @@ are in the stored log once the round ends.`,
 			if err != nil {
 				return err
 			}
+			if name := e.v.GetString("log"); name != "" {
+				if e.v.GetBool("follow") {
+					return exitf(ExitUsage, "--log and --follow cannot be combined")
+				}
+				return printOneLog(e, args[0], args[1], name)
+			}
 			if !e.v.GetBool("follow") {
 				return e.callAPI(func(ctx context.Context, client *api.Client) error {
 					return printLogs(ctx, e, client, args[0], args[1])
@@ -39,6 +51,7 @@ are in the stored log once the round ends.`,
 		},
 	}
 	cmd.Flags().BoolP("follow", "f", false, "follow the node's agent live until the node is terminal")
+	cmd.Flags().String("log", "", `print this one log whole: "context", "agent", or a gate's name ("gate NAME" works too)`)
 	return cmd
 }
 
@@ -55,13 +68,60 @@ func printLogs(ctx context.Context, e *env, client *api.Client, wf, node string)
 	for _, l := range logs {
 		tail := ""
 		if l.Truncated {
-			tail = " [tail]"
+			tail = fmt.Sprintf(" [tail: last %d of %d bytes; --log %q prints it whole]", len(l.Content), l.Size,
+				strings.TrimPrefix(l.Name, "gate "))
 		}
 		fmt.Fprintf(e.out, "==> %s (%s)%s <==\n", l.Name, l.Object, tail)
 		fmt.Fprint(e.out, l.Content)
 		if !strings.HasSuffix(l.Content, "\n") {
 			fmt.Fprintln(e.out)
 		}
+	}
+	return nil
+}
+
+// printOneLog streams one of node's logs, whole, from the logs bucket:
+// the API names its object, and no reply carries its content.
+func printOneLog(e *env, wf, node, name string) error {
+	ctx, stop := signalContext()
+	defer stop()
+	nc, client, err := e.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	rctx, cancel := context.WithTimeout(ctx, e.v.GetDuration("timeout"))
+	defer cancel()
+	logs, err := client.Logs(rctx, wf, node)
+	if err != nil {
+		return apiErr(err)
+	}
+	var found *api.LogEntry
+	names := make([]string, 0, len(logs))
+	for i, l := range logs {
+		names = append(names, strconv.Quote(strings.TrimPrefix(l.Name, "gate ")))
+		if l.Name == name || l.Name == "gate "+name {
+			found = &logs[i]
+		}
+	}
+	if found == nil {
+		if len(names) == 0 {
+			return exitf(ExitUsage, "node %s of %s has no logs yet", node, wf)
+		}
+		return exitf(ExitUsage, "node %s of %s has no log %q; it has %s", node, wf, name, strings.Join(names, ", "))
+	}
+	b, err := bus.Attach(rctx, nc, e.log)
+	if err != nil {
+		return &ExitError{Code: ExitUnavailable, Err: err}
+	}
+	// Streamed: the object store sends it in chunks, whatever its size.
+	obj, err := b.Logs.Get(ctx, found.Object)
+	if err != nil {
+		return &ExitError{Code: ExitFault, Err: fmt.Errorf("read log %s: %w", found.Object, err)}
+	}
+	defer obj.Close()
+	if _, err := io.Copy(e.out, obj); err != nil {
+		return &ExitError{Code: ExitFault, Err: fmt.Errorf("read log %s: %w", found.Object, err)}
 	}
 	return nil
 }

@@ -152,8 +152,9 @@ func (s *Service) Serve(leaderCtx context.Context) (stop func() error, err error
 }
 
 // endpoint adapts a typed handler to the micro service: the request is
-// decoded strictly (unknown fields are a 400), the reply encoded as JSON,
-// and an error replied with its API code (500 for anything that is not an
+// decoded strictly (unknown fields are a 400), the reply encoded as JSON
+// (one too large for a NATS message is replied as a 413 instead), and an
+// error replied with its API code (500 for anything that is not an
 // *api.Error, logged).
 func endpoint[Req, Resp any](s *Service, leaderCtx context.Context, h func(context.Context, Req) (Resp, error)) micro.Handler {
 	return micro.HandlerFunc(func(r micro.Request) {
@@ -173,7 +174,20 @@ func endpoint[Req, Resp any](s *Service, leaderCtx context.Context, h func(conte
 			s.replyError(r, err)
 			return
 		}
-		_ = r.RespondJSON(resp)
+		data, err := json.Marshal(resp)
+		if err != nil {
+			s.replyError(r, fmt.Errorf("encode the reply: %w", err))
+			return
+		}
+		if max := s.bus.NC.MaxPayload() - replyHeadroom; int64(len(data)) > max {
+			// Sent, it would be dropped and the caller would time out as if
+			// no coordinator answered.
+			s.replyError(r, api.TooLarge("the reply is %d bytes, over the %d bytes NATS's message limit leaves it", len(data), max))
+			return
+		}
+		if err := r.Respond(data); err != nil {
+			s.log.Warn("API reply not sent", "subject", r.Subject(), "err", err)
+		}
 	})
 }
 

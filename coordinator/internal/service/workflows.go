@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"errors"
-	"fmt"
 	"regexp"
 	"strings"
 	"time"
@@ -19,10 +18,6 @@ import (
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/telemetry"
 )
-
-// logTailBytes caps each log returned by the logs endpoint, so a reply
-// stays under NATS's default 1 MiB message limit.
-const logTailBytes = 192 << 10
 
 var commitRE = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 
@@ -152,44 +147,6 @@ func (s *Service) cancel(ctx context.Context, req api.IDRequest) (api.WorkflowSu
 		return api.WorkflowSummary{}, refusal(err)
 	}
 	return s.summary(req.WorkflowID)
-}
-
-func (s *Service) logs(ctx context.Context, req api.IDRequest) (api.LogsResponse, error) {
-	var entries []api.LogEntry
-	err := s.readWorkflow(req.WorkflowID, func(w *statemachine.Workflow) error {
-		n := w.Nodes[req.NodeID]
-		if n == nil {
-			return api.NotFound("workflow %s has no node %q", w.ID, req.NodeID)
-		}
-		if n.Agent != nil && n.Agent.Context != "" {
-			// What the agent was given: its packed context and task.
-			entries = append(entries, api.LogEntry{Name: "context", Object: n.Agent.Context})
-		}
-		if n.Agent != nil && n.Agent.Log != "" {
-			entries = append(entries, api.LogEntry{Name: "agent", Object: n.Agent.Log})
-		}
-		for _, g := range n.GateOrder {
-			if gr := n.Gates[g]; gr != nil && gr.Result != nil && gr.Result.Log != "" {
-				entries = append(entries, api.LogEntry{Name: "gate " + g, Object: gr.Result.Log})
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return api.LogsResponse{}, err
-	}
-	for i := range entries {
-		b, err := s.bus.Logs.GetBytes(ctx, entries[i].Object)
-		if err != nil {
-			entries[i].Content = fmt.Sprintf("(log unavailable: %v)", err)
-			continue
-		}
-		if len(b) > logTailBytes {
-			b, entries[i].Truncated = b[len(b)-logTailBytes:], true
-		}
-		entries[i].Content = string(b)
-	}
-	return api.LogsResponse{Logs: entries}, nil
 }
 
 func (s *Service) gateRerun(ctx context.Context, req api.GateRerunRequest) (api.WorkflowSummary, error) {
