@@ -359,12 +359,26 @@ func Env(own map[string]string, workflow, node string, attempt int) map[string]s
 	return env
 }
 
-// UploadLog stores a log in the logs bucket under name, secrets redacted.
+// UploadLog stores a log in the logs bucket under name, secrets redacted,
+// capped at MaxLogBytes: past it the rest is dropped and a marker says so.
 func UploadLog(ctx context.Context, b *bus.Bus, name string, data []byte) error {
-	if _, err := b.Logs.PutBytes(ctx, name, redact.Bytes(data)); err != nil {
+	data = capLog(redact.Bytes(data))
+	if _, err := b.Logs.PutBytes(ctx, name, data); err != nil {
 		return fmt.Errorf("upload log %s: %w", name, err)
 	}
 	return nil
+}
+
+// capLog keeps a log's first MaxLogBytes (less its marker) and says how
+// much was dropped.
+func capLog(data []byte) []byte {
+	if len(data) <= MaxLogBytes {
+		return data
+	}
+	keep := MaxLogBytes - 128 // room for the marker
+	marker := fmt.Sprintf("\n[supervisor] log capped at %d bytes; %d bytes dropped\n", MaxLogBytes, len(data)-keep)
+	out := make([]byte, 0, MaxLogBytes)
+	return append(append(out, data[:keep]...), marker...)
 }
 
 // UploadPatch stores a patch in the patches bucket and returns its ref,

@@ -15,7 +15,7 @@ import (
 func TestFitLogs(t *testing.T) {
 	const limit = 1<<20 - replyHeadroom
 	plain := bytes.Repeat([]byte("line of a gate's output\n"), 20000) // 480 KB
-	control := bytes.Repeat([]byte{0x01, 0x02, '<', '>'}, 100000)    // 6 escaped bytes each
+	control := bytes.Repeat([]byte{0x01, 0x02, '<', '>'}, 100000)     // 6 escaped bytes each
 	var entries []api.LogEntry
 	var logs [][]byte
 	for i := 0; i < 6; i++ {
