@@ -295,14 +295,16 @@ func (w *Worker) runAgent(ctx context.Context, job *protocol.AgentJob, token uin
 	}
 	var patch *protocol.PatchRef
 	if status == protocol.AgentSucceeded {
-		diff, err := ws.Diff(ctx)
-		if err != nil {
+		// Bounded: git is stopped past the limit, so a huge change is
+		// never held in memory.
+		diff, err := ws.DiffLimit(ctx, protocol.MaxPatchBytes)
+		if err != nil && !errors.Is(err, workspace.ErrDiffTooLarge) {
 			return jobrun.Outcome{Err: fmt.Errorf("diff workspace: %w", err)}
 		}
 		switch {
-		case len(diff) > protocol.MaxPatchBytes:
+		case err != nil:
 			// Never uploaded: the round fails, and the agent hears why.
-			errText = protocol.PatchTooLarge(int64(len(diff)))
+			errText = protocol.PatchTooLarge(-1)
 			status = protocol.AgentFailed
 			logw.Printf("%s", errText)
 		case len(diff) > 0:

@@ -10,8 +10,13 @@ import "fmt"
 // user's repository.
 const MaxPatchBytes = 32 << 20
 
-// PatchTooLarge says why a patch of size bytes is refused.
+// PatchTooLarge says why a patch of size bytes is refused; a negative
+// size is a patch whose making was stopped at the limit.
 func PatchTooLarge(size int64) string {
+	if size < 0 {
+		return fmt.Sprintf("patch_too_large: the patch is over the %d-byte limit (MaxPatchBytes); "+
+			"leave build outputs, dependencies and generated or binary files out of the change", int64(MaxPatchBytes))
+	}
 	return fmt.Sprintf("patch_too_large: the patch is %d bytes, over the %d-byte limit (MaxPatchBytes); "+
 		"leave build outputs, dependencies and generated or binary files out of the change", size, int64(MaxPatchBytes))
 }

@@ -42,6 +42,8 @@ var (
 	// ErrIntegrity means a downloaded object does not match the size or
 	// SHA-256 its reference promised.
 	ErrIntegrity = errors.New("object does not match its reference")
+	// ErrDiffTooLarge means a workspace's patch is over DiffLimit's limit.
+	ErrDiffTooLarge = errors.New("patch too large")
 	// ErrConflict means a patch does not apply to the tree it was meant for.
 	ErrConflict = errors.New("patch does not apply")
 	// ErrBranchMoved means the branch changed while ApplyToBranch built its

@@ -77,17 +77,30 @@ func (w *Workspace) commitIndex(ctx context.Context, message string) (string, er
 // yields an empty patch. Diff stages the whole worktree in the workspace's
 // index as a side effect.
 func (w *Workspace) Diff(ctx context.Context) ([]byte, error) {
+	return w.DiffLimit(ctx, 0)
+}
+
+// DiffLimit is Diff that stops git once the patch is over limit bytes
+// (0: no limit) and fails with ErrDiffTooLarge, so a huge change is never
+// held in memory.
+func (w *Workspace) DiffLimit(ctx context.Context, limit int) ([]byte, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return nil, fmt.Errorf("workspace: diff %s: workspace is closed", w.Dir)
 	}
 	g := w.git()
+	if limit > 0 {
+		g.MaxOutput = limit
+	}
 	if _, err := g.Text(ctx, "add", "--all"); err != nil {
 		return nil, fmt.Errorf("workspace: diff %s: %w", w.Dir, err)
 	}
 	patch, err := g.Output(ctx, "diff-index", "--cached", "--patch", "--binary", "--full-index",
 		"--no-ext-diff", "--no-textconv", "--no-color", w.Base, "--")
+	if errors.Is(err, gitexec.ErrOutputLimit) {
+		return nil, fmt.Errorf("workspace: diff %s against %s: %w: over %d bytes", w.Dir, w.Base, ErrDiffTooLarge, limit)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("workspace: diff %s against %s: %w", w.Dir, w.Base, err)
 	}
