@@ -5,9 +5,10 @@ import "fmt"
 // MaxPatchBytes caps one agent patch (32 MiB). A worker refuses to upload
 // a larger patch (the round fails with PatchTooLarge's message), the
 // coordinator refuses to gate or integrate one whose reference says it is
-// larger, and every reader of the patches bucket refuses an object past
-// it: a runaway agent's output cannot fill the coordinator's memory or the
-// user's repository.
+// larger and reads a patch only after checking the object's size
+// (bus.PatchBytes), and runners refuse to download one whose reference is
+// over it: a runaway agent's output cannot fill the coordinator's memory
+// or the user's repository.
 const MaxPatchBytes = 32 << 20
 
 // PatchTooLarge says why a patch of size bytes is refused; a negative
