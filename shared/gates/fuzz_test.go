@@ -20,6 +20,9 @@ func FuzzParseFile(f *testing.F) {
 	f.Add([]byte("[[gate]]\nname = \"t\"\ncommand = [\"go\", \"test\"]\n[gate.env]\nA = \"1\"\n[gate.resources]\nmemory = 1024\n"), true)
 	f.Add([]byte("a.b.c = 1\n[x]\ny = [[1, 2], {z = true}]\n[[x.w]]\nq = 1979-05-27T07:32:00Z\n"), true)
 	f.Add([]byte("---\ngates:\n  - name: x\n    command: [x]\n---\nrest"), false)
+	// #12: inline code and git's shell aliases.
+	f.Add([]byte("gates:\n  a: {command: [python3, -c, \"import os\"]}\n  b: {command: [git, -c, \"alias.x=!sh\", x]}\n  c: {command: [make, -f, /dev/stdin], allow_shell: true}\n"), false)
+	f.Add([]byte("[[gate]]\nname = \"a\"\ncommand = [\"awk\", \"BEGIN{system(1)}\"]\n[gate.env]\nGIT_CONFIG_COUNT = \"1\"\n"), true)
 	f.Fuzz(func(t *testing.T, data []byte, isTOML bool) {
 		name := "f.yaml"
 		if isTOML {

@@ -135,6 +135,9 @@ func detectShell(argv []string) (name, desc string, ok bool) {
 		case winShells[name] && winHasCommand(name, argv[i+1:]):
 			return name, name, true
 		}
+		if desc, ok := laterInline(name, argv[i+1:]); ok {
+			return name, desc, true
+		}
 	}
 	return "", "", false
 }
@@ -153,15 +156,21 @@ func shellInChain(argv []string) (name, desc string, ok bool) {
 		prog := progName(argv[0])
 		switch {
 		case posixShells[prog]:
+			c, si, script := shellOptions(argv[1:])
 			switch {
-			case shellHasC(argv[1:]):
+			case c:
 				return prog, prog + " -c", true
-			case shellRunsCommands(argv[1:]):
+			case si || script == "":
 				return prog, prog + " reading commands from standard input", true
+			case isStdinPath(script):
+				return prog, prog + " reading commands from " + script, true
 			}
 			return "", "", false
 		case winShells[prog]:
 			return prog, prog, true
+		}
+		if desc, ok := codeRunner(prog, argv[1:]); ok {
+			return prog, desc, true
 		}
 		w, known := wrappers[prog]
 		if !known {
@@ -286,15 +295,6 @@ func isAssignment(s string) bool {
 	return strings.Contains(s, "=") && !strings.HasPrefix(s, "=") && !strings.HasPrefix(s, "-")
 }
 
-// shellRunsCommands reports whether a POSIX shell in command position
-// runs commands rather than a script file: it has -c (shellHasC), or -s
-// or -i, or no script operand at all (it would read commands from
-// standard input, as in sudo -u x bash).
-func shellRunsCommands(args []string) bool {
-	c, si, script := shellOptions(args)
-	return c || si || !script
-}
-
 // shellHasC reports whether a POSIX shell's options (before its first
 // operand, the script) include -c (or fish's --command).
 func shellHasC(args []string) bool {
@@ -303,17 +303,20 @@ func shellHasC(args []string) bool {
 }
 
 // shellOptions scans a POSIX shell's arguments up to its first operand:
-// c reports -c (or fish's --command), si -s or -i, and script whether a
-// script operand follows the options ("-" is standard input, not a
-// script). Options taking a value (-o, --rcfile …) skip it.
-func shellOptions(args []string) (c, si, script bool) {
+// c reports -c (or fish's --command), si -s or -i, and script is the
+// script operand following the options, "" if none ("-" is standard
+// input, not a script). Options taking a value (-o, --rcfile …) skip it.
+func shellOptions(args []string) (c, si bool, script string) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
 		case a == "-":
-			return c, si, false
+			return c, si, ""
 		case a == "--":
-			return c, si, i+1 < len(args)
+			if i+1 < len(args) {
+				return c, si, args[i+1]
+			}
+			return c, si, ""
 		case a == "--command" || strings.HasPrefix(a, "--command="):
 			c = true // fish
 		case strings.HasPrefix(a, "--"):
@@ -334,10 +337,10 @@ func shellOptions(args []string) (c, si, script bool) {
 				}
 			}
 		default:
-			return c, si, true
+			return c, si, a
 		}
 	}
-	return c, si, false
+	return c, si, ""
 }
 
 // winHasCommand reports whether cmd or powershell, met later in argv, is
@@ -366,7 +369,10 @@ func winHasCommand(name string, args []string) bool {
 // EnvDenied reports why an environment variable may not be set by a gate
 // or task, or "" if it may. The check ignores case (EV-03): PATH, HOME,
 // USER and PYTHONPATH are controlled by the runner, LD_* changes how
-// programs are loaded, and SUPERVISOR_* is reserved.
+// programs are loaded, GIT_CONFIG_PARAMETERS, GIT_CONFIG_COUNT,
+// GIT_CONFIG_KEY_*, GIT_CONFIG_VALUE_*, GIT_CONFIG, GIT_CONFIG_GLOBAL and
+// GIT_CONFIG_SYSTEM inject git configuration, which can define `!`
+// aliases that run a shell (CM-11), and SUPERVISOR_* is reserved.
 func EnvDenied(key string) string {
 	k := strings.ToUpper(key)
 	switch {
@@ -374,6 +380,10 @@ func EnvDenied(key string) string {
 		return "it is controlled by the runner"
 	case strings.HasPrefix(k, "LD_"):
 		return "LD_* variables change how programs are loaded"
+	case k == "GIT_CONFIG" || k == "GIT_CONFIG_PARAMETERS" || k == "GIT_CONFIG_COUNT" ||
+		k == "GIT_CONFIG_GLOBAL" || k == "GIT_CONFIG_SYSTEM" ||
+		strings.HasPrefix(k, "GIT_CONFIG_KEY_") || strings.HasPrefix(k, "GIT_CONFIG_VALUE_"):
+		return "it injects git configuration, which can define aliases that run a shell"
 	case strings.HasPrefix(k, "SUPERVISOR_"):
 		return "SUPERVISOR_* variables are reserved for Supervisor"
 	}

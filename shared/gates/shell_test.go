@@ -108,6 +108,10 @@ func TestDeniedEnvViaWrapper(t *testing.T) {
 		{[]string{"env", "--split-string", "A=1 USER=root make"}, "USER"},
 		{[]string{"sudo", "-u", "x", "LD_PRELOAD=y", "make"}, "LD_PRELOAD"},
 		{[]string{"/usr/bin/env", "--", "PATH=/x", "go"}, "PATH"},
+		{[]string{"env", "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=alias.x", "git", "x"}, "GIT_CONFIG_COUNT"},
+		{[]string{"env", "git_config_parameters='alias.x=!id'", "git", "x"}, "git_config_parameters"},
+		{[]string{"env", "GIT_CONFIG_VALUE_0=!id", "git", "x"}, "GIT_CONFIG_VALUE_0"},
+		{[]string{"env", "GIT_AUTHOR_NAME=CI", "git", "commit"}, ""},
 		{[]string{"env", "GOOS=linux", "CGO_ENABLED=0", "go", "build"}, ""},
 		{[]string{"go", "run", "./x", "PATH=/x"}, ""},
 		{[]string{"env", "-i", "go", "PATH=/x"}, ""}, // after the command: arguments
