@@ -43,7 +43,6 @@ import (
 	"github.com/supervisorhq/supervisor/shared/integrity"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/protocol"
-	"github.com/supervisorhq/supervisor/shared/redact"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
 	"github.com/supervisorhq/supervisor/shared/telemetry"
 	"github.com/supervisorhq/supervisor/shared/workspace"
@@ -133,7 +132,7 @@ func (r *Runner) handle(ctx context.Context, d *bus.Delivery) bus.Disposition {
 		func(token uint64, err error) *protocol.Report {
 			g := r.result(&job, token, began)
 			g.Status, g.Error = protocol.GateError, err.Error()
-			g.Output = truncateOutput(redact.String(err.Error()))
+			g.Output = truncateOutput(r.keys.Scrub(err.Error()))
 			observeGate(g)
 			return gateReport(g)
 		})
@@ -527,15 +526,15 @@ func (r *Runner) execute(jobCtx, ctx context.Context, job *protocol.GateJob, tok
 		logw.Printf("gate %s: status %s", job.Gate, g.Status)
 	}
 
-	g.Stdout, g.Stderr = redact.String(string(res.Stdout)), redact.String(string(res.Stderr))
-	output := strings.TrimSpace(redact.String(string(res.Stdout) + "\n" + string(res.Stderr)))
+	g.Stdout, g.Stderr = r.keys.Scrub(string(res.Stdout)), r.keys.Scrub(string(res.Stderr))
+	output := strings.TrimSpace(r.keys.Scrub(string(res.Stdout) + "\n" + string(res.Stderr)))
 	for _, n := range notes {
-		output = joinNonEmpty("\n\n", output, redact.String(n))
+		output = joinNonEmpty("\n\n", output, r.keys.Scrub(n))
 	}
 	g.Output = truncateOutput(output)
 
 	uctx, span := telemetry.Start(ctx, jobrun.SpanUpload, attribute.String("supervisor.object", logName))
-	err = jobrun.UploadLog(uctx, r.deps.Bus, logName, logw.Bytes())
+	err = jobrun.UploadLog(uctx, r.deps.Bus, logName, []byte(r.keys.Scrub(string(logw.Bytes()))))
 	telemetry.End(span, err)
 	if err != nil {
 		return nil, jobrun.Unjudged, err

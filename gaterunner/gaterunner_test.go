@@ -30,9 +30,14 @@ const hostVar = "leaked-from-the-host"
 
 var busConfig = bus.Config{AckWait: 6 * time.Second}
 
+// runnerSecret is the value of a secret-named variable of the runner's
+// own environment; nothing the runner publishes may contain it.
+const runnerSecret = "runner-secret-4711"
+
 func TestMain(m *testing.M) {
 	// Process-wide so tests may run in parallel (t.Setenv forbids that).
 	os.Setenv("SUPERVISOR_TEST_HOST_VAR", hostVar)
+	os.Setenv("SUP_TEST_RUNNER_TOKEN", runnerSecret)
 	sandboxtest.Main(m) // removes the probe image of the Docker tests, if one was built
 }
 
@@ -694,6 +699,34 @@ func TestGateOutput(t *testing.T) {
 	}
 	if g.DurationMillis < 0 || g.TimedOut {
 		t.Errorf("duration %d timed out %v", g.DurationMillis, g.TimedOut)
+	}
+	h.Settled(protocol.KindGate)
+}
+
+// CTX-09 (#12): a gate that prints a secret of the runner's environment
+// (here by value, and as its parent's environ shows it) leaks it neither
+// in the result's output, stdout and stderr nor in the uploaded log: the
+// runner masks its environment's secret values wherever they appear.
+func TestGateOutputRedactsRunnerSecrets(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.startRunner(Config{})
+
+	j := h.gateJob("leak", 1, "sh", "-c",
+		`echo "plain ${0} value"; tr '\0' '\n' < /proc/$PPID/environ | grep RUNNER_TOKEN; echo "in stderr ${0}" >&2; exit 1`,
+		runnerSecret)
+	g := h.run(j)
+	if g.Status != protocol.GateFailed {
+		t.Fatalf("status %s, want failed (output %q)", g.Status, g.Output)
+	}
+	logText := h.logText(g.Log)
+	for what, text := range map[string]string{"output": g.Output, "stdout": g.Stdout, "stderr": g.Stderr, "log": logText} {
+		if strings.Contains(text, runnerSecret) {
+			t.Errorf("%s leaks the runner's secret:\n%s", what, text)
+		}
+	}
+	if !strings.Contains(g.Stdout, "plain [REDACTED] value") || !strings.Contains(g.Stderr, "in stderr [REDACTED]") {
+		t.Errorf("the gate's output lost more than the secret: stdout %q, stderr %q", g.Stdout, g.Stderr)
 	}
 	h.Settled(protocol.KindGate)
 }

@@ -31,7 +31,6 @@ import (
 	"github.com/supervisorhq/supervisor/shared/integrity"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/protocol"
-	"github.com/supervisorhq/supervisor/shared/redact"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
 	"github.com/supervisorhq/supervisor/shared/telemetry"
 	"github.com/supervisorhq/supervisor/shared/workspace"
@@ -113,10 +112,10 @@ func (r *Runner) runReview(ctx context.Context, job *protocol.GateJob, token uin
 			// The review cannot be put to a reviewer: the gate cannot run.
 			g := r.result(job, token, began)
 			g.Status, g.Error = protocol.GateError, "pack the reviewers' context: "+err.Error()
-			g.Output = truncateOutput(redact.String(g.Error))
+			g.Output = truncateOutput(r.keys.Scrub(g.Error))
 			logw.Printf("%s", g.Error)
 			logName := fmt.Sprintf("%s/%s/a%d/gate-%s-%d.log", job.WorkflowID, job.NodeID, job.Attempt, job.Gate, token)
-			if err := jobrun.UploadLog(ctx, r.deps.Bus, logName, logw.Bytes()); err != nil {
+			if err := jobrun.UploadLog(ctx, r.deps.Bus, logName, []byte(r.keys.Scrub(string(logw.Bytes())))); err != nil {
 				return jobrun.Outcome{Err: err}
 			}
 			g.Log = logName

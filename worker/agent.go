@@ -125,8 +125,8 @@ func agentRunOf(r agentcli.Result, scrub func(string) string) *protocol.AgentRun
 
 // failedRun is the Run of an agent that could not be started as its spec
 // says: a fatal fault of the task's definition, not of the agent.
-func failedRun(adapter string, err error) *protocol.AgentRun {
-	return &protocol.AgentRun{Adapter: adapter, Class: string(agentcli.Fatal), Error: redact.String(err.Error())}
+func failedRun(adapter string, err error, scrub func(string) string) *protocol.AgentRun {
+	return &protocol.AgentRun{Adapter: adapter, Class: string(agentcli.Fatal), Error: scrub(err.Error())}
 }
 
 // liveLog returns the function that publishes job's events as live log

@@ -44,7 +44,7 @@ func (w *Worker) packContext(ctx context.Context, job *protocol.AgentJob, token 
 		}
 		logw.Printf("cannot pack the context: %v", err)
 		logName := fmt.Sprintf("%s/%s/a%d/agent-%d.log", job.WorkflowID, job.NodeID, job.Attempt, token)
-		if uerr := jobrun.UploadLog(ctx, w.deps.Bus, logName, logw.Bytes()); uerr != nil {
+		if uerr := jobrun.UploadLog(ctx, w.deps.Bus, logName, []byte(w.creds.Scrub(string(logw.Bytes())))); uerr != nil {
 			return nil, "", &jobrun.Outcome{Err: uerr}
 		}
 		return nil, "", &jobrun.Outcome{Repo: jobrun.Worked, Report: &protocol.Report{Type: protocol.ReportAgentResult, Agent: &protocol.AgentResult{

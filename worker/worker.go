@@ -225,7 +225,7 @@ func (w *Worker) runAgent(ctx context.Context, job *protocol.AgentJob, token uin
 		if job.Agent != nil {
 			adapter = job.Agent.Adapter
 		}
-		return w.finish(ctx, job, token, logw, protocol.AgentFailed, -1, sandbox.Result{}, nil, err.Error(), failedRun(adapter, err))
+		return w.finish(ctx, job, token, logw, protocol.AgentFailed, -1, sandbox.Result{}, nil, err.Error(), failedRun(adapter, err, w.creds.Scrub))
 	}
 	logw.Printf("running: %s", shownArgv(ar.argv, job.Prompt))
 	var stdout io.Writer = logw
@@ -259,7 +259,7 @@ func (w *Worker) runAgent(ctx context.Context, job *protocol.AgentJob, token uin
 			logw.Printf("cannot start the agent: %v", err)
 			var run *protocol.AgentRun
 			if job.Agent != nil {
-				run = failedRun(job.Agent.Adapter, err)
+				run = failedRun(job.Agent.Adapter, err, w.creds.Scrub)
 			}
 			return w.finish(ctx, job, token, logw, protocol.AgentFailed, -1, sandbox.Result{}, nil, err.Error(), run)
 		}

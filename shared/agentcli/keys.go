@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"sort"
-	"strings"
+		"strings"
 
 	"github.com/supervisorhq/supervisor/shared/redact"
 )
@@ -23,12 +22,14 @@ import (
 type Keys struct {
 	allow   map[string][]string
 	secrets map[string]string
-	// values are every key's value, for scrubbing what leaves the worker.
-	values []string
+	// scrub masks every key's value and the secret values of the
+	// runner's own environment (redact.EnvSecrets) in what leaves the
+	// runner.
+	scrub *redact.Redactor
 }
 
 // NewKeys reads the secrets file, if any, and collects the values agents
-// may get. allow nil means each adapter's own variables (Credentials).
+// may get and those Scrub masks. allow nil means each adapter's own variables (Credentials).
 func NewKeys(allow map[string][]string, secretsFile string) (*Keys, error) {
 	c := &Keys{allow: allow}
 	if c.allow == nil {
@@ -54,23 +55,20 @@ func NewKeys(allow map[string][]string, secretsFile string) (*Keys, error) {
 		}
 		c.secrets = s
 	}
-	seen := map[string]bool{}
+	var values []string
 	for _, names := range c.allow {
 		for _, n := range names {
-			if v, ok := c.lookup(n); ok && len(v) >= minSecretLen && !seen[v] {
-				seen[v] = true
-				c.values = append(c.values, v)
+			if v, ok := c.lookup(n); ok {
+				values = append(values, v)
 			}
 		}
 	}
-	// Longest first, so a value that contains another is masked whole.
-	sort.Slice(c.values, func(i, j int) bool { return len(c.values[i]) > len(c.values[j]) })
+	for _, v := range c.secrets {
+		values = append(values, v)
+	}
+	c.scrub = redact.New(append(values, redact.EnvSecrets(os.Environ())...)...)
 	return c, nil
 }
-
-// minSecretLen is the shortest value scrubbed literally: shorter ones
-// would mask ordinary words.
-const minSecretLen = 8
 
 // lookup is a key's value: the secrets file's, else the environment's.
 func (c *Keys) lookup(name string) (string, bool) {
@@ -91,14 +89,16 @@ func (c *Keys) Env(adapter string) map[string]string {
 	return out
 }
 
-// Scrub removes secrets from text leaving the runner: redact's patterns,
-// then every key's value, literally.
+// Scrub removes secrets from text leaving the runner: every key's value
+// (from the secrets file or the environment, at least
+// redact.MinValueLen long) and the values of the runner's environment
+// variables whose names say they are secrets, literally; then redact's
+// patterns. The zero and the nil Keys apply the patterns only.
 func (c *Keys) Scrub(s string) string {
-	s = redact.String(s)
-	for _, v := range c.values {
-		s = strings.ReplaceAll(s, v, redact.Mask)
+	if c == nil {
+		return redact.String(s)
 	}
-	return s
+	return c.scrub.String(s)
 }
 
 // readSecrets reads a secrets file: KEY=VALUE lines (the value may be

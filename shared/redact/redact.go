@@ -1,25 +1,43 @@
 // Package redact removes secrets from text before it leaves a runner: the
 // logs uploaded to the object store and the output tails in reports. The
-// patterns cover CTX-07 (key/secret/password/token assignments,
-// GitHub and OpenAI tokens, private keys) and a few more common formats.
+// patterns cover CTX-07 (key/secret/password/token assignments, also in
+// JSON and space-separated forms, GitHub and OpenAI tokens, private keys)
+// and a few more common formats; a Redactor also masks known secret
+// values, such as those of the runner's own environment, wherever they
+// appear (CTX-09).
 package redact
 
-import "regexp"
+import (
+	"regexp"
+	"strings"
+)
 
 // Mask replaces every secret.
 const Mask = "[REDACTED]"
 
 type rule struct {
 	re *regexp.Regexp
-	// keep keeps the first submatch verbatim (the "password=" part of an
-	// assignment) and masks the rest; false masks the whole match.
+	// keep keeps the first submatch verbatim (the "Bearer " of a header)
+	// and masks the rest; false masks the whole match.
 	keep bool
 }
 
+// keyRE matches the name and separator of an assignment whose value is
+// masked (CTX-07): a name containing api_key, secret, password, passwd,
+// token or access_key, in any case, possibly quoted as a JSON or YAML key
+// ("password": , \"token\": ), then '=' or ':'. Blanks only ([ \t], not
+// \s): an empty value must not reach into the next line.
+var keyRE = regexp.MustCompile(`(?i)(?:api[_-]?key|secret|password|passwd|token|access[_-]?key)[\w-]*(?:\\?["'])?[ \t]*[=:][ \t]*`)
+
+// spacedKeyRE matches a name and the blanks separating it from its value
+// (CTX-07, #12): an environment-style upper-case name containing SECRET,
+// PASSWORD, PASSWD, TOKEN, API_KEY, ACCESS_KEY, PRIVATE_KEY or CREDENTIAL
+// as a whole part (MAX_TOKENS does not count), as printed by env-dumping
+// tools (AWS_SECRET_ACCESS_KEY fake-secret-123), or a command-line option
+// such as --password or --api-key followed by its value.
+var spacedKeyRE = regexp.MustCompile(`(?:\b[A-Z0-9_]*(?:SECRET|PASSWORD|PASSWD|TOKEN|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?)(?:_[A-Z0-9_]*)?|(?i:--[a-z0-9-]*(?:password|passwd|secret|token|api-?key|access-?key)[a-z0-9-]*))[ \t]+`)
+
 var rules = []rule{
-	// CTX-07: name = value assignments of keys, secrets, passwords, tokens.
-	// Blanks only ([ \t], not \s): an empty value must not reach into the next line.
-	{regexp.MustCompile(`(?i)((?:api[_-]?key|secret|password|passwd|token|access[_-]?key)[\w-]*[ \t]*[=:][ \t]*['"]?)[^\s'"]+`), true},
 	// CTX-07: private key blocks, whole.
 	{regexp.MustCompile(`-----BEGIN ([A-Z]+ )?PRIVATE KEY-----[\s\S]*?(-----END ([A-Z]+ )?PRIVATE KEY-----|$)`), false},
 	// CTX-07: GitHub tokens (classic ghp_, and gho_/ghu_/ghs_/ghr_, fine-grained github_pat_).
@@ -36,8 +54,10 @@ var rules = []rule{
 	{regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:)[^\s@/]+(@)`), true},
 }
 
-// String returns s with every secret replaced by Mask.
+// String returns s with every secret its patterns find replaced by Mask.
 func String(s string) string {
+	s = maskValues(s, keyRE, false)
+	s = maskValues(s, spacedKeyRE, true)
 	for _, r := range rules {
 		if r.keep {
 			s = r.re.ReplaceAllStringFunc(s, func(m string) string {
@@ -57,3 +77,90 @@ func String(s string) string {
 
 // Bytes is String for byte slices.
 func Bytes(b []byte) []byte { return []byte(String(string(b))) }
+
+// maskValues masks the value after every match of key: a quoted value
+// ("…", '…', \"…\") up to its closing quote on the same line, or to the
+// line's end when it has none; else the run of characters up to the next
+// blank or quote. spaced skips values that begin with '=' or ':' (the
+// assignment rule has handled them) or are already masked.
+func maskValues(s string, key *regexp.Regexp, spaced bool) string {
+	var b strings.Builder
+	pos := 0
+	for pos < len(s) {
+		loc := key.FindStringIndex(s[pos:])
+		if loc == nil {
+			break
+		}
+		start := pos + loc[1]
+		end := valueEnd(s, start)
+		v := s[start:end]
+		b.WriteString(s[pos:start])
+		pos = end
+		if v == "" || v == Mask || (spaced && (strings.HasPrefix(v, "=") || strings.HasPrefix(v, ":") || strings.HasPrefix(v, Mask))) {
+			b.WriteString(v)
+			if end == start {
+				// Nothing consumed: step on so the scan ends.
+				if pos < len(s) {
+					b.WriteByte(s[pos])
+				}
+				pos++
+			}
+			continue
+		}
+		b.WriteString(maskQuoted(v))
+	}
+	if pos < len(s) {
+		b.WriteString(s[pos:])
+	}
+	return b.String()
+}
+
+// valueEnd is where the value starting at s[i] ends.
+func valueEnd(s string, i int) int {
+	line := strings.IndexByte(s[i:], '\n')
+	eol := len(s)
+	if line >= 0 {
+		eol = i + line
+	}
+	rest := s[i:eol]
+	switch {
+	case strings.HasPrefix(rest, `\"`):
+		if j := strings.Index(rest[2:], `\"`); j >= 0 {
+			return i + 2 + j + 2
+		}
+		return eol
+	case strings.HasPrefix(rest, `"`):
+		for j := 1; j < len(rest); j++ {
+			switch rest[j] {
+			case '\\':
+				j++
+			case '"':
+				return i + j + 1
+			}
+		}
+		return eol
+	case strings.HasPrefix(rest, `'`):
+		if j := strings.IndexByte(rest[1:], '\''); j >= 0 {
+			return i + 1 + j + 1
+		}
+		return eol
+	}
+	j := strings.IndexAny(rest, " \t\r'\"")
+	if j < 0 {
+		return eol
+	}
+	return i + j
+}
+
+// maskQuoted masks a value, keeping the quotes around it.
+func maskQuoted(v string) string {
+	for _, q := range []string{`\"`, `"`, `'`} {
+		if strings.HasPrefix(v, q) {
+			if len(v) >= 2*len(q) && strings.HasSuffix(v, q) {
+				return q + Mask + q
+			}
+			return q + Mask
+		}
+	}
+	return Mask
+}

@@ -22,6 +22,20 @@ func TestString(t *testing.T) {
 		{"url password", "redis://user:s3cret@host:6379/0", "redis://user:" + Mask + "@host:6379/0"},
 		{"private key", "a\n-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----\nb", "a\n" + Mask + "\nb"},
 		{"empty value does not reach into the next line", "SECRET_KEY=\nnext line\npassword=hunter2", "SECRET_KEY=\nnext line\npassword=" + Mask},
+		// #12: JSON and space-separated forms.
+		{"json", `{"password": "hunter2"}`, `{"password": "` + Mask + `"}`},
+		{"json with a blank in the value", `{"user": "a", "client_secret":"two words", "n": 1}`, `{"user": "a", "client_secret":"` + Mask + `", "n": 1}`},
+		{"json escaped quote inside", `{"token": "a\"b c"}`, `{"token": "` + Mask + `"}`},
+		{"json inside a json string", `{"msg": "{\"password\": \"hunter2\"}"}`, `{"msg": "{\"password\": \"` + Mask + `\"}"}`},
+		{"json unclosed quote masks to the end of the line", "\"api_key\": \"abc def\nnext", "\"api_key\": \"" + Mask + "\nnext"},
+		{"space separated", "AWS_SECRET_ACCESS_KEY fake-secret-123", "AWS_SECRET_ACCESS_KEY " + Mask},
+		{"tab separated in env output", "GITHUB_TOKEN\tabc123\nHOME\t/root", "GITHUB_TOKEN\t" + Mask + "\nHOME\t/root"},
+		{"space separated quoted", `DB_PASSWORD "x y z" ok`, `DB_PASSWORD "` + Mask + `" ok`},
+		{"command-line option", "login --password hunter2 --user bob", "login --password " + Mask + " --user bob"},
+		{"assignment not masked twice", "SECRET_KEY = abc", "SECRET_KEY = " + Mask},
+		{"plural counts are not secrets", "MAX_TOKENS 4096", "MAX_TOKENS 4096"},
+		{"prose untouched", "the token is invalid", "the token is invalid"},
+		{"already redacted stays", "password=" + Mask, "password=" + Mask},
 		{"plain text untouched", "ok 42 tests passed in 1.2s", "ok 42 tests passed in 1.2s"},
 		{"go test output untouched", "--- FAIL: TestTokenize (0.00s)", "--- FAIL: TestTokenize (0.00s)"},
 	}
@@ -31,5 +45,57 @@ func TestString(t *testing.T) {
 				t.Fatalf("String(%q) = %q, want %q", c.in, got, c.want)
 			}
 		})
+	}
+}
+
+// CTX-09 (#12): a Redactor masks known values wherever they appear,
+// longest first, and still applies the patterns; values shorter than
+// MinValueLen are not masked, and the nil Redactor applies the patterns
+// only.
+func TestRedactorValues(t *testing.T) {
+	r := New("fake-secret-123", "fake-secret-123-longer", "short", "  ")
+	if r.Len() != 2 {
+		t.Fatalf("Len = %d, want 2 (short and blank values dropped)", r.Len())
+	}
+	in := "got fake-secret-123-longer and fake-secret-123; short stays; password=x1"
+	want := "got " + Mask + " and " + Mask + "; short stays; password=" + Mask
+	if got := r.String(in); got != want {
+		t.Fatalf("String = %q, want %q", got, want)
+	}
+	if got := string(r.Bytes([]byte("x fake-secret-123"))); got != "x "+Mask {
+		t.Fatalf("Bytes = %q", got)
+	}
+	var none *Redactor
+	if got := none.String("fake-secret-123 token=abc"); got != "fake-secret-123 token="+Mask {
+		t.Fatalf("nil Redactor = %q", got)
+	}
+}
+
+// CTX-09 (#12): the runner's environment gives the values of variables
+// whose names say they are secrets, and passwords inside URLs; ordinary
+// variables (paths, author names, token counts) are left alone.
+func TestEnvSecrets(t *testing.T) {
+	env := []string{
+		"AWS_SECRET_ACCESS_KEY=fake-secret-123",
+		"ANTHROPIC_API_KEY=sk-ant-zzzzzzzz",
+		"github_token=ghtok-12345678",
+		"SUP_REDIS_URL=redis://:redis-pw-9876@localhost:6379/0",
+		"DB_PASSWORD=",
+		"HOME=/home/runner",
+		"GIT_AUTHOR_NAME=Supervisor Bot",
+		"MAX_TOKENS=4096000000",
+		"PATH=/usr/local/bin:/usr/bin",
+		"malformed",
+	}
+	got := EnvSecrets(env)
+	want := []string{"fake-secret-123", "sk-ant-zzzzzzzz", "ghtok-12345678", "redis-pw-9876"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("EnvSecrets = %q, want %q", got, want)
+	}
+	r := New(got...)
+	out := r.String("env dump: fake-secret-123 redis-pw-9876 /home/runner Supervisor Bot")
+	if strings.Contains(out, "fake-secret-123") || strings.Contains(out, "redis-pw-9876") ||
+		!strings.Contains(out, "/home/runner") || !strings.Contains(out, "Supervisor Bot") {
+		t.Fatalf("masked %q", out)
 	}
 }
