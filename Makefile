@@ -59,7 +59,7 @@ test: lint
 	scripts/with-redis.sh $(MAKE) --no-print-directory test-unit test-e2e
 	$(MAKE) --no-print-directory fuzz
 
-## fuzz: the agent CLI output parsers' fuzz targets (shared/agentcli), the glob overlap test's (shared/pathglob), the JSON block extractor's (shared/agentoutput), the context strategy loader's (shared/contextpack) and the feature description expansion's (coordinator/internal/templates), FUZZTIME each (default 5s)
+## fuzz: the agent CLI output parsers' fuzz targets (shared/agentcli), the glob overlap test's (shared/pathglob), the JSON block extractor's (shared/agentoutput), the context strategy loader's (shared/contextpack), the shell detector's (shared/gates), the redactor's (shared/redact) and the feature description expansion's (coordinator/internal/templates), FUZZTIME each (default 5s)
 FUZZTIME ?= 5s
 fuzz:
 	for f in FuzzClaudeStream FuzzClaudeJSON FuzzCodex FuzzGeminiStream FuzzGeminiJSON; do \
@@ -68,6 +68,8 @@ fuzz:
 	$(GO) test ./shared/pathglob/ -run '^$$' -fuzz '^FuzzOverlapConservative$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s || exit 1
 	$(GO) test ./shared/agentoutput/ -run '^$$' -fuzz '^FuzzExtract$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s || exit 1
 	$(GO) test ./shared/contextpack/ -run '^$$' -fuzz '^FuzzParseFile$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s || exit 1
+	$(GO) test ./shared/gates/ -run '^$$' -fuzz '^FuzzShellCommand$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s || exit 1
+	$(GO) test ./shared/redact/ -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s || exit 1
 	$(GO) test ./coordinator/internal/templates/ -run '^$$' -fuzz '^FuzzFeature$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 
 ## test-unit: each binary built without go.work, go vet, and every package's tests but the e2e ones (race detector on)

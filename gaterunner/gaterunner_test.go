@@ -703,7 +703,7 @@ func TestGateOutput(t *testing.T) {
 	h.Settled(protocol.KindGate)
 }
 
-// CTX-09 (#12): a gate that prints a secret of the runner's environment
+// OT-10 (#12): a gate that prints a secret of the runner's environment
 // (here by value, and as its parent's environ shows it) leaks it neither
 // in the result's output, stdout and stderr nor in the uploaded log: the
 // runner masks its environment's secret values wherever they appear.

@@ -24,7 +24,10 @@
 //     characters.
 //   - Commands are argv lists (CM-01, CM-02). A command running a shell,
 //     also behind env, nice, timeout, sudo… with any options and option
-//     values, needs allow_shell: true (CM-06). See ShellCommand.
+//     values, needs allow_shell: true (CM-06), and so does inline code
+//     (python -c, perl -e, awk calling system(), make -f /dev/stdin; CM-10)
+//     and git running a shell (-c alias.x=!…, rebase --exec; CM-11). See
+//     ShellCommand.
 //   - Denylisted environment variables (PATH, HOME, USER, LD_*,
 //     PYTHONPATH, SUPERVISOR_*; any case) are errors at load, in env and
 //     through env wrappers alike (CM-07).

@@ -109,9 +109,13 @@ func progName(s string) string {
 // chain of the wrappers env, command, exec, xargs, nice, nohup, timeout,
 // stdbuf, ionice, chrt, taskset, numactl, time, chronic, unbuffer, sudo,
 // doas, su, runuser, setsid, flock, chroot, busybox and script with their
-// options and option values (CM-06). When in doubt it keeps
-// scanning: any later argv element naming a shell followed by -c (or cmd
-// /c, powershell -Command) counts too.
+// options and option values (CM-06). Inline code counts as a shell (CM-10:
+// python -c, perl -e, node -e, an awk program calling system(), make
+// --eval, a script or makefile read from /dev/stdin), and so does git
+// running one (CM-11: -c alias.x=!…, rebase --exec). When in doubt it
+// keeps scanning: any later argv element naming a shell followed by -c
+// (or cmd /c, powershell -Command), an interpreter given an inline-code
+// option, or git given a shell-running option counts too.
 func ShellCommand(argv []string) (string, bool) {
 	name, _, ok := detectShell(argv)
 	return name, ok

@@ -9,7 +9,7 @@ import (
 // twice changes nothing more than once for the assignment forms, and a
 // secret planted in each supported form (name=value, JSON, escaped JSON,
 // space-separated, a command-line option, and a known value) after any
-// text is gone from the result (CTX-07, CTX-09).
+// text is gone from the result (CTX-07, OT-10).
 func FuzzRedact(f *testing.F) {
 	f.Add("ok 42 tests passed", "hunter2x")
 	f.Add(`{"password": "hunter2"}`, "fake-secret-123")

@@ -4,7 +4,7 @@
 // JSON and space-separated forms, GitHub and OpenAI tokens, private keys)
 // and a few more common formats; a Redactor also masks known secret
 // values, such as those of the runner's own environment, wherever they
-// appear (CTX-09).
+// appear (OT-10).
 package redact
 
 import (

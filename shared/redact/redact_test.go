@@ -48,7 +48,7 @@ func TestString(t *testing.T) {
 	}
 }
 
-// CTX-09 (#12): a Redactor masks known values wherever they appear,
+// OT-10 (#12): a Redactor masks known values wherever they appear,
 // longest first, and still applies the patterns; values shorter than
 // MinValueLen are not masked, and the nil Redactor applies the patterns
 // only.
@@ -71,7 +71,7 @@ func TestRedactorValues(t *testing.T) {
 	}
 }
 
-// CTX-09 (#12): the runner's environment gives the values of variables
+// OT-10 (#12): the runner's environment gives the values of variables
 // whose names say they are secrets, and passwords inside URLs; ordinary
 // variables (paths, author names, token counts) are left alone.
 func TestEnvSecrets(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 const MinValueLen = 8
 
 // Redactor masks known secret values wherever they appear, then applies
-// String's patterns (CTX-09). The nil *Redactor applies the patterns
+// String's patterns (OT-10). The nil *Redactor applies the patterns
 // only.
 type Redactor struct {
 	// values are masked longest first, so a value containing another is
@@ -87,7 +87,7 @@ func SecretName(name string) bool {
 // with one (redis://:pw@host, nats://user:pw@host), whatever its
 // variable's name. A runner masks them in everything it publishes, so a
 // gate or agent printing the runner's environment (or its own, inherited
-// copy) leaks none of it (CTX-09).
+// copy) leaks none of it (OT-10).
 func EnvSecrets(environ []string) []string {
 	var out []string
 	for _, kv := range environ {
