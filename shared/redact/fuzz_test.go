@@ -5,11 +5,11 @@ import (
 	"testing"
 )
 
-// FuzzRedact checks the redactor on any text: it never panics, redacting
-// twice changes nothing more than once for the assignment forms, and a
+// FuzzRedact checks the redactor on any text: it never panics, and a
 // secret planted in each supported form (name=value, JSON, escaped JSON,
-// space-separated, a command-line option, and a known value) after any
-// text is gone from the result (CTX-07, OT-10).
+// space-separated unless it reads as a word of prose, a command-line
+// option, and a known value) after any text is gone from the result
+// (CTX-07, OT-06, OT-10).
 func FuzzRedact(f *testing.F) {
 	f.Add("ok 42 tests passed", "hunter2x")
 	f.Add(`{"password": "hunter2"}`, "fake-secret-123")
@@ -30,7 +30,10 @@ func FuzzRedact(f *testing.F) {
 			"AWS_SECRET_ACCESS_KEY " + secret,
 			"--token " + secret,
 		}
-		for _, form := range forms {
+		for i, form := range forms {
+			if i >= 3 && proseRE.MatchString(secret) {
+				continue // space-separated, a word of prose is not taken for a secret
+			}
 			skeleton := strings.ReplaceAll(form, secret, Mask)
 			if strings.Contains(skeleton, secret) || strings.Contains(text, secret) {
 				continue // the secret is part of the name or the text itself

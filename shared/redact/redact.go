@@ -26,8 +26,10 @@ type rule struct {
 // masked (CTX-07): a name containing api_key, secret, password, passwd,
 // token or access_key, in any case, possibly quoted as a JSON or YAML key
 // ("password": , \"token\": ), then '=' or ':'. Blanks only ([ \t], not
-// \s): an empty value must not reach into the next line.
-var keyRE = regexp.MustCompile(`(?i)(?:api[_-]?key|secret|password|passwd|token|access[_-]?key)[\w-]*(?:\\?["'])?[ \t]*[=:][ \t]*`)
+// \s): an empty value must not reach into the next line. After a quoted
+// key only a quoted value is masked, so JSON stays JSON
+// ("token_budget": 25000 is a number, not a secret).
+var keyRE = regexp.MustCompile(`(?i)(?:api[_-]?key|secret|password|passwd|token|access[_-]?key)[\w-]*(\\?["'])?[ \t]*[=:][ \t]*`)
 
 // spacedKeyRE matches a name and the blanks separating it from its value
 // (CTX-07, #12): an environment-style upper-case name containing SECRET,
@@ -36,6 +38,10 @@ var keyRE = regexp.MustCompile(`(?i)(?:api[_-]?key|secret|password|passwd|token|
 // tools (AWS_SECRET_ACCESS_KEY fake-secret-123), or a command-line option
 // such as --password or --api-key followed by its value.
 var spacedKeyRE = regexp.MustCompile(`(?:\b[A-Z0-9_]*(?:SECRET|PASSWORD|PASSWD|TOKEN|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?)(?:_[A-Z0-9_]*)?|(?i:--[a-z0-9-]*(?:password|passwd|secret|token|api-?key|access-?key)[a-z0-9-]*))[ \t]+`)
+
+// proseRE matches a space-separated "value" that is a word of prose or a
+// variable's name, not a secret.
+var proseRE = regexp.MustCompile(`^(?:[a-z]+|[A-Z][A-Z0-9]*_[A-Z0-9_]*)[.,;:]?$`)
 
 var rules = []rule{
 	// CTX-07: private key blocks, whole.
@@ -82,12 +88,14 @@ func Bytes(b []byte) []byte { return []byte(String(string(b))) }
 // ("…", '…', \"…\") up to its closing quote on the same line, or to the
 // line's end when it has none; else the run of characters up to the next
 // blank or quote. spaced skips values that begin with '=' or ':' (the
-// assignment rule has handled them) or are already masked.
+// assignment rule has handled them) or are already masked, and prose: a
+// value of lower-case letters only ("OPENAI_API_KEY from the job") or
+// another variable's name ("ANTHROPIC_API_KEY OPENAI_API_KEY").
 func maskValues(s string, key *regexp.Regexp, spaced bool) string {
 	var b strings.Builder
 	pos := 0
 	for pos < len(s) {
-		loc := key.FindStringIndex(s[pos:])
+		loc := key.FindStringSubmatchIndex(s[pos:])
 		if loc == nil {
 			break
 		}
@@ -96,7 +104,9 @@ func maskValues(s string, key *regexp.Regexp, spaced bool) string {
 		v := s[start:end]
 		b.WriteString(s[pos:start])
 		pos = end
-		if v == "" || v == Mask || (spaced && (strings.HasPrefix(v, "=") || strings.HasPrefix(v, ":") || strings.HasPrefix(v, Mask))) {
+		quotedKey := len(loc) > 2 && loc[2] >= 0
+		if v == "" || v == Mask || (quotedKey && !strings.ContainsAny(v[:1], `"'\`)) ||
+			(spaced && (strings.HasPrefix(v, "=") || strings.HasPrefix(v, ":") || strings.HasPrefix(v, Mask) || proseRE.MatchString(v))) {
 			b.WriteString(v)
 			if end == start {
 				// Nothing consumed: step on so the scan ends.
