@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-		"strings"
+	"strings"
 
 	"github.com/supervisorhq/supervisor/shared/redact"
 )
