@@ -126,9 +126,10 @@ func TestGates(t *testing.T) {
 }
 
 // Commands are argv lists: a gate that runs a shell, also behind a
-// wrapper (env, nice -n 10, timeout), or written as a string, is rejected at
-// submit with its position, before anything is uploaded; so is a
-// denylisted variable set through env.
+// wrapper (env, nice -n 10, timeout), or inline code (python3 -c, a git
+// ! alias, awk calling system(); CM-10, CM-11), or written as a string, is
+// rejected at submit with its position, before anything is uploaded; so is
+// a denylisted variable set through env.
 func testShellWrappers(f *fleet) {
 	t := f.t
 	repo, _ := testkit.Repo(t, map[string]string{"README.md": "wrappers\n"})
@@ -152,6 +153,12 @@ gates:
   - name: opted-in
     command: [env, sh, -c, "exit 0"]
     allow_shell: true
+  - name: inline-python
+    command: [nice, python3, -c, "print(1)"]
+  - name: git-alias
+    command: [git, -c, "alias.x=!true", x]
+  - name: awk-system
+    command: [awk, 'BEGIN{system("true")}']
 tasks:
   - id: t
     prompt: nothing
@@ -161,7 +168,8 @@ tasks:
 		t.Fatalf("submit of shell gates: want exit 65 (invalid)\n%s", r)
 	}
 	for line, want := range map[int]string{7: "runs a shell", 9: "runs a shell", 11: "runs a shell", 13: "runs a shell",
-		15: "must be an argv list", 17: "sets PATH through an env wrapper"} {
+		15: "must be an argv list", 17: "sets PATH through an env wrapper",
+		22: "runs a shell (python3 -c)", 24: "runs a shell (git -c alias.x=!true)", 26: "runs a shell (awk whose program calls system())"} {
 		if !strings.Contains(r.stderr, fmt.Sprintf("wrappers.yaml:%d:", line)) ||
 			!regexp.MustCompile(fmt.Sprintf(`wrappers\.yaml:%d:\d+: [^\n]*%s`, line, regexp.QuoteMeta(want))).MatchString(r.stderr) {
 			t.Errorf("submit did not report %q at line %d:\n%s", want, line, r.stderr)

@@ -89,9 +89,9 @@ func (c *Keys) Env(adapter string) map[string]string {
 	return out
 }
 
-// Scrub removes secrets from text leaving the runner: every key's value
-// (from the secrets file or the environment, at least
-// redact.MinValueLen long) and the values of the runner's environment
+// Scrub removes secrets from text leaving the runner: every value of the
+// secrets file, every allow-listed key's value from the environment (each
+// at least redact.MinValueLen long), and the values of the runner's environment
 // variables whose names say they are secrets, literally; then redact's
 // patterns. The zero and the nil Keys apply the patterns only.
 func (c *Keys) Scrub(s string) string {

@@ -44,3 +44,28 @@ func TestSecretsFileChecked(t *testing.T) {
 		t.Error("an unknown adapter in the allow-list was accepted")
 	}
 }
+
+// OT-10 (#12): Scrub masks the runner's own secret-named environment
+// variables and its secrets file's values by value, even those no
+// adapter's allow-list names, and leaves other variables' values alone;
+// the nil Keys still applies redact's patterns.
+func TestScrubMasksRunnerEnvironment(t *testing.T) {
+	t.Setenv("SUP_TEST_DEPLOY_TOKEN", "deploy-token-31337")
+	t.Setenv("SUP_TEST_PLAIN_SETTING", "plain-setting-value")
+	path := filepath.Join(t.TempDir(), "secrets.env")
+	if err := os.WriteFile(path, []byte("UNLISTED_THING=file-secret-2718\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k, err := NewKeys(map[string][]string{"codex": {"OPENAI_API_KEY"}}, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := k.Scrub("a deploy-token-31337 b file-secret-2718 c plain-setting-value")
+	if want := "a [REDACTED] b [REDACTED] c plain-setting-value"; got != want {
+		t.Fatalf("Scrub = %q, want %q", got, want)
+	}
+	var none *Keys
+	if got := none.Scrub("token=abc deploy-token-31337"); got != "token=[REDACTED] deploy-token-31337" {
+		t.Fatalf("nil Keys: Scrub = %q", got)
+	}
+}
