@@ -378,6 +378,63 @@ func codeRunner(prog string, args []string) (desc string, ok bool) {
 		if d, bad := gitRunsShell(args); bad {
 			return "git " + d, true
 		}
+	case prog == "go":
+		if d, bad := goExecShell(args); bad {
+			return "go " + d, true
+		}
+	case prog == "npx" || prog == "npm" || prog == "pnpm":
+		if d, bad := npmCall(prog, args); bad {
+			return prog + " " + d, true
+		}
+	}
+	return "", false
+}
+
+// goExecShell reports whether go's -exec or -toolexec option (go test
+// -exec, go run -exec, go build -toolexec), whose value go splits into
+// words and runs, runs a shell or inline code.
+func goExecShell(args []string) (string, bool) {
+	for i := 0; i < len(args); i++ {
+		name, val, hasVal := strings.Cut(strings.TrimPrefix(args[i], "-"), "=")
+		if name != "-exec" && name != "exec" && name != "toolexec" && name != "-toolexec" {
+			continue
+		}
+		if !hasVal {
+			if i+1 >= len(args) {
+				return "", false
+			}
+			i++
+			val = args[i]
+		}
+		if _, desc, ok := detectShell(strings.Fields(val)); ok {
+			return "-" + strings.TrimPrefix(name, "-") + " running " + desc, true
+		}
+	}
+	return "", false
+}
+
+// npmCall reports whether npx, npm exec or pnpm exec/dlx is given a
+// command string to run in a shell (-c, --call) among its own options,
+// before the package's command.
+func npmCall(prog string, args []string) (string, bool) {
+	if prog != "npx" {
+		if len(args) == 0 || (args[0] != "exec" && args[0] != "x" && args[0] != "dlx") {
+			return "", false
+		}
+		args = args[1:]
+	}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") {
+			return "", false
+		}
+		name, _, hasVal := strings.Cut(a, "=")
+		switch {
+		case name == "-c" || name == "--call":
+			return name, true
+		case (name == "-p" || name == "--package" || name == "-w" || name == "--workspace") && !hasVal:
+			i++
+		}
 	}
 	return "", false
 }

@@ -78,6 +78,11 @@ func TestShellCommandInlineCode(t *testing.T) {
 		{[]string{"git", "fetch", "--upload-pack=id", "."}, "git fetch --upload-pack"},
 		{[]string{"git", "clone", "-u", "id", ".", "x"}, "git clone -u"},
 		{[]string{"git", "ls-remote", "ext::sh -c id"}, "git ls-remote with an ext:: URL"},
+		// go's -exec and -toolexec values, npx and npm exec -c.
+		{[]string{"go", "test", "-exec", "sh -c id", "./..."}, "go -exec running sh -c"},
+		{[]string{"go", "build", "-toolexec=python3 -c x", "."}, "go -toolexec running python3 -c"},
+		{[]string{"npx", "-c", "id"}, "npx -c"},
+		{[]string{"npm", "exec", "--call=id"}, "npm --call"},
 		// Behind wrappers and later in argv.
 		{[]string{"nice", "-n", "10", "python3", "-c", "x"}, "python3 -c"},
 		{[]string{"env", "A=1", "timeout", "5s", "git", "-c", "alias.x=!id", "x"}, "git -c alias.x=!id"},
@@ -109,6 +114,9 @@ func TestShellCommandInlineCode(t *testing.T) {
 		{[]string{"git", "rebase", "-Xours", "main"}, ""},
 		{[]string{"git", "log", "--format=%s|%h"}, ""},
 		{[]string{"go", "test", "-run", "TestPython", "./..."}, ""},
+		{[]string{"go", "test", "-exec", "scripts/run-in-qemu", "./..."}, ""},
+		{[]string{"npx", "eslint", "-c", "eslint.config.js"}, ""},
+		{[]string{"npm", "test", "--", "-c"}, ""},
 		{[]string{"grep", "-R", "-e", "x", "."}, ""},
 	}
 	for _, tc := range tests {

@@ -376,7 +376,10 @@ func winHasCommand(name string, args []string) bool {
 // programs are loaded, GIT_CONFIG_PARAMETERS, GIT_CONFIG_COUNT,
 // GIT_CONFIG_KEY_*, GIT_CONFIG_VALUE_*, GIT_CONFIG, GIT_CONFIG_GLOBAL and
 // GIT_CONFIG_SYSTEM inject git configuration, which can define `!`
-// aliases that run a shell (CM-11), and SUPERVISOR_* is reserved.
+// aliases that run a shell, GIT_EXTERNAL_DIFF, GIT_PAGER, GIT_EDITOR,
+// GIT_SEQUENCE_EDITOR, GIT_SSH, GIT_SSH_COMMAND, GIT_ASKPASS,
+// GIT_PROXY_COMMAND, GIT_EXEC_PATH and GIT_TEMPLATE_DIR name programs or
+// hooks git runs (CM-11), and SUPERVISOR_* is reserved.
 func EnvDenied(key string) string {
 	k := strings.ToUpper(key)
 	switch {
@@ -388,6 +391,10 @@ func EnvDenied(key string) string {
 		k == "GIT_CONFIG_GLOBAL" || k == "GIT_CONFIG_SYSTEM" ||
 		strings.HasPrefix(k, "GIT_CONFIG_KEY_") || strings.HasPrefix(k, "GIT_CONFIG_VALUE_"):
 		return "it injects git configuration, which can define aliases that run a shell"
+	case k == "GIT_EXTERNAL_DIFF" || k == "GIT_PAGER" || k == "GIT_EDITOR" || k == "GIT_SEQUENCE_EDITOR" ||
+		k == "GIT_SSH" || k == "GIT_SSH_COMMAND" || k == "GIT_ASKPASS" || k == "GIT_PROXY_COMMAND" ||
+		k == "GIT_EXEC_PATH" || k == "GIT_TEMPLATE_DIR":
+		return "it names a program or hooks git runs, through the shell for most"
 	case strings.HasPrefix(k, "SUPERVISOR_"):
 		return "SUPERVISOR_* variables are reserved for Supervisor"
 	}

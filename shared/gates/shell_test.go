@@ -111,6 +111,8 @@ func TestDeniedEnvViaWrapper(t *testing.T) {
 		{[]string{"env", "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=alias.x", "git", "x"}, "GIT_CONFIG_COUNT"},
 		{[]string{"env", "git_config_parameters='alias.x=!id'", "git", "x"}, "git_config_parameters"},
 		{[]string{"env", "GIT_CONFIG_VALUE_0=!id", "git", "x"}, "GIT_CONFIG_VALUE_0"},
+		{[]string{"env", "GIT_EXTERNAL_DIFF=./x.sh", "git", "diff"}, "GIT_EXTERNAL_DIFF"},
+		{[]string{"env", "GIT_SSH_COMMAND=sh -c id", "git", "fetch"}, "GIT_SSH_COMMAND"},
 		{[]string{"env", "GIT_AUTHOR_NAME=CI", "git", "commit"}, ""},
 		{[]string{"env", "GOOS=linux", "CGO_ENABLED=0", "go", "build"}, ""},
 		{[]string{"go", "run", "./x", "PATH=/x"}, ""},
