@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/jobrun/jobruntest"
@@ -524,7 +526,13 @@ func TestMalformedJobTerminated(t *testing.T) {
 			t.Fatalf("publish %s: %v", id, err)
 		}
 	}
-	info := h.Settled(protocol.KindAgent)
+	// The consumer's counts may show nothing pending before its delivered
+	// and ack-floor counters have caught up: wait for all three settled.
+	var info *jetstream.ConsumerInfo
+	testkit.WaitFor(t, 15*time.Second, 50*time.Millisecond, "the 3 malformed jobs delivered and settled", func() bool {
+		info = h.Settled(protocol.KindAgent)
+		return info.Delivered.Consumer >= 3 && info.AckFloor.Stream >= 3
+	})
 	if info.Delivered.Consumer != 3 || info.AckFloor.Stream != 3 {
 		t.Fatalf("consumer delivered %d, ack floor %d; want all 3 jobs delivered once and settled",
 			info.Delivered.Consumer, info.AckFloor.Stream)
