@@ -354,7 +354,10 @@ func (f *fleet) startCoordinator(name, dataDir string) *proc {
 	args := append([]string{"serve",
 		"--nats", f.natsURL, "--redis-url", f.redisURL,
 		"--data-dir", filepath.Join(f.dir, "data", dataDir), "--id", name,
-		"--ack-wait", f.ackWait, "--max-failures-per-hour", "1000"}, f.coordArgs...)
+		"--ack-wait", f.ackWait, "--max-failures-per-hour", "1000",
+		// The tests' repositories are temporary directories: the
+		// coordinator may deliver branches and merge into them.
+		"--repo-roots", os.TempDir()}, f.coordArgs...)
 	return f.start(name, "coordinator", args...)
 }
 

@@ -25,9 +25,19 @@ type SubmitRequest struct {
 	// Filename is the workflow file's name, used in error positions.
 	Filename string `json:"filename"`
 	// YAML is the workflow file's content, validated again by the server.
-	YAML     string           `json:"yaml"`
-	Repo     protocol.RepoRef `json:"repo"`
-	RepoPath string           `json:"repo_path,omitempty"`
+	YAML string           `json:"yaml"`
+	Repo protocol.RepoRef `json:"repo"`
+	// RepoPath is the repository on the submitting host, where the
+	// coordinator delivers the workflow's branch and carries out merges.
+	// It must lie under one of the coordinator's repo roots, or the
+	// submission is refused (Forbidden) — unless RepoPathOptional.
+	RepoPath string `json:"repo_path,omitempty"`
+	// RepoPathOptional makes a RepoPath outside the repo roots be left out
+	// of the submission instead of refusing it: the coordinator then
+	// writes into no repository for the workflow (the branch is in the
+	// result bundle) and SubmitResponse.RepoPathDropped says why. A
+	// workflow with auto_merge is refused all the same.
+	RepoPathOptional bool `json:"repo_path_optional,omitempty"`
 	// BaseBranch is the branch the base commit was taken from ("" for a
 	// detached HEAD or a commit id): the default target of a merge.
 	BaseBranch string `json:"base_branch,omitempty"`
@@ -55,6 +65,9 @@ type SubmitResponse struct {
 	Branch     string `json:"branch"`
 	// TraceID is the id of the workflow's trace, "" when not traced.
 	TraceID string `json:"trace_id,omitempty"`
+	// RepoPathDropped, when set, says why the request's RepoPath was left
+	// out (RepoPathOptional): the coordinator will not write into it.
+	RepoPathDropped string `json:"repo_path_dropped,omitempty"`
 }
 
 // IDRequest names a workflow (status, cancel) and optionally a node (logs).
@@ -273,6 +286,7 @@ type Spend struct {
 // Error codes the service replies with (in the Nats-Service-Error-Code header).
 const (
 	CodeBadRequest = 400
+	CodeForbidden  = 403
 	CodeNotFound   = 404
 	CodeConflict   = 409
 	CodeTooLarge   = 413
@@ -306,6 +320,7 @@ func (e *Error) Is(target error) bool {
 // Sentinels for errors.Is, one per code.
 var (
 	ErrBadRequest = &Error{Code: CodeBadRequest, Description: "bad request"}
+	ErrForbidden  = &Error{Code: CodeForbidden, Description: "forbidden"}
 	ErrNotFound   = &Error{Code: CodeNotFound, Description: "not found"}
 	ErrConflict   = &Error{Code: CodeConflict, Description: "conflict"}
 	ErrTooLarge   = &Error{Code: CodeTooLarge, Description: "too large"}
@@ -319,6 +334,10 @@ func newError(code int, format string, args []any) *Error {
 
 // BadRequest is a 400: the request is malformed or incomplete.
 func BadRequest(format string, args ...any) *Error { return newError(CodeBadRequest, format, args) }
+
+// Forbidden is a 403: the coordinator's configuration does not allow
+// what the request asks (a repo_path outside its repo roots).
+func Forbidden(format string, args ...any) *Error { return newError(CodeForbidden, format, args) }
 
 // NotFound is a 404: the request names something that does not exist.
 func NotFound(format string, args ...any) *Error { return newError(CodeNotFound, format, args) }

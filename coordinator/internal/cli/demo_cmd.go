@@ -15,6 +15,7 @@ import (
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/dashboard"
 	"github.com/supervisorhq/supervisor/coordinator/internal/fleet"
+	"github.com/supervisorhq/supervisor/coordinator/internal/reporoots"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/cli/demo"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
@@ -116,7 +117,12 @@ func (e *env) demo(ctx context.Context, cmd *cobra.Command) error {
 		if err != nil {
 			return err
 		}
-		st, err := startFleet(ctx, fleet.Options{Gates: lower, RetryPolicies: policies, Strategies: strategies, Roles: roleSrc,
+		// The coordinator writes into the sample repository only.
+		roots, err := reporoots.New([]string{repo})
+		if err != nil {
+			return err
+		}
+		st, err := startFleet(ctx, fleet.Options{Gates: lower, RetryPolicies: policies, Strategies: strategies, Roles: roleSrc, RepoRoots: roots,
 			DataDir: filepath.Join(dir, "data"), Listen: "127.0.0.1:0", WorkerConcurrency: 2, GateConcurrency: 2,
 			SandboxPath: agentDir + ":" + jobrun.DefaultSandboxPath(), Log: fleetLog, Tick: 500 * time.Millisecond,
 		})

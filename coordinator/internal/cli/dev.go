@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -60,6 +61,14 @@ may join it over --listen.`,
 				return err
 			}
 			defer notifier.Close()
+			wd, err := os.Getwd()
+			if err != nil {
+				return err
+			}
+			roots, err := e.repoRoots(wd)
+			if err != nil {
+				return err
+			}
 			ms, err := metrics.StartFrom(e.v, e.log)
 			if err != nil {
 				return &ExitError{Code: ExitUnavailable, Err: err}
@@ -69,7 +78,7 @@ may join it over --listen.`,
 				DataDir: e.v.GetString("data-dir"), Listen: e.v.GetString("listen"),
 				WorkerConcurrency: e.v.GetInt("worker-concurrency"), GateConcurrency: e.v.GetInt("gate-concurrency"),
 				SandboxPath: e.v.GetString("sandbox-path"), Breakers: breakers, Log: e.log,
-				MaxFailuresPerHour: e.v.GetInt("max-failures-per-hour"), Prices: prices,
+				MaxFailuresPerHour: e.v.GetInt("max-failures-per-hour"), Prices: prices, RepoRoots: roots,
 			})
 			if err != nil {
 				return err
@@ -94,6 +103,8 @@ may join it over --listen.`,
 	fs.Int("worker-concurrency", 2, "agents run at once by the in-process worker")
 	fs.Int("gate-concurrency", 2, "gates run at once by the in-process gate runner")
 	fs.String("sandbox-path", "", "PATH inside the process sandbox (default: minimal base plus the host's Go)")
+	fs.StringSlice("repo-roots", nil, "directories whose repositories the coordinator may write branches and merges into "+
+		"(default: the directory dev runs in)")
 	jobrun.AddBreakerFlags(fs)
 	addNotifyFlags(cmd)
 	metrics.AddFlag(fs, metrics.DefaultDev)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
 	"github.com/supervisorhq/supervisor/coordinator/internal/fleet"
 	"github.com/supervisorhq/supervisor/coordinator/internal/notify"
+	"github.com/supervisorhq/supervisor/coordinator/internal/reporoots"
 	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
@@ -260,6 +262,15 @@ func cliFleet(t *testing.T, opts fleet.Options) func(args ...string) cliResult {
 		opts.Tick = 200 * time.Millisecond
 	}
 	opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if len(opts.RepoRoots.Dirs()) == 0 {
+		// The tests' repositories are temporary directories: the
+		// coordinator may deliver branches and merge into them.
+		roots, err := reporoots.New([]string{os.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.RepoRoots = roots
+	}
 	st, err := fleet.Start(ctx, opts)
 	if err != nil {
 		t.Fatalf("start fleet: %v", err)

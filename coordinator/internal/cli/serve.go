@@ -10,6 +10,7 @@ import (
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/engine"
 	"github.com/supervisorhq/supervisor/coordinator/internal/fleet"
+	"github.com/supervisorhq/supervisor/coordinator/internal/reporoots"
 	"github.com/supervisorhq/supervisor/coordinator/internal/service"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
@@ -80,6 +81,10 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 			if err != nil {
 				return &ExitError{Code: ExitUsage, Err: err}
 			}
+			roots, err := e.repoRoots("")
+			if err != nil {
+				return err
+			}
 			id := jobrun.HostName(e.v.GetString("id"))
 			notifier, err := e.notifier(cmd)
 			if err != nil {
@@ -91,13 +96,13 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 				return err
 			}
 			eng, err := engine.New(b, store, engine.Options{DataDir: dataDir, ID: id, Log: e.log, Notify: notifierOf(notifier),
-				MaxFailuresPerHour: e.v.GetInt("max-failures-per-hour"), Prices: prices})
+				MaxFailuresPerHour: e.v.GetInt("max-failures-per-hour"), Prices: prices, RepoRoots: roots})
 			if err != nil {
 				return err
 			}
 			defer fleet.CoordinatorMetrics(b, eng)()
 			svc := service.New(eng, b, service.Options{ID: id, Gates: lower, RetryPolicies: policies, Strategies: strategies, Roles: roleSrc,
-				Breakers: store, BreakerPolicy: breakers, Log: e.log})
+				Breakers: store, BreakerPolicy: breakers, Log: e.log, RepoRoots: roots})
 			stopDashboard, err := e.startDashboard(ctx, cmd, "", b.NC, "", false)
 			if err != nil {
 				return err
@@ -116,6 +121,27 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 	return cmd
 }
 
+// repoRoots reads --repo-roots; with none given, the roots are def's
+// directory ("" : none).
+func (e *env) repoRoots(def string) (reporoots.Roots, error) {
+	dirs := e.v.GetStringSlice("repo-roots")
+	if len(dirs) == 0 && def != "" {
+		dirs = []string{def}
+	}
+	for i, d := range dirs {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			return reporoots.Roots{}, &ExitError{Code: ExitUsage, Err: fmt.Errorf("--repo-roots %s: %w", d, err)}
+		}
+		dirs[i] = abs
+	}
+	roots, err := reporoots.New(dirs)
+	if err != nil {
+		return reporoots.Roots{}, &ExitError{Code: ExitUsage, Err: err}
+	}
+	return roots, nil
+}
+
 // addServiceFlags adds the flags of commands that run the coordinator.
 func addServiceFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
@@ -128,6 +154,8 @@ func addServiceFlags(cmd *cobra.Command) {
 		"cap of the event log (stream "+protocol.StreamEvents+"); when full, appends are refused, never old events dropped (bytes, or e.g. 512MiB, 4GiB)")
 	fs.String("data-dir", "./.supervisor-data", "directory for the coordinator's integration mirrors")
 	fs.String("id", "", "this coordinator's identity for the leader lock (default hostname-pid)")
+	fs.StringSlice("repo-roots", nil, "directories whose repositories the coordinator may write branches and merges into "+
+		"(a submission's repo_path must lie under one; default: none)")
 	jobrun.AddBreakerFlags(fs)
 	addNotifyFlags(cmd)
 }

@@ -150,7 +150,7 @@ func (e *env) submitData(ctx context.Context, file string, data []byte) (string,
 	rctx, cancel := context.WithTimeout(ctx, e.v.GetDuration("timeout"))
 	defer cancel()
 	resp, err := client.Submit(rctx, api.SubmitRequest{Filename: filepath.Base(file), YAML: string(data), Repo: repo,
-		RepoPath: repoPath, BaseBranch: baseBranch, ProjectGates: project, ProjectRoles: src.projectRoles,
+		RepoPath: repoPath, RepoPathOptional: true, BaseBranch: baseBranch, ProjectGates: project, ProjectRoles: src.projectRoles,
 		ProjectContext: src.projectContext})
 	if err != nil {
 		endSpan(err)
@@ -161,6 +161,11 @@ func (e *env) submitData(ctx context.Context, file string, data []byte) (string,
 	fmt.Fprintln(e.out, resp.WorkflowID)
 	if resp.TraceID != "" {
 		fmt.Fprintf(e.errOut, "trace %s\n", resp.TraceID)
+	}
+	if resp.RepoPathDropped != "" {
+		fmt.Fprintf(e.errOut, "coordinator: the coordinator will not write into this repository (%s); the branch is "+
+			"fetched from the result bundle (--wait, or coordinator watch --repo) and merges are yours to make with git\n",
+			resp.RepoPathDropped)
 	}
 	if !e.v.GetBool("wait") {
 		return resp.WorkflowID, nil

@@ -18,6 +18,7 @@ import (
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/notify"
 	"github.com/supervisorhq/supervisor/coordinator/internal/pricing"
+	"github.com/supervisorhq/supervisor/coordinator/internal/reporoots"
 	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/lease"
@@ -55,6 +56,11 @@ type Options struct {
 	// Prices estimate the cost of agent runs whose CLI reported none, when
 	// their reports come in (before they become events).
 	Prices pricing.Table
+	// RepoRoots are where the coordinator may write a workflow's branch
+	// and merges (its submitting repository, when under one); the zero
+	// value: nowhere. Checked again at every write, so a workflow
+	// submitted under other settings writes only where these allow.
+	RepoRoots reporoots.Roots
 }
 
 // Notifier takes notifications and delivers them without blocking.
@@ -114,7 +120,7 @@ func New(b *bus.Bus, store state.Store, opts Options) (*Engine, error) {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	integ, err := newIntegrator(b, opts.DataDir, opts.Log)
+	integ, err := newIntegrator(b, opts.DataDir, opts.RepoRoots, opts.Log)
 	if err != nil {
 		return nil, err
 	}

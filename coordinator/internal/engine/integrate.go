@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/supervisorhq/supervisor/coordinator/internal/reporoots"
 	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/protocol"
@@ -132,9 +133,11 @@ type integrator struct {
 	ws  *workspace.Manager
 	dir string
 	log *slog.Logger
+	// roots are where deliver and merge may write.
+	roots reporoots.Roots
 }
 
-func newIntegrator(b *bus.Bus, dataDir string, log *slog.Logger) (*integrator, error) {
+func newIntegrator(b *bus.Bus, dataDir string, roots reporoots.Roots, log *slog.Logger) (*integrator, error) {
 	dir := filepath.Join(dataDir, "integration")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("engine: integration dir: %w", err)
@@ -143,7 +146,7 @@ func newIntegrator(b *bus.Bus, dataDir string, log *slog.Logger) (*integrator, e
 	if err != nil {
 		return nil, err
 	}
-	return &integrator{bus: b, ws: ws, dir: dir, log: log}, nil
+	return &integrator{bus: b, ws: ws, dir: dir, log: log, roots: roots}, nil
 }
 
 // apply lands the node's patch on the workflow branch and returns the new
@@ -243,6 +246,11 @@ func (in *integrator) deliver(ctx context.Context, x integration) error {
 		return fmt.Errorf("engine: upload result bundle of %s: %w", x.wf, err)
 	}
 	if x.repoPath == "" {
+		return nil
+	}
+	if err := in.roots.Check(x.repoPath); err != nil {
+		in.log.WarnContext(ctx, "not writing the branch into the submitting repository; the branch is in the result bundle",
+			"workflow", x.wf, "repo", x.repoPath, "bundle", statemachine.ResultBundleName(x.wf), "reason", err)
 		return nil
 	}
 	if fi, err := os.Stat(filepath.Join(x.repoPath, ".git")); err != nil || fi == nil {

@@ -84,7 +84,12 @@ func (e *Engine) merge(ctx context.Context, wf string, x statemachine.Merge) (bo
 func (in *integrator) merge(ctx context.Context, store state.Locks, owner string, wait time.Duration, w integration, x statemachine.Merge) (workspace.MergeResult, error) {
 	var none workspace.MergeResult
 	if w.repoPath == "" {
-		return none, &mergeFailure{reason: "the submission recorded no repository path"}
+		return none, &mergeFailure{reason: "the submission recorded no repository path (the coordinator writes only into " +
+			"repositories under its repo roots, --repo-roots): fetch the result branch (coordinator watch --repo) and merge it there with git"}
+	}
+	if err := in.roots.Check(w.repoPath); err != nil {
+		return none, &mergeFailure{reason: fmt.Sprintf("the coordinator writes branches only into repositories its configuration "+
+			"allows: %v; fetch the result branch (coordinator watch --repo) and merge it there with git", err)}
 	}
 	if _, err := os.Stat(filepath.Join(w.repoPath, ".git")); err != nil {
 		return none, &mergeFailure{reason: fmt.Sprintf("the submitting repository %s is not visible from this coordinator: "+

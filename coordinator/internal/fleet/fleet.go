@@ -18,6 +18,7 @@ import (
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/engine"
 	"github.com/supervisorhq/supervisor/coordinator/internal/pricing"
+	"github.com/supervisorhq/supervisor/coordinator/internal/reporoots"
 	"github.com/supervisorhq/supervisor/coordinator/internal/service"
 	"github.com/supervisorhq/supervisor/gaterunner"
 	"github.com/supervisorhq/supervisor/shared/bus"
@@ -75,7 +76,10 @@ type Options struct {
 	Breakers state.BreakerPolicy
 	// Prices estimate the cost of agent runs whose CLI reported none.
 	Prices pricing.Table
-	Log    *slog.Logger
+	// RepoRoots are where the coordinator may write submitting
+	// repositories' branches and merges (none when empty).
+	RepoRoots reporoots.Roots
+	Log       *slog.Logger
 }
 
 // Fleet is the embedded default running in this process.
@@ -125,14 +129,14 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 	}
 	f.engine, err = engine.New(f.bus, f.store, engine.Options{
 		DataDir: filepath.Join(dataDir, "coordinator"), ID: "dev", Log: o.Log, Tick: o.Tick, LeaderTTL: 6 * time.Second,
-		Notify: o.Notify, MaxFailuresPerHour: o.MaxFailuresPerHour, Prices: o.Prices,
+		Notify: o.Notify, MaxFailuresPerHour: o.MaxFailuresPerHour, Prices: o.Prices, RepoRoots: o.RepoRoots,
 	})
 	if err != nil {
 		f.closeConns()
 		return nil, err
 	}
 	svc := service.New(f.engine, f.bus, service.Options{ID: "dev", Gates: o.Gates, RetryPolicies: o.RetryPolicies, Strategies: o.Strategies, Roles: o.Roles,
-		Breakers: f.store, BreakerPolicy: o.Breakers, Log: o.Log})
+		Breakers: f.store, BreakerPolicy: o.Breakers, Log: o.Log, RepoRoots: o.RepoRoots})
 	f.unsetMetrics = coordinatorMetrics(f.bus, f.engine)
 	runCtx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel

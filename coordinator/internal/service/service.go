@@ -21,6 +21,7 @@ import (
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
 	"github.com/supervisorhq/supervisor/coordinator/internal/gateregistry"
 	"github.com/supervisorhq/supervisor/coordinator/internal/overlay"
+	"github.com/supervisorhq/supervisor/coordinator/internal/reporoots"
 	"github.com/supervisorhq/supervisor/coordinator/internal/roles"
 	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
 	"github.com/supervisorhq/supervisor/shared/bus"
@@ -73,6 +74,9 @@ type Options struct {
 	Log           *slog.Logger
 	// Strategies are the context strategies workflows may name.
 	Strategies *contextpack.Catalogue
+	// RepoRoots are where a submission's repo_path may lie (the zero
+	// value: nowhere, so a submission naming one is refused).
+	RepoRoots reporoots.Roots
 }
 
 // RoleSource resolves the role catalogue a workflow is parsed with: the

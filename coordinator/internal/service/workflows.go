@@ -12,6 +12,7 @@ import (
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
 	"github.com/supervisorhq/supervisor/coordinator/internal/gateregistry"
+	"github.com/supervisorhq/supervisor/coordinator/internal/reporoots"
 	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
 	"github.com/supervisorhq/supervisor/shared/gates"
@@ -87,13 +88,41 @@ func (s *Service) submit(ctx context.Context, req api.SubmitRequest) (resp api.S
 			return none, api.BadRequest("base_branch: %v", err)
 		}
 	}
+	repoPath, dropped, err := s.repoPath(req, spec)
+	if err != nil {
+		return none, err
+	}
 	tp := telemetry.TraceParent(ctx)
-	id, err := s.wfs.Submit(ctx, statemachine.Submission{Spec: spec, Repo: req.Repo, RepoPath: req.RepoPath,
+	id, err := s.wfs.Submit(ctx, statemachine.Submission{Spec: spec, Repo: req.Repo, RepoPath: repoPath,
 		Source: req.Filename, BaseBranch: req.BaseBranch, TraceParent: tp})
 	if err != nil {
 		return none, err
 	}
-	return api.SubmitResponse{WorkflowID: id, Branch: statemachine.BranchName(id), TraceID: telemetry.TraceID(tp)}, nil
+	return api.SubmitResponse{WorkflowID: id, Branch: statemachine.BranchName(id), TraceID: telemetry.TraceID(tp),
+		RepoPathDropped: dropped}, nil
+}
+
+// repoPath is the repository path a submission records: the request's,
+// if the coordinator may write into it (under its repo roots). One it may
+// not is refused, or with RepoPathOptional left out, dropped saying why;
+// a workflow with auto_merge needs it all the same.
+func (s *Service) repoPath(req api.SubmitRequest, spec *protocol.WorkflowSpec) (path, dropped string, err error) {
+	if req.RepoPath == "" {
+		return "", "", nil
+	}
+	cerr := s.opts.RepoRoots.Check(req.RepoPath)
+	switch {
+	case cerr == nil:
+		return req.RepoPath, "", nil
+	case !errors.Is(cerr, reporoots.ErrNotAllowed):
+		return "", "", api.BadRequest("%v", cerr)
+	case spec.AutoMerge:
+		return "", "", api.Forbidden("the coordinator writes branches only into repositories its configuration allows: %v; "+
+			"auto_merge needs it to write into the repository", cerr)
+	case req.RepoPathOptional:
+		return "", cerr.Error(), nil
+	}
+	return "", "", api.Forbidden("the coordinator writes branches only into repositories its configuration allows: %v", cerr)
 }
 
 func (s *Service) status(_ context.Context, req api.IDRequest) (api.WorkflowSummary, error) {
