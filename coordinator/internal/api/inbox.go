@@ -108,6 +108,10 @@ type DecisionRequest struct {
 	Note       string `json:"note,omitempty"`
 	Reason     string `json:"reason,omitempty"`
 	Attempts   int    `json:"attempts,omitempty"`
+	// AcceptConfig, on an approval, accepts the patch's changes to
+	// Supervisor's trusted configuration (.supervisor/), without which
+	// such a patch is not approved.
+	AcceptConfig bool `json:"accept_config,omitempty"`
 }
 
 // Resume ends a fleet pause and returns the fleet's state afterwards, but

@@ -179,7 +179,8 @@ func decisionCmd(use, short, long string, call func(c *api.Client, ctx context.C
 		Use: use, Short: short, Long: long, Args: cobra.ExactArgs(2),
 		RunE: clientRunE(name, func(ctx context.Context, e *env, client *api.Client, args []string) error {
 			req := api.DecisionRequest{WorkflowID: args[0], NodeID: args[1], By: e.v.GetString("as"),
-				Note: e.v.GetString("note"), Reason: e.v.GetString("reason"), Attempts: e.v.GetInt("attempts")}
+				Note: e.v.GetString("note"), Reason: e.v.GetString("reason"), Attempts: e.v.GetInt("attempts"),
+				AcceptConfig: e.v.GetBool("accept-config")}
 			if req.By == "" {
 				req.By = currentUser()
 			}
@@ -215,8 +216,14 @@ func newApprove() *cobra.Command {
 	return decisionCmd("approve WF NODE", "Accept an escalated node's latest patch despite its failed gates",
 		`approve integrates the escalated node's latest patch onto the workflow's branch
 and the workflow goes on. A node whose gates found an integrity violation cannot
-be approved. Who approved (--as, default the OS user) and when is recorded.`,
-		(*api.Client).Approve, func(c *cobra.Command) { c.Flags().String("note", "", "a note recorded with the approval") })
+be approved. A patch that changes Supervisor's trusted configuration (.supervisor/:
+gates, roles, templates, context) is approved only with --accept-config, which
+records the files accepted; read them first (coordinator show). Who approved
+(--as, default the OS user) and when is recorded.`,
+		(*api.Client).Approve, func(c *cobra.Command) {
+			c.Flags().String("note", "", "a note recorded with the approval")
+			c.Flags().Bool("accept-config", false, "accept the patch's changes to .supervisor/ (trusted configuration)")
+		})
 }
 
 func newReject() *cobra.Command {

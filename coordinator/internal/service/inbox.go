@@ -147,6 +147,9 @@ func (s *Service) decide(ctx context.Context, req api.DecisionRequest,
 
 func (s *Service) approve(ctx context.Context, req api.DecisionRequest) (api.WorkflowSummary, error) {
 	return s.decide(ctx, req, func(w *statemachine.Workflow, by string, now time.Time) ([]statemachine.Effect, error) {
+		if req.AcceptConfig {
+			return statemachine.ApproveConfig(w, req.NodeID, by, req.Note, now)
+		}
 		return statemachine.Approve(w, req.NodeID, by, req.Note, now)
 	})
 }

@@ -65,7 +65,7 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		n.jobID = protocol.AgentJobID(w.ID, n.ID, b.Attempt)
 		n.LeaseToken, n.Host, n.Agent, n.Patch, n.Output = 0, "", nil, nil, nil
 		n.Gates = map[string]*GateRun{}
-		n.Approved, n.ApprovedBy, n.RetryAt, n.NextAttempt = false, "", time.Time{}, 0
+		n.Approved, n.ApprovedBy, n.RetryAt, n.NextAttempt, n.AcceptedConfig = false, "", time.Time{}, 0, nil
 		n.Waiting, n.Speculation, n.integRounds = nil, nil, nil
 		n.Given = AttemptStart{}
 		if b.Attempt > 1 {
@@ -159,7 +159,7 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		n.Status, n.Reason, n.Feedback = protocol.NodeEscalated, b.Reason, b.Feedback
 		n.countFailures(b.FailedGates)
 	case eventlog.NodeApproved:
-		n.Approved, n.ApprovedBy, n.Reason = true, b.By, "approved by "+b.By
+		n.Approved, n.ApprovedBy, n.Reason, n.AcceptedConfig = true, b.By, "approved by "+b.By, b.AcceptedConfig
 	case eventlog.NodeAwaitingApproval:
 		n.Status, n.Reason, n.AwaitingSince, n.ApprovalDeadline = protocol.NodeAwaitingApproval, b.Reason, ev.Time, b.Deadline
 		n.Attempt = max(n.Attempt, b.Attempt)

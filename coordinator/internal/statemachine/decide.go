@@ -340,6 +340,14 @@ func (d *decider) decideNode(n *Node) {
 	}
 	switch workflow.FoldGates(statuses) {
 	case workflow.OutcomePassed:
+		if !n.Integrated && !n.Approved {
+			if f, bad := n.trustedConfigViolation(); bad {
+				// Passing gates do not make a change to trusted
+				// configuration acceptable: a human decides.
+				d.roundFailed(n, f)
+				return
+			}
+		}
 		if n.Task.Approval != nil && !n.Approved {
 			d.approvalStep(n)
 			return

@@ -48,6 +48,10 @@ type failure struct {
 	// output is set when the round's result block was missing, invalid,
 	// or reported a status that needs another round.
 	output *feedback.Output
+	// trusted, when set, says the patch changes trusted configuration
+	// (trusted.go), trustedFiles which files.
+	trusted      string
+	trustedFiles []string
 }
 
 // gateFailure classifies a gating node's blocking failures.
@@ -85,6 +89,9 @@ func (f failure) summary(n *Node) string {
 	}
 	if f.interfaces != "" {
 		return "interface_locked: " + f.interfaces
+	}
+	if f.trusted != "" {
+		return "trusted_config: the patch changes " + TrustedConfigDir + "/"
 	}
 	parts := make([]string, 0, len(f.gates))
 	for _, name := range f.gates {
@@ -207,6 +214,8 @@ func (n *Node) signature(f failure) string {
 		write("agent", n.Agent.Stdout+n.Agent.Stderr)
 	case f.interfaces != "":
 		write(interfacesGate, f.interfaces)
+	case f.trusted != "":
+		write(trustedConfigGate, f.trusted)
 	case len(f.gates) > 0:
 		names := append([]string(nil), f.gates...)
 		sort.Strings(names)
@@ -304,6 +313,11 @@ func (d *decider) awaiting(n *Node) {
 	id := fmt.Sprintf("%s.%s.a%d.approval-timeout", d.w.ID, n.ID, n.Attempt)
 	switch onTimeout {
 	case protocol.OnTimeoutApprove:
+		if f, bad := n.trustedConfigViolation(); bad {
+			// A timeout is nobody's acceptance of trusted configuration.
+			d.append(n, eventlog.NodeEscalated{Attempt: n.Attempt, Reason: "nobody approved it in time; " + f.trusted}, id)
+			return
+		}
 		d.append(n, eventlog.NodeApproved{Attempt: n.Attempt, By: TimeoutApprover, Note: "approved when the approval step timed out"}, id)
 	case protocol.OnTimeoutReject:
 		d.append(n, eventlog.NodeRejected{Attempt: n.Attempt, By: TimeoutApprover, Reason: "nobody approved it in time"}, id)
@@ -341,6 +355,13 @@ func (w *Workflow) feedback(n *Node, f failure, escalated bool, note *feedback.N
 		in.Gates = append(in.Gates, feedback.GateInput{Result: protocol.GateResult{Gate: interfacesGate, Attempt: n.Attempt,
 			Status: protocol.GateFailed, IntegrityViolation: true, Violations: f.locked, Error: f.interfaces},
 			Spec: protocol.GateSpec{Name: interfacesGate}, RoundsFailed: 1, Escalated: escalated})
+	}
+	if f.trusted != "" {
+		// Reported like a gate that found an integrity violation: the
+		// trusted configuration files are its violations.
+		in.Gates = append(in.Gates, feedback.GateInput{Result: protocol.GateResult{Gate: trustedConfigGate, Attempt: n.Attempt,
+			Status: protocol.GateFailed, IntegrityViolation: true, Violations: f.trustedFiles, Error: f.trusted},
+			Spec: protocol.GateSpec{Name: trustedConfigGate}, RoundsFailed: 1, Escalated: escalated})
 	}
 	for _, name := range f.gates {
 		g, spec := w.failedRun(n, name)
@@ -416,7 +437,19 @@ func (n *Node) startFrom() *protocol.PatchRef {
 // gates: it is integrated and the node succeeds. A node whose agent did
 // not succeed has no work to approve, and one whose gates found an
 // integrity violation cannot be approved: its patch cannot be trusted.
+// Nor can a patch that changes trusted configuration (trusted.go):
+// ApproveConfig accepts that.
 func Approve(w *Workflow, node, by, note string, now time.Time) ([]Effect, error) {
+	return approve(w, node, by, note, false, now)
+}
+
+// ApproveConfig is Approve that also accepts the node's changes to
+// trusted configuration, recorded in the approval (AcceptedConfig).
+func ApproveConfig(w *Workflow, node, by, note string, now time.Time) ([]Effect, error) {
+	return approve(w, node, by, note, true, now)
+}
+
+func approve(w *Workflow, node, by, note string, acceptConfig bool, now time.Time) ([]Effect, error) {
 	n, err := waitingNode(w, node, by)
 	if err != nil {
 		return nil, err
@@ -437,8 +470,16 @@ func Approve(w *Workflow, node, by, note string, now time.Time) ([]Effect, error
 				n.ID, r.Gate, n.Attempt)
 		}
 	}
+	var accepted []string
+	if files, unlisted := n.TrustedConfigChanges(); len(files) > 0 || unlisted {
+		if !acceptConfig {
+			return nil, conflict("node %s: attempt %d's patch changes Supervisor's trusted configuration (%s); "+
+				"approving it needs --accept-config, which accepts that change", n.ID, n.Attempt, trustedWhat(files, unlisted))
+		}
+		accepted = acceptedConfig(n)
+	}
 	return []Effect{Append{Event: eventlog.Event{WorkflowID: w.ID, NodeID: n.ID, Time: now,
-		Body: eventlog.NodeApproved{Attempt: n.Attempt, By: by, Note: note}},
+		Body: eventlog.NodeApproved{Attempt: n.Attempt, By: by, Note: note, AcceptedConfig: accepted}},
 		MsgID: w.msgID(fmt.Sprintf("%s.%s.a%d.approved", w.ID, n.ID, n.Attempt))}}, nil
 }
 

@@ -30,7 +30,8 @@ func (w *world) agentResult(node string, token uint64, patch bool, set func(*pro
 		Attempt: n.Attempt, LeaseToken: token, Host: "h", Status: protocol.AgentSucceeded, FinishedAt: w.now}
 	if patch {
 		a.Patch = &protocol.PatchRef{NodeID: node, Object: fmt.Sprintf("%s/%s/a%d.patch", w.id, node, n.Attempt),
-			SHA256: fmt.Sprintf("sha-%s-a%d", node, n.Attempt), Size: 1}
+			SHA256: fmt.Sprintf("sha-%s-a%d", node, n.Attempt), Size: 1,
+			Stat: &protocol.PatchStat{Files: 1, Insertions: 1, Paths: []string{node + ".txt"}}}
 	}
 	set(a)
 	return w.report(&protocol.Report{Type: protocol.ReportAgentResult, Agent: a})

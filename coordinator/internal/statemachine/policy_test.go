@@ -42,28 +42,38 @@ func TestApprovalPolicy(t *testing.T) {
 			"an approval step: its gates passed; the approval policy declined: internal/OAuth/handler.go is a sensitive path (**/*auth*)"},
 		{"the old side of a rename counts", "{auto_approve: true}", stat(1, 0, 0, "certs/server.pem", "notes.txt"), false,
 			"an approval step: its gates passed; the approval policy declined: certs/server.pem is a sensitive path (**/*.pem)"},
+		// Trusted configuration, or a patch that may change it unseen,
+		// escalates before the approval step (TRUST-01, trusted_test.go).
 		{"the gates' own configuration", "{auto_approve: true}", stat(1, 1, 0, ".supervisor/gates.yaml"), false,
-			"an approval step: its gates passed; the approval policy declined: .supervisor/gates.yaml is a sensitive path (.supervisor/**)"},
+			"integrity violation: the patch changes Supervisor's trusted configuration (.supervisor/gates.yaml); " + trustedTail},
 		{"the task's own sensitive paths", "{auto_approve: {sensitive_paths: [db/migrations/**]}}", stat(1, 2, 0, "db/migrations/0042.sql"), false,
 			"an approval step: its gates passed; the approval policy declined: db/migrations/0042.sql is a sensitive path (db/migrations/**)"},
 		{"a binary change", "{auto_approve: true}", &protocol.PatchStat{Files: 1, Binary: true, Paths: []string{"logo.png"}}, false,
 			"an approval step: its gates passed; the approval policy declined: the patch changes a binary file"},
 		{"too many names to check", "{auto_approve: {max_files: 1000, max_lines: 100000}}",
 			&protocol.PatchStat{Files: 300, Paths: []string{"x"}, PathsTruncated: true}, false,
-			"an approval step: its gates passed; the approval policy declined: the patch touches more than the 1 names it can check"},
+			"integrity violation: the patch changes Supervisor's trusted configuration (the patch's summary does not list every file " +
+				"it changes, so it may change .supervisor/); " + trustedTail},
 		{"a patch without a summary (an older worker)", "{auto_approve: true}", nil, false,
-			"an approval step: its gates passed; the approval policy cannot judge a patch that has no summary"},
+			"integrity violation: the patch changes Supervisor's trusted configuration (the patch's summary does not list every file " +
+				"it changes, so it may change .supervisor/); " + trustedTail},
 		{"no policy: a human decides", "required", stat(1, 1, 0, "a.go"), false,
 			"an approval step: its gates passed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w, _ := newWorld(t, task(tc.approval))
-			w.patchStat = tc.stat
+			w.patchStat, w.noStat = tc.stat, tc.stat == nil
 			w.agentDone("a", 1, protocol.AgentSucceeded, true)
 			got := w.gateDone("a", "test", 1, protocol.GatePassed)
 			n := w.node("a")
 			if n.Reason != tc.reason {
 				t.Errorf("reason %q, want %q", n.Reason, tc.reason)
+			}
+			if strings.HasPrefix(tc.reason, "integrity violation") {
+				if n.Status != protocol.NodeEscalated || w.wf().Status != protocol.WorkflowNeedsAttention {
+					t.Errorf("node %s, workflow %s: want escalated, needs_attention (effects %q)", n.Status, w.wf().Status, got)
+				}
+				return
 			}
 			if !tc.approved {
 				if n.Status != protocol.NodeAwaitingApproval || w.wf().Status != protocol.WorkflowNeedsAttention {

@@ -177,6 +177,9 @@ type Node struct {
 	// node, ApprovedBy who (or TimeoutApprover, PolicyApprover).
 	Approved   bool
 	ApprovedBy string
+	// AcceptedConfig are the trusted configuration files (trusted.go) the
+	// human who approved the current attempt accepted (nil: none).
+	AcceptedConfig []string
 	// AwaitingSince is when the node began awaiting approval, and
 	// ApprovalDeadline when its approval step times out (zero: never).
 	AwaitingSince    time.Time

@@ -31,8 +31,10 @@ type world struct {
 	roundTrip bool
 	// samePatch makes every attempt's agent produce the same patch.
 	samePatch bool
-	// patchStat is the summary the agents' patches carry (nil: none).
+	// patchStat is the summary the agents' patches carry (nil: one file,
+	// <node>.txt, changed; noStat: none, as an older runner's).
 	patchStat *protocol.PatchStat
+	noStat    bool
 	// say, if set, is the final message a succeeded agent reports
 	// (AgentResult.Run.Text) for node under lease token.
 	say func(node string, token uint64) string
@@ -200,8 +202,12 @@ func (w *world) agentDone(node string, token uint64, st protocol.AgentStatus, pa
 		if w.samePatch {
 			sum = "sha-same"
 		}
+		stat := w.patchStat
+		if stat == nil && !w.noStat {
+			stat = &protocol.PatchStat{Files: 1, Insertions: 1, Paths: []string{node + ".txt"}}
+		}
 		a.Patch = &protocol.PatchRef{NodeID: node, Object: fmt.Sprintf("%s/%s/a%d.patch", w.id, node, n.Attempt), SHA256: sum, Size: 1,
-			Stat: w.patchStat}
+			Stat: stat}
 	}
 	return w.report(&protocol.Report{Type: protocol.ReportAgentResult, Agent: a})
 }

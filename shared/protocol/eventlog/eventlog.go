@@ -278,6 +278,11 @@ type NodeApproved struct {
 	Attempt int    `json:"attempt"`
 	By      string `json:"by"`
 	Note    string `json:"note,omitempty"`
+	// AcceptedConfig are the files of Supervisor's trusted configuration
+	// (.supervisor/) the patch changes and the approver explicitly
+	// accepted; absent in events written before it existed and in
+	// approvals of patches that change none.
+	AcceptedConfig []string `json:"accepted_config,omitempty"`
 }
 
 // NodeRejected records a human rejecting an escalated node: it fails and
