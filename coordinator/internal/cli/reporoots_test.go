@@ -23,7 +23,7 @@ import (
 )
 
 // The coordinator writes branches only into repositories under its repo
-// roots (TRUST-02): a raw sup.api.submit naming a repository elsewhere is
+// roots (TRUST-REPO): a raw sup.api.submit naming a repository elsewhere is
 // refused with 403 and a message naming the roots; the CLI's submission
 // from such a repository runs with the path left out (it says so, and
 // fetches the branch itself), merge is refused with the reason, an

@@ -9,7 +9,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
-// TRUST-01 through the CLI, on an in-process fleet (embedded NATS, the
+// TRUST-CONFIG through the CLI, on an in-process fleet (embedded NATS, the
 // coordinator, a real worker and gate runner, git): an agent's patch that
 // rewrites .supervisor/gates.yaml is not integrated though its gates
 // pass; the node escalates naming the file, approve without

@@ -43,7 +43,7 @@ func TestApprovalPolicy(t *testing.T) {
 		{"the old side of a rename counts", "{auto_approve: true}", stat(1, 0, 0, "certs/server.pem", "notes.txt"), false,
 			"an approval step: its gates passed; the approval policy declined: certs/server.pem is a sensitive path (**/*.pem)"},
 		// Trusted configuration, or a patch that may change it unseen,
-		// escalates before the approval step (TRUST-01, trusted_test.go).
+		// escalates before the approval step (TRUST-CONFIG, trusted_test.go).
 		{"the gates' own configuration", "{auto_approve: true}", stat(1, 1, 0, ".supervisor/gates.yaml"), false,
 			"integrity violation: the patch changes Supervisor's trusted configuration (.supervisor/gates.yaml); " + trustedTail},
 		{"the task's own sensitive paths", "{auto_approve: {sensitive_paths: [db/migrations/**]}}", stat(1, 2, 0, "db/migrations/0042.sql"), false,

@@ -1,6 +1,6 @@
 package statemachine
 
-// Trusted configuration (TRUST-01): Supervisor's own configuration in a
+// Trusted configuration (TRUST-CONFIG): Supervisor's own configuration in a
 // repository — .supervisor/ (gates, roles, templates, context strategies)
 // — decides what later trusted runs execute and tell agents. A patch that
 // changes it is an integrity violation of its node: it is never

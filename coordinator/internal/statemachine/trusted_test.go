@@ -20,7 +20,7 @@ const trustedWF = "name: t\ndefaults:\n  agent: {command: [x]}\n" +
 	"gates:\n  - {name: test, command: [t]}\n" +
 	"tasks:\n  - {id: a, prompt: a, gates: [test]}\n  - {id: b, prompt: b, depends_on: [a], gates: []}\n"
 
-// TRUST-01: a patch that changes .supervisor/ (gates, roles, templates,
+// TRUST-CONFIG: a patch that changes .supervisor/ (gates, roles, templates,
 // context) is not integrated though its gates pass: the node escalates,
 // naming the files, as an integrity violation; a plain approve is refused;
 // an approve that accepts the configuration (ApproveConfig) lands it and
@@ -78,7 +78,7 @@ func TestTrustedConfigNeedsAHuman(t *testing.T) {
 	}
 }
 
-// TRUST-01: which paths are trusted configuration: any path with a
+// TRUST-CONFIG: which paths are trusted configuration: any path with a
 // .supervisor component, in any case (a rename out of it counts: its old
 // side is in the summary), and not names that merely resemble it; a
 // patch whose summary is truncated may change it unseen.
@@ -107,7 +107,7 @@ func TestTrustedConfigPaths(t *testing.T) {
 	}
 }
 
-// TRUST-01: a node that escalated for another reason (its gates failed,
+// TRUST-CONFIG: a node that escalated for another reason (its gates failed,
 // its attempts spent) and whose patch changes trusted configuration is
 // not approved without accepting it either.
 func TestTrustedConfigOnAnyEscalation(t *testing.T) {
