@@ -18,11 +18,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
+	"github.com/supervisorhq/supervisor/coordinator/internal/reporoots"
 	"github.com/supervisorhq/supervisor/coordinator/internal/service"
 	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/jobrun/jobruntest"
+	"github.com/supervisorhq/supervisor/shared/patchstat"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
 	"github.com/supervisorhq/supervisor/shared/state"
@@ -87,6 +89,26 @@ type startOptions struct {
 	store state.Store
 	// lostJobAfter is Options.LostJobAfter (0: its default).
 	lostJobAfter time.Duration
+	// roots are the engine's repo roots (nil: the temporary directory,
+	// where the tests' repositories are).
+	roots *reporoots.Roots
+}
+
+// samePatch reports whether a and b name the same patch object with the
+// same content (their summaries are pointers, equal only in value).
+func samePatch(a, b protocol.PatchRef) bool {
+	return a.NodeID == b.NodeID && a.Object == b.Object && a.SHA256 == b.SHA256 && a.Size == b.Size
+}
+
+// tempRoots are repo roots that allow the tests' repositories, which are
+// temporary directories.
+func tempRoots(t testing.TB) reporoots.Roots {
+	t.Helper()
+	r, err := reporoots.New([]string{os.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // start runs a new engine, serving the API, on the env's bus, store and
@@ -108,12 +130,16 @@ func (e *env) start(opts ...startOptions) *Engine {
 	if o.store != nil {
 		store = o.store
 	}
+	if o.roots == nil {
+		r := tempRoots(e.t)
+		o.roots = &r
+	}
 	eng, err := New(e.b, store, Options{DataDir: e.dataDir, Tick: o.tick, LeaderTTL: 3 * time.Second, Log: o.log, Now: o.now,
-		Notify: o.notify, LostJobAfter: o.lostJobAfter})
+		Notify: o.notify, LostJobAfter: o.lostJobAfter, RepoRoots: *o.roots})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	stop := runEngine(e.t, "engine", eng, service.New(eng, e.b, service.Options{Gates: o.gates, Log: o.log}))
+	stop := runEngine(e.t, "engine", eng, service.New(eng, e.b, service.Options{Gates: o.gates, Log: o.log, RepoRoots: *o.roots}))
 	e.eng, e.stopEng = eng, stop
 	return eng
 }
@@ -332,7 +358,10 @@ func (e *env) work(j *taken, files map[string]string) *protocol.PatchRef {
 		e.t.Fatal(err)
 	}
 	sum := sha256.Sum256(patch)
-	return &protocol.PatchRef{NodeID: j.agent.NodeID, Object: name, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(patch))}
+	// Summarized as the runners do (jobrun), which the coordinator's
+	// trusted-configuration check reads.
+	return &protocol.PatchRef{NodeID: j.agent.NodeID, Object: name, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(patch)),
+		Stat: patchstat.Parse(patch).Summary()}
 }
 
 // settle waits until the coordinator has folded (and acked) every report
@@ -1047,7 +1076,7 @@ tasks:
 
 	// x's result, sent while the coordinator was down, is folded: x gates.
 	vet := e.next(protocol.KindGate, "default", 5*time.Second)
-	if vet.gate.NodeID != "x" || len(vet.gate.Patches) != 1 || vet.gate.Patches[0] != *xPatch {
+	if vet.gate.NodeID != "x" || len(vet.gate.Patches) != 1 || !samePatch(vet.gate.Patches[0], *xPatch) {
 		t.Fatalf("gate job = %+v", vet.gate)
 	}
 	e.started(vet, 2)

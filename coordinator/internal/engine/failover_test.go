@@ -138,10 +138,11 @@ func startAlone(t *testing.T, e *env, id string) (*Engine, func()) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	eng, err := New(e.b, store, Options{DataDir: t.TempDir(), ID: id, Tick: 100 * time.Millisecond, LeaderTTL: 3 * time.Second, Log: quiet})
+	eng, err := New(e.b, store, Options{DataDir: t.TempDir(), ID: id, Tick: 100 * time.Millisecond, LeaderTTL: 3 * time.Second, Log: quiet,
+		RepoRoots: tempRoots(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := runEngine(t, id+" engine", eng, service.New(eng, e.b, service.Options{ID: id, Log: quiet}))
+	stop := runEngine(t, id+" engine", eng, service.New(eng, e.b, service.Options{ID: id, Log: quiet, RepoRoots: tempRoots(t)}))
 	return eng, stop
 }

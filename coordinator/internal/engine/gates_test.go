@@ -645,7 +645,7 @@ func TestGateRerunReopensEscalatedNode(t *testing.T) {
 
 	j := e.next(protocol.KindGate, "default", 5*time.Second)
 	if j.gate.Attempt != 1 || j.gate.Round != 2 || j.gate.JobID != protocol.GateJobID(wf, "a", 1, "test", 2) ||
-		len(j.gate.Patches) != 1 || j.gate.Patches[0] != *p1 {
+		len(j.gate.Patches) != 1 || !samePatch(j.gate.Patches[0], *p1) {
 		t.Fatalf("rerun job = %+v, want round 2 of attempt 1 on its patch", j.gate)
 	}
 	e.started(j, 1)
@@ -654,7 +654,7 @@ func TestGateRerunReopensEscalatedNode(t *testing.T) {
 		t.Errorf("a = %+v, want succeeded at attempt 1, integrated", a)
 	}
 	jb := e.next(protocol.KindAgent, "default", 5*time.Second)
-	if jb.agent.NodeID != "b" || len(jb.agent.Patches) != 1 || jb.agent.Patches[0] != *p1 {
+	if jb.agent.NodeID != "b" || len(jb.agent.Patches) != 1 || !samePatch(jb.agent.Patches[0], *p1) {
 		t.Fatalf("agent job after the rerun = %+v, want b on a's patch", jb.agent)
 	}
 	e.started(jb, 1)

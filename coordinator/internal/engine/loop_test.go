@@ -77,7 +77,7 @@ func (e *env) failRound(wf string, token uint64, files map[string]string) (*take
 	p := e.work(j, files)
 	e.agentDone(j, token, protocol.AgentSucceeded, p)
 	g := e.next(protocol.KindGate, "default", 5*time.Second)
-	if g.gate.WorkflowID != wf || g.gate.Attempt != j.agent.Attempt || len(g.gate.Patches) != 1 || g.gate.Patches[0] != *p {
+	if g.gate.WorkflowID != wf || g.gate.Attempt != j.agent.Attempt || len(g.gate.Patches) != 1 || !samePatch(g.gate.Patches[0], *p) {
 		e.t.Fatalf("gate job = %+v, want attempt %d's test on its patch", g.gate, j.agent.Attempt)
 	}
 	e.started(g, token+1)
@@ -144,7 +144,7 @@ func TestFailedRoundRetriedWithFeedbackThenFixed(t *testing.T) {
 		!a2.PublishedAt.Equal(failedAt.Add(delay)) {
 		t.Fatalf("attempt 2's job = %s attempt %d published %s", a2.JobID, a2.Attempt, a2.PublishedAt)
 	}
-	if a2.StartFrom == nil || *a2.StartFrom != *p1 {
+	if a2.StartFrom == nil || !samePatch(*a2.StartFrom, *p1) {
 		t.Errorf("attempt 2 starts from %+v, want attempt 1's patch %+v", a2.StartFrom, p1)
 	}
 	f := feedbackOf(t, a2.Feedback)
@@ -170,7 +170,7 @@ func TestFailedRoundRetriedWithFeedbackThenFixed(t *testing.T) {
 	e.agentDone(j2, 1, protocol.AgentSucceeded, p2)
 	g2 := e.next(protocol.KindGate, "default", 5*time.Second)
 	if g2.gate.Attempt != 2 || g2.gate.Round != 1 || g2.gate.JobID != protocol.GateJobID(wf, "a", 2, "test", 1) ||
-		len(g2.gate.Patches) != 1 || g2.gate.Patches[0] != *p2 {
+		len(g2.gate.Patches) != 1 || !samePatch(g2.gate.Patches[0], *p2) {
 		t.Fatalf("attempt 2's gate job = %+v, want round 1 of attempt 2 on its patch", g2.gate)
 	}
 	e.started(g2, 1)
@@ -181,7 +181,7 @@ func TestFailedRoundRetriedWithFeedbackThenFixed(t *testing.T) {
 	}
 
 	jb := e.next(protocol.KindAgent, "default", 5*time.Second)
-	if b := jb.agent; b.NodeID != "b" || b.Attempt != 1 || len(b.Patches) != 1 || b.Patches[0] != *p2 || b.StartFrom != nil || len(b.Feedback) != 0 {
+	if b := jb.agent; b.NodeID != "b" || b.Attempt != 1 || len(b.Patches) != 1 || !samePatch(b.Patches[0], *p2) || b.StartFrom != nil || len(b.Feedback) != 0 {
 		t.Fatalf("b's job = %+v, want attempt 1 on a's accepted patch", b)
 	}
 	e.started(jb, 1)
@@ -217,7 +217,7 @@ func TestFailedRoundRetriedWithFeedbackThenFixed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(d.Attempts) != 2 || d.Attempts[0].Outcome != "retry_scheduled" || d.Attempts[0].Patch == nil || *d.Attempts[0].Patch != *p1 ||
+	if len(d.Attempts) != 2 || d.Attempts[0].Outcome != "retry_scheduled" || d.Attempts[0].Patch == nil || !samePatch(*d.Attempts[0].Patch, *p1) ||
 		len(d.Attempts[0].Gates) != 1 || d.Attempts[0].Gates[0].Status != protocol.GateFailed ||
 		d.Attempts[1].Attempt != 2 || d.Attempts[1].Outcome != "" || len(d.Attempts[1].Gates) != 1 ||
 		d.Attempts[1].Gates[0].Status != protocol.GatePassed {
@@ -248,7 +248,7 @@ func TestApproveEscalatedNodeIntegratesAndDependentsRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(items) != 1 || items[0].WorkflowID != wf || items[0].NodeID != "a" || items[0].Patch == nil || *items[0].Patch != *p1 ||
+	if len(items) != 1 || items[0].WorkflowID != wf || items[0].NodeID != "a" || items[0].Patch == nil || !samePatch(*items[0].Patch, *p1) ||
 		items[0].DiffStat == nil || len(items[0].DiffStat.Files) != 2 || items[0].DiffStat.Insertions == 0 {
 		t.Fatalf("inbox = %+v", items)
 	}
@@ -286,7 +286,7 @@ func TestApproveEscalatedNodeIntegratesAndDependentsRun(t *testing.T) {
 	_ = wantAPIError(t, err, api.CodeConflict, "approve twice")
 
 	jb := e.next(protocol.KindAgent, "default", 5*time.Second)
-	if b := jb.agent; b.NodeID != "b" || len(b.Patches) != 1 || b.Patches[0] != *p1 {
+	if b := jb.agent; b.NodeID != "b" || len(b.Patches) != 1 || !samePatch(b.Patches[0], *p1) {
 		t.Fatalf("b's job = %+v, want it on a's approved patch", b)
 	}
 	e.started(jb, 3)
@@ -337,7 +337,7 @@ func TestRetryEscalatedNodeWithNote(t *testing.T) {
 	}
 	j2 := e.next(protocol.KindAgent, "default", 5*time.Second)
 	a2 := j2.agent
-	if a2.NodeID != "a" || a2.Attempt != 2 || a2.StartFrom == nil || *a2.StartFrom != *p1 {
+	if a2.NodeID != "a" || a2.Attempt != 2 || a2.StartFrom == nil || !samePatch(*a2.StartFrom, *p1) {
 		t.Fatalf("the granted attempt's job = %+v, want attempt 2 from attempt 1's patch", a2)
 	}
 	f := feedbackOf(t, a2.Feedback)
@@ -353,7 +353,7 @@ func TestRetryEscalatedNodeWithNote(t *testing.T) {
 	p2 := e.work(j2, map[string]string{"shout.go": shoutV2})
 	e.agentDone(j2, 1, protocol.AgentSucceeded, p2)
 	g := e.next(protocol.KindGate, "default", 5*time.Second)
-	if g.gate.Attempt != 2 || len(g.gate.Patches) != 1 || g.gate.Patches[0] != *p2 {
+	if g.gate.Attempt != 2 || len(g.gate.Patches) != 1 || !samePatch(g.gate.Patches[0], *p2) {
 		t.Fatalf("gate job = %+v", g.gate)
 	}
 	e.started(g, 1)
@@ -415,7 +415,7 @@ func TestRestartKeepsRetryDelayAndEscalation(t *testing.T) {
 	e.noJob(protocol.KindAgent, "default", 300*time.Millisecond, "attempt 2 a millisecond before the delay is over")
 	clk.Advance(time.Millisecond)
 	j2 := e.next(protocol.KindAgent, "default", 5*time.Second)
-	if a2 := j2.agent; a2.NodeID != "a" || a2.Attempt != 2 || a2.StartFrom == nil || *a2.StartFrom != *p1 ||
+	if a2 := j2.agent; a2.NodeID != "a" || a2.Attempt != 2 || a2.StartFrom == nil || !samePatch(*a2.StartFrom, *p1) ||
 		len(a2.Feedback) == 0 || feedbackOf(t, a2.Feedback).Gates[0].Name != "test" {
 		t.Fatalf("attempt 2's job after the restart = %+v", a2)
 	}
@@ -457,7 +457,7 @@ func TestRestartKeepsRetryDelayAndEscalation(t *testing.T) {
 		t.Fatalf("inbox after the restart = %+v, want a", items)
 	}
 	if it := items[0]; it.WorkflowID != wf || it.WorkflowName != "restart-loop" || it.NodeID != "a" || it.Status != protocol.NodeEscalated ||
-		it.Attempt != 2 || it.Budget != 2 || it.Reason != reason || !it.Since.Equal(escalatedAt) || it.Patch == nil || *it.Patch != *p2 {
+		it.Attempt != 2 || it.Budget != 2 || it.Reason != reason || !it.Since.Equal(escalatedAt) || it.Patch == nil || !samePatch(*it.Patch, *p2) {
 		t.Errorf("inbox item after the restart = %+v", it)
 	}
 	e.noJob(protocol.KindAgent, "default", 300*time.Millisecond, "an agent job of an escalated node after the restart")
@@ -472,7 +472,7 @@ func TestRestartKeepsRetryDelayAndEscalation(t *testing.T) {
 	}
 	e.waitNode(wf, "a", protocol.NodeSucceeded)
 	jb := e.next(protocol.KindAgent, "default", 5*time.Second)
-	if len(jb.agent.Patches) != 1 || jb.agent.Patches[0] != *p2 {
+	if len(jb.agent.Patches) != 1 || !samePatch(jb.agent.Patches[0], *p2) {
 		t.Fatalf("b's job = %+v, want it on attempt 2's patch", jb.agent)
 	}
 	e.started(jb, 1)
@@ -517,7 +517,7 @@ func TestInboxAndShowThroughAPI(t *testing.T) {
 		t.Fatalf("show a while retrying = %+v", d)
 	}
 	at := d.Attempts[0]
-	if at.Attempt != 1 || at.AgentStatus != protocol.AgentSucceeded || at.Patch == nil || *at.Patch != *p1 ||
+	if at.Attempt != 1 || at.AgentStatus != protocol.AgentSucceeded || at.Patch == nil || !samePatch(*at.Patch, *p1) ||
 		at.Outcome != "retry_scheduled" || at.Reason != retried || at.At == nil || !at.At.Equal(clk.Now()) ||
 		len(at.Gates) != 1 || at.Gates[0].Name != "test" || at.Gates[0].Status != protocol.GateFailed ||
 		at.Gates[0].ExitCode == nil || *at.Gates[0].ExitCode != 1 || at.Gates[0].Attempt != 1 {
@@ -555,7 +555,7 @@ func TestInboxAndShowThroughAPI(t *testing.T) {
 		t.Fatalf("inbox = %+v, want older's a, then inbox's a", items)
 	}
 	if it := items[1]; it.WorkflowName != "inbox" || it.NodeID != "a" || it.Status != protocol.NodeEscalated || it.Reason != escalated ||
-		it.Attempt != 2 || it.Budget != 2 || !it.Since.Equal(clk.Now()) || it.Patch == nil || *it.Patch != *p2 ||
+		it.Attempt != 2 || it.Budget != 2 || !it.Since.Equal(clk.Now()) || it.Patch == nil || !samePatch(*it.Patch, *p2) ||
 		it.DiffStat == nil || len(it.DiffStat.Files) != 2 || it.DiffStat.Insertions == 0 {
 		t.Errorf("inbox item = %+v", it)
 	}
@@ -565,11 +565,11 @@ func TestInboxAndShowThroughAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d.Node.Status != protocol.NodeEscalated || d.Node.Reason != escalated || len(d.Attempts) != 2 ||
-		d.Attempts[0].Outcome != "retry_scheduled" || d.Attempts[0].Patch == nil || *d.Attempts[0].Patch != *p1 {
+		d.Attempts[0].Outcome != "retry_scheduled" || d.Attempts[0].Patch == nil || !samePatch(*d.Attempts[0].Patch, *p1) {
 		t.Fatalf("show a escalated = %+v", d)
 	}
 	at = d.Attempts[1]
-	if at.Attempt != 2 || at.Patch == nil || *at.Patch != *p2 || at.Outcome != "escalated" || at.Reason != escalated ||
+	if at.Attempt != 2 || at.Patch == nil || !samePatch(*at.Patch, *p2) || at.Outcome != "escalated" || at.Reason != escalated ||
 		len(at.Gates) != 1 || at.Gates[0].Status != protocol.GateFailed || at.Gates[0].Attempt != 2 {
 		t.Errorf("attempt 2 = %+v", at)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
+	"github.com/supervisorhq/supervisor/coordinator/internal/reporoots"
 	"github.com/supervisorhq/supervisor/coordinator/internal/service"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/protocol"
@@ -19,11 +20,11 @@ import (
 func (e *env) startMerging(lockWait time.Duration) {
 	e.t.Helper()
 	eng, err := New(e.b, e.store, Options{DataDir: e.dataDir, Tick: 100 * time.Millisecond, LeaderTTL: 3 * time.Second,
-		Log: quiet, MergeLockWait: lockWait})
+		Log: quiet, MergeLockWait: lockWait, RepoRoots: tempRoots(e.t)})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.eng, e.stopEng = eng, runEngine(e.t, "engine", eng, service.New(eng, e.b, service.Options{Log: quiet}))
+	e.eng, e.stopEng = eng, runEngine(e.t, "engine", eng, service.New(eng, e.b, service.Options{Log: quiet, RepoRoots: tempRoots(e.t)}))
 }
 
 // runOne submits a one-task workflow (extra: workflow fields) from branch
@@ -189,5 +190,30 @@ func TestMergeWaitsForTheLockAndSurvivesRestart(t *testing.T) {
 	}
 	if merged, failed := e.mergeEvents(wf.ID); merged != 1 || failed != 0 {
 		t.Fatalf("merge outcomes: %d merged, %d failed; want exactly one merge", merged, failed)
+	}
+}
+
+// TestMergeOnlyUnderRepoRoots (TRUST-REPO): the repo roots are checked
+// again at every write. A workflow submitted while its repository was
+// allowed, merged by a coordinator whose roots no longer allow it, is not
+// merged: the merge fails saying why, and the repository is untouched.
+func TestMergeOnlyUnderRepoRoots(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, bus.Config{})
+	e.start()
+	wf := e.runOne("", "main", map[string]string{"a.txt": "a\n"})
+	before := e.tip("main")
+	e.stopEng()
+	elsewhere, err := reporoots.New([]string{t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start(startOptions{roots: &elsewhere})
+	s := e.mergeAPI(wf.ID, "")
+	if m := s.Merge; m.Status != "failed" || !strings.Contains(m.Reason, "not under any of the coordinator's repo roots") {
+		t.Fatalf("merge = %+v, want a failure naming the repo roots", m)
+	}
+	if tip := e.tip("main"); tip != before {
+		t.Fatalf("main moved to %s, want it left at %s", tip, before)
 	}
 }
