@@ -18,6 +18,7 @@ import (
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
 	"github.com/supervisorhq/supervisor/coordinator/internal/fleet"
+	"github.com/supervisorhq/supervisor/coordinator/internal/reporoots"
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
@@ -164,8 +165,15 @@ func (r *runner) openFleet(ctx context.Context, name, sandboxPath string) (fs *f
 	}
 	// The embedded default on a free port, with the sandbox's default PATH
 	// (where `true` lives) unless told otherwise.
+	// The coordinator delivers into the bench's repository, as it does
+	// into a user's under its repo roots.
+	roots, err := reporoots.New([]string{filepath.Join(r.dir, "repo")})
+	if err != nil {
+		return nil, nil, err
+	}
 	f, err := fleet.Start(ctx, fleet.Options{DataDir: filepath.Join(r.dir, name), Listen: "127.0.0.1:0",
-		WorkerConcurrency: r.cfg.Concurrency, GateConcurrency: r.cfg.Concurrency, SandboxPath: sandboxPath, Log: flog})
+		WorkerConcurrency: r.cfg.Concurrency, GateConcurrency: r.cfg.Concurrency, SandboxPath: sandboxPath, Log: flog,
+		RepoRoots: roots})
 	if err != nil {
 		return nil, nil, fmt.Errorf("start fleet: %w", err)
 	}
@@ -363,7 +371,8 @@ func waitAPI(ctx context.Context, client *api.Client) error {
 func submit(ctx context.Context, client *api.Client, repo *benchRepo, file string, yaml []byte) (string, error) {
 	rctx, cancel := context.WithTimeout(ctx, submitTimeout)
 	defer cancel()
-	resp, err := client.Submit(rctx, api.SubmitRequest{Filename: file, YAML: string(yaml), Repo: repo.ref, RepoPath: repo.path})
+	resp, err := client.Submit(rctx, api.SubmitRequest{Filename: file, YAML: string(yaml), Repo: repo.ref, RepoPath: repo.path,
+		RepoPathOptional: true})
 	if err != nil {
 		return "", fmt.Errorf("submit %s: %w", file, err)
 	}
