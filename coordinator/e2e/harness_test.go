@@ -351,13 +351,17 @@ func (f *fleet) startCoordinator(name, dataDir string) *proc {
 	// The tests fail many agent rounds on purpose, on one fleet: the
 	// fleet-wide pause would stop them (its own tests are in cli and
 	// statemachine).
-	args := append([]string{"serve",
+	args := []string{"serve",
 		"--nats", f.natsURL, "--redis-url", f.redisURL,
 		"--data-dir", filepath.Join(f.dir, "data", dataDir), "--id", name,
-		"--ack-wait", f.ackWait, "--max-failures-per-hour", "1000",
+		"--ack-wait", f.ackWait, "--max-failures-per-hour", "1000"}
+	if !hasFlag(f.coordArgs, "--repo-roots") {
 		// The tests' repositories are temporary directories: the
-		// coordinator may deliver branches and merge into them.
-		"--repo-roots", os.TempDir()}, f.coordArgs...)
+		// coordinator may deliver branches and merge into them. (A
+		// repeated --repo-roots adds a root, so a test's own replaces it.)
+		args = append(args, "--repo-roots", os.TempDir())
+	}
+	args = append(args, f.coordArgs...)
 	return f.start(name, "coordinator", args...)
 }
 
@@ -520,6 +524,7 @@ type wfStatus struct {
 	Status     string         `json:"status"`
 	Reason     string         `json:"reason"`
 	BaseCommit string         `json:"base_commit"`
+	RepoPath   string         `json:"repo_path"`
 	Branch     string         `json:"branch"`
 	Head       string         `json:"head"`
 	Counts     map[string]int `json:"counts"`
