@@ -345,6 +345,9 @@ func (e *env) work(j *taken, files map[string]string) *protocol.PatchRef {
 		}
 	}
 	for file, content := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(w.Dir, file)), 0o755); err != nil {
+			e.t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(w.Dir, file), []byte(content), 0o644); err != nil {
 			e.t.Fatal(err)
 		}

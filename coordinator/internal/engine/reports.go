@@ -107,6 +107,9 @@ func (e *Engine) handleReportMsg(ctx context.Context, msg jetstream.Msg) {
 // the workflow's queue, and logs in the workflow's trace.
 func (e *Engine) handleReport(ctx context.Context, r *protocol.Report) error {
 	ctx = e.workflowContext(ctx, r.WorkflowID())
+	if err := e.summarizePatch(ctx, r); err != nil {
+		return err
+	}
 	var (
 		effects []statemachine.Effect
 		stale   string
