@@ -60,6 +60,11 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	switch action {
 	case "approve":
 		summary = fmt.Sprintf("Approve %s of workflow %s as %s: its latest patch is integrated.", node, wf, by)
+		if r.PostFormValue("accept_config") == "1" {
+			// TRUST-CONFIG: the patch's changes to .supervisor/ too.
+			req.AcceptConfig = true
+			summary += " Its changes to .supervisor/ (trusted configuration: gates, roles, templates, context) are accepted too."
+		}
 	case "reject":
 		req.Reason, req.Note = strings.TrimSpace(r.PostFormValue("reason")), ""
 		if req.Reason == "" {
@@ -90,6 +95,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		p.Data = confirmData{Action: action, Summary: summary, Post: "/inbox/decide", Back: back, Fields: []field{
 			{"wf", wf}, {"node", node}, {"action", action}, {"by", by}, {"note", r.PostFormValue("note")},
 			{"reason", r.PostFormValue("reason")}, {"attempts", r.PostFormValue("attempts")},
+			{"accept_config", r.PostFormValue("accept_config")},
 		}}
 		s.render(w, http.StatusOK, "confirm", p)
 		return

@@ -397,3 +397,42 @@ tasks:
 		t.Errorf("the rejected node's reason: %q", n.Reason)
 	}
 }
+
+// TRUST-CONFIG from the dashboard: a node whose patch changes
+// .supervisor/ escalates; Approve alone is refused naming the flag's
+// reason, and Approve with "accept .supervisor/ changes" integrates it.
+func TestApproveAcceptsConfig(t *testing.T) {
+	e := startEnv(t, "")
+	wf := e.submit(`name: trusted
+defaults:
+  agent: {command: [install, -D, README.md, .supervisor/gates.yaml]}
+tasks:
+  - {id: a, prompt: a, gates: []}
+`)
+	n := e.waitNode(wf, "a", "escalated", time.Minute)
+	if !strings.Contains(n.Reason, ".supervisor/gates.yaml") {
+		t.Fatalf("node a escalated for %q, want the trusted config named", n.Reason)
+	}
+	c := browserClient(t)
+	if code, _ := get(t, c, e.url+"login?token="+testToken); code != http.StatusSeeOther {
+		t.Fatalf("sign-in: %d, want 303", code)
+	}
+	_, body := get(t, c, e.url+"inbox")
+	m := csrfRE.FindStringSubmatch(body)
+	if m == nil || !strings.Contains(body, `name="accept_config"`) {
+		t.Fatalf("the inbox's decision form has no accept_config box:\n%s", body)
+	}
+	form := url.Values{"wf": {wf}, "node": {"a"}, "action": {"approve"}, "by": {"ada"}, "confirm": {"1"}, "csrf": {m[1]}}
+	if resp, body := post(t, c, e.url+"inbox/decide", form, nil); resp.StatusCode < 400 || !strings.Contains(body, "accept") {
+		t.Fatalf("approve without accepting the config: %d, want a refusal naming it\n%s", resp.StatusCode, body)
+	}
+	form.Del("confirm")
+	form.Set("accept_config", "1")
+	_, body = post(t, c, e.url+"inbox/decide", form, nil)
+	wantContains(t, "the confirmation", body, "changes to .supervisor/", `name="accept_config" value="1"`)
+	form.Set("confirm", "1")
+	if resp, _ := post(t, c, e.url+"inbox/decide", form, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("approve accepting the config: %d, want 303", resp.StatusCode)
+	}
+	e.waitNode(wf, "a", "succeeded", time.Minute)
+}
