@@ -3,7 +3,6 @@ package dashboard_test
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -43,7 +42,7 @@ func startEnv(t *testing.T, agentDir string) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	opts := fleet.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Tick: 200 * time.Millisecond,
-		WorkerConcurrency: 2, GateConcurrency: 2, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		WorkerConcurrency: 2, GateConcurrency: 2, Log: testkit.Logger(t)}
 	if agentDir != "" {
 		opts.SandboxPath = agentDir + ":" + jobrun.DefaultSandboxPath()
 	}

@@ -92,6 +92,7 @@ type Fleet struct {
 	wg     sync.WaitGroup
 	mu     sync.Mutex
 	errs   []error
+	log    *slog.Logger
 	// unsetMetrics stops this fleet's scrape-time metrics.
 	unsetMetrics []func()
 }
@@ -115,7 +116,7 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNATS, err)
 	}
-	f := &Fleet{srv: srv}
+	f := &Fleet{srv: srv, log: o.Log}
 	f.bus, err = bus.Open(ctx, srv.URL(), "supervisor-dev", bus.Config{AckWait: o.AckWait}, o.Log)
 	if err != nil {
 		srv.Shutdown()
@@ -170,6 +171,9 @@ func (f *Fleet) goRun(name string, fn func() error) {
 	go func() {
 		defer f.wg.Done()
 		if err := fn(); err != nil {
+			// Said at once: a dev session otherwise learns of it only at
+			// Close, from requests nobody answers meanwhile.
+			f.log.Error("fleet: "+name+" stopped", "err", err)
 			f.mu.Lock()
 			f.errs = append(f.errs, fmt.Errorf("%s: %w", name, err))
 			f.mu.Unlock()

@@ -33,9 +33,12 @@ func TestOneRegistryForTheEmbeddedDefault(t *testing.T) {
 		return fams
 	}
 	var fams metricstest.Families
-	testkit.WaitFor(t, 30*time.Second, 50*time.Millisecond, "both runners' slots", func() bool {
+	// The runners announce their slots before their consumers exist; the
+	// queue is reported per consumer, so wait for both too.
+	testkit.WaitFor(t, 30*time.Second, 50*time.Millisecond, "both runners' slots and consumers", func() bool {
 		fams = scrape()
-		return fams.Sum("supervisor_runner_slots", "kind=agent") == 3 && fams.Sum("supervisor_runner_slots", "kind=gate") == 2
+		return fams.Sum("supervisor_runner_slots", "kind=agent") == 3 && fams.Sum("supervisor_runner_slots", "kind=gate") == 2 &&
+			fams.Series("supervisor_job_queue_depth", "pool=default") == 2
 	})
 	if got := fams.Sum("supervisor_coordinator_leader"); got != 1 {
 		t.Errorf("coordinator_leader = %v, want 1", got)
