@@ -291,7 +291,12 @@ const (
 	CodeConflict   = 409
 	CodeTooLarge   = 413
 	CodeInvalid    = 422
-	CodeInternal   = 500
+	// CodeTooMany: a client sent more requests than its rate allows.
+	CodeTooMany  = 429
+	CodeInternal = 500
+	// CodeUnavailable: the coordinator has as much work in flight as it
+	// may; the request may succeed once some finishes.
+	CodeUnavailable = 503
 )
 
 // Error is an API error: what a handler returns to refuse a request, and
@@ -326,6 +331,10 @@ var (
 	ErrTooLarge   = &Error{Code: CodeTooLarge, Description: "too large"}
 	ErrInvalid    = &Error{Code: CodeInvalid, Description: "invalid"}
 	ErrInternal   = &Error{Code: CodeInternal, Description: "internal error"}
+	// ErrTooMany matches any 429.
+	ErrTooMany = &Error{Code: CodeTooMany, Description: "too many requests"}
+	// ErrUnavailable matches any 503.
+	ErrUnavailable = &Error{Code: CodeUnavailable, Description: "unavailable"}
 )
 
 func newError(code int, format string, args []any) *Error {
@@ -352,6 +361,12 @@ func TooLarge(format string, args ...any) *Error { return newError(CodeTooLarge,
 func Invalid(description string, problems []workflow.Problem) *Error {
 	return &Error{Code: CodeInvalid, Description: description, Problems: problems}
 }
+
+// TooMany is a 429: the client's request rate is over its limit.
+func TooMany(format string, args ...any) *Error { return newError(CodeTooMany, format, args) }
+
+// Unavailable is a 503: the coordinator is at a limit of work in flight.
+func Unavailable(format string, args ...any) *Error { return newError(CodeUnavailable, format, args) }
 
 // Internal is a 500.
 func Internal(format string, args ...any) *Error { return newError(CodeInternal, format, args) }

@@ -56,6 +56,10 @@ may join it over --listen.`,
 			if err != nil {
 				return err
 			}
+			lims, err := limits(e.v)
+			if err != nil {
+				return err
+			}
 			notifier, err := e.notifier(cmd)
 			if err != nil {
 				return err
@@ -79,6 +83,7 @@ may join it over --listen.`,
 				WorkerConcurrency: e.v.GetInt("worker-concurrency"), GateConcurrency: e.v.GetInt("gate-concurrency"),
 				SandboxPath: e.v.GetString("sandbox-path"), Breakers: breakers, Log: e.log,
 				MaxFailuresPerHour: e.v.GetInt("max-failures-per-hour"), Prices: prices, RepoRoots: roots,
+				Limits: lims,
 			})
 			if err != nil {
 				return err
@@ -106,6 +111,7 @@ may join it over --listen.`,
 	fs.StringSlice("repo-roots", nil, "directories whose repositories the coordinator may write branches and merges into "+
 		"(default: the directory dev runs in)")
 	jobrun.AddBreakerFlags(fs)
+	addLimitFlags(fs)
 	addNotifyFlags(cmd)
 	metrics.AddFlag(fs, metrics.DefaultDev)
 	addDashboardFlags(cmd, dashboard.DefaultListen, true)

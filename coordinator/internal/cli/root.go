@@ -38,6 +38,10 @@ const (
 	ExitUsage          = 64 // bad command line
 	ExitInvalid        = 65 // the workflow file is invalid
 	ExitUnavailable    = 69 // NATS or the coordinator cannot be reached
+	// ExitRefused: the coordinator refused the request under one of its
+	// limits (a 413, 429 or 503: size, rate, work in flight); the message
+	// names the limit and its flag.
+	ExitRefused = 75
 )
 
 // ExitError carries an exit code with an error.
@@ -89,7 +93,9 @@ drive it with. Settings come from flags, then SUPERVISOR_* environment variables
 (--nats is SUPERVISOR_NATS), then the --config file, then defaults.
 
 Exit codes: 0 succeeded; 1 error; 2 workflow failed; 3 workflow cancelled;
-4 workflow still running; 64 usage; 65 invalid workflow; 69 unreachable.`,
+4 workflow still running; 5 needs attention; 64 usage; 65 invalid workflow;
+69 unreachable; 75 refused under a limit (request size, submission rate, work
+in flight).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -182,8 +188,11 @@ func apiErr(err error) error {
 	var ae *api.Error
 	if errors.As(err, &ae) {
 		code := ExitFault
-		if ae.Code == api.CodeInvalid {
+		switch ae.Code {
+		case api.CodeInvalid:
 			code = ExitInvalid
+		case api.CodeTooLarge, api.CodeTooMany, api.CodeUnavailable:
+			code = ExitRefused
 		}
 		return &ExitError{Code: code, Err: err}
 	}

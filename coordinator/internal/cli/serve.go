@@ -85,6 +85,10 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 			if err != nil {
 				return err
 			}
+			lims, err := limits(e.v)
+			if err != nil {
+				return err
+			}
 			id := jobrun.HostName(e.v.GetString("id"))
 			notifier, err := e.notifier(cmd)
 			if err != nil {
@@ -102,7 +106,7 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 			}
 			defer fleet.CoordinatorMetrics(b, eng)()
 			svc := service.New(eng, b, service.Options{ID: id, Gates: lower, RetryPolicies: policies, Strategies: strategies, Roles: roleSrc,
-				Breakers: store, BreakerPolicy: breakers, Log: e.log, RepoRoots: roots})
+				Breakers: store, BreakerPolicy: breakers, Log: e.log, RepoRoots: roots, Limits: lims})
 			stopDashboard, err := e.startDashboard(ctx, cmd, "", b.NC, "", false)
 			if err != nil {
 				return err
@@ -157,6 +161,7 @@ func addServiceFlags(cmd *cobra.Command) {
 	fs.StringSlice("repo-roots", nil, "directories whose repositories the coordinator may write branches and merges into "+
 		"(a submission's repo_path must lie under one; default: none)")
 	jobrun.AddBreakerFlags(fs)
+	addLimitFlags(fs)
 	addNotifyFlags(cmd)
 }
 

@@ -79,6 +79,9 @@ type Options struct {
 	// RepoRoots are where the coordinator may write submitting
 	// repositories' branches and merges (none when empty).
 	RepoRoots reporoots.Roots
+	// Limits bound the API's requests and the work in flight (the zero
+	// value: none).
+	Limits service.Limits
 	Log       *slog.Logger
 }
 
@@ -137,7 +140,7 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 		return nil, err
 	}
 	svc := service.New(f.engine, f.bus, service.Options{ID: "dev", Gates: o.Gates, RetryPolicies: o.RetryPolicies, Strategies: o.Strategies, Roles: o.Roles,
-		Breakers: f.store, BreakerPolicy: o.Breakers, Log: o.Log, RepoRoots: o.RepoRoots})
+		Breakers: f.store, BreakerPolicy: o.Breakers, Log: o.Log, RepoRoots: o.RepoRoots, Limits: o.Limits})
 	f.unsetMetrics = coordinatorMetrics(f.bus, f.engine)
 	runCtx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel

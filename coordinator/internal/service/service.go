@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -77,6 +78,9 @@ type Options struct {
 	// RepoRoots are where a submission's repo_path may lie (the zero
 	// value: nowhere, so a submission naming one is refused).
 	RepoRoots reporoots.Roots
+	// Limits bound request sizes, each client's submission rate and the
+	// work in flight (the zero value: none).
+	Limits Limits
 }
 
 // RoleSource resolves the role catalogue a workflow is parsed with: the
@@ -91,6 +95,9 @@ type Service struct {
 	lower    *gates.Set
 	opts     Options
 	log      *slog.Logger
+	rate     *rateLimiter
+	// submitMu makes the in-flight check and the submission one step.
+	submitMu sync.Mutex
 }
 
 // New returns the service for wfs on b.
@@ -102,7 +109,7 @@ func New(wfs Workflows, b *bus.Bus, opts Options) *Service {
 		opts.Gates = &gates.Set{}
 	}
 	return &Service{wfs: wfs, bus: b, registry: gateregistry.New(b.Gates, opts.Log), lower: opts.Gates,
-		opts: opts, log: opts.Log}
+		opts: opts, log: opts.Log, rate: newRateLimiter(opts.Limits)}
 }
 
 // Serve starts the micro service; requests are handled with contexts
@@ -119,7 +126,7 @@ func (s *Service) Serve(leaderCtx context.Context) (stop func() error, err error
 	}
 	g := svc.AddGroup(protocol.APIPrefix)
 	endpoints := map[string]micro.Handler{
-		protocol.APISubmit:       endpoint(s, leaderCtx, s.submit),
+		protocol.APISubmit:       endpoint(s, leaderCtx, s.submit, s.checkRate),
 		protocol.APIStatus:       endpoint(s, leaderCtx, s.status),
 		protocol.APIList:         endpoint(s, leaderCtx, s.list),
 		protocol.APICancel:       endpoint(s, leaderCtx, s.cancel),
@@ -159,8 +166,11 @@ func (s *Service) Serve(leaderCtx context.Context) (stop func() error, err error
 // decoded strictly (unknown fields are a 400), the reply encoded as JSON
 // (one too large for a NATS message is replied as a 413 instead), and an
 // error replied with its API code (500 for anything that is not an
-// *api.Error, logged).
-func endpoint[Req, Resp any](s *Service, leaderCtx context.Context, h func(context.Context, Req) (Resp, error)) micro.Handler {
+// *api.Error, logged). A request over the size limit is refused (413)
+// before anything else, then checks run in order (e.g. the submission
+// rate); the first error is the reply.
+func endpoint[Req, Resp any](s *Service, leaderCtx context.Context, h func(context.Context, Req) (Resp, error),
+	checks ...func(micro.Request) error) micro.Handler {
 	return micro.HandlerFunc(func(r micro.Request) {
 		ctx, cancel := context.WithTimeout(leaderCtx, requestTimeout)
 		defer cancel()
@@ -168,8 +178,13 @@ func endpoint[Req, Resp any](s *Service, leaderCtx context.Context, h func(conte
 		ctx = telemetry.Extract(ctx, nats.Header(r.Headers()))
 		var req Req
 		resp, err := func() (Resp, error) {
+			var zero Resp
+			for _, check := range append([]func(micro.Request) error{s.checkSize}, checks...) {
+				if err := check(r); err != nil {
+					return zero, err
+				}
+			}
 			if err := decodeStrict(r.Data(), &req); err != nil {
-				var zero Resp
 				return zero, api.BadRequest("malformed request: %v", err)
 			}
 			return h(ctx, req)

@@ -93,6 +93,11 @@ func (s *Service) submit(ctx context.Context, req api.SubmitRequest) (resp api.S
 		return none, err
 	}
 	tp := telemetry.TraceParent(ctx)
+	s.submitMu.Lock()
+	defer s.submitMu.Unlock()
+	if err := s.checkInFlight(len(spec.Tasks)); err != nil {
+		return none, err
+	}
 	id, err := s.wfs.Submit(ctx, statemachine.Submission{Spec: spec, Repo: req.Repo, RepoPath: repoPath,
 		Source: req.Filename, BaseBranch: req.BaseBranch, TraceParent: tp})
 	if err != nil {
