@@ -92,6 +92,8 @@ type startOptions struct {
 	// roots are the engine's repo roots (nil: the temporary directory,
 	// where the tests' repositories are).
 	roots *reporoots.Roots
+	// limits are the API's limits (the zero value: none).
+	limits service.Limits
 }
 
 // samePatch reports whether a and b name the same patch object with the
@@ -139,7 +141,7 @@ func (e *env) start(opts ...startOptions) *Engine {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	stop := runEngine(e.t, "engine", eng, service.New(eng, e.b, service.Options{Gates: o.gates, Log: o.log, RepoRoots: *o.roots}))
+	stop := runEngine(e.t, "engine", eng, service.New(eng, e.b, service.Options{Gates: o.gates, Log: o.log, RepoRoots: *o.roots, Limits: o.limits}))
 	e.eng, e.stopEng = eng, stop
 	return eng
 }
