@@ -93,8 +93,8 @@ drive it with. Settings come from flags, then SUPERVISOR_* environment variables
 (--nats is SUPERVISOR_NATS), then the --config file, then defaults.
 
 Exit codes: 0 succeeded; 1 error; 2 workflow failed; 3 workflow cancelled;
-4 workflow still running; 5 needs attention; 64 usage; 65 invalid workflow;
-69 unreachable; 75 refused under a limit (request size, submission rate, work
+4 workflow still running; 5 needs attention; 6 merge failed; 64 usage;
+65 invalid workflow; 69 unreachable; 75 refused under a limit (request size, submission rate, work
 in flight).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
