@@ -82,7 +82,7 @@ type Options struct {
 	// Limits bound the API's requests and the work in flight (the zero
 	// value: none).
 	Limits service.Limits
-	Log       *slog.Logger
+	Log    *slog.Logger
 }
 
 // Fleet is the embedded default running in this process.
