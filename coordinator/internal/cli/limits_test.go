@@ -1,10 +1,15 @@
 package cli
 
 import (
+	"errors"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/fleet"
 	"github.com/supervisorhq/supervisor/coordinator/internal/service"
@@ -44,4 +49,40 @@ tasks:
 		return run("status", id).code == ExitCancelled
 	})
 	wantCode(t, run("submit", wf, "--repo", repo), 0)
+}
+
+// The limit flags: their defaults are service.DefaultLimits, sizes parse
+// with units, and a bad value is a usage error naming the flag.
+func TestLimitFlags(t *testing.T) {
+	parse := func(args ...string) (service.Limits, error) {
+		t.Helper()
+		fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+		addLimitFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		v := viper.New()
+		if err := v.BindPFlags(fs); err != nil {
+			t.Fatal(err)
+		}
+		return limits(v)
+	}
+	if got, err := parse(); err != nil || !reflect.DeepEqual(got, service.DefaultLimits()) {
+		t.Errorf("defaults: %+v, %v; want %+v", got, err, service.DefaultLimits())
+	}
+	got, err := parse("--max-request-bytes", "64KiB", "--submit-rate", "0", "--max-nodes-in-flight", "7")
+	if err != nil || got.MaxRequestBytes != 64<<10 || got.SubmitRate != 0 || got.MaxNodesInFlight != 7 {
+		t.Errorf("set: %+v, %v", got, err)
+	}
+	for _, args := range [][]string{
+		{"--max-request-bytes", "lots"},
+		{"--max-workflows-in-flight", "-1"},
+		{"--submit-rate", "5", "--submit-window", "0s"},
+	} {
+		_, err := parse(args...)
+		var ee *ExitError
+		if flag := strings.TrimPrefix(args[0], "--"); !errors.As(err, &ee) || ee.Code != ExitUsage || !strings.Contains(err.Error(), flag) {
+			t.Errorf("%v: %v; want a usage error", args, err)
+		}
+	}
 }
