@@ -136,7 +136,7 @@ func (e *env) start(opts ...startOptions) *Engine {
 		r := tempRoots(e.t)
 		o.roots = &r
 	}
-	eng, err := New(e.b, store, Options{DataDir: e.dataDir, Tick: o.tick, LeaderTTL: 3 * time.Second, Log: o.log, Now: o.now,
+	eng, err := New(e.b, store, Options{DataDir: e.dataDir, Tick: o.tick, LeaderTTL: 10 * time.Second, Log: o.log, Now: o.now,
 		Notify: o.notify, LostJobAfter: o.lostJobAfter, RepoRoots: *o.roots})
 	if err != nil {
 		e.t.Fatal(err)

@@ -19,7 +19,7 @@ import (
 // merge lock's patience.
 func (e *env) startMerging(lockWait time.Duration) {
 	e.t.Helper()
-	eng, err := New(e.b, e.store, Options{DataDir: e.dataDir, Tick: 100 * time.Millisecond, LeaderTTL: 3 * time.Second,
+	eng, err := New(e.b, e.store, Options{DataDir: e.dataDir, Tick: 100 * time.Millisecond, LeaderTTL: 10 * time.Second,
 		Log: quiet, MergeLockWait: lockWait, RepoRoots: tempRoots(e.t)})
 	if err != nil {
 		e.t.Fatal(err)

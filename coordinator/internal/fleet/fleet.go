@@ -132,7 +132,7 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 		return nil, err
 	}
 	f.engine, err = engine.New(f.bus, f.store, engine.Options{
-		DataDir: filepath.Join(dataDir, "coordinator"), ID: "dev", Log: o.Log, Tick: o.Tick, LeaderTTL: 6 * time.Second,
+		DataDir: filepath.Join(dataDir, "coordinator"), ID: "dev", Log: o.Log, Tick: o.Tick, LeaderTTL: 10 * time.Second,
 		Notify: o.Notify, MaxFailuresPerHour: o.MaxFailuresPerHour, Prices: o.Prices, RepoRoots: o.RepoRoots,
 	})
 	if err != nil {
