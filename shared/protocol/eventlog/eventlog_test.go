@@ -10,7 +10,7 @@ import (
 )
 
 // sample is an event of type t with what its type needs.
-func sample(t *testing.T, typ Type) Event {
+func sample(t testing.TB, typ Type) Event {
 	t.Helper()
 	b, err := newBody(typ)
 	if err != nil {
