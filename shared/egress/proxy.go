@@ -86,7 +86,7 @@ func ParseAllowList(entries []string) (*AllowList, error) {
 		if strings.HasPrefix(host, "*.") {
 			r.host, r.wildcard = host[1:], true
 		}
-		if strings.Contains(r.host, "*") || r.host == "." || strings.ContainsAny(r.host, "/ \t,") {
+		if strings.Contains(r.host, "*") || r.host == "" || r.host == "." || strings.ContainsAny(r.host, "/ \t,") {
 			return nil, fmt.Errorf("egress: allow-list entry %q: want host:port or *.domain:port", e)
 		}
 		a.rules = append(a.rules, r)
