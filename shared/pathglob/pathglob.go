@@ -9,6 +9,7 @@ package pathglob
 import (
 	"regexp"
 	"strings"
+	"unicode/utf8"
 )
 
 // Pattern is a compiled glob.
@@ -30,10 +31,15 @@ func Normalize(p string) string {
 }
 
 // Compile compiles a pattern. It never fails: a pattern whose translation
-// does not compile matches only itself, literally (PM-06).
+// does not compile, or that is not valid UTF-8 (which a regular expression
+// cannot match byte for byte), matches only itself, literally (PM-06).
 func Compile(pattern string) *Pattern {
 	p := Normalize(pattern)
-	re, err := regexp.Compile("^" + translate(p) + "$")
+	if !utf8.ValidString(p) {
+		return &Pattern{lit: p}
+	}
+	// (?s): "**" matches a newline too, which a file name may hold.
+	re, err := regexp.Compile(`(?s)^` + translate(p) + "$")
 	if err != nil {
 		return &Pattern{lit: p}
 	}
@@ -99,8 +105,11 @@ func translate(p string) string {
 			b.WriteString("[" + strings.ReplaceAll(class, `\`, `\\`) + "]")
 			i += end + 2
 		default:
-			b.WriteString(regexp.QuoteMeta(string(c)))
-			i++
+			// One whole character: string(c) of a byte would turn each byte
+			// of a multi-byte UTF-8 character into a character of its own.
+			_, size := utf8.DecodeRuneInString(p[i:])
+			b.WriteString(regexp.QuoteMeta(p[i : i+size]))
+			i += size
 		}
 	}
 	return b.String()

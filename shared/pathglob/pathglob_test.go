@@ -45,6 +45,16 @@ func TestMatch(t *testing.T) {
 		// Regex metacharacters are literal.
 		{"a+b(c).txt", "a+b(c).txt", true},
 		{"a.txt", "abtxt", false},
+		// Non-ASCII characters are characters, not bytes (found by FuzzMatch).
+		{"é.txt", "é.txt", true},
+		{"docs/ü*.md", "docs/über.md", true},
+		{"?.go", "é.go", true},
+		{"\x80", "\x80", true},
+		// A newline in a file name is matched like any other character.
+		{"secrets/**", "secrets/a\nb", true},
+		{"**/*.key", "a\nb/c.key", true},
+		{"a*b", "a\nb", true},
+		{"\x80", "\xc2\x80", false},
 	}
 	for _, c := range cases {
 		if got := Match(c.pattern, c.path); got != c.want {
