@@ -53,24 +53,33 @@ lint:
 	  (cd $$m && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...) || status=1; \
 	done; exit $$status
 
-## test: lint, then every test, with a redis-server of our own and Chromium for the dashboard's browser test (each installed from Debian's packages if missing), and the agent output parsers fuzzed briefly
+## test: lint, then every test, with a redis-server of our own and Chromium for the dashboard's browser test (each installed from Debian's packages if missing), and every fuzz target run briefly
 test: lint
 	scripts/ensure-chromium.sh
 	scripts/with-redis.sh $(MAKE) --no-print-directory test-unit test-e2e
 	$(MAKE) --no-print-directory fuzz
 
-## fuzz: the agent CLI output parsers' fuzz targets (shared/agentcli), the glob overlap test's (shared/pathglob), the JSON block extractor's (shared/agentoutput), the context strategy loader's (shared/contextpack), the shell detector's (shared/gates), the redactor's (shared/redact) and the feature description expansion's (coordinator/internal/templates), FUZZTIME each (default 5s)
+## fuzz: every fuzz target of a parser that takes outside input (FUZZ_TARGETS: workflow and gate files, task front matter, the shell detector, git status -z, patch stats, path globs, jobs, reports and events off the bus, the agent CLIs' output, the JSON block extractor, context strategies, the egress proxy's requests and allow-list, the redactor, feature descriptions), FUZZTIME each (default 5s; `make fuzz FUZZTIME=5m` to run longer)
 FUZZTIME ?= 5s
+FUZZ_TARGETS = \
+	shared/agentcli:FuzzClaudeStream shared/agentcli:FuzzClaudeJSON shared/agentcli:FuzzCodex \
+	shared/agentcli:FuzzGeminiStream shared/agentcli:FuzzGeminiJSON \
+	shared/agentoutput:FuzzExtract \
+	shared/contextpack:FuzzParseFile \
+	shared/egress:FuzzConnect shared/egress:FuzzAllowList \
+	shared/gates:FuzzParseFile shared/gates:FuzzFrontMatter shared/gates:FuzzShellCommand \
+	shared/integrity:FuzzParseStatusZ \
+	shared/patchstat:FuzzParse \
+	shared/pathglob:FuzzMatch shared/pathglob:FuzzOverlapConservative \
+	shared/protocol:FuzzDecode shared/protocol/eventlog:FuzzDecode \
+	shared/redact:FuzzRedact \
+	coordinator/internal/templates:FuzzFeature \
+	coordinator/internal/workflow:FuzzParse
 fuzz:
-	for f in FuzzClaudeStream FuzzClaudeJSON FuzzCodex FuzzGeminiStream FuzzGeminiJSON; do \
-	  $(GO) test ./shared/agentcli/ -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s || exit 1; \
+	@# one target at a time: -fuzz takes a single target of a single package
+	for t in $(FUZZ_TARGETS); do \
+	  $(GO) test ./$${t%%:*}/ -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s || exit 1; \
 	done
-	$(GO) test ./shared/pathglob/ -run '^$$' -fuzz '^FuzzOverlapConservative$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s || exit 1
-	$(GO) test ./shared/agentoutput/ -run '^$$' -fuzz '^FuzzExtract$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s || exit 1
-	$(GO) test ./shared/contextpack/ -run '^$$' -fuzz '^FuzzParseFile$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s || exit 1
-	$(GO) test ./shared/gates/ -run '^$$' -fuzz '^FuzzShellCommand$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s || exit 1
-	$(GO) test ./shared/redact/ -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s || exit 1
-	$(GO) test ./coordinator/internal/templates/ -run '^$$' -fuzz '^FuzzFeature$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s
 
 ## test-unit: each binary built without go.work, go vet, and every package's tests but the e2e ones (race detector on)
 test-unit:
