@@ -2,6 +2,7 @@ package pathglob
 
 import (
 	"regexp/syntax"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -79,6 +80,9 @@ func intersect(pa, pb *syntax.Prog) (string, bool) {
 		from pair
 		r    rune
 		root bool
+		// loose: a rune on the way may not match both (ranges widened a
+		// case-folding instruction), so the path is no example.
+		loose bool
 	}
 	seen := map[pair]visit{}
 	var queue []pair
@@ -101,6 +105,9 @@ func intersect(pa, pb *syntax.Prog) (string, bool) {
 		queue = queue[1:]
 		ia, ib := &pa.Inst[s.a], &pb.Inst[s.b]
 		if ia.Op == syntax.InstMatch && ib.Op == syntax.InstMatch {
+			if seen[s].loose {
+				return "", true // overlapping, as far as the search can tell
+			}
 			var rs []rune
 			for cur := s; !seen[cur].root; cur = seen[cur].from {
 				rs = append(rs, seen[cur].r)
@@ -117,9 +124,10 @@ func intersect(pa, pb *syntax.Prog) (string, bool) {
 		if !ok {
 			continue
 		}
+		loose := seen[s].loose || !reads(ia, r) || !reads(ib, r)
 		for _, a := range closure(pa, ia.Out) {
 			for _, b := range closure(pb, ib.Out) {
-				push(pair{a, b}, visit{from: s, r: r})
+				push(pair{a, b}, visit{from: s, r: r, loose: loose})
 			}
 		}
 	}
@@ -155,15 +163,33 @@ func closure(p *syntax.Prog, pc uint32) []uint32 {
 	return out
 }
 
+// reads reports whether a rune-reading instruction reads r.
+func reads(i *syntax.Inst, r rune) bool {
+	switch i.Op {
+	case syntax.InstRune:
+		return i.MatchRune(r)
+	case syntax.InstRune1:
+		return r == i.Rune[0]
+	case syntax.InstRuneAnyNotNL:
+		return r != '\n'
+	}
+	return true
+}
+
+// maxFoldRunes bounds the runes of a case-folding instruction that ranges
+// lists one by one.
+const maxFoldRunes = 256
+
 // ranges returns the runes an instruction reads as sorted, inclusive
-// [lo, hi] pairs; a case-folding instruction counts as any rune.
+// [lo, hi] pairs; a case-folding instruction counts as any rune unless it
+// reads few enough runes to list (a glob's class "[Xx]" compiles to one).
 func ranges(i *syntax.Inst) []rune {
 	switch i.Op {
 	case syntax.InstRune1:
 		return []rune{i.Rune[0], i.Rune[0]}
 	case syntax.InstRune:
 		if syntax.Flags(i.Arg)&syntax.FoldCase != 0 {
-			return []rune{0, unicode.MaxRune}
+			return foldRanges(i.Rune)
 		}
 		if len(i.Rune) == 1 {
 			return []rune{i.Rune[0], i.Rune[0]}
@@ -173,6 +199,40 @@ func ranges(i *syntax.Inst) []rune {
 		return []rune{0, '\n' - 1, '\n' + 1, unicode.MaxRune}
 	}
 	return []rune{0, unicode.MaxRune}
+}
+
+// foldRanges lists the runes of ranges rs and their case folds as
+// one-rune ranges, sorted, or any rune when there are too many.
+func foldRanges(rs []rune) []rune {
+	if len(rs) == 1 {
+		rs = []rune{rs[0], rs[0]}
+	}
+	n := 0
+	for k := 0; k+1 < len(rs); k += 2 {
+		n += int(rs[k+1]-rs[k]) + 1
+	}
+	if n > maxFoldRunes {
+		return []rune{0, unicode.MaxRune}
+	}
+	set := map[rune]bool{}
+	for k := 0; k+1 < len(rs); k += 2 {
+		for r := rs[k]; r <= rs[k+1]; r++ {
+			set[r] = true
+			for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+				set[f] = true
+			}
+		}
+	}
+	out := make([]rune, 0, 2*len(set))
+	for r := range set {
+		out = append(out, r)
+	}
+	slices.Sort(out)
+	pairs := make([]rune, 0, 2*len(out))
+	for _, r := range out {
+		pairs = append(pairs, r, r)
+	}
+	return pairs
 }
 
 // common returns a rune in both range lists: a lowercase letter when one

@@ -38,6 +38,13 @@ func TestOverlap(t *testing.T) {
 		{"a**b", "a/b", false},
 		{"a**b", "axb", true},
 		{"api/openapi.yaml", "api/**/*.yaml", true},
+		// A class of a letter's cases compiles to a case-folding
+		// instruction (found by FuzzOverlapConservative).
+		{"[Xx]", "0", false},
+		{"[Xx]", "X", true},
+		{"[Kk].go", "\u212a.go", false}, // no fold: the class lacks the KELVIN SIGN
+		{"é.txt", "é.*", true},
+		{"secrets/**", "secrets/a\nb", true},
 	}
 	for _, c := range cases {
 		for _, pq := range [][2]string{{c.a, c.b}, {c.b, c.a}} {
