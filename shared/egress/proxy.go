@@ -86,7 +86,13 @@ func ParseAllowList(entries []string) (*AllowList, error) {
 		if strings.HasPrefix(host, "*.") {
 			r.host, r.wildcard = host[1:], true
 		}
-		if strings.Contains(r.host, "*") || r.host == "" || r.host == "." || strings.ContainsAny(r.host, "/ \t,") {
+		name := r.host
+		if r.wildcard {
+			name = r.host[1:] // the domain, without the dot
+		}
+		if strings.Contains(r.host, "*") || strings.ContainsAny(r.host, "/ \t,") ||
+			name == "" || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".") || strings.Contains(name, "..") {
+			// An empty label ("a..b", "x..") names no host: a rule for it could never match.
 			return nil, fmt.Errorf("egress: allow-list entry %q: want host:port or *.domain:port", e)
 		}
 		a.rules = append(a.rules, r)

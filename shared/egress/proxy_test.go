@@ -54,7 +54,7 @@ func TestParseAllowList(t *testing.T) {
 		t.Error("an empty list allows something")
 	}
 	for _, bad := range []string{"api.anthropic.com", ":443", "host:0", "host:65536", "host:https", "host:0443",
-		"a.*.com:443", "*:443", "*.:443", ".:443", "..:443", "ho st:443", "a,b:443"} {
+		"a.*.com:443", "*:443", "*.:443", ".:443", "..:443", "a..b:443", "x..:443", ".x:443", "*..x:443", "ho st:443", "a,b:443"} {
 		if _, err := ParseAllowList([]string{bad}); err == nil {
 			t.Errorf("ParseAllowList(%q) accepted", bad)
 		}
