@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -157,45 +158,32 @@ func (s *Server) node(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
-	p := s.newPage(r, "inbox", "Inbox")
-	ctx, cancel := s.apiContext(r)
-	defer cancel()
-	items, err := s.client.Inbox(ctx)
-	if err != nil {
-		p.Err = err.Error()
-		s.render(w, statusOf(err), "inbox", p)
-		return
-	}
-	p.Data = items
-	s.render(w, http.StatusOK, "inbox", p)
+	apiPage(s, w, r, "inbox", "Inbox", "", s.client.Inbox)
 }
 
 func (s *Server) fleet(w http.ResponseWriter, r *http.Request) {
-	p := s.newPage(r, "fleet", "Fleet")
-	ctx, cancel := s.apiContext(r)
-	defer cancel()
-	f, err := s.client.Fleet(ctx)
-	if err != nil {
-		p.Err = "the fleet API answered: " + err.Error()
-		s.render(w, statusOf(err), "fleet", p)
-		return
-	}
-	p.Data = f
-	s.render(w, http.StatusOK, "fleet", p)
+	apiPage(s, w, r, "fleet", "Fleet", "the fleet API answered: ", s.client.Fleet)
 }
 
 func (s *Server) breakers(w http.ResponseWriter, r *http.Request) {
-	p := s.newPage(r, "breakers", "Circuit breakers")
+	apiPage(s, w, r, "breakers", "Circuit breakers", "", s.client.Breakers)
+}
+
+// apiPage renders page name with what one API call returns, or with the
+// call's error (prefixed by errPrefix) and its status.
+func apiPage[T any](s *Server, w http.ResponseWriter, r *http.Request, name, title, errPrefix string,
+	call func(context.Context) (T, error)) {
+	p := s.newPage(r, name, title)
 	ctx, cancel := s.apiContext(r)
 	defer cancel()
-	b, err := s.client.Breakers(ctx)
+	data, err := call(ctx)
 	if err != nil {
-		p.Err = err.Error()
-		s.render(w, statusOf(err), "breakers", p)
+		p.Err = errPrefix + err.Error()
+		s.render(w, statusOf(err), name, p)
 		return
 	}
-	p.Data = b
-	s.render(w, http.StatusOK, "breakers", p)
+	p.Data = data
+	s.render(w, http.StatusOK, name, p)
 }
 
 // login signs a browser in with the token, from the form (POST) or the
