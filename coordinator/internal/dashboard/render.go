@@ -7,11 +7,11 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
+	"github.com/supervisorhq/supervisor/shared/jobrun"
 )
 
 // pageTemplate is one page: the layout with the page's content.
@@ -65,7 +65,7 @@ var funcs = template.FuncMap{
 	"dag":      renderDAG,
 	"json":     prettyJSON,
 	"join":     strings.Join,
-	"labels":   labelsOf,
+	"labels":   jobrun.FormatLabels, // as coordinator fleet prints them
 	"ratio": func(hits, misses uint64) string {
 		if hits+misses == 0 {
 			return "no lookups yet"
@@ -162,20 +162,6 @@ func prettyJSON(raw json.RawMessage) string {
 		return string(raw)
 	}
 	return b.String()
-}
-
-// labelsOf renders labels as k=v, sorted.
-func labelsOf(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + m[k]
-	}
-	return strings.Join(parts, " ")
 }
 
 // newPage fills what every page shows: the session, the inbox's size.
