@@ -68,6 +68,10 @@ type SubmitResponse struct {
 	// RepoPathDropped, when set, says why the request's RepoPath was left
 	// out (RepoPathOptional): the coordinator will not write into it.
 	RepoPathDropped string `json:"repo_path_dropped,omitempty"`
+	// Redacted names the places of the workflow in which the coordinator
+	// masked a secret before storing it ("task deploy: prompt"): agents
+	// read [REDACTED] there instead (CTX-07).
+	Redacted []string `json:"redacted,omitempty"`
 }
 
 // IDRequest names a workflow (status, cancel) and optionally a node (logs).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
@@ -17,6 +18,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/redact"
 	"github.com/supervisorhq/supervisor/shared/telemetry"
 	"github.com/supervisorhq/supervisor/shared/workspace"
 )
@@ -161,6 +163,10 @@ func (e *env) submitData(ctx context.Context, file string, data []byte) (string,
 	fmt.Fprintln(e.out, resp.WorkflowID)
 	if resp.TraceID != "" {
 		fmt.Fprintf(e.errOut, "trace %s\n", resp.TraceID)
+	}
+	if len(resp.Redacted) > 0 {
+		fmt.Fprintf(e.errOut, "coordinator: secrets masked before the workflow was stored, so agents read %s in their place: %s\n",
+			redact.Mask, strings.Join(resp.Redacted, "; "))
 	}
 	if resp.RepoPathDropped != "" {
 		fmt.Fprintf(e.errOut, "coordinator: the coordinator will not write into this repository (%s); the branch is "+

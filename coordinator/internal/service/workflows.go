@@ -71,6 +71,7 @@ func (s *Service) submit(ctx context.Context, req api.SubmitRequest) (resp api.S
 		}
 		return none, api.Invalid(err.Error(), nil)
 	}
+	redacted := redactSpec(spec)
 	switch {
 	case !commitRE.MatchString(req.Repo.BaseCommit):
 		return none, api.BadRequest("repo.base_commit %q is not a full commit id", req.Repo.BaseCommit)
@@ -104,7 +105,7 @@ func (s *Service) submit(ctx context.Context, req api.SubmitRequest) (resp api.S
 		return none, err
 	}
 	return api.SubmitResponse{WorkflowID: id, Branch: statemachine.BranchName(id), TraceID: telemetry.TraceID(tp),
-		RepoPathDropped: dropped}, nil
+		RepoPathDropped: dropped, Redacted: redacted}, nil
 }
 
 // repoPath is the repository path a submission records: the request's,

@@ -8,6 +8,7 @@ import (
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
+	"github.com/supervisorhq/supervisor/shared/redact"
 )
 
 // Decide says what should happen next to workflow w at time now: the
@@ -467,6 +468,10 @@ func (w *Workflow) agentJob(n *Node, attempt int, publishedAt time.Time) *protoc
 	if text != "" {
 		job.Prompt = strings.TrimRight(job.Prompt, "\n") + "\n\n" + text
 	}
+	// Masked once more as it leaves (CTX-07): a workflow submitted before
+	// submissions were redacted, or a report of a runner that does not
+	// redact, must not put a secret in a job.
+	job.Prompt = redact.String(job.Prompt)
 	return job
 }
 
@@ -488,7 +493,7 @@ func (w *Workflow) gateJob(n *Node, g *GateRun, round int, now time.Time) *proto
 	}
 	if spec.IsReview() {
 		// The reviewers judge the work against the task (CTX-06).
-		job.TaskPrompt = n.Task.Prompt
+		job.TaskPrompt = redact.String(n.Task.Prompt)
 	}
 	if job.Pool == "" {
 		job.Pool = protocol.DefaultPool

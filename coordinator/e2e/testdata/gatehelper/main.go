@@ -12,6 +12,7 @@
 //	touch-git NAME         set the mtime of `git rev-parse --git-path NAME`
 //	unexpanded ARG...      exit 1 unless every ARG still starts with '$'
 //	print TEXT             print TEXT on stdout
+//	cat PATH               print the content of PATH on stdout
 //	env NAME               print NAME=value of an environment variable
 //	expect PATH TEXT       exit 1 unless PATH holds the line TEXT, printing
 //	                       "gatehelper: PATH holds X, want TEXT"
@@ -39,7 +40,7 @@ func main() {
 	for len(args) > 0 {
 		step := args[0]
 		need := map[string]int{"exit": 1, "sleep": 1, "pending-until": 1, "flaky": 2, "write": 2,
-			"append": 1, "wait-file": 2, "touch-git": 1, "print": 1, "env": 1, "expect": 2,
+			"append": 1, "wait-file": 2, "touch-git": 1, "print": 1, "cat": 1, "env": 1, "expect": 2,
 			"distinct": 1}
 		n, known := need[step]
 		if step == "unexpanded" {
@@ -143,6 +144,12 @@ func main() {
 			fmt.Printf("gatehelper: arguments arrived as written: %q\n", a)
 		case "print":
 			fmt.Println(a[0])
+		case "cat":
+			b, err := os.ReadFile(path(a[0]))
+			if err != nil {
+				fail("cat: %v", err)
+			}
+			os.Stdout.Write(b)
 		case "env":
 			fmt.Printf("%s=%s\n", a[0], os.Getenv(a[0]))
 		case "expect":
