@@ -46,6 +46,12 @@ type Config struct {
 	EventsMutable bool
 	// ArtifactTTL bounds bundles, patches and logs (default 7 days).
 	ArtifactTTL time.Duration
+	// BundlesMaxBytes, PatchesMaxBytes and LogsMaxBytes are the quotas of
+	// the three object-store buckets. 0 keeps the quota a bucket has (its
+	// DefaultArtifactQuotas entry if it has none yet), so a runner never
+	// changes what the coordinator set. A full bucket refuses new objects
+	// (ObjectPutError explains it) until ArtifactTTL frees room.
+	BundlesMaxBytes, PatchesMaxBytes, LogsMaxBytes int64
 	// RunnerTTL is how long a runner's entry in the runners bucket
 	// outlives its last renewal (default protocol.RunnerTTL). Only tests
 	// shorten it.
@@ -295,22 +301,31 @@ func (b *Bus) ensure(ctx context.Context) error {
 	}
 	b.checkEventLog(ctx)
 	buckets := []struct {
-		name string
-		dst  *jetstream.ObjectStore
-		desc string
+		name  string
+		dst   *jetstream.ObjectStore
+		desc  string
+		quota int64
 	}{
-		{protocol.BucketBundles, &b.Bundles, "git bundles of submitted repositories and result branches"},
-		{protocol.BucketPatches, &b.Patches, "binary patches produced by agents"},
-		{protocol.BucketLogs, &b.Logs, "full agent and gate logs"},
+		{protocol.BucketBundles, &b.Bundles, "git bundles of submitted repositories and result branches", c.BundlesMaxBytes},
+		{protocol.BucketPatches, &b.Patches, "binary patches produced by agents", c.PatchesMaxBytes},
+		{protocol.BucketLogs, &b.Logs, "full agent and gate logs", c.LogsMaxBytes},
 	}
 	for _, bk := range buckets {
 		if err := retryJS(ctx, "create object store "+bk.name, func(ctx context.Context) error {
+			quota := bk.quota
+			if quota <= 0 {
+				quota = DefaultArtifactQuotas[bk.name]
+				if s, err := b.JS.Stream(ctx, "OBJ_"+bk.name); err == nil && s.CachedInfo().Config.MaxBytes > 0 {
+					quota = s.CachedInfo().Config.MaxBytes
+				}
+			}
 			os, err := b.JS.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 				Bucket:      bk.name,
 				Description: bk.desc,
 				TTL:         c.ArtifactTTL,
 				Storage:     storage,
 				Replicas:    c.Replicas,
+				MaxBytes:    quota,
 			})
 			if err != nil {
 				return err
@@ -451,6 +466,34 @@ const errCodeStreamStoreFailed jetstream.ErrorCode = 10077
 // DefaultEventsMaxBytes is the event log's cap when Config.EventsMaxBytes
 // is not set and the stream has none yet (1 GiB).
 const DefaultEventsMaxBytes = 1 << 30
+
+// DefaultArtifactQuotas are the object-store buckets' quotas when
+// Config sets none and a bucket has none yet: 2 GiB of bundles, 1 GiB of
+// patches and 1 GiB of logs. JetStream reserves a bucket's quota on its
+// servers' disks when it is created, so they are kept modest; the
+// coordinator's --bundles-max-bytes, --patches-max-bytes and
+// --logs-max-bytes change them.
+var DefaultArtifactQuotas = map[string]int64{
+	protocol.BucketBundles: 2 << 30,
+	protocol.BucketPatches: 1 << 30,
+	protocol.BucketLogs:    1 << 30,
+}
+
+// ErrBucketFull is returned (wrapped, by ObjectPutError) for an object a
+// bucket at its quota refused.
+var ErrBucketFull = errors.New("object store bucket full")
+
+// ObjectPutError explains a failed put of object name into bucket: a
+// bucket at its quota is ErrBucketFull, naming the coordinator's flag
+// that raises it.
+func ObjectPutError(bucket, name string, err error) error {
+	if err != nil && strings.Contains(err.Error(), "maximum bytes exceeded") {
+		return fmt.Errorf("bus: put %s in %s: %w: the bucket is at its quota; old objects expire after the "+
+			"coordinator's --artifact-ttl, or raise its --%s-max-bytes: %v", name, bucket, ErrBucketFull,
+			strings.TrimPrefix(bucket, "sup-"), err)
+	}
+	return fmt.Errorf("bus: put %s in %s: %w", name, bucket, err)
+}
 
 // AppendOption configures AppendEvent.
 type AppendOption func(*appendOptions)

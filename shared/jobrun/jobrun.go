@@ -364,7 +364,7 @@ func Env(own map[string]string, workflow, node string, attempt int) map[string]s
 func UploadLog(ctx context.Context, b *bus.Bus, name string, data []byte) error {
 	data = capLog(redact.Bytes(data))
 	if _, err := b.Logs.PutBytes(ctx, name, data); err != nil {
-		return fmt.Errorf("upload log %s: %w", name, err)
+		return fmt.Errorf("upload log: %w", bus.ObjectPutError(protocol.BucketLogs, name, err))
 	}
 	return nil
 }
@@ -390,7 +390,7 @@ func UploadPatch(ctx context.Context, b *bus.Bus, node, name string, patch []byt
 	}
 	sum := sha256.Sum256(patch)
 	if _, err := b.Patches.PutBytes(ctx, name, patch); err != nil {
-		return nil, fmt.Errorf("upload patch %s: %w", name, err)
+		return nil, fmt.Errorf("upload patch: %w", bus.ObjectPutError(protocol.BucketPatches, name, err))
 	}
 	return &protocol.PatchRef{NodeID: node, Object: name, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(patch)),
 		Stat: patchstat.Parse(patch).Summary()}, nil

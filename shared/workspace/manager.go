@@ -56,6 +56,9 @@ var (
 type Objects interface {
 	// GetFile writes the object name to file, creating or truncating it.
 	GetFile(ctx context.Context, name, file string, opts ...jetstream.GetObjectOpt) error
+	// GetInfo returns the object's metadata (its size is checked before a
+	// bundle is downloaded).
+	GetInfo(ctx context.Context, name string, opts ...jetstream.GetObjectInfoOpt) (*jetstream.ObjectInfo, error)
 }
 
 // Manager materializes workspaces under one root directory, which may be
@@ -72,6 +75,9 @@ type Manager struct {
 	root, mirrors, jobs, tmp string
 	bundles, patches         Objects
 	log                      *slog.Logger
+	// maxBundle is the largest bundle downloaded (protocol.MaxBundleBytes;
+	// tests lower it).
+	maxBundle int64
 
 	mu    sync.Mutex
 	locks map[string]chan struct{} // per repository id, in-process
@@ -96,14 +102,15 @@ func NewManager(root string, bundles, patches Objects, log *slog.Logger) (*Manag
 		log = slog.New(slog.DiscardHandler)
 	}
 	m := &Manager{
-		root:    abs,
-		mirrors: filepath.Join(abs, "mirrors"),
-		jobs:    filepath.Join(abs, "jobs"),
-		tmp:     filepath.Join(abs, "tmp"),
-		bundles: bundles,
-		patches: patches,
-		log:     log,
-		locks:   make(map[string]chan struct{}),
+		root:      abs,
+		mirrors:   filepath.Join(abs, "mirrors"),
+		jobs:      filepath.Join(abs, "jobs"),
+		tmp:       filepath.Join(abs, "tmp"),
+		bundles:   bundles,
+		patches:   patches,
+		log:       log,
+		maxBundle: protocol.MaxBundleBytes,
+		locks:     make(map[string]chan struct{}),
 	}
 	for _, dir := range []string{m.mirrors, m.jobs, m.tmp} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -196,6 +203,13 @@ func (m *Manager) ensureMirror(ctx context.Context, repo protocol.RepoRef) (stri
 		return "", fmt.Errorf("mirror %s lacks commit %s and the job names no bundle", repo.ID, repo.BaseCommit)
 	}
 
+	info, err := m.bundles.GetInfo(ctx, repo.Bundle)
+	if err != nil {
+		return "", fmt.Errorf("mirror %s: look up bundle %q for commit %s: %w", repo.ID, repo.Bundle, repo.BaseCommit, err)
+	}
+	if int64(info.Size) > m.maxBundle {
+		return "", fmt.Errorf("mirror %s: %s", repo.ID, protocol.BundleTooLarge(repo.Bundle, int64(info.Size)))
+	}
 	file, err := m.tempFile("bundle-")
 	if err != nil {
 		return "", fmt.Errorf("mirror %s: %w", repo.ID, err)
@@ -217,13 +231,8 @@ func (m *Manager) ensureMirror(ctx context.Context, repo protocol.RepoRef) (stri
 	if _, err := g.Text(ctx, "update-ref", "refs/supervisor/base/"+repo.BaseCommit, repo.BaseCommit); err != nil {
 		return "", fmt.Errorf("mirror %s: pin commit %s: %w", repo.ID, repo.BaseCommit, err)
 	}
-	info, _ := os.Stat(file)
-	var size int64
-	if info != nil {
-		size = info.Size()
-	}
 	m.log.InfoContext(ctx, "workspace: mirror updated from bundle", "repo", repo.ID, "commit", repo.BaseCommit,
-		"bundle", repo.Bundle, "bytes", size, "took", time.Since(start))
+		"bundle", repo.Bundle, "bytes", info.Size, "took", time.Since(start))
 	return dir, nil
 }
 

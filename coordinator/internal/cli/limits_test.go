@@ -76,6 +76,7 @@ func TestLimitFlags(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"--max-request-bytes", "lots"},
+		{"--max-bundle-bytes", "2GiB"},
 		{"--max-workflows-in-flight", "-1"},
 		{"--submit-rate", "5", "--submit-window", "0s"},
 	} {

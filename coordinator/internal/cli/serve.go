@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -156,6 +157,11 @@ func addServiceFlags(cmd *cobra.Command) {
 	fs.Duration("artifact-ttl", 7*24*time.Hour, "how long bundles, patches and logs are kept in the object store")
 	fs.String("events-max-bytes", jobrun.FormatBytes(bus.DefaultEventsMaxBytes),
 		"cap of the event log (stream "+protocol.StreamEvents+"); when full, appends are refused, never old events dropped (bytes, or e.g. 512MiB, 4GiB)")
+	for _, b := range []string{protocol.BucketBundles, protocol.BucketPatches, protocol.BucketLogs} {
+		name := strings.TrimPrefix(b, "sup-")
+		fs.String(name+"-max-bytes", jobrun.FormatBytes(bus.DefaultArtifactQuotas[b]),
+			"quota of the object-store bucket "+b+"; when full, new objects are refused until --artifact-ttl frees room (bytes, or e.g. 512MiB, 4GiB)")
+	}
 	fs.String("data-dir", "./.supervisor-data", "directory for the coordinator's integration mirrors")
 	fs.String("id", "", "this coordinator's identity for the leader lock (default hostname-pid)")
 	fs.StringSlice("repo-roots", nil, "directories whose repositories the coordinator may write branches and merges into "+
@@ -174,5 +180,15 @@ func serviceBusConfig(v *viper.Viper) (bus.Config, error) {
 		return bus.Config{}, fmt.Errorf("--events-max-bytes %q: want a positive size, e.g. 1GiB", v.GetString("events-max-bytes"))
 	}
 	cfg.EventsMaxBytes = n
+	for _, q := range []struct {
+		flag string
+		dst  *int64
+	}{{"bundles-max-bytes", &cfg.BundlesMaxBytes}, {"patches-max-bytes", &cfg.PatchesMaxBytes}, {"logs-max-bytes", &cfg.LogsMaxBytes}} {
+		n, err := jobrun.ParseBytes(v.GetString(q.flag))
+		if err != nil || n <= 0 {
+			return bus.Config{}, fmt.Errorf("--%s %q: want a positive size, e.g. 2GiB", q.flag, v.GetString(q.flag))
+		}
+		*q.dst = n
+	}
 	return cfg, nil
 }

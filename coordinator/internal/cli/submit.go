@@ -201,8 +201,14 @@ func uploadBundle(ctx context.Context, b *bus.Bus, repoPath string, repo protoco
 		return err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return err
+	} else if fi.Size() > protocol.MaxBundleBytes {
+		return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("repository %s at %s: %s", repoPath, short(repo.BaseCommit),
+			protocol.BundleTooLarge(repo.Bundle, fi.Size()))}
+	}
 	if _, err := b.Bundles.Put(ctx, jetstream.ObjectMeta{Name: repo.Bundle}, f); err != nil {
-		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("upload bundle %s: %w", repo.Bundle, err)}
+		return &ExitError{Code: ExitUnavailable, Err: bus.ObjectPutError(protocol.BucketBundles, repo.Bundle, err)}
 	}
 	return nil
 }

@@ -261,7 +261,15 @@ func fetchResult(ctx context.Context, b *bus.Bus, repoPath, wf, branch, commit s
 	}
 	defer os.RemoveAll(tmp)
 	file := filepath.Join(tmp, "result.bundle")
-	if err := b.Bundles.GetFile(ctx, "results/"+wf+".bundle", file); err != nil {
+	name := "results/" + wf + ".bundle"
+	info, err := b.Bundles.GetInfo(ctx, name)
+	if err != nil {
+		return fmt.Errorf("look up result bundle of %s: %w", wf, err)
+	}
+	if info.Size > protocol.MaxBundleBytes {
+		return fmt.Errorf("result of %s: %s", wf, protocol.BundleTooLarge(name, int64(info.Size)))
+	}
+	if err := b.Bundles.GetFile(ctx, name, file); err != nil {
 		return fmt.Errorf("download result bundle of %s: %w", wf, err)
 	}
 	return workspace.ImportBranch(ctx, repoPath, file, branch)

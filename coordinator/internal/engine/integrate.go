@@ -242,24 +242,35 @@ func (in *integrator) deliver(ctx context.Context, x integration) error {
 	if err := workspace.ExportBranch(ctx, gitDir, x.branch, tmp.Name()); err != nil {
 		return err
 	}
-	if err := putFile(ctx, in.bus.Bundles, statemachine.ResultBundleName(x.wf), tmp.Name()); err != nil {
+	bundle := statemachine.ResultBundleName(x.wf)
+	where := "the branch is in the result bundle"
+	if fi, err := os.Stat(tmp.Name()); err != nil {
+		return fmt.Errorf("engine: result bundle of %s: %w", x.wf, err)
+	} else if fi.Size() > protocol.MaxBundleBytes {
+		// Not stored (SIZE-05); the branch still goes into the repository
+		// when it can.
+		where = "the result bundle was not stored (" + protocol.BundleTooLarge(bundle, fi.Size()) +
+			"): the branch is only in the coordinator's integration mirror"
+		in.log.WarnContext(ctx, "result bundle over the limit; not stored", "workflow", x.wf, "bundle", bundle,
+			"bytes", fi.Size(), "max_bytes", int64(protocol.MaxBundleBytes))
+	} else if err := putFile(ctx, in.bus.Bundles, bundle, tmp.Name()); err != nil {
 		return fmt.Errorf("engine: upload result bundle of %s: %w", x.wf, err)
 	}
 	if x.repoPath == "" {
 		return nil
 	}
 	if err := in.roots.Check(x.repoPath); err != nil {
-		in.log.WarnContext(ctx, "not writing the branch into the submitting repository; the branch is in the result bundle",
-			"workflow", x.wf, "repo", x.repoPath, "bundle", statemachine.ResultBundleName(x.wf), "reason", err)
+		in.log.WarnContext(ctx, "not writing the branch into the submitting repository; "+where,
+			"workflow", x.wf, "repo", x.repoPath, "bundle", bundle, "reason", err)
 		return nil
 	}
 	if fi, err := os.Stat(filepath.Join(x.repoPath, ".git")); err != nil || fi == nil {
-		in.log.InfoContext(ctx, "submitting repository not visible here; the branch is in the result bundle",
-			"workflow", x.wf, "repo", x.repoPath, "bundle", statemachine.ResultBundleName(x.wf))
+		in.log.InfoContext(ctx, "submitting repository not visible here; "+where,
+			"workflow", x.wf, "repo", x.repoPath, "bundle", bundle)
 		return nil
 	}
 	if err := workspace.ImportBranch(ctx, x.repoPath, tmp.Name(), x.branch); err != nil {
-		in.log.WarnContext(ctx, "cannot write the branch into the submitting repository; the branch is in the result bundle",
+		in.log.WarnContext(ctx, "cannot write the branch into the submitting repository; "+where,
 			"workflow", x.wf, "repo", x.repoPath, "err", err)
 		return nil
 	}
@@ -267,12 +278,15 @@ func (in *integrator) deliver(ctx context.Context, x integration) error {
 	return nil
 }
 
+// putFile puts file in the bundles bucket as name.
 func putFile(ctx context.Context, store jetstream.ObjectStore, name, file string) error {
 	f, err := os.Open(file)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	_, err = store.Put(ctx, jetstream.ObjectMeta{Name: name}, f)
-	return err
+	if _, err = store.Put(ctx, jetstream.ObjectMeta{Name: name}, f); err != nil {
+		return bus.ObjectPutError(protocol.BucketBundles, name, err)
+	}
+	return nil
 }

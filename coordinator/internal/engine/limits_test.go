@@ -133,3 +133,27 @@ func TestInFlightLimits(t *testing.T) {
 		}
 	})
 }
+
+// SIZE-05: a submission naming a repository bundle over --max-bundle-bytes
+// is refused with a 413 naming the flag; within it, accepted.
+func TestBundleSizeLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, bus.Config{})
+	info, err := e.b.Bundles.GetInfo(testkit.Context(t, 10*time.Second), e.repo.Bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.start(startOptions{limits: service.Limits{MaxBundleBytes: int64(info.Size) - 1}})
+	_, err = e.trySubmit(e.client, oneTask)
+	wantRefused(t, err, api.ErrTooLarge, "--max-bundle-bytes")
+
+	e2 := newEnv(t, bus.Config{})
+	info2, err := e2.b.Bundles.GetInfo(testkit.Context(t, 10*time.Second), e2.repo.Bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2.start(startOptions{limits: service.Limits{MaxBundleBytes: int64(info2.Size)}})
+	if _, err := e2.trySubmit(e2.client, oneTask); err != nil {
+		t.Errorf("a bundle of exactly the limit: %v", err)
+	}
+}

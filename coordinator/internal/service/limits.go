@@ -11,6 +11,7 @@ import (
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
 	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
+	"github.com/supervisorhq/supervisor/shared/protocol"
 )
 
 // Defaults of Limits, which `serve` and `dev` use unless flags say
@@ -39,6 +40,11 @@ type Limits struct {
 	// MaxNodesInFlight is how many nodes the unfinished workflows may
 	// have in all, the new one's counted; past it, a 503.
 	MaxNodesInFlight int
+	// MaxBundleBytes is the largest repository bundle a submission may
+	// name (SIZE-05); a larger one is refused with a 413. Zero, or more
+	// than protocol.MaxBundleBytes, is protocol.MaxBundleBytes: no
+	// runner downloads a larger bundle.
+	MaxBundleBytes int64
 	// Now is the rate limiter's clock (nil: time.Now).
 	Now func() time.Time
 }
@@ -46,7 +52,8 @@ type Limits struct {
 // DefaultLimits are the limits `serve` and `dev` apply by default.
 func DefaultLimits() Limits {
 	return Limits{SubmitRate: DefaultSubmitRate, SubmitWindow: DefaultSubmitWindow, MaxRequestBytes: DefaultMaxRequestBytes,
-		MaxWorkflowsInFlight: DefaultMaxWorkflowsInFlight, MaxNodesInFlight: DefaultMaxNodesInFlight}
+		MaxWorkflowsInFlight: DefaultMaxWorkflowsInFlight, MaxNodesInFlight: DefaultMaxNodesInFlight,
+		MaxBundleBytes: protocol.MaxBundleBytes}
 }
 
 // rateLimiter counts each client's requests in fixed windows.
@@ -166,6 +173,14 @@ func (s *Service) checkInFlight(nodes int) error {
 
 // String describes the limits for the coordinator's start-up log.
 func (l Limits) String() string {
-	return fmt.Sprintf("submit-rate=%d/%s max-request-bytes=%d max-workflows-in-flight=%d max-nodes-in-flight=%d",
-		l.SubmitRate, l.SubmitWindow, l.MaxRequestBytes, l.MaxWorkflowsInFlight, l.MaxNodesInFlight)
+	return fmt.Sprintf("submit-rate=%d/%s max-request-bytes=%d max-workflows-in-flight=%d max-nodes-in-flight=%d max-bundle-bytes=%d",
+		l.SubmitRate, l.SubmitWindow, l.MaxRequestBytes, l.MaxWorkflowsInFlight, l.MaxNodesInFlight, l.bundleLimit())
+}
+
+// bundleLimit is MaxBundleBytes, at most protocol.MaxBundleBytes.
+func (l Limits) bundleLimit() int64 {
+	if l.MaxBundleBytes <= 0 || l.MaxBundleBytes > protocol.MaxBundleBytes {
+		return protocol.MaxBundleBytes
+	}
+	return l.MaxBundleBytes
 }

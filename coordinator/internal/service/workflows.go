@@ -78,11 +78,16 @@ func (s *Service) submit(ctx context.Context, req api.SubmitRequest) (resp api.S
 	case req.Repo.ID == "" || req.Repo.Bundle == "":
 		return none, api.BadRequest("repo.id and repo.bundle are required")
 	}
-	if _, err := s.bus.Bundles.GetInfo(ctx, req.Repo.Bundle); err != nil {
+	info, err := s.bus.Bundles.GetInfo(ctx, req.Repo.Bundle)
+	if err != nil {
 		if errors.Is(err, jetstream.ErrObjectNotFound) {
 			return none, api.BadRequest("repository bundle %s is not in bucket %s; upload it before submitting", req.Repo.Bundle, protocol.BucketBundles)
 		}
 		return none, err
+	}
+	if max := s.opts.Limits.bundleLimit(); int64(info.Size) > max {
+		return none, api.TooLarge("repository bundle %s is %d bytes, over this coordinator's limit of %d (--max-bundle-bytes; "+
+			"at most %d, MaxBundleBytes)", req.Repo.Bundle, info.Size, max, int64(protocol.MaxBundleBytes))
 	}
 	if req.BaseBranch != "" {
 		if err := protocol.CheckBranchName(req.BaseBranch); err != nil {
