@@ -27,7 +27,12 @@ import (
 // package sandboxtest (FROM scratch: nothing is pulled). Without an engine
 // they skip, or fail under CI=true.
 
-func TestMain(m *testing.M) { sandboxtest.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(runnerHelper())
+	}
+	sandboxtest.Main(m)
+}
 
 // dockerTest returns a Docker sandbox whose Host label is unique to the
 // test, and the probe image. It skips (fails under CI) without an engine,

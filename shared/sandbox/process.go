@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -36,19 +37,32 @@ type ProcessOptions struct {
 	// ScratchRoot is where each run's private HOME/TMPDIR directory is
 	// created and removed afterwards ("" = os.TempDir()).
 	ScratchRoot string
+	// RunAs, if set, is the user commands run as instead of the runner's
+	// own; the runner must be root (CanSwitchUser). Each workspace is made
+	// writable by that user except its .git, the scratch directory and
+	// CacheDir become its own; everything else of the runner's (the
+	// mirrors the worktrees' .git point to, the runner's files and
+	// /proc entries) stays as the runner's umask and ownership make it:
+	// not writable by that user, and the runner's environment unreadable.
+	RunAs *RunAs
 }
 
 // Process is the Sandbox that runs commands as local child processes, each
 // in its own process group, with a minimal environment built from scratch.
-// It confines what the command sees in its environment and how long it and
-// its descendants live; it is not an isolation boundary for the file
-// system or network (use the Docker sandbox for that). A Process is safe
-// for concurrent use.
+// It confines what the command sees in its environment, which user it runs
+// as (ProcessOptions.RunAs) and how long it and its descendants live; it is
+// not an isolation boundary for the file system or network (use the Docker
+// sandbox for that). See Protections for what a given Process enforces. A
+// Process is safe for concurrent use.
 type Process struct {
 	path        string
 	dirs        []string
 	cacheDir    string
 	scratchRoot string
+	runAs       *RunAs
+
+	cacheMu    sync.Mutex
+	cacheOwned bool // cacheDir exists and belongs to runAs
 }
 
 var _ Sandbox = (*Process)(nil)
@@ -74,11 +88,18 @@ func NewProcess(opts ProcessOptions) *Process {
 	if scratch == "" {
 		scratch = os.TempDir()
 	}
+	setupRunner()
+	var runAs *RunAs
+	if opts.RunAs != nil {
+		u := *opts.RunAs
+		runAs = &u
+	}
 	return &Process{
 		path:        strings.Join(dirs, string(filepath.ListSeparator)),
 		dirs:        dirs,
 		cacheDir:    cacheDir,
 		scratchRoot: scratch,
+		runAs:       runAs,
 	}
 }
 
@@ -94,13 +115,17 @@ func (p *Process) Name() string { return "process" }
 // spec.Env, minus PATH, HOME, USER, PYTHONPATH and LD_* (compared
 // case-insensitively), which are silently dropped.
 //
+// SUPERVISOR_SANDBOX_RUN (RunMarkerEnv) is set to a marker of the run.
+//
 // The command runs in its own process group. When spec.Timeout passes or
 // ctx is cancelled, the group receives SIGTERM and, KillGrace later,
 // SIGKILL; TimedOut is set only for the timeout. Whatever is left of the
-// group when the command exits is killed too, so no process started by the
-// run outlives it (unless it moved itself to another process group or
-// session). A cancellation during the run is reported in the Result, not as
-// an error.
+// group when the command exits is killed too, and so are the run's
+// processes that left the group (setsid, double-forking daemons): the
+// runner is their child subreaper and recognizes them by the marker or by
+// the sandbox user (see sweepRun for the limits). The command itself gets
+// SIGKILL if the runner dies (a parent-death signal). A cancellation
+// during the run is reported in the Result, not as an error.
 //
 // If spec.Stdin blocks forever, the goroutine copying it is leaked, as with
 // os/exec. A failing spec.Stdout or spec.Stderr stops receiving data; the
@@ -120,16 +145,19 @@ func (p *Process) Run(ctx context.Context, spec Spec) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("sandbox: not started: %w", err)
 	}
-	if p.cacheDir != "" {
-		if err := os.MkdirAll(p.cacheDir, 0o700); err != nil {
-			return Result{}, fmt.Errorf("%w: cache directory: %w", ErrStart, err)
-		}
+	if err := p.ensureCache(); err != nil {
+		return Result{}, fmt.Errorf("%w: cache directory: %w", ErrStart, err)
 	}
 	scratch, err := os.MkdirTemp(p.scratchRoot, "supervisor-run-*")
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: scratch directory: %w", ErrStart, err)
 	}
 	defer removeScratch(scratch)
+	if p.runAs != nil {
+		if err := prepareRunAs(*p.runAs, filepath.Clean(spec.Workspace), scratch); err != nil {
+			return Result{}, fmt.Errorf("%w: sandbox user %s: %w", ErrStart, p.runAs, err)
+		}
+	}
 
 	files, err := fileEnv(spec, "")
 	if err != nil {
@@ -148,13 +176,39 @@ func (p *Process) Run(ctx context.Context, spec Spec) (Result, error) {
 			extra[spec.WorkspaceEnv] = filepath.Clean(spec.Workspace)
 		}
 	}
-	r, err := p.start(prog, dir, p.buildEnv(scratch, extra), spec)
+	marker := newMarker()
+	r, err := p.start(prog, dir, p.buildEnv(scratch, marker, extra), spec, marker)
 	if err != nil {
+		endRun(marker)
 		return Result{}, err
 	}
 	res := r.wait(ctx, spec)
 	res.Environment = "process"
 	return res, nil
+}
+
+// ensureCache creates the cache directory and, with a sandbox user, gives
+// it to that user (once: what a runner without one left there is taken
+// over too).
+func (p *Process) ensureCache() error {
+	if p.cacheDir == "" {
+		return nil
+	}
+	p.cacheMu.Lock()
+	defer p.cacheMu.Unlock()
+	if p.cacheOwned {
+		return nil
+	}
+	if err := os.MkdirAll(p.cacheDir, 0o700); err != nil {
+		return err
+	}
+	if p.runAs != nil {
+		if err := chownTree(p.cacheDir, *p.runAs); err != nil {
+			return fmt.Errorf("giving it to the sandbox user %s: %w", p.runAs, err)
+		}
+	}
+	p.cacheOwned = true
+	return nil
 }
 
 // validateSpec checks the parts of spec that need no file system access.
@@ -279,7 +333,7 @@ func deniedEnv(name string) bool {
 }
 
 // buildEnv returns the command's environment, sorted by name.
-func (p *Process) buildEnv(scratch string, extra map[string]string) []string {
+func (p *Process) buildEnv(scratch, marker string, extra map[string]string) []string {
 	env := map[string]string{
 		"PATH":   p.path,
 		"HOME":   scratch,
@@ -296,6 +350,7 @@ func (p *Process) buildEnv(scratch string, extra map[string]string) []string {
 			env[k] = v
 		}
 	}
+	env[RunMarkerEnv] = marker
 	out := make([]string, 0, len(env))
 	for k, v := range env {
 		out = append(out, k+"="+v)
@@ -324,6 +379,8 @@ func removeScratch(dir string) {
 type run struct {
 	cmd       *exec.Cmd
 	pgid      int
+	marker    string // RunMarkerEnv of the run
+	runAs     *RunAs
 	startedAt time.Time
 	stdout    *TailBuffer
 	stderr    *TailBuffer
@@ -336,8 +393,10 @@ type run struct {
 // start launches prog with its standard streams wired to pipes owned by
 // Run, so that waiting for the process never depends on who else holds
 // them.
-func (p *Process) start(prog, dir string, env []string, spec Spec) (*run, error) {
+func (p *Process) start(prog, dir string, env []string, spec Spec, marker string) (*run, error) {
 	r := &run{
+		marker: marker,
+		runAs:  p.runAs,
 		stdout: NewTailBuffer(spec.OutputLimit),
 		stderr: NewTailBuffer(spec.OutputLimit),
 		exited: make(chan struct{}),
@@ -357,12 +416,16 @@ func (p *Process) start(prog, dir string, env []string, spec Spec) (*run, error)
 		return nil, fmt.Errorf("%w: %s: %w", ErrStart, what, err)
 	}
 
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if p.runAs != nil {
+		attr.Credential = p.runAs.credential()
+	}
 	cmd := &exec.Cmd{
 		Path:        prog,
 		Args:        spec.Argv,
 		Env:         env,
 		Dir:         dir,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		SysProcAttr: attr,
 	}
 	if spec.Stdin != nil {
 		pr, pw, err := os.Pipe()
@@ -397,7 +460,7 @@ func (p *Process) start(prog, dir string, env []string, spec Spec) (*run, error)
 	}
 
 	r.startedAt = time.Now()
-	if err := cmd.Start(); err != nil {
+	if err := startLocked(cmd, marker, r.exited); err != nil {
 		return fail(spec.Argv[0], err)
 	}
 	closeAll(childEnds)
@@ -424,6 +487,32 @@ func (p *Process) start(prog, dir string, env []string, spec Spec) (*run, error)
 	return r, nil
 }
 
+// startLocked starts cmd from a goroutine locked to its OS thread, which
+// stays alive until exited is closed: the kernel sends the parent-death
+// signal when the thread that forked the child exits, not the process,
+// and Go ends a thread whose goroutine exits while locked to it. It holds
+// runner.forking for reading until the command runs its own program (so
+// a sweep never sees it without its marker) and registers its pid.
+func startLocked(cmd *exec.Cmd, marker string, exited <-chan struct{}) error {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		runner.forking.RLock()
+		err := cmd.Start()
+		if err == nil {
+			setRunPid(marker, cmd.Process.Pid)
+		}
+		runner.forking.RUnlock()
+		started <- err
+		if err != nil {
+			return
+		}
+		<-exited
+	}()
+	return <-started
+}
+
 // wait supervises the run until the command has exited, its process group
 // is gone and its output is collected.
 func (r *run) wait(ctx context.Context, spec Spec) Result {
@@ -444,6 +533,9 @@ func (r *run) wait(ctx context.Context, spec Spec) Result {
 	// our process group: kill whatever the command left running in it.
 	_ = syscall.Kill(-r.pgid, syscall.SIGKILL)
 	_ = r.cmd.Wait() // the exit status is read from ProcessState below
+	// Processes of the run that left its group are the runner's children
+	// now (it is their subreaper): find and kill them, and reap them.
+	sweepRun(r.marker, r.pgid, r.runAs)
 
 	// With the group dead the pipes reach EOF; only a process that escaped
 	// the group could keep them open, so stop reading after a while.
@@ -522,51 +614,4 @@ func waitExited(pid int) {
 			return
 		}
 	}
-}
-
-// teeWriter feeds a TailBuffer and, until it fails, an optional sink.
-type teeWriter struct {
-	tail    *TailBuffer
-	sink    io.Writer
-	mu      *sync.Mutex // serializes writes to sinks
-	sinkErr error
-}
-
-func (w *teeWriter) Write(p []byte) (int, error) {
-	_, _ = w.tail.Write(p)
-	if w.sink != nil && w.sinkErr == nil {
-		w.mu.Lock()
-		_, w.sinkErr = w.sink.Write(p)
-		w.mu.Unlock()
-	}
-	return len(p), nil
-}
-
-var signalNames = map[syscall.Signal]string{
-	syscall.SIGHUP:  "SIGHUP",
-	syscall.SIGINT:  "SIGINT",
-	syscall.SIGQUIT: "SIGQUIT",
-	syscall.SIGILL:  "SIGILL",
-	syscall.SIGTRAP: "SIGTRAP",
-	syscall.SIGABRT: "SIGABRT",
-	syscall.SIGBUS:  "SIGBUS",
-	syscall.SIGFPE:  "SIGFPE",
-	syscall.SIGKILL: "SIGKILL",
-	syscall.SIGUSR1: "SIGUSR1",
-	syscall.SIGSEGV: "SIGSEGV",
-	syscall.SIGUSR2: "SIGUSR2",
-	syscall.SIGPIPE: "SIGPIPE",
-	syscall.SIGALRM: "SIGALRM",
-	syscall.SIGTERM: "SIGTERM",
-	syscall.SIGXCPU: "SIGXCPU",
-	syscall.SIGXFSZ: "SIGXFSZ",
-	syscall.SIGSYS:  "SIGSYS",
-}
-
-// signalName returns the conventional name of sig ("SIGKILL").
-func signalName(sig syscall.Signal) string {
-	if name, ok := signalNames[sig]; ok {
-		return name
-	}
-	return fmt.Sprintf("signal %d", int(sig))
 }

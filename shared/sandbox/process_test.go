@@ -316,8 +316,13 @@ func TestRunEnvironment(t *testing.T) {
 		"USER":           "supervisor",
 		"XDG_CACHE_HOME": cacheDir,
 	}
+	// The run's marker is a fresh 128-bit hex value (SBX-12).
+	if m := env[RunMarkerEnv]; len(m) != 32 || strings.Trim(m, "0123456789abcdef") != "" {
+		t.Errorf("%s = %q, want 32 hex digits", RunMarkerEnv, m)
+	}
+	marker := env[RunMarkerEnv]
 	// sh may export PWD/SHLVL/_ to env; anything else is a leak.
-	for _, k := range []string{"PWD", "SHLVL", "_", "OLDPWD"} {
+	for _, k := range []string{"PWD", "SHLVL", "_", "OLDPWD", RunMarkerEnv} {
 		delete(env, k)
 	}
 	if len(env) != len(want) {
@@ -338,9 +343,13 @@ func TestRunEnvironment(t *testing.T) {
 		t.Errorf("cache directory not created: %v", err)
 	}
 
-	// Each run gets its own scratch directory.
-	if again := envOf(t, p, ws, nil)["HOME"]; again == home {
-		t.Errorf("HOME reused between runs: %q", again)
+	// Each run gets its own scratch directory and marker.
+	again := envOf(t, p, ws, nil)
+	if again["HOME"] == home {
+		t.Errorf("HOME reused between runs: %q", again["HOME"])
+	}
+	if again[RunMarkerEnv] == marker {
+		t.Errorf("%s reused between runs: %q", RunMarkerEnv, marker)
 	}
 }
 

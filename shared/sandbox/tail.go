@@ -1,6 +1,9 @@
 package sandbox
 
-import "sync"
+import (
+	"io"
+	"sync"
+)
 
 // TailBuffer is an io.Writer that keeps only the last Limit bytes written to
 // it, in a fixed-size ring, and remembers whether anything was dropped. It
@@ -79,4 +82,22 @@ func (b *TailBuffer) Truncated() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.total > int64(len(b.buf))
+}
+
+// teeWriter feeds a TailBuffer and, until it fails, an optional sink.
+type teeWriter struct {
+	tail    *TailBuffer
+	sink    io.Writer
+	mu      *sync.Mutex // serializes writes to sinks
+	sinkErr error
+}
+
+func (w *teeWriter) Write(p []byte) (int, error) {
+	_, _ = w.tail.Write(p)
+	if w.sink != nil && w.sinkErr == nil {
+		w.mu.Lock()
+		_, w.sinkErr = w.sink.Write(p)
+		w.mu.Unlock()
+	}
+	return len(p), nil
 }

@@ -1,0 +1,256 @@
+package sandbox
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// RunMarkerEnv is the variable carrying a run's marker in the environment
+// of every command the process sandbox starts. Descendants inherit it,
+// which is how a run's processes that left its process group (setsid,
+// double-forking daemons) are recognized once the runner adopts them as a
+// child subreaper.
+const RunMarkerEnv = "SUPERVISOR_SANDBOX_RUN"
+
+// Sweeps of a run's leftovers (see sweepRun).
+const (
+	sweepRounds = 100
+	sweepPause  = 20 * time.Millisecond
+)
+
+// runner holds what the process sandbox sets on the whole runner process,
+// once, and the registry of runs in progress, shared by every Process of
+// the process since adopted orphans come to the process, not to one
+// sandbox.
+var runner struct {
+	once sync.Once
+	// subreaper and dumpable are the errors of setting the runner a child
+	// subreaper and not dumpable (nil: done).
+	subreaper, dumpable error
+
+	// forking is held for reading while a command is between fork and
+	// exec (its /proc entry does not show the run's marker yet), and for
+	// writing while a sweep looks for leftovers.
+	forking sync.RWMutex
+	mu      sync.Mutex
+	active  map[string]int // marker -> pid of the run's command (0 before start)
+}
+
+// setupRunner makes this process a child subreaper (orphans of the
+// commands it starts are re-parented to it instead of init, so a run's
+// escaped descendants can be found and killed) and not dumpable (other
+// processes of its uid can neither read its /proc/PID/environ nor ptrace
+// it). Both are process-wide and idempotent.
+func setupRunner() {
+	runner.once.Do(func() {
+		runner.active = make(map[string]int)
+		runner.subreaper = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+		runner.dumpable = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	})
+}
+
+// newMarker registers a new run and returns its marker.
+func newMarker() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	m := hex.EncodeToString(b[:])
+	runner.mu.Lock()
+	runner.active[m] = 0
+	runner.mu.Unlock()
+	return m
+}
+
+// setRunPid records the pid of the run's command.
+func setRunPid(marker string, pid int) {
+	runner.mu.Lock()
+	runner.active[marker] = pid
+	runner.mu.Unlock()
+}
+
+// endRun forgets a run.
+func endRun(marker string) {
+	runner.mu.Lock()
+	delete(runner.active, marker)
+	runner.mu.Unlock()
+}
+
+// procInfo is what a sweep reads of one process.
+type procInfo struct {
+	ppid, pgrp int
+	uid        int
+	zombie     bool
+}
+
+// readProc reads pid's parent, process group, state and real uid.
+func readProc(pid int) (procInfo, bool) {
+	dir := "/proc/" + strconv.Itoa(pid)
+	stat, err := os.ReadFile(dir + "/stat")
+	if err != nil {
+		return procInfo{}, false
+	}
+	// pid (comm) state ppid pgrp ...; comm may contain anything but ')'
+	// is searched from the end.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return procInfo{}, false
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 3 {
+		return procInfo{}, false
+	}
+	info := procInfo{zombie: f[0] == "Z" || f[0] == "X", uid: -1}
+	info.ppid, _ = strconv.Atoi(f[1])
+	info.pgrp, _ = strconv.Atoi(f[2])
+	if status, err := os.ReadFile(dir + "/status"); err == nil {
+		for line := range strings.Lines(string(status)) {
+			if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
+				if u := strings.Fields(rest); len(u) > 0 {
+					info.uid, _ = strconv.Atoi(u[0])
+				}
+				break
+			}
+		}
+	}
+	return info, true
+}
+
+// markerOf returns the run marker in pid's environment ("" if it has none
+// or it cannot be read).
+func markerOf(pid int) string {
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return ""
+	}
+	for kv := range bytes.SplitSeq(env, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, []byte(RunMarkerEnv+"=")); ok {
+			return string(v)
+		}
+	}
+	return ""
+}
+
+// allProcs reads every process of the host (of the runner's pid namespace).
+func allProcs() map[int]procInfo {
+	out := map[int]procInfo{}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return out
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if info, ok := readProc(pid); ok {
+			out[pid] = info
+		}
+	}
+	return out
+}
+
+// sweepRun kills, once the run's command has exited and been reaped, every
+// process the run left: those still in its process group, those the
+// runner adopted (as child subreaper) that carry the run's marker or, when
+// commands run as a sandbox user (runAs non-nil), that run as that user
+// and belong to no run in progress, and all their descendants. Adopted
+// processes are reaped. It returns the number of processes it killed.
+//
+// A process that erased the marker from its own environment and runs as
+// the runner's uid is not recognized; a process of a run that has no
+// subreaper to come back to is found only while in the run's process
+// group. These are the limits of the process sandbox (Docker containers
+// are killed as a whole).
+func sweepRun(marker string, pgid int, runAs *RunAs) int {
+	runner.forking.Lock()
+	defer runner.forking.Unlock()
+	endRun(marker)
+	self := os.Getpid()
+	killed := map[int]bool{}
+	ours := map[int]bool{} // adopted processes this sweep targeted
+	for range sweepRounds {
+		runner.mu.Lock()
+		mains := make(map[int]bool, len(runner.active))
+		markers := make(map[string]bool, len(runner.active))
+		for m, pid := range runner.active {
+			markers[m] = true
+			if pid > 0 {
+				mains[pid] = true
+			}
+		}
+		runner.mu.Unlock()
+
+		procs := allProcs()
+		children := map[int][]int{}
+		for pid, p := range procs {
+			children[p.ppid] = append(children[p.ppid], pid)
+		}
+		var roots []int
+		for pid, p := range procs {
+			switch {
+			case pid == self || mains[pid]:
+			case p.pgrp == pgid:
+				roots = append(roots, pid)
+			case p.ppid != self:
+			case ours[pid]:
+				roots = append(roots, pid)
+			case p.zombie:
+				// Its environment is gone; its uid is still there.
+				if runAs != nil && p.uid == int(runAs.UID) {
+					roots = append(roots, pid)
+				}
+			default:
+				m := markerOf(pid)
+				if m == marker || (runAs != nil && p.uid == int(runAs.UID) && !markers[m]) {
+					roots = append(roots, pid)
+				}
+			}
+		}
+		targets := map[int]bool{}
+		for len(roots) > 0 {
+			pid := roots[len(roots)-1]
+			roots = roots[:len(roots)-1]
+			if targets[pid] {
+				continue
+			}
+			targets[pid] = true
+			roots = append(roots, children[pid]...)
+		}
+		busy := false
+		for pid := range targets {
+			p := procs[pid]
+			if p.ppid == self {
+				ours[pid] = true
+			}
+			if !p.zombie {
+				if syscall.Kill(pid, syscall.SIGKILL) == nil {
+					killed[pid] = true
+				}
+				busy = true
+			}
+			if p.ppid == self {
+				var ws syscall.WaitStatus
+				wpid, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+				if wpid == 0 || errors.Is(err, syscall.EINTR) {
+					busy = true // not dead yet: reap it next round
+				} else {
+					delete(ours, pid)
+				}
+			}
+		}
+		if !busy {
+			break
+		}
+		time.Sleep(sweepPause)
+	}
+	return len(killed)
+}
