@@ -40,6 +40,7 @@ func AddRunnerFlags(fs *pflag.FlagSet) {
 	fs.String("data-dir", "./.supervisor-data", "directory for the mirror cache, workspaces and sandbox caches (two runners on one host need different ones)")
 	fs.String("host-id", "", "this runner's identity in leases, reports and its sandbox containers; stable across restarts (default hostname-<hash of --data-dir>)")
 	fs.String("sandbox-path", "", "PATH inside the process sandbox (default /usr/local/bin:/usr/bin:/bin plus the host's Go)")
+	fs.String("sandbox-process-user", ProcessUserAuto, "user the process sandbox runs commands as: auto (65534:65534 when the runner is root and that user can enter --data-dir, else the runner's own, with a warning), off (the runner's own), uid:gid, uid or a user name (needs a root runner)")
 	AddBreakerFlags(fs)
 }
 
@@ -123,6 +124,7 @@ func SettingsFrom(v *viper.Viper, log *slog.Logger, p Profile) (Settings, error)
 		RedisURL:    v.GetString("redis-url"),
 		DataDir:     v.GetString("data-dir"),
 		SandboxPath: v.GetString("sandbox-path"),
+		ProcessUser: v.GetString("sandbox-process-user"),
 		Host:        v.GetString("host-id"),
 		Bus:         BusConfig(v),
 		Log:         log,

@@ -49,6 +49,10 @@ type Settings struct {
 	// SandboxPath is the PATH inside the process sandbox; empty means the
 	// minimal base plus the directory of the host's `go`, if any.
 	SandboxPath string
+	// ProcessUser is who the process sandbox runs commands as: "" or
+	// ProcessUserAuto, ProcessUserOff, or a user for sandbox.ParseRunAs
+	// (see processSandbox).
+	ProcessUser string
 	// Host is the runner's identity ("" = RunnerHost's default).
 	Host string
 	Bus  bus.Config
@@ -175,6 +179,9 @@ type Selected struct {
 	// Fallback says why auto fell back to the process sandbox ("" if it
 	// did not).
 	Fallback string
+	// Off lists the process sandbox's protections that are not in force
+	// (sandbox.Protection names; empty with Docker).
+	Off []string
 	// Close releases the engine client and stops the egress proxy.
 	Close func()
 }
@@ -198,14 +205,13 @@ func SelectSandbox(ctx context.Context, s Settings, dataDir, host string, log *s
 	}
 	switch mode {
 	case SandboxProcess:
-		sb, err := processSandbox(s, dataDir)
+		sb, err := processSandbox(s, dataDir, log)
 		if err != nil {
 			return Selected{}, err
 		}
-		log.Warn("sandbox: process: commands run as plain processes of this host, with no file-system or network isolation",
-			"path", sb.path)
+		sb.warn(log, "sandbox: process: commands run as plain processes of this host, with no file-system or network isolation")
 		warnUnrestricted(s, log)
-		return Selected{Sandbox: sb.Process, Close: func() {}}, nil
+		return Selected{Sandbox: sb.Process, Off: sb.off, Close: func() {}}, nil
 	case SandboxAuto, SandboxDocker:
 	default:
 		return Selected{}, fmt.Errorf("sandbox %q: want %s, %s or %s", mode, SandboxAuto, SandboxDocker, SandboxProcess)
@@ -224,16 +230,16 @@ func SelectSandbox(ctx context.Context, s Settings, dataDir, host string, log *s
 		if mode == SandboxDocker {
 			return Selected{}, fmt.Errorf("sandbox docker: %w", why)
 		}
-		sb, err := processSandbox(s, dataDir)
+		sb, err := processSandbox(s, dataDir, log)
 		if err != nil {
 			return Selected{}, err
 		}
-		log.Warn("!!! NO SANDBOX ISOLATION: the Docker sandbox is unusable, falling back to the process sandbox: "+
+		sb.warn(log, "!!! NO SANDBOX ISOLATION: the Docker sandbox is unusable, falling back to the process sandbox: "+
 			"agents and gates run as plain processes of this host, with no file-system or network isolation "+
 			"(--sandbox=docker refuses to start instead; --sandbox=process chooses this knowingly)",
-			"reason", why.Error(), "path", sb.path)
+			"reason", why.Error())
 		warnUnrestricted(s, log)
-		return Selected{Sandbox: sb.Process, Fallback: why.Error(), Close: func() {}}, nil
+		return Selected{Sandbox: sb.Process, Fallback: why.Error(), Off: sb.off, Close: func() {}}, nil
 	}
 
 	if n, err := base.RemoveOrphans(ctx, host); err != nil {
@@ -370,27 +376,6 @@ func warnUnrestricted(s Settings, log *slog.Logger) {
 	if s.Egress != nil && len(s.Egress.Allow) > 0 {
 		log.Warn("egress: the process sandbox cannot restrict the network: commands reach everything this host reaches")
 	}
-}
-
-// processSB is the process sandbox with its PATH, for the log.
-type processSB struct {
-	*sandbox.Process
-	path string
-}
-
-func processSandbox(s Settings, dataDir string) (processSB, error) {
-	path := s.SandboxPath
-	if path == "" {
-		path = DefaultSandboxPath()
-	}
-	if err := os.MkdirAll(filepath.Join(dataDir, "scratch"), 0o755); err != nil {
-		return processSB{}, err
-	}
-	return processSB{Process: sandbox.NewProcess(sandbox.ProcessOptions{
-		Path:        path,
-		CacheDir:    filepath.Join(dataDir, "cache"),
-		ScratchRoot: filepath.Join(dataDir, "scratch"),
-	}), path: path}, nil
 }
 
 // RunnerHost returns a runner's identity: given, or the host name and a

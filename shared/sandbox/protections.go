@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"os"
 	"strings"
 )
 
@@ -39,8 +40,11 @@ func (p *Process) Protections() []Protection {
 		user.Off = "commands run as the runner's own user"
 	}
 	env := Protection{Name: ProtectRunnerEnv}
-	if runner.dumpable != nil {
+	switch {
+	case runner.dumpable != nil:
 		env.Off = fmt.Sprintf("prctl(PR_SET_DUMPABLE): %v", runner.dumpable)
+	case p.runAs == nil && os.Geteuid() == 0:
+		env.Off = "commands run as root, who reads every process's environment"
 	}
 	desc := Protection{Name: ProtectDescendants}
 	if runner.subreaper != nil {

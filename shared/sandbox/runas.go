@@ -128,7 +128,7 @@ func (u RunAs) credential() *syscall.Credential {
 // workspace (safe.directory: the worktree belongs to the runner, and Git
 // refuses another user's repository otherwise).
 func prepareRunAs(u RunAs, workspace, scratch string) error {
-	if err := u.CanReach(workspace); err != nil {
+	if err := u.CanReach(filepath.Dir(workspace)); err != nil {
 		return err
 	}
 	if err := makeWritable(workspace); err != nil {

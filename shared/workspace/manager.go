@@ -188,12 +188,18 @@ func (m *Manager) Mirror(ctx context.Context, repo protocol.RepoRef) (string, er
 // ensureMirror is Mirror for a caller holding the mirror lock.
 func (m *Manager) ensureMirror(ctx context.Context, repo protocol.RepoRef) (string, error) {
 	dir := m.mirrorPath(repo.ID)
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+	if fi, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		if err := m.initMirror(ctx, repo, dir); err != nil {
 			return "", err
 		}
 	} else if err != nil {
 		return "", fmt.Errorf("mirror %s: %w", repo.ID, err)
+	} else if fi.Mode().Perm() != mirrorMode {
+		// A mirror made before mirrors were readable by the process
+		// sandbox's user.
+		if err := os.Chmod(dir, mirrorMode); err != nil {
+			return "", fmt.Errorf("mirror %s: %w", repo.ID, err)
+		}
 	}
 	g := gitexec.Runner{GitDir: dir}
 	if hasCommit(ctx, g, repo.BaseCommit) {
@@ -259,11 +265,21 @@ func (m *Manager) initMirror(ctx context.Context, repo protocol.RepoRef, dir str
 			return fmt.Errorf("create mirror %s: %w", repo.ID, err)
 		}
 	}
+	// Readable, not writable, by others: the process sandbox may run
+	// commands as another user, whose git reads the mirror through the
+	// worktree's .git and must never change it.
+	if err := os.Chmod(tmp, mirrorMode); err != nil {
+		return fmt.Errorf("create mirror %s: %w", repo.ID, err)
+	}
 	if err := os.Rename(tmp, dir); err != nil {
 		return fmt.Errorf("create mirror %s: %w", repo.ID, err)
 	}
 	return nil
 }
+
+// mirrorMode is the permission of a mirror's git directory; what git
+// creates in it follows the process's umask.
+const mirrorMode = 0o755
 
 func hasCommit(ctx context.Context, g gitexec.Runner, sha string) bool {
 	_, err := g.Text(ctx, "cat-file", "-e", sha+"^{commit}")
