@@ -3,6 +3,7 @@ package gaterunner
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -34,7 +35,7 @@ func TestGateRunnerPresence(t *testing.T) {
 		t.Fatal(err)
 	}
 	deps, closeDeps, err := jobrun.NewDeps(ctx, jobrun.Settings{DataDir: t.TempDir(), SandboxPath: sandbox.BasePath, Host: host,
-		Labels: map[string]string{"zone": "eu"}}, rb, store, h.Log)
+		Labels: map[string]string{"zone": "eu"}, ProcessUser: jobrun.ProcessUserOff}, rb, store, h.Log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,8 @@ func TestGateRunnerPresence(t *testing.T) {
 
 	idle := h.WaitRunner(protocol.KindGate, host, 20*time.Second, "the gate runner's entry", func(protocol.RunnerInfo) bool { return true })
 	if idle.Host != host || len(idle.Pools) != 2 || idle.Pools[0] != protocol.DefaultPool || idle.Pools[1] != "big" ||
-		idle.Slots != 2 || idle.Busy != 0 || idle.Sandbox != "process" || idle.Labels["zone"] != "eu" || idle.Version == "" {
+		idle.Slots != 2 || idle.Busy != 0 || idle.Sandbox != "process" || idle.Labels["zone"] != "eu" || idle.Version == "" ||
+		!slices.Contains(idle.SandboxOff, sandbox.ProtectUser) { // SBX-15: the protections off are in the entry
 		t.Fatalf("idle entry = %+v", idle)
 	}
 

@@ -32,6 +32,7 @@ type Presence struct {
 	host     string
 	labels   map[string]string
 	sandbox  string
+	off      []string // protections of the process sandbox that are off
 	version  string
 	interval time.Duration
 	log      *slog.Logger
@@ -57,6 +58,14 @@ func NewPresence(kv jetstream.KeyValue, host string, labels map[string]string, s
 		interval: protocol.RunnerAnnounceInterval, log: log, kinds: map[protocol.JobKind]*announced{}}
 }
 
+// SetSandboxOff records the process sandbox's protections that are off, for
+// the entries Announce puts afterwards.
+func (p *Presence) SetSandboxOff(off []string) {
+	if p != nil {
+		p.off = slices.Clone(off)
+	}
+}
+
 // SetInterval changes how often the entries are renewed (tests; the
 // default is protocol.RunnerAnnounceInterval). Call it before Announce.
 func (p *Presence) SetInterval(d time.Duration) {
@@ -74,7 +83,7 @@ func (p *Presence) Announce(kind protocol.JobKind, pools []string, slots int) (s
 	}
 	now := time.Now().UTC()
 	a := &announced{kick: make(chan struct{}, 1), info: protocol.RunnerInfo{
-		Kind: kind, Host: p.host, Pools: slices.Clone(pools), Labels: p.labels, Sandbox: p.sandbox,
+		Kind: kind, Host: p.host, Pools: slices.Clone(pools), Labels: p.labels, Sandbox: p.sandbox, SandboxOff: p.off,
 		Version: p.version, Slots: max(slots, 1), StartedAt: now,
 	}}
 	p.mu.Lock()

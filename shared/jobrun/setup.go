@@ -165,8 +165,10 @@ func NewDeps(ctx context.Context, s Settings, b *bus.Bus, store state.Store, log
 			labels[k] = v
 		}
 	}
+	presence := NewPresence(b.Runners, host, labels, sel.Sandbox.Name(), log)
+	presence.SetSandboxOff(sel.Off)
 	return Deps{Bus: b, Store: store, Workspaces: ws, Sandbox: sel.Sandbox, Host: host, Labels: labels,
-		Network: sel.Network, Breakers: s.Breakers, Presence: NewPresence(b.Runners, host, labels, sel.Sandbox.Name(), log),
+		Network: sel.Network, Breakers: s.Breakers, Presence: presence,
 		Log: log}, sel.Close, nil
 }
 

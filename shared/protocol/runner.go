@@ -51,6 +51,10 @@ type RunnerInfo struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// Sandbox names its sandbox: process or docker.
 	Sandbox string `json:"sandbox,omitempty"`
+	// SandboxOff names the process sandbox's protections that are off on
+	// this runner (sandbox-user, runner-environment, …; see
+	// sandbox.Protection).
+	SandboxOff []string `json:"sandbox_off,omitempty"`
 	// Version is the binary's version.
 	Version string `json:"version,omitempty"`
 	// Slots is how many jobs it runs at once; Busy how many it runs now.

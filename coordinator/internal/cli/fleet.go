@@ -70,7 +70,7 @@ func printRunners(w io.Writer, resp api.FleetResponse, now time.Time) {
 			jobs = append(jobs, fmt.Sprintf("%s#%d (%s)", what, j.Attempt, age(now, j.StartedAt)))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s ago\t%s\n", kindName(r.Kind), r.Host,
-			strings.Join(r.Pools, ","), r.Busy, r.Slots, r.Stats.Succeeded, r.Stats.Failed, cache, dash(r.Sandbox),
+			strings.Join(r.Pools, ","), r.Busy, r.Slots, r.Stats.Succeeded, r.Stats.Failed, cache, sandboxColumn(r),
 			dash(jobrun.FormatLabels(r.Labels)), dash(r.Version), age(now, r.StartedAt), age(now, r.SeenAt),
 			dash(strings.Join(jobs, ", ")))
 	}
@@ -105,4 +105,13 @@ func age(now, t time.Time) string {
 		return "-"
 	}
 	return max(now.Sub(t), 0).Round(time.Second).String()
+}
+
+// sandboxColumn is a runner's sandbox, with the process sandbox's
+// protections that are off: "process (off: sandbox-user)".
+func sandboxColumn(r protocol.RunnerInfo) string {
+	if len(r.SandboxOff) == 0 {
+		return dash(r.Sandbox)
+	}
+	return dash(r.Sandbox) + " (off: " + strings.Join(r.SandboxOff, ",") + ")"
 }

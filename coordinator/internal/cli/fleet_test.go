@@ -25,7 +25,7 @@ func TestPrintRunners(t *testing.T) {
 			Sandbox: "docker", Version: "abc123", Slots: 2, Busy: 1, Stats: protocol.RunnerStats{Succeeded: 4, Failed: 1},
 			Jobs:      []protocol.RunnerJob{{JobID: "j", WorkflowID: "wf-1", NodeID: "train", Attempt: 2, StartedAt: now.Add(-90 * time.Second)}},
 			StartedAt: now.Add(-time.Hour), SeenAt: now.Add(-3 * time.Second)},
-		{Kind: protocol.KindGate, Host: "gates-1", Pools: []string{"default"}, Sandbox: "process", Slots: 1,
+		{Kind: protocol.KindGate, Host: "gates-1", Pools: []string{"default"}, Sandbox: "process", SandboxOff: []string{"sandbox-user"}, Slots: 1,
 			Stats:     protocol.RunnerStats{Succeeded: 4, CacheHits: 3, CacheMisses: 1},
 			StartedAt: now.Add(-time.Minute), SeenAt: now},
 	}}
@@ -40,7 +40,7 @@ func TestPrintRunners(t *testing.T) {
 			t.Errorf("worker line lacks %q: %s", want, lines[1])
 		}
 	}
-	for _, want := range []string{"gaterunner", "gates-1", "0/1", "3/1", "process"} {
+	for _, want := range []string{"gaterunner", "gates-1", "0/1", "3/1", "process (off: sandbox-user)"} {
 		if !strings.Contains(lines[2], want) {
 			t.Errorf("gate runner line lacks %q: %s", want, lines[2])
 		}
