@@ -39,13 +39,15 @@ func (sb processSB) warn(log *slog.Logger, msg string, args ...any) {
 	log.Warn(msg, args...)
 }
 
-// processSandbox builds the process sandbox of s. Who commands run as
+// processSandbox builds the process sandbox of s for runner host, and
+// kills what commands of a previous runner of that host left running
+// (sandbox.Process.KillLeftovers). Who commands run as
 // follows s.ProcessUser: auto (or "") picks sandbox.DefaultRunAs when the
 // runner is root and that user can enter the data directory, else the
 // runner's own user (the reason is among the protections off); off is the
 // runner's own user; any other value is a user that must be usable, or
 // the runner refuses to start.
-func processSandbox(s Settings, dataDir string, log *slog.Logger) (processSB, error) {
+func processSandbox(s Settings, dataDir, host string, log *slog.Logger) (processSB, error) {
 	path := s.SandboxPath
 	if path == "" {
 		path = DefaultSandboxPath()
@@ -63,7 +65,11 @@ func processSandbox(s Settings, dataDir string, log *slog.Logger) (processSB, er
 		CacheDir:    filepath.Join(dataDir, "cache"),
 		ScratchRoot: scratch,
 		RunAs:       runAs,
+		Owner:       host,
 	})
+	if n := p.KillLeftovers(); n > 0 {
+		log.Warn("sandbox: process: killed processes a previous run of this runner left behind", "host", host, "count", n)
+	}
 	sb := processSB{Process: p, path: path, user: "the runner's own"}
 	if runAs != nil {
 		sb.user = runAs.String()

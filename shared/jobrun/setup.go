@@ -207,7 +207,7 @@ func SelectSandbox(ctx context.Context, s Settings, dataDir, host string, log *s
 	}
 	switch mode {
 	case SandboxProcess:
-		sb, err := processSandbox(s, dataDir, log)
+		sb, err := processSandbox(s, dataDir, host, log)
 		if err != nil {
 			return Selected{}, err
 		}
@@ -232,7 +232,7 @@ func SelectSandbox(ctx context.Context, s Settings, dataDir, host string, log *s
 		if mode == SandboxDocker {
 			return Selected{}, fmt.Errorf("sandbox docker: %w", why)
 		}
-		sb, err := processSandbox(s, dataDir, log)
+		sb, err := processSandbox(s, dataDir, host, log)
 		if err != nil {
 			return Selected{}, err
 		}

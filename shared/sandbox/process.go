@@ -45,6 +45,10 @@ type ProcessOptions struct {
 	// /proc entries) stays as the runner's umask and ownership make it:
 	// not writable by that user, and the runner's environment unreadable.
 	RunAs *RunAs
+	// Owner identifies the runner across restarts (its host id). Every
+	// run's marker then starts with a tag of it, and KillLeftovers finds
+	// the processes a previous runner of that identity left behind.
+	Owner string
 }
 
 // Process is the Sandbox that runs commands as local child processes, each
@@ -60,6 +64,7 @@ type Process struct {
 	cacheDir    string
 	scratchRoot string
 	runAs       *RunAs
+	tag         string // ownerTag(Owner)
 
 	cacheMu    sync.Mutex
 	cacheOwned bool // cacheDir exists and belongs to runAs
@@ -100,7 +105,22 @@ func NewProcess(opts ProcessOptions) *Process {
 		cacheDir:    cacheDir,
 		scratchRoot: scratch,
 		runAs:       runAs,
+		tag:         ownerTag(opts.Owner),
 	}
+}
+
+// KillLeftovers kills the processes that runs of an earlier runner with
+// the same ProcessOptions.Owner left behind, and returns how many it
+// killed. When a runner dies, the parent-death signal kills each command
+// it was running but not the command's own children; a restarted runner
+// calls this once, before it takes jobs. Processes are recognized by the
+// run marker in their environment, so one that erased it is missed. With
+// no Owner it does nothing.
+func (p *Process) KillLeftovers() int {
+	if p.tag == "" {
+		return 0
+	}
+	return killLeftovers(p.tag)
 }
 
 // Name returns "process".
@@ -176,7 +196,7 @@ func (p *Process) Run(ctx context.Context, spec Spec) (Result, error) {
 			extra[spec.WorkspaceEnv] = filepath.Clean(spec.Workspace)
 		}
 	}
-	marker := newMarker()
+	marker := newMarker(p.tag)
 	r, err := p.start(prog, dir, p.buildEnv(scratch, marker, extra), spec, marker)
 	if err != nil {
 		endRun(marker)

@@ -211,11 +211,12 @@ const (
 	helperEnv       = "SUPERVISOR_TEST_SANDBOX_RUNNER"
 	helperScriptEnv = "SUPERVISOR_TEST_SANDBOX_SCRIPT"
 	helperWSEnv     = "SUPERVISOR_TEST_SANDBOX_WS"
+	helperOwnerEnv  = "SUPERVISOR_TEST_SANDBOX_OWNER"
 )
 
 // runnerHelper is the body of the helper runner (see TestMain).
 func runnerHelper() int {
-	p := NewProcess(ProcessOptions{ScratchRoot: os.Getenv(helperWSEnv)})
+	p := NewProcess(ProcessOptions{ScratchRoot: os.Getenv(helperWSEnv), Owner: os.Getenv(helperOwnerEnv)})
 	res, err := p.Run(context.Background(), Spec{Argv: sh(os.Getenv(helperScriptEnv)), Workspace: os.Getenv(helperWSEnv), Timeout: time.Minute})
 	if err != nil {
 		os.Stderr.WriteString(err.Error() + "\n")
@@ -300,6 +301,45 @@ func TestRunParentDeath(t *testing.T) {
 	assertGone(t, pid)
 	// Reap it if it was re-parented to this process (a subreaper).
 	_, _ = syscall.Wait4(pid, nil, syscall.WNOHANG, nil)
+}
+
+// TestKillLeftovers: the command's own children survive a runner killed
+// with SIGKILL (the parent-death signal reaches the command only); the
+// next runner of the same identity kills them, and one of another
+// identity leaves them alone (SBX-14).
+func TestKillLeftovers(t *testing.T) {
+	ws := newWorkspace(t)
+	owner := "test-runner-" + strconv.Itoa(os.Getpid()) + "-" + filepath.Base(ws)
+	NewProcess(ProcessOptions{}) // this process is a subreaper: the orphan comes here
+	cmd := helperCommand(t, ws, `sleep 1000 & echo $! > child.pid; echo $$ > cmd.pid; exec sleep 1000`, nil)
+	cmd.Env = append(cmd.Env, helperOwnerEnv+"="+owner)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 10*time.Second, 20*time.Millisecond, "the command started", func() bool {
+		data, err := os.ReadFile(filepath.Join(ws, "cmd.pid"))
+		return err == nil && strings.HasSuffix(string(data), "\n")
+	})
+	child := readPid(t, filepath.Join(ws, "child.pid"))
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	assertGone(t, readPid(t, filepath.Join(ws, "cmd.pid")))
+	if _, err := os.Stat("/proc/" + strconv.Itoa(child)); err != nil {
+		t.Fatalf("the command's child %d died with the runner; the test needs it alive", child)
+	}
+	if n := NewProcess(ProcessOptions{Owner: owner + "-other"}).KillLeftovers(); n != 0 {
+		t.Errorf("a runner of another identity killed %d processes", n)
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(child)); err != nil {
+		t.Fatalf("the command's child %d was killed by another runner", child)
+	}
+	if n := NewProcess(ProcessOptions{Owner: owner}).KillLeftovers(); n != 1 {
+		t.Errorf("KillLeftovers killed %d processes, want 1", n)
+	}
+	assertGone(t, child)
+	_, _ = syscall.Wait4(child, nil, syscall.WNOHANG, nil)
 }
 
 func TestParseRunAs(t *testing.T) {

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"os"
@@ -59,11 +60,23 @@ func setupRunner() {
 	})
 }
 
-// newMarker registers a new run and returns its marker.
-func newMarker() string {
+// ownerTag is what markers of runs of a Process with owner start with
+// ("" without an owner): a hash, so that any owner string makes a plain
+// token.
+func ownerTag(owner string) string {
+	if owner == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(owner))
+	return hex.EncodeToString(sum[:8]) + "-"
+}
+
+// newMarker registers a new run and returns its marker: tag followed by
+// 32 random hex digits.
+func newMarker(tag string) string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	m := hex.EncodeToString(b[:])
+	m := tag + hex.EncodeToString(b[:])
 	runner.mu.Lock()
 	runner.active[m] = 0
 	runner.mu.Unlock()
@@ -253,4 +266,35 @@ func sweepRun(marker string, pgid int, runAs *RunAs) int {
 		time.Sleep(sweepPause)
 	}
 	return len(killed)
+}
+
+// killLeftovers kills every process of the host whose run marker starts
+// with tag and belongs to no run in progress, reaps those that are this
+// process's children, and returns how many it killed.
+func killLeftovers(tag string) int {
+	runner.forking.Lock()
+	defer runner.forking.Unlock()
+	runner.mu.Lock()
+	active := make(map[string]bool, len(runner.active))
+	for m := range runner.active {
+		active[m] = true
+	}
+	runner.mu.Unlock()
+	self := os.Getpid()
+	killed := 0
+	for pid, p := range allProcs() {
+		if pid == self || p.zombie {
+			continue
+		}
+		if m := markerOf(pid); strings.HasPrefix(m, tag) && !active[m] {
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+				killed++
+			}
+			if p.ppid == self {
+				var ws syscall.WaitStatus
+				_, _ = syscall.Wait4(pid, &ws, 0, nil)
+			}
+		}
+	}
+	return killed
 }
