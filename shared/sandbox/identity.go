@@ -15,12 +15,13 @@ import (
 // processIdentityVersion is mixed into every process environment id; bump
 // it when what Process.Run gives a command changes in a way that could
 // change a gate's outcome (the base environment, the process handling).
-const processIdentityVersion = "supervisor-process-env/v1"
+const processIdentityVersion = "supervisor-process-env/v2"
 
 // EnvironmentID identifies the environment spec would run in, for the gate
 // cache key, which must change when the tools a gate runs change; without
 // an id the gate is not cached (CD-19). It is "process:" followed by the
-// SHA-256 of the sandbox's PATH, the program Argv[0] resolves to in that
+// SHA-256 of the sandbox's PATH, the user commands run as (RunAs, or the
+// runner's own), the program Argv[0] resolves to in that
 // PATH (absolute, and with symbolic links resolved) and the SHA-256 of the
 // program's content. A rebuilt or upgraded tool, or another PATH, gives
 // another id; what the program itself loads (shared libraries, an
@@ -68,6 +69,11 @@ func (p *Process) EnvironmentID(ctx context.Context, spec Spec) (string, error) 
 	}
 	field(processIdentityVersion)
 	field(p.path)
+	if p.runAs != nil {
+		field("user " + p.runAs.String())
+	} else {
+		field("runner's user")
+	}
 	if relative {
 		field("relative")
 		field(name)

@@ -50,6 +50,13 @@ func TestProcessEnvironmentID(t *testing.T) {
 		t.Errorf("absolute path gives %s, bare name %s", abs, id)
 	}
 
+	// Another user commands run as: another id (SBX-11).
+	for _, u := range []RunAs{{UID: 65534, GID: 65534}, {UID: 4242, GID: 4242}} {
+		if idU := envID(t, NewProcess(ProcessOptions{Path: bin + ":" + BasePath, RunAs: &u}), spec); idU == id {
+			t.Errorf("running as %s gives the same id as the runner's user", u)
+		}
+	}
+
 	// Another PATH, same binary found: another id.
 	other := NewProcess(ProcessOptions{Path: BasePath + ":" + bin})
 	if id2 := envID(t, other, spec); id2 == id {
