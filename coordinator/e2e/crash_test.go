@@ -52,28 +52,28 @@ tasks:
       @end
 `
 
-// TestWorkerKilledMidJob kills -9 the worker running a job. Its agent is
-// left running as an orphan (agents run in process groups of their own);
-// the job must be redelivered to the other worker under a newer lease and
-// its change must reach the branch exactly once.
+// TestWorkerKilledMidJob kills -9 the worker running a job. Its agent dies
+// with it (the process sandbox's parent-death signal, SBX-14) before it
+// writes anything; the job must be redelivered to the other worker under a
+// newer lease and its change must reach the branch exactly once.
 func TestWorkerKilledMidJob(t *testing.T) {
 	t.Parallel()
 	run := startCrashRun(t, "crash.yaml", crashWorkflow)
 	f, workers, repo, base, wf, victim, survivor := run.f, run.workers, run.repo, run.base, run.wf, run.victim, run.survivor
 
 	// "running" is reported before the workspace is ready: wait until the
-	// agent process itself runs, so that killing the worker orphans it.
-	var orphans []int
+	// agent process itself runs, so that killing the worker kills it.
+	var agents []int
 	waitFor(t, 30*time.Second, "the agent to run on "+victim, func() bool {
-		orphans = agentsUnder(filepath.Join(f.dir, "data", victim))
-		return len(orphans) > 0
+		agents = agentsUnder(filepath.Join(f.dir, "data", victim))
+		return len(agents) > 0
 	})
-	t.Logf("node slow runs on %s (agent pid %v); killing the worker with SIGKILL", victim, orphans)
+	t.Logf("node slow runs on %s (agent pid %v); killing the worker with SIGKILL", victim, agents)
 	workers[victim].signal(t, syscall.SIGKILL)
 	_ = workers[victim].wait(t, 10*time.Second)
-	if len(agentsUnder(filepath.Join(f.dir, "data", victim))) == 0 {
-		t.Fatalf("the agent died with its worker; the test means to leave it orphaned")
-	}
+	waitFor(t, 10*time.Second, "the agent to die with its worker", func() bool {
+		return len(agentsUnder(filepath.Join(f.dir, "data", victim))) == 0
+	})
 
 	r := f.cli(2*time.Minute, "watch", wf, "--repo", repo)
 	if r.code != 0 {
@@ -101,27 +101,17 @@ func TestWorkerKilledMidJob(t *testing.T) {
 		t.Errorf("commits on %s = %+v, want one for node slow (%s)", branch, commits, n.Commit)
 	}
 
-	// The orphaned agent carried on in the dead worker's workspace (it
-	// started 8 s before the survivor's copy finished, so it is done by
-	// now) and wrote its file there; that late work reached nothing above.
-	waitFor(t, 30*time.Second, "the orphaned agent to finish", func() bool {
-		return len(agentsUnder(filepath.Join(f.dir, "data", victim))) == 0
-	})
-	var orphanFiles []string
+	// The killed agent never got to write its file in the dead worker's
+	// workspace.
+	var leftFiles []string
 	_ = filepath.WalkDir(filepath.Join(f.dir, "data", victim, "workspaces"), func(p string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && d.Name() == "slow.txt" {
-			orphanFiles = append(orphanFiles, p)
+			leftFiles = append(leftFiles, p)
 		}
 		return nil
 	})
-	if len(orphanFiles) != 1 {
-		t.Errorf("the orphaned agent left slow.txt in %d places under %s, want its abandoned workspace", len(orphanFiles), victim)
-	}
-	if again := branchChanges(t, repo, base, branch); !equalStrings(again, []string{"A\tslow.txt"}) {
-		t.Errorf("after the orphan finished, changes on %s = %q", branch, again)
-	}
-	if s2, _ := f.status(wf); s2.Head != s.Head || s2.Status != "succeeded" {
-		t.Errorf("after the orphan finished, status moved: head %s → %s, %s", s.Head, s2.Head, s2.Status)
+	if len(leftFiles) != 0 {
+		t.Errorf("the killed agent wrote slow.txt under %s: %v", victim, leftFiles)
 	}
 }
 
