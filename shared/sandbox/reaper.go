@@ -104,8 +104,10 @@ type procInfo struct {
 	zombie     bool
 }
 
-// readProc reads pid's parent, process group, state and real uid.
-func readProc(pid int) (procInfo, bool) {
+// readProc reads pid's parent, process group, state and, if its parent is
+// self (only the runner's children are judged by their uid), real uid
+// (-1 otherwise).
+func readProc(pid, self int) (procInfo, bool) {
 	dir := "/proc/" + strconv.Itoa(pid)
 	stat, err := os.ReadFile(dir + "/stat")
 	if err != nil {
@@ -124,6 +126,9 @@ func readProc(pid int) (procInfo, bool) {
 	info := procInfo{zombie: f[0] == "Z" || f[0] == "X", uid: -1}
 	info.ppid, _ = strconv.Atoi(f[1])
 	info.pgrp, _ = strconv.Atoi(f[2])
+	if info.ppid != self {
+		return info, true
+	}
 	if status, err := os.ReadFile(dir + "/status"); err == nil {
 		for line := range strings.Lines(string(status)) {
 			if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
@@ -153,7 +158,7 @@ func markerOf(pid int) string {
 }
 
 // allProcs reads every process of the host (of the runner's pid namespace).
-func allProcs() map[int]procInfo {
+func allProcs(self int) map[int]procInfo {
 	out := map[int]procInfo{}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -164,7 +169,7 @@ func allProcs() map[int]procInfo {
 		if err != nil {
 			continue
 		}
-		if info, ok := readProc(pid); ok {
+		if info, ok := readProc(pid, self); ok {
 			out[pid] = info
 		}
 	}
@@ -202,7 +207,7 @@ func sweepRun(marker string, pgid int, runAs *RunAs) int {
 		}
 		runner.mu.Unlock()
 
-		procs := allProcs()
+		procs := allProcs(self)
 		children := map[int][]int{}
 		for pid, p := range procs {
 			children[p.ppid] = append(children[p.ppid], pid)
@@ -282,7 +287,7 @@ func killLeftovers(tag string) int {
 	runner.mu.Unlock()
 	self := os.Getpid()
 	killed := 0
-	for pid, p := range allProcs() {
+	for pid, p := range allProcs(self) {
 		if pid == self || p.zombie {
 			continue
 		}
