@@ -65,7 +65,8 @@ func processSandbox(s Settings, dataDir, host string, log *slog.Logger) (process
 		CacheDir:    filepath.Join(dataDir, "cache"),
 		ScratchRoot: scratch,
 		RunAs:       runAs,
-		Owner:       host,
+		// Runners sharing a host id differ by their data directory.
+		Owner: host + "\x00" + dataDir,
 	})
 	if n := p.KillLeftovers(); n > 0 {
 		log.Warn("sandbox: process: killed processes a previous run of this runner left behind", "host", host, "count", n)

@@ -305,8 +305,9 @@ func TestRunParentDeath(t *testing.T) {
 
 // TestKillLeftovers: the command's own children survive a runner killed
 // with SIGKILL (the parent-death signal reaches the command only); the
-// next runner of the same identity kills them, and one of another
-// identity leaves them alone (SBX-14).
+// next runner of the same identity kills them; a runner of another
+// identity, or one while the first still lives, leaves them alone
+// (SBX-14).
 func TestKillLeftovers(t *testing.T) {
 	ws := newWorkspace(t)
 	owner := "test-runner-" + strconv.Itoa(os.Getpid()) + "-" + filepath.Base(ws)
@@ -321,6 +322,11 @@ func TestKillLeftovers(t *testing.T) {
 		return err == nil && strings.HasSuffix(string(data), "\n")
 	})
 	child := readPid(t, filepath.Join(ws, "child.pid"))
+	// While that runner lives, its runs are not leftovers, even for a
+	// runner of the same identity.
+	if n := NewProcess(ProcessOptions{Owner: owner}).KillLeftovers(); n != 0 {
+		t.Errorf("KillLeftovers killed %d processes of a live runner", n)
+	}
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,8 @@ func setupRunner() {
 
 // ownerTag is what markers of runs of a Process with owner start with
 // ("" without an owner): a hash, so that any owner string makes a plain
-// token.
+// token, then the runner's pid, so that a runner never takes the runs of
+// a live one for leftovers.
 func ownerTag(owner string) string {
 	if owner == "" {
 		return ""
@@ -71,11 +72,14 @@ func ownerTag(owner string) string {
 	return hex.EncodeToString(sum[:8]) + "-"
 }
 
-// newMarker registers a new run and returns its marker: tag followed by
-// 32 random hex digits.
+// newMarker registers a new run and returns its marker: tag, the runner's
+// pid and "-" when tag is set, then 32 random hex digits.
 func newMarker(tag string) string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
+	if tag != "" {
+		tag += strconv.Itoa(os.Getpid()) + "-"
+	}
 	m := tag + hex.EncodeToString(b[:])
 	runner.mu.Lock()
 	runner.active[m] = 0
@@ -274,8 +278,11 @@ func sweepRun(marker string, pgid int, runAs *RunAs) int {
 }
 
 // killLeftovers kills every process of the host whose run marker starts
-// with tag and belongs to no run in progress, reaps those that are this
-// process's children, and returns how many it killed.
+// with tag and names a runner pid that is no longer alive (or this
+// process's own, for no run in progress), reaps those that are this
+// process's children, and returns how many it killed. A runner of the
+// same tag that is alive keeps its runs: two runners of one identity are
+// a misconfiguration, not a restart.
 func killLeftovers(tag string) int {
 	runner.forking.Lock()
 	defer runner.forking.Unlock()
@@ -291,15 +298,31 @@ func killLeftovers(tag string) int {
 		if pid == self || p.zombie {
 			continue
 		}
-		if m := markerOf(pid); strings.HasPrefix(m, tag) && !active[m] {
-			if syscall.Kill(pid, syscall.SIGKILL) == nil {
-				killed++
-			}
-			if p.ppid == self {
-				var ws syscall.WaitStatus
-				_, _ = syscall.Wait4(pid, &ws, 0, nil)
-			}
+		m := markerOf(pid)
+		rest, ok := strings.CutPrefix(m, tag)
+		if !ok || active[m] {
+			continue
+		}
+		owner, _, _ := strings.Cut(rest, "-")
+		if ownerPid, err := strconv.Atoi(owner); err != nil || (ownerPid != self && alive(ownerPid)) {
+			continue
+		}
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			killed++
+		}
+		if p.ppid == self {
+			var ws syscall.WaitStatus
+			_, _ = syscall.Wait4(pid, &ws, 0, nil)
 		}
 	}
 	return killed
+}
+
+// alive reports whether a process (not a zombie) has pid.
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	info, ok := readProc(pid, -1)
+	return ok && !info.zombie
 }
