@@ -64,6 +64,12 @@ func TestMain(m *testing.M) {
 		}
 	}
 	agentDir = dir
+	// Commands may run as the process sandbox's user, who must reach the
+	// agents (MkdirTemp makes the directory private).
+	if err := os.Chmod(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	// Host variables an agent must not see (process-wide so tests may run
 	// in parallel; t.Setenv forbids that).
 	os.Setenv("AWS_SECRET_ACCESS_KEY", hostSecret)
@@ -85,6 +91,8 @@ type harness struct {
 	// (default: JetStream KV); breakers is the workers' breaker policy.
 	openStore func(b *bus.Bus) state.Store
 	breakers  state.BreakerPolicy
+	// settings, if set, adjusts each worker's jobrun settings.
+	settings func(*jobrun.Settings)
 }
 
 func newHarness(t *testing.T, cfg bus.Config) *harness {
@@ -125,13 +133,17 @@ func (h *harness) workerDeps(labels map[string]string) jobrun.Deps {
 	} else if store, err = kvstate.New(ctx, wb.JS); err != nil {
 		t.Fatalf("worker kvstate: %v", err)
 	}
-	deps, err := jobrun.LocalDeps(jobrun.Settings{
+	settings := jobrun.Settings{
 		DataDir:     t.TempDir(),
 		SandboxPath: agentDir + ":" + sandbox.BasePath,
 		Host:        host,
 		Labels:      labels,
 		Breakers:    h.breakers,
-	}, wb, store, h.Log)
+	}
+	if h.settings != nil {
+		h.settings(&settings)
+	}
+	deps, err := jobrun.LocalDeps(settings, wb, store, h.Log)
 	if err != nil {
 		t.Fatalf("LocalDeps: %v", err)
 	}
@@ -140,8 +152,12 @@ func (h *harness) workerDeps(labels map[string]string) jobrun.Deps {
 
 // startWorkerWith is startWorker for a worker with labels.
 func (h *harness) startWorkerWith(cfg Config, labels map[string]string) (host string, stop func()) {
+	return h.runWorker(h.workerDeps(labels), cfg)
+}
+
+// runWorker runs a worker on deps, as startWorker does.
+func (h *harness) runWorker(deps jobrun.Deps, cfg Config) (host string, stop func()) {
 	t := h.t
-	deps := h.workerDeps(labels)
 	host = deps.Host
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
