@@ -81,7 +81,7 @@ may join it over --listen.`,
 			st, err := startFleet(ctx, fleet.Options{Gates: lower, RetryPolicies: policies, Strategies: strategies, Roles: roleSrc, Notify: notifierOf(notifier),
 				DataDir: e.v.GetString("data-dir"), Listen: e.v.GetString("listen"),
 				WorkerConcurrency: e.v.GetInt("worker-concurrency"), GateConcurrency: e.v.GetInt("gate-concurrency"),
-				SandboxPath: e.v.GetString("sandbox-path"), Breakers: breakers, Log: e.log,
+				SandboxPath: e.v.GetString("sandbox-path"), ProcessUser: e.v.GetString("sandbox-process-user"), Breakers: breakers, Log: e.log,
 				MaxFailuresPerHour: e.v.GetInt("max-failures-per-hour"), Prices: prices, RepoRoots: roots,
 				Limits: lims,
 			})
@@ -108,6 +108,7 @@ may join it over --listen.`,
 	fs.Int("worker-concurrency", 2, "agents run at once by the in-process worker")
 	fs.Int("gate-concurrency", 2, "gates run at once by the in-process gate runner")
 	fs.String("sandbox-path", "", "PATH inside the process sandbox (default: minimal base plus the host's Go)")
+	fs.String("sandbox-process-user", jobrun.ProcessUserAuto, "user the process sandbox runs commands as: auto (65534:65534 when dev runs as root and that user can enter --data-dir), off, uid:gid, uid or a user name")
 	fs.StringSlice("repo-roots", nil, "directories whose repositories the coordinator may write branches and merges into "+
 		"(default: the directory dev runs in)")
 	jobrun.AddBreakerFlags(fs)

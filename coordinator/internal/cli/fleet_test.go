@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,9 @@ import (
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
 	"github.com/supervisorhq/supervisor/coordinator/internal/fleet"
 	"github.com/supervisorhq/supervisor/shared/bus"
+	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/sandbox"
 	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
@@ -64,7 +67,7 @@ func TestFleetCommandDev(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	st, err := fleet.Start(ctx, fleet.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Tick: 200 * time.Millisecond,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		ProcessUser: jobrun.ProcessUserOff, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatalf("start fleet: %v", err)
 	}
@@ -95,8 +98,10 @@ func TestFleetCommandDev(t *testing.T) {
 		return len(resp.Runners) == 2
 	})
 	if a, g := resp.Runners[0], resp.Runners[1]; a.Kind != protocol.KindAgent || a.Host != "dev" || g.Kind != protocol.KindGate ||
-		g.Host != "dev" || a.Sandbox != "process" || len(a.Pools) != 1 || len(g.Pools) != 1 {
+		g.Host != "dev" || a.Sandbox != "process" || len(a.Pools) != 1 || len(g.Pools) != 1 ||
+		!slices.Contains(a.SandboxOff, sandbox.ProtectUser) {
 		t.Fatalf("runners = %+v", resp.Runners)
 	}
-	wantCode(t, run("fleet"), 0, "worker", "gaterunner", "dev", "0/1")
+	// SBX-15: the protections off (here by ProcessUser off) are shown.
+	wantCode(t, run("fleet"), 0, "worker", "gaterunner", "dev", "0/1", "process (off: sandbox-user")
 }

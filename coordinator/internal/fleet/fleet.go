@@ -52,6 +52,9 @@ type Options struct {
 	// SandboxPath is PATH inside the runners' process sandbox ("" = the
 	// default).
 	SandboxPath string
+	// ProcessUser is who the process sandbox runs commands as
+	// (jobrun.Settings.ProcessUser; "" = auto).
+	ProcessUser string
 	// AckWait overrides the jobs' ack wait.
 	AckWait time.Duration
 	// Tick overrides the coordinator's re-decide period.
@@ -147,7 +150,7 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 	f.goRun("coordinator", func() error { return f.engine.Run(runCtx, svc.Serve) })
 	if !o.NoRunners {
 		deps, err := jobrun.LocalDeps(jobrun.Settings{DataDir: filepath.Join(dataDir, "runner"), SandboxPath: o.SandboxPath, Host: "dev",
-			Breakers: o.Breakers}, f.bus, f.store, o.Log)
+			ProcessUser: o.ProcessUser, Breakers: o.Breakers}, f.bus, f.store, o.Log)
 		if err != nil {
 			_ = f.Close()
 			return nil, err
