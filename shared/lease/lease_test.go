@@ -319,3 +319,42 @@ func TestElectWaitsForTheHolder(t *testing.T) {
 		}
 	})
 }
+
+// A holder that dies without releasing (a coordinator killed with SIGKILL)
+// leaves its lease to lapse: a waiting Elect takes it once it has expired,
+// polling every ElectRetry, under a greater token (CHAOS-04).
+func TestElectTakesOverALapsedLease(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store state.Store) {
+		ctx := testkit.Context(t, 20*time.Second)
+		dead, err := store.Acquire(ctx, "leader/lapse", "leader-a", ttl)
+		if err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		start := time.Now()
+		h, _, err := lease.Elect(ctx, store, "leader/lapse", "leader-b", ttl, nil)
+		if err != nil {
+			t.Fatalf("Elect after the holder died: %v", err)
+		}
+		defer func() { _ = h.Release(ctx) }()
+		took := time.Since(start)
+		if h.Token() <= dead.Token {
+			t.Errorf("token %d after the lapse, want more than the dead holder's %d", h.Token(), dead.Token)
+		}
+		if took < ttl/2 {
+			t.Errorf("took the lease after %s, before the dead holder's (ttl %s) could expire", took, ttl)
+		}
+		t.Logf("took over %s after the holder stopped renewing (ttl %s, retry %s)", took.Round(time.Millisecond), ttl, lease.ElectRetry(ttl))
+	})
+}
+
+func TestElectRetry(t *testing.T) {
+	for _, c := range []struct{ ttl, want time.Duration }{
+		{10 * time.Second, time.Second},
+		{15 * time.Second, 1500 * time.Millisecond},
+		{500 * time.Millisecond, 100 * time.Millisecond},
+	} {
+		if got := lease.ElectRetry(c.ttl); got != c.want {
+			t.Errorf("ElectRetry(%s) = %s, want %s", c.ttl, got, c.want)
+		}
+	}
+}

@@ -91,6 +91,10 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 				return err
 			}
 			id := jobrun.HostName(e.v.GetString("id"))
+			leaderTTL := e.v.GetDuration("leader-ttl")
+			if leaderTTL < 3*time.Second {
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--leader-ttl %s: want 3s or more", leaderTTL)}
+			}
 			notifier, err := e.notifier(cmd)
 			if err != nil {
 				return err
@@ -100,7 +104,7 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 			if err != nil {
 				return err
 			}
-			eng, err := engine.New(b, store, engine.Options{DataDir: dataDir, ID: id, Log: e.log, Notify: notifierOf(notifier),
+			eng, err := engine.New(b, store, engine.Options{DataDir: dataDir, ID: id, LeaderTTL: leaderTTL, Log: e.log, Notify: notifierOf(notifier),
 				MaxFailuresPerHour: e.v.GetInt("max-failures-per-hour"), Prices: prices, RepoRoots: roots})
 			if err != nil {
 				return err
@@ -164,6 +168,8 @@ func addServiceFlags(cmd *cobra.Command) {
 	}
 	fs.String("data-dir", "./.supervisor-data", "directory for the coordinator's integration mirrors")
 	fs.String("id", "", "this coordinator's identity for the leader lock (default hostname-pid)")
+	fs.Duration("leader-ttl", engine.DefaultLeaderTTL, "time to live of the leader lease: a standby coordinator takes over "+
+		"about this long after the leader dies (at least 3s)")
 	fs.StringSlice("repo-roots", nil, "directories whose repositories the coordinator may write branches and merges into "+
 		"(a submission's repo_path must lie under one; default: none)")
 	jobrun.AddBreakerFlags(fs)

@@ -31,7 +31,9 @@ type Options struct {
 	DataDir string
 	// ID names this coordinator instance (for the leader lease).
 	ID string
-	// LeaderTTL is the leader lease's time to live (default 15 s).
+	// LeaderTTL is the leader lease's time to live (default
+	// DefaultLeaderTTL). A standby takes over at most about LeaderTTL plus
+	// a tenth of it after the leader dies (lease.Elect).
 	LeaderTTL time.Duration
 	// Tick is how often every running workflow is decided again, which
 	// republishes anything unpublished (default 2 s).
@@ -106,7 +108,7 @@ func New(b *bus.Bus, store state.Store, opts Options) (*Engine, error) {
 		opts.ID = "coordinator"
 	}
 	if opts.LeaderTTL <= 0 {
-		opts.LeaderTTL = 15 * time.Second
+		opts.LeaderTTL = DefaultLeaderTTL
 	}
 	if opts.Tick <= 0 {
 		opts.Tick = 2 * time.Second
@@ -133,6 +135,12 @@ func New(b *bus.Bus, store state.Store, opts Options) (*Engine, error) {
 
 // Ready is closed once the engine leads and has rebuilt its state.
 func (e *Engine) Ready() <-chan struct{} { return e.ready }
+
+// DefaultLeaderTTL is the leader lease's default time to live: the leader
+// renews it every third of it and steps down after half of it without a
+// renewal; a standby takes over within about 1.1 times it of the leader's
+// death (CHAOS-04).
+const DefaultLeaderTTL = 10 * time.Second
 
 // leaderKey is the state-store key of the coordinator leader lease.
 const leaderKey = "coordinator/leader"
