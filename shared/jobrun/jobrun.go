@@ -240,6 +240,13 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 	// A job stopped by its workflow's cancellation is never handed back:
 	// that would only run it again for a workflow that is over.
 	cancelled := errors.Is(context.Cause(jctx), ErrWorkflowCancelled)
+	// A full disk is this runner's failure: it counts against no breaker
+	// (the repository, agent or gate did nothing wrong), and says so.
+	diskFull := DiskFull(out.Err)
+	if diskFull {
+		out.Work, out.Repo = Unjudged, Unjudged
+		out.Err = fmt.Errorf("runner %s's disk is full: %w", deps.Host, out.Err)
+	}
 	if !cancelled {
 		reportBreakers(ctx, deps, m, out, log)
 	}
@@ -250,7 +257,11 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 			return bus.Term("workflow " + m.WorkflowID + " cancelled")
 		}
 		if !d.Last() {
-			log.WarnContext(ctx, "job failed for infrastructure reasons; handing it back", "err", out.Err)
+			if diskFull {
+				log.ErrorContext(ctx, "no space left in the runner's data directory; handing the job back", "err", out.Err)
+			} else {
+				log.WarnContext(ctx, "job failed for infrastructure reasons; handing it back", "err", out.Err)
+			}
 			return bus.Nak(backoff(d.Number))
 		}
 		log.ErrorContext(ctx, "job failed on its last delivery", "err", out.Err)
