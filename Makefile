@@ -138,7 +138,7 @@ export SUPERVISOR_SANDBOX_DATA_DIR ?= $(CURDIR)/.data/compose-sandbox
 export SUPERVISOR_DOCKER_GID ?= $(shell stat -c %g /var/run/docker.sock 2>/dev/null)
 endif
 
-.PHONY: images compose-up compose-demo compose-down test-compose
+.PHONY: images compose-up compose-demo compose-down test-compose chaos
 
 ## images: supervisor/{coordinator,worker,gaterunner,nats,redis,prometheus,sandbox-base,sandbox-go}, built locally (nothing pulled)
 # They are built from our static binaries and Debian's packages; unchanged inputs are skipped.
@@ -175,3 +175,7 @@ compose-down:
 ## test-compose: only the Compose tests (make test runs them too, in test-e2e)
 test-compose: images
 	$(GO) test -count=1 -timeout 15m -run 'TestCompose' -v ./coordinator/e2e/
+
+## chaos: the chaos suite on the Compose fleet (docs/reliability.md): a NATS node stopped, Redis's data lost, runners cut off the network, the leading coordinator killed, a runner's disk full; each scenario prints what it measured
+chaos: images
+	$(GO) test -count=1 -timeout 30m -run '^TestChaos$$' -v ./coordinator/e2e/

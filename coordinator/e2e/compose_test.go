@@ -125,6 +125,7 @@ type composeOptions struct {
 	files []string // more Compose files, relative to the repository, after compose.yaml and before the test's override
 	env   []string // more KEY=VALUE for the Compose tool
 	up    []string // more arguments of `up -d`, e.g. --scale worker=1
+	name  string   // a word in the project's name, after the time (e.g. "chaos")
 	// before, if set, runs after the images are built and before `up`.
 	before func()
 }
@@ -153,7 +154,11 @@ func newComposeFleet(t *testing.T, opts composeOptions) *composeFleet {
 	c.files = append(c.files, "-f", override)
 	var suffix [4]byte
 	_, _ = rand.Read(suffix[:])
-	c.project = fmt.Sprintf("%s%d-%s", composeProjectPrefix, time.Now().Unix(), hex.EncodeToString(suffix[:]))
+	name := hex.EncodeToString(suffix[:])
+	if opts.name != "" {
+		name = opts.name + "-" + name
+	}
+	c.project = fmt.Sprintf("%s%d-%s", composeProjectPrefix, time.Now().Unix(), name)
 	c.env = append(os.Environ(),
 		"SUPERVISOR_ACK_WAIT="+composeAckWait.String(),
 		"SUPERVISOR_NATS_PORT=127.0.0.1:", // a free port, picked by the engine
