@@ -98,12 +98,13 @@ test-unit:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 15m $$($(GO) list $(PKGS) | grep -v /e2e)
 
-## test-e2e: the multi-process end-to-end tests (coordinator/e2e), the Compose ones included
+## test-e2e: the multi-process end-to-end tests (coordinator/e2e), the Compose ones and the chaos suite included
 # The Compose tests (coordinator/e2e/compose_test.go) need the images: they are
-# built first, outside the tests' timeout, when a Docker engine answers.
+# built first, outside the tests' timeout, when a Docker engine answers. The
+# chaos suite (TestChaos, about 5 minutes) is part of them.
 test-e2e:
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory images; fi
-	$(GO) test -count=1 -timeout 15m ./coordinator/e2e/...
+	$(GO) test -count=1 -timeout 25m ./coordinator/e2e/...
 
 ## bench: throughput and latency against raw JetStream measured in the same run, the feedback round trip, and the sandboxes' cost per gate
 # The sandbox image is built first when a Docker engine answers.
