@@ -37,6 +37,10 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 			if err := e.checkDashboardFlags(false); err != nil {
 				return err
 			}
+			leaderTTL := e.v.GetDuration("leader-ttl")
+			if leaderTTL < 3*time.Second {
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--leader-ttl %s: want 3s or more", leaderTTL)}
+			}
 			ctx, stop := signalContext()
 			defer stop()
 			ms, err := metrics.StartFrom(e.v, e.log)
@@ -91,10 +95,6 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 				return err
 			}
 			id := jobrun.HostName(e.v.GetString("id"))
-			leaderTTL := e.v.GetDuration("leader-ttl")
-			if leaderTTL < 3*time.Second {
-				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--leader-ttl %s: want 3s or more", leaderTTL)}
-			}
 			notifier, err := e.notifier(cmd)
 			if err != nil {
 				return err
