@@ -256,6 +256,16 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 			log.InfoContext(ctx, "workflow cancelled; dropping the job", "err", out.Err)
 			return bus.Term("workflow " + m.WorkflowID + " cancelled")
 		}
+		// Not ours to hand back if the lease went meanwhile (a runner
+		// cut off the network whose job was taken over): a Nak would have
+		// JetStream deliver it again while its new runner runs it.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		cerr := held.Confirm(cctx)
+		cancel()
+		if errors.Is(cerr, lease.ErrLost) {
+			log.WarnContext(ctx, "job failed and its lease is gone; abandoning it to the runner that holds it now", "err", out.Err)
+			return bus.Abandon()
+		}
 		if !d.Last() {
 			if diskFull {
 				log.ErrorContext(ctx, "no space left in the runner's data directory; handing the job back", "err", out.Err)

@@ -214,6 +214,25 @@ func TestRunDispositions(t *testing.T) {
 		}
 	})
 
+	// A runner cut off the network fails to upload its work while its
+	// lease lapses and another runner takes the job over: it must not hand
+	// the job back, which would have it delivered once more (CHAOS-03).
+	t.Run("infrastructure error after the lease went elsewhere abandons", func(t *testing.T) {
+		m := e.meta()
+		e.run(t, bg, nil, 1, m, "abandon", func(ctx context.Context, token uint64) Outcome {
+			tctx := testkit.Context(t, 30*time.Second)
+			if err := e.Store.Release(tctx, state.Lease{Key: "lease/" + m.JobID, Owner: e.deps.Host, Token: token}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.Store.Acquire(tctx, "lease/"+m.JobID, "other-runner", 30*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			return Outcome{Err: errors.New("upload patch: context deadline exceeded")}
+		})
+		e.expectStarted(m, 1)
+		e.NoReports(200 * time.Millisecond)
+	})
+
 	t.Run("lease held elsewhere is handed back for a third of AckWait", func(t *testing.T) {
 		m := e.meta()
 		l, err := e.Store.Acquire(testkit.Context(t, 30*time.Second), "lease/"+m.JobID, "other-runner", 30*time.Second)

@@ -26,6 +26,7 @@ type Held struct {
 	once   sync.Once
 	mu     sync.Mutex
 	strict bool
+	ttl    time.Duration
 }
 
 // Option configures Hold.
@@ -49,7 +50,7 @@ func Hold(ctx context.Context, store state.Locks, key, owner string, ttl time.Du
 		return nil, nil, fmt.Errorf("lease %s: %w", key, err)
 	}
 	jctx, cancel := context.WithCancelCause(ctx)
-	h := &Held{lease: l, store: store, cancel: cancel, done: make(chan struct{})}
+	h := &Held{lease: l, store: store, cancel: cancel, done: make(chan struct{}), ttl: ttl}
 	for _, o := range opts {
 		o(h)
 	}
@@ -119,6 +120,31 @@ func (h *Held) renew(ctx context.Context, ttl time.Duration, log *slog.Logger) {
 				}
 			}
 		}
+	}
+}
+
+// Confirm renews the lease at once and returns an error wrapping ErrLost
+// (and cancels the holder's context with it) if the lease is no longer
+// this holder's: it lapsed and another owner took it. A holder about to
+// hand its work back asks first, since work it no longer owns is not its
+// to hand back. Other errors (the store unreachable) are returned as they
+// are, the lease kept.
+func (h *Held) Confirm(ctx context.Context) error {
+	h.mu.Lock()
+	cur := h.lease
+	h.mu.Unlock()
+	nl, err := h.store.Renew(ctx, cur, h.ttl)
+	switch {
+	case err == nil:
+		h.mu.Lock()
+		h.lease = nl
+		h.mu.Unlock()
+		return nil
+	case errors.Is(err, state.ErrLockLost):
+		h.cancel(ErrLost)
+		return fmt.Errorf("%w: %w", ErrLost, err)
+	default:
+		return err
 	}
 }
 

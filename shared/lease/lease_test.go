@@ -358,3 +358,35 @@ func TestElectRetry(t *testing.T) {
 		}
 	}
 }
+
+// Confirm renews at once while the lease is the holder's, and reports
+// ErrLost — cancelling the holder's context — once another owner has it
+// (a runner cut off the network whose job was taken over; CHAOS-03).
+func TestConfirm(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, store state.Store) {
+		ctx := testkit.Context(t, 20*time.Second)
+		h, hctx, err := lease.Hold(ctx, store, "job/confirm", "runner-a", ttl, nil)
+		if err != nil {
+			t.Fatalf("Hold: %v", err)
+		}
+		if err := h.Confirm(ctx); err != nil {
+			t.Fatalf("Confirm of a held lease: %v", err)
+		}
+		// The lease lapses (released here, as its expiry would) and
+		// another owner takes it.
+		if err := store.Release(ctx, state.Lease{Key: "job/confirm", Owner: "runner-a", Token: h.Token()}); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		other, err := store.Acquire(ctx, "job/confirm", "runner-b", ttl)
+		if err != nil {
+			t.Fatalf("Acquire by another owner: %v", err)
+		}
+		defer func() { _ = store.Release(ctx, other) }()
+		if err := h.Confirm(ctx); !errors.Is(err, lease.ErrLost) {
+			t.Fatalf("Confirm after another owner took the lease: %v, want ErrLost", err)
+		}
+		if !lease.Lost(hctx) {
+			t.Errorf("the holder's context is not cancelled as lost after Confirm found the lease gone")
+		}
+	})
+}
