@@ -163,11 +163,22 @@ func (c *composeFleet) events(t *testing.T, wf string) []eventlog.Event {
 	}
 }
 
-// readEvents reads workflow wf's event log once.
-func (c *composeFleet) readEvents(wf string) ([]eventlog.Event, error) {
+// connectNATS connects this host to the fleet's NATS (nats-1's published
+// port), as the CLI the tests run does: the one place the chaos suite's
+// own NATS clients are configured.
+func (c *composeFleet) connectNATS() (*nats.Conn, error) {
 	nc, err := nats.Connect(c.natsURL)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", c.natsURL, err)
+	}
+	return nc, nil
+}
+
+// readEvents reads workflow wf's event log once.
+func (c *composeFleet) readEvents(wf string) ([]eventlog.Event, error) {
+	nc, err := c.connectNATS()
+	if err != nil {
+		return nil, err
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)

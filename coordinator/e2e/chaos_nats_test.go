@@ -66,9 +66,9 @@ func (c *composeFleet) succeededNodes(t *testing.T, wf string) int {
 // jetStream connects to the fleet's JetStream; the caller closes the connection.
 func (c *composeFleet) jetStream(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(c.natsURL)
+	nc, err := c.connectNATS()
 	if err != nil {
-		t.Fatalf("connect to %s: %v", c.natsURL, err)
+		t.Fatal(err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {

@@ -85,10 +85,9 @@ func chaosPartition(t *testing.T, c *composeFleet) {
 	checkResultFrom(t, evs, node, "", worker)
 	checkResultFrom(t, evs, gnode, "hold", gater)
 	// What became of the cut-off runners' copies: each either found, once
-	// reconnected, that its lease was gone and dropped the job, or could
-	// not finish it (its patch or log upload failed) and handed it back, or
-	// sent a result the coordinator ignored as stale. None was accepted
-	// (checkResultFrom).
+	// reconnected, that its lease was gone and dropped the job (also when
+	// its patch or log upload had failed), or sent a result the
+	// coordinator ignored as stale. None was accepted (checkResultFrom).
 	stale := c.staleReports(t) - staleBefore
 	fates := map[string]string{}
 	for host, job := range map[string]string{worker: r.wf + "." + node + ".a1", gater: r.wf + "." + gnode + ".a1.g.hold.r1"} {
@@ -110,6 +109,7 @@ func (c *composeFleet) jobFate(t *testing.T, id, job string) string {
 	t.Helper()
 	fate := ""
 	for _, msg := range []string{"lease lost during the job; abandoning it to the runner that holds it now",
+		"job failed and its lease is gone; abandoning it to the runner that holds it now",
 		"job failed for infrastructure reasons; handing it back", "lease lost while waiting for file locks; abandoning the job to the runner that holds it now"} {
 		for _, l := range c.logLines(t, id, msg) {
 			if l["job"] == job {
