@@ -105,12 +105,13 @@ type Bus struct {
 }
 
 // Open connects to NATS at url (retrying until ctx ends) and creates or
-// updates every stream and bucket. name identifies the client to the server.
-func Open(ctx context.Context, url, name string, cfg Config, log *slog.Logger) (*Bus, error) {
+// updates every stream and bucket. name identifies the client to the server;
+// options are Connect's.
+func Open(ctx context.Context, url, name string, cfg Config, log *slog.Logger, options ...Option) (*Bus, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	nc, err := Connect(ctx, url, name, log)
+	nc, err := Connect(ctx, url, name, log, options...)
 	if err != nil {
 		return nil, err
 	}

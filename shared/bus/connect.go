@@ -7,6 +7,7 @@ package bus
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/supervisorhq/supervisor/shared/tlsconfig"
 )
 
 // ErrUnreachable means NATS could not be reached before the context ended.
@@ -42,12 +45,41 @@ func (b Backoff) Next(d time.Duration) time.Duration {
 	return d
 }
 
+// ErrTLS means the TLS settings of a connection to NATS are wrong, or the
+// server's do not match them: retrying will not help.
+var ErrTLS = errors.New("bus: NATS TLS")
+
+// Option adds a setting to Connect and Open.
+type Option func(*dialSettings)
+
+type dialSettings struct {
+	tls tlsconfig.Files
+}
+
+// WithTLS makes the connection use TLS with files: the server's
+// certificate must be signed by files.CA (the system's roots without one),
+// and files.Cert and files.Key, when given, are presented to the server.
+// Any file given requires TLS, whatever the URL's scheme; with no file,
+// a tls:// URL still asks for TLS against the system's roots.
+func WithTLS(files tlsconfig.Files) Option {
+	return func(d *dialSettings) { d.tls = files }
+}
+
 // Connect dials the NATS server at url, retrying with back-off and logging
 // each failure with the URL, until it connects or ctx ends. Once connected
-// the client reconnects by itself forever; disconnections are logged.
-func Connect(ctx context.Context, serverURL, name string, log *slog.Logger) (*nats.Conn, error) {
+// the client reconnects by itself forever; disconnections are logged. A
+// failure that retrying cannot mend (a TLS file that cannot be loaded, a
+// server certificate not trusted, a server requiring TLS the client does
+// not use or the reverse) is returned at once, wrapping ErrTLS.
+func Connect(ctx context.Context, serverURL, name string, log *slog.Logger, options ...Option) (*nats.Conn, error) {
 	if log == nil {
 		log = slog.Default()
+	}
+	var ds dialSettings
+	for _, o := range options {
+		if o != nil {
+			o(&ds)
+		}
 	}
 	shown := RedactURL(serverURL)
 	opts := []nats.Option{
@@ -71,6 +103,13 @@ func Connect(ctx context.Context, serverURL, name string, log *slog.Logger) (*na
 			log.Warn("NATS async error", "url", shown, "subject", subj, "err", err)
 		}),
 	}
+	if !ds.tls.IsZero() {
+		cfg, err := ds.tls.Client("")
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrTLS, err)
+		}
+		opts = append(opts, nats.Secure(cfg))
+	}
 	delay := time.Duration(0)
 	for attempt := 1; ; attempt++ {
 		nc, err := nats.Connect(serverURL, opts...)
@@ -80,6 +119,9 @@ func Connect(ctx context.Context, serverURL, name string, log *slog.Logger) (*na
 			}
 			return nc, nil
 		}
+		if terr := tlsFailure(err, shown, ds.tls); terr != nil {
+			return nil, terr
+		}
 		delay = DefaultBackoff.Next(delay)
 		log.Warn("cannot reach NATS; retrying", "url", shown, "attempt", attempt, "retry_in", delay, "err", err)
 		select {
@@ -88,6 +130,24 @@ func Connect(ctx context.Context, serverURL, name string, log *slog.Logger) (*na
 		case <-time.After(delay):
 		}
 	}
+}
+
+// tlsFailure returns the error to give up with when err is a TLS failure
+// retrying cannot mend, and nil otherwise.
+func tlsFailure(err error, shown string, files tlsconfig.Files) error {
+	if explained := tlsconfig.Explain(err, shown, files.CA); errors.Is(explained, tlsconfig.ErrUntrusted) {
+		return fmt.Errorf("%w: %s: %w", ErrTLS, shown, explained)
+	}
+	var alert tls.AlertError
+	switch {
+	case errors.Is(err, nats.ErrSecureConnRequired):
+		return fmt.Errorf("%w: %s requires TLS: give its CA (--nats-ca) or a tls:// URL: %w", ErrTLS, shown, err)
+	case errors.Is(err, nats.ErrSecureConnWanted):
+		return fmt.Errorf("%w: %s does not offer TLS, but TLS was asked for (a tls:// URL or --nats-ca/--nats-cert): %w", ErrTLS, shown, err)
+	case errors.As(err, &alert) || strings.Contains(err.Error(), "remote error: tls:"):
+		return fmt.Errorf("%w: %s refused the TLS handshake (does it require a client certificate, --nats-cert and --nats-key, signed by its CA?): %w", ErrTLS, shown, err)
+	}
+	return nil
 }
 
 // RedactURL hides any password or token in a server URL for logs and errors.

@@ -4,7 +4,9 @@
 package embedded
 
 import (
+	"crypto/tls"
 	"fmt"
+	"net/url"
 	"os"
 	"time"
 
@@ -22,6 +24,31 @@ type Options struct {
 	ServerName string
 	// MaxPayload overrides the server's maximum message size (0 = default).
 	MaxPayload int32
+	// TLS, if set, makes client connections use TLS with this
+	// configuration (tlsconfig.Files.Server builds one): clients without
+	// TLS are refused, and with ClientAuth set to
+	// tls.RequireAndVerifyClientCert so are clients without a
+	// certificate the configuration's ClientCAs signed.
+	TLS *tls.Config
+	// Cluster, if set, makes the server a node of a cluster.
+	Cluster *Cluster
+}
+
+// Cluster configures the cluster routes of an embedded server.
+type Cluster struct {
+	// Name is the cluster's name, the same on every node.
+	Name string
+	// Host and Port the routes listen on; Port 0 picks a free port.
+	Host string
+	Port int
+	// Routes are the nats-route:// URLs of the other nodes (a node skips
+	// the route to itself).
+	Routes []string
+	// TLS, if set, makes routes use TLS with this configuration, which is
+	// used both to accept routes and to dial them: it must hold a
+	// certificate valid for both uses, ClientCAs (to verify the nodes
+	// dialling in) and RootCAs (to verify the nodes dialled).
+	TLS *tls.Config
 }
 
 // Server is a running embedded NATS server.
@@ -57,6 +84,34 @@ func Start(opts Options) (*Server, error) {
 		NoLog:      true,
 		MaxPayload: opts.MaxPayload,
 	}
+	if opts.TLS != nil {
+		sopts.TLSConfig = opts.TLS
+		sopts.TLS = true
+		sopts.TLSVerify = opts.TLS.ClientAuth == tls.RequireAndVerifyClientCert
+		sopts.TLSTimeout = 5
+	}
+	if c := opts.Cluster; c != nil {
+		sopts.Cluster.Name = c.Name
+		sopts.Cluster.Host = c.Host
+		if sopts.Cluster.Host == "" {
+			sopts.Cluster.Host = opts.Host
+		}
+		sopts.Cluster.Port = c.Port
+		if c.Port == 0 {
+			sopts.Cluster.Port = server.RANDOM_PORT
+		}
+		for _, r := range c.Routes {
+			u, err := url.Parse(r)
+			if err != nil {
+				return nil, fmt.Errorf("embedded nats: route %q: %w", r, err)
+			}
+			sopts.Routes = append(sopts.Routes, u)
+		}
+		if c.TLS != nil {
+			sopts.Cluster.TLSConfig = c.TLS
+			sopts.Cluster.TLSTimeout = 5
+		}
+	}
 	srv, err := server.NewServer(sopts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
@@ -67,6 +122,15 @@ func Start(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("embedded nats: not ready after 15s (store %s)", opts.StoreDir)
 	}
 	return &Server{srv: srv}, nil
+}
+
+// ClusterAddr is the host:port the server's routes listen on ("" outside
+// a cluster).
+func (s *Server) ClusterAddr() string {
+	if a := s.srv.ClusterAddr(); a != nil {
+		return a.String()
+	}
+	return ""
 }
 
 // URL is the client URL of the server.
