@@ -86,6 +86,15 @@ func Redis(t testing.TB) string {
 // port, stopped when the test ends, and returns its URL.
 func PrivateRedis(t testing.TB) string {
 	t.Helper()
+	return "redis://" + startRedis(t, "--port") + "/0"
+}
+
+// startRedis starts a redis-server listening on a free port of 127.0.0.1
+// given by portFlag (--port or --tls-port) with extra arguments, stopped
+// when the test ends, and returns its host:port once it accepts
+// connections.
+func startRedis(t testing.TB, portFlag string, extra ...string) string {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		Missing(t, "redis-server")
@@ -95,10 +104,12 @@ func PrivateRedis(t testing.TB) string {
 		t.Fatalf("free port: %v", err)
 	}
 	dir := t.TempDir()
-	cmd := exec.Command(bin,
-		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+	args := append([]string{
+		"--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", dir,
-		"--protected-mode", "no")
+		"--protected-mode", "no"}, extra...)
+	args = append(args, portFlag, strconv.Itoa(port))
+	cmd := exec.Command(bin, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatalf("redis-server pipe: %v", err)
@@ -110,16 +121,25 @@ func PrivateRedis(t testing.TB) string {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
+	lines := make(chan string, 64)
 	go func() { // drain so the server never blocks on a full pipe
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
 		}
 	}()
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	if err := WaitTCP(context.Background(), addr, 10*time.Second); err != nil {
-		t.Fatalf("redis-server on %s: %v", addr, err)
+		var log []string
+		for len(lines) > 0 {
+			log = append(log, <-lines)
+		}
+		t.Fatalf("redis-server %s on %s: %v\n%s", strings.Join(args, " "), addr, err, strings.Join(log, "\n"))
 	}
-	return "redis://" + addr + "/0"
+	return addr
 }
 
 // FreePort asks the kernel for a free TCP port on the loopback interface.

@@ -53,3 +53,20 @@ func NATSTLS(t testing.TB, certs string) *embedded.Server {
 	t.Cleanup(srv.Shutdown)
 	return srv
 }
+
+// RedisTLS starts a redis-server process of the test's own that serves
+// TLS only, on a free port of 127.0.0.1, with the "redis" certificate of
+// certs (a Certs directory), requiring clients to present a certificate
+// its CA signed, and with the users of aclFile (a users.acl file; ""
+// keeps Redis's default user). It returns the host:port; the server is
+// stopped when the test ends.
+func RedisTLS(t testing.TB, certs, aclFile string) string {
+	t.Helper()
+	f := CertFiles(certs, "redis")
+	args := []string{"--port", "0", "--tls-cert-file", f.Cert, "--tls-key-file", f.Key,
+		"--tls-ca-cert-file", f.CA, "--tls-auth-clients", "yes"}
+	if aclFile != "" {
+		args = append(args, "--aclfile", aclFile)
+	}
+	return startRedis(t, "--tls-port", args...)
+}

@@ -41,6 +41,7 @@ import (
 
 	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/state/internal/backend"
+	"github.com/supervisorhq/supervisor/shared/tlsconfig"
 )
 
 // DefaultPrefix is the key prefix used unless WithPrefix overrides it.
@@ -56,8 +57,20 @@ const maxTxAttempts = 100
 type Option func(*config)
 
 type config struct {
-	prefix string
-	epochs EpochSource
+	prefix       string
+	epochs       EpochSource
+	tls          tlsconfig.Files
+	passwordFile string
+}
+
+func newConfig(opts []Option) config {
+	c := config{prefix: DefaultPrefix}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	return c
 }
 
 // EpochSource is a durable counter outside Redis from which a store draws
@@ -91,32 +104,33 @@ type Store struct {
 var _ state.Store = (*Store)(nil)
 
 // Open connects to the Redis server at url (redis://, rediss:// or unix://,
-// as accepted by redis.ParseURL) and pings it, retrying with backoff for up
-// to DefaultOpenTimeout or until ctx ends. If the server cannot be reached the error wraps
-// state.ErrUnavailable and names url with any password redacted. The
-// returned Store owns its client; Close closes it.
+// as accepted by redis.ParseURL, with the TLS and password settings of
+// ClientOptions) and pings it, retrying with backoff for up to
+// DefaultOpenTimeout or until ctx ends. If the server cannot be reached
+// the error wraps state.ErrUnavailable; if it refuses the user or the TLS
+// handshake fails the error says so. Either names url with any password
+// redacted. The returned Store owns its client; Close closes it.
 func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
-	c := config{prefix: DefaultPrefix}
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
-	}
+	c := newConfig(opts)
 	shown := RedactURL(url)
-	ropts, err := redis.ParseURL(url)
+	ropts, err := c.clientOptions(url)
 	if err != nil {
-		return nil, fmt.Errorf("redisstate: invalid Redis URL %s: %w", shown, stripURL(err))
+		return nil, err
 	}
-	if err := ping(ctx, *ropts, DefaultOpenTimeout); err != nil {
+	if err := ping(ctx, *ropts, DefaultOpenTimeout, func(err error) error { return c.explain(err, ropts) }); err != nil {
+		if refused := c.explain(err, ropts); refused != nil {
+			return nil, fmt.Errorf("redisstate: Redis at %s: %w", shown, refused)
+		}
 		return nil, fmt.Errorf("redisstate: Redis at %s unreachable: %w: %w", shown, state.ErrUnavailable, err)
 	}
 	return &Store{client: redis.NewClient(ropts), prefix: c.prefix, epochs: c.epochs}, nil
 }
 
-// ping pings the server opts names until it answers, ctx ends or timeout
-// passes. It uses its own client without the library's internal retries so
+// ping pings the server opts names until it answers, ctx ends, timeout
+// passes or permanent (non-nil for an error retrying cannot mend) says to
+// stop. It uses its own client without the library's internal retries so
 // that it controls the backoff and reports the real cause of a failure.
-func ping(ctx context.Context, opts redis.Options, timeout time.Duration) error {
+func ping(ctx context.Context, opts redis.Options, timeout time.Duration, permanent func(error) error) error {
 	opts.MaxRetries = -1
 	opts.DialerRetries = 1
 	opts.PoolSize = 1
@@ -131,6 +145,9 @@ func ping(ctx context.Context, opts redis.Options, timeout time.Duration) error 
 		err := client.Ping(ctx).Err()
 		if err == nil {
 			return nil
+		}
+		if permanent(err) != nil {
+			return err
 		}
 		if ctx.Err() == nil || last == nil {
 			last = err
