@@ -20,11 +20,14 @@ import (
 // DefaultNATSURL is where every binary looks for NATS unless told otherwise.
 const DefaultNATSURL = "nats://127.0.0.1:4222"
 
-// AddConnectionFlags adds the flags every binary shares: where NATS and
-// Redis are, and the JetStream parameters.
+// AddConnectionFlags adds the flags every runner shares: where NATS and
+// Redis are, their TLS and password settings, and the JetStream
+// parameters.
 func AddConnectionFlags(fs *pflag.FlagSet) {
 	fs.String("nats", DefaultNATSURL, "NATS server URL(s), comma-separated")
-	fs.String("redis-url", "", "Redis URL for locks, cache and breakers (empty: JetStream KV)")
+	fs.String("redis-url", "", "Redis URL (redis:// or rediss://, with the ACL user: rediss://worker@redis:6380/0) for locks, cache and breakers (empty: JetStream KV)")
+	AddNATSTLSFlags(fs)
+	AddRedisSecurityFlags(fs)
 	fs.Int("replicas", 1, "replicas of JetStream streams and buckets (3 on a cluster)")
 	fs.Duration("ack-wait", 30*time.Second, "time a job may go without a heartbeat before it is redelivered")
 	fs.Int("max-deliver", 5, "deliveries of a job before it is dead-lettered")
@@ -121,7 +124,9 @@ func BusConfig(v *viper.Viper) bus.Config {
 func SettingsFrom(v *viper.Viper, log *slog.Logger, p Profile) (Settings, error) {
 	s := Settings{
 		NATSURL:     v.GetString("nats"),
+		NATSTLS:     NATSTLS(v),
 		RedisURL:    v.GetString("redis-url"),
+		Redis:       RedisOptions(v),
 		DataDir:     v.GetString("data-dir"),
 		SandboxPath: v.GetString("sandbox-path"),
 		ProcessUser: v.GetString("sandbox-process-user"),

@@ -18,6 +18,8 @@ import (
 	"github.com/supervisorhq/supervisor/shared/sandbox"
 	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/state/backends"
+	"github.com/supervisorhq/supervisor/shared/state/redisstate"
+	"github.com/supervisorhq/supervisor/shared/tlsconfig"
 	"github.com/supervisorhq/supervisor/shared/workspace"
 )
 
@@ -42,8 +44,13 @@ const engineCheckTimeout = 10 * time.Second
 
 // Settings are the connection and host settings every runner binary takes.
 type Settings struct {
-	NATSURL  string
+	NATSURL string
+	// NATSTLS are the TLS files of the connection to NATS (none: TLS only
+	// with a tls:// URL).
+	NATSTLS  tlsconfig.Files
 	RedisURL string
+	// Redis are the TLS and password settings of the connection to Redis.
+	Redis []redisstate.Option
 	// DataDir holds the mirror cache, job workspaces and sandbox caches.
 	DataDir string
 	// SandboxPath is the PATH inside the process sandbox; empty means the
@@ -108,11 +115,11 @@ func Setup(ctx context.Context, s Settings, name string) (Deps, func(), error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	b, err := bus.Open(ctx, s.NATSURL, name, s.Bus, log)
+	b, err := bus.Open(ctx, s.NATSURL, name, s.Bus, log, bus.WithTLS(s.NATSTLS))
 	if err != nil {
 		return Deps{}, nil, err
 	}
-	store, err := backends.Open(ctx, s.RedisURL, b.JS, s.Bus.Replicas)
+	store, err := backends.Open(ctx, s.RedisURL, b.JS, s.Bus.Replicas, s.Redis...)
 	if err != nil {
 		b.Close()
 		return Deps{}, nil, err

@@ -36,6 +36,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/supervisorhq/supervisor/shared/state/redisstate"
 )
 
 // Scenario names, in the order they run.
@@ -142,6 +144,9 @@ type Config struct {
 	// RedisURL, if set, adds a cache hit against Redis to the cache-key
 	// scenario.
 	RedisURL string
+	// Redis are the TLS and password settings of the connection to
+	// RedisURL.
+	Redis []redisstate.Option
 
 	// GateTasks is the number of tasks, one gate each, of each gate-scale
 	// measurement (at most MaxTasksPerWorkflow).

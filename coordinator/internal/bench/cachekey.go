@@ -217,7 +217,7 @@ func (r *runner) runCacheKey(ctx context.Context, fs *fleetSession) (*CacheKeyRe
 	hit.Description = "gatecache.Cache.Get of a stored entry from the fleet's JetStream KV bucket, over a NATS client connection"
 	rep.Ops = append(rep.Ops, hit)
 	if r.cfg.RedisURL != "" {
-		rs, err := redisstate.Open(ctx, r.cfg.RedisURL, redisstate.WithPrefix("sup-bench-"+randomHex(6)+":"))
+		rs, err := redisstate.Open(ctx, r.cfg.RedisURL, append(append([]redisstate.Option(nil), r.cfg.Redis...), redisstate.WithPrefix("sup-bench-"+randomHex(6)+":"))...)
 		if err != nil {
 			return nil, err
 		}

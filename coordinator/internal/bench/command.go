@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/supervisorhq/supervisor/shared/config"
+	"github.com/supervisorhq/supervisor/shared/jobrun"
 )
 
 // Exit codes of supervisor-bench.
@@ -152,7 +153,7 @@ the scenario is skipped, unless --scenarios names it.
 				WorkDir: v.GetString("dir"), MaxWait: v.GetDuration("max-wait"),
 				FleetLog: fleetLog, Progress: cmd.ErrOrStderr(),
 				RepoFiles: v.GetInt("repo-files"), ChangedFiles: v.GetInt("changed-files"),
-				KeyIterations: v.GetInt("key-iterations"), RedisURL: v.GetString("redis-url"),
+				KeyIterations: v.GetInt("key-iterations"), RedisURL: v.GetString("redis-url"), Redis: jobrun.RedisOptions(v),
 				GateTasks: v.GetInt("gate-tasks"), GateSleep: v.GetDuration("gate-sleep"), GateRunners: runners,
 				BinDir: binDir, GateSandbox: v.GetString("gate-sandbox"),
 				SandboxImage: v.GetString("sandbox-image"), SandboxCommand: sandboxArgv(command),
@@ -193,7 +194,8 @@ the scenario is skipped, unless --scenarios names it.
 	fs.Int("repo-files", 10000, "files in the cache-key scenario's generated repository")
 	fs.Int("changed-files", 5, "files of that repository changed, and left uncommitted, before measuring")
 	fs.Int("key-iterations", 20, "runs of each cache-key operation")
-	fs.String("redis-url", "", "also measure a cache hit against this Redis (keys under a prefix of the bench's own, removed)")
+	fs.String("redis-url", "", "also measure a cache hit against this Redis (keys under a prefix of the bench's own, removed; a user with a role's ACL cannot write them)")
+	jobrun.AddRedisSecurityFlags(fs)
 	fs.Int("gate-tasks", 24, "tasks, one gate each, per gate-scale measurement")
 	fs.Duration("gate-sleep", 500*time.Millisecond, "what each gate-scale gate sleeps")
 	fs.IntSlice("gate-runners", []int{1, 2, 4}, "gate runner process counts gate-scale measures, increasing")

@@ -103,6 +103,7 @@ in flight).`,
 	root.SetErr(stderr)
 	config.AddConfigFlag(root.PersistentFlags())
 	root.PersistentFlags().String("nats", jobrun.DefaultNATSURL, "NATS server URL(s), comma-separated")
+	jobrun.AddNATSTLSFlags(root.PersistentFlags())
 	root.PersistentFlags().Duration("timeout", 30*time.Second, "how long to wait for NATS and the coordinator to answer")
 	addGateSourceFlags(root.PersistentFlags())
 	addContextFlags(root.PersistentFlags())
@@ -142,7 +143,7 @@ func (e *env) connect(ctx context.Context) (*nats.Conn, *api.Client, error) {
 	cctx, cancel := context.WithTimeout(ctx, e.v.GetDuration("timeout"))
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	nc, err := bus.Connect(cctx, e.v.GetString("nats"), "supervisor-cli", quiet)
+	nc, err := bus.Connect(cctx, e.v.GetString("nats"), "supervisor-cli", quiet, bus.WithTLS(jobrun.NATSTLS(e.v)))
 	if err != nil {
 		return nil, nil, &ExitError{Code: ExitUnavailable, Err: err}
 	}

@@ -52,12 +52,12 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 			if err != nil {
 				return &ExitError{Code: ExitUsage, Err: err}
 			}
-			b, err := bus.Open(ctx, e.v.GetString("nats"), "supervisor-coordinator", bcfg, e.log)
+			b, err := bus.Open(ctx, e.v.GetString("nats"), "supervisor-coordinator", bcfg, e.log, bus.WithTLS(jobrun.NATSTLS(e.v)))
 			if err != nil {
 				return &ExitError{Code: ExitUnavailable, Err: err}
 			}
 			defer b.Close()
-			store, err := backends.Open(ctx, e.v.GetString("redis-url"), b.JS, e.v.GetInt("replicas"))
+			store, err := backends.Open(ctx, e.v.GetString("redis-url"), b.JS, e.v.GetInt("replicas"), jobrun.RedisOptions(e.v)...)
 			if err != nil {
 				return &ExitError{Code: ExitUnavailable, Err: err}
 			}
@@ -154,7 +154,8 @@ func (e *env) repoRoots(def string) (reporoots.Roots, error) {
 // addServiceFlags adds the flags of commands that run the coordinator.
 func addServiceFlags(cmd *cobra.Command) {
 	fs := cmd.Flags()
-	fs.String("redis-url", "", "Redis URL for locks, cache and breakers (empty: JetStream KV)")
+	fs.String("redis-url", "", "Redis URL (redis:// or rediss://, with the ACL user: rediss://coordinator@redis:6380/0) for locks, cache and breakers (empty: JetStream KV)")
+	jobrun.AddRedisSecurityFlags(fs)
 	fs.Int("replicas", 1, "replicas of JetStream streams and buckets (3 on a cluster)")
 	fs.Duration("ack-wait", 30e9, "time a job may go without a heartbeat before it is redelivered")
 	fs.Int("max-deliver", 5, "deliveries of a job before it is dead-lettered")

@@ -17,17 +17,18 @@ import (
 // the JetStream KV bucket reached through js. A Redis store draws its
 // fencing epochs from that bucket (redisstate.WithEpochs), so its tokens
 // keep increasing if Redis loses its data. With Redis and a nil js the
-// tokens restart at 1 after such a loss.
-func Open(ctx context.Context, redisURL string, js jetstream.JetStream, replicas int) (state.Store, error) {
+// tokens restart at 1 after such a loss. opts are the Redis connection's
+// TLS and password settings (redisstate.WithTLS, WithPasswordFile).
+func Open(ctx context.Context, redisURL string, js jetstream.JetStream, replicas int, opts ...redisstate.Option) (state.Store, error) {
 	if redisURL != "" {
 		if js == nil {
-			return redisstate.Open(ctx, redisURL)
+			return redisstate.Open(ctx, redisURL, opts...)
 		}
 		kv, err := kvstate.New(ctx, js, kvstate.WithReplicas(max(replicas, 1)))
 		if err != nil {
 			return nil, fmt.Errorf("state: the bucket of fencing epochs: %w", err)
 		}
-		return redisstate.Open(ctx, redisURL, redisstate.WithEpochs(kv))
+		return redisstate.Open(ctx, redisURL, append(append([]redisstate.Option(nil), opts...), redisstate.WithEpochs(kv))...)
 	}
 	return kvstate.New(ctx, js, kvstate.WithReplicas(max(replicas, 1)))
 }
