@@ -110,7 +110,7 @@ in flight).`,
 	addConfigSourceFlags(root.PersistentFlags())
 	telemetry.AddFlags(root.PersistentFlags())
 	root.AddCommand(newServe(), newDev(), newDemo(), newSubmit(), newPlan(), newRoles(), newTemplates(), newStatus(), newWatch(), newLogs(), newCancel(), newGate(),
-		newInbox(), newShow(), newApprove(), newReject(), newRetry(), newBreakers(), newResume(), newMerge(), newFleet())
+		newInbox(), newShow(), newApprove(), newReject(), newRetry(), newBreakers(), newResume(), newMerge(), newFleet(), newTLS())
 	root.AddCommand(newContext())
 	return root
 }
