@@ -158,6 +158,11 @@ type fleet struct {
 	// coordArgs are extra arguments of every `coordinator serve` started
 	// from then on, after the harness's own (so they override them).
 	coordArgs []string
+	// creds, when set (newSecureFleet), is the directory `coordinator tls
+	// init` wrote: NATS and Redis serve TLS only, Redis has an ACL user
+	// per service, and every process connects with its role's files.
+	creds     string
+	redisAddr string
 
 	mu    sync.Mutex
 	procs []*proc
@@ -352,7 +357,7 @@ func (f *fleet) startCoordinator(name, dataDir string) *proc {
 	// fleet-wide pause would stop them (its own tests are in cli and
 	// statemachine).
 	args := []string{"serve",
-		"--nats", f.natsURL, "--redis-url", f.redisURL,
+		"--nats", f.natsURL, "--redis-url", f.redisURLOf("coordinator"),
 		"--data-dir", filepath.Join(f.dir, "data", dataDir), "--id", name,
 		"--ack-wait", f.ackWait, "--max-failures-per-hour", "1000"}
 	if !hasFlag(f.coordArgs, "--repo-roots") {
@@ -361,6 +366,7 @@ func (f *fleet) startCoordinator(name, dataDir string) *proc {
 		// repeated --repo-roots adds a root, so a test's own replaces it.)
 		args = append(args, "--repo-roots", os.TempDir())
 	}
+	args = append(args, f.securityArgs("coordinator")...)
 	args = append(args, f.coordArgs...)
 	return f.start(name, "coordinator", args...)
 }
@@ -391,10 +397,11 @@ func (f *fleet) waitCoordinator(p *proc, timeout time.Duration) {
 func (f *fleet) runner(bin, name string, extra ...string) *proc {
 	f.t.Helper()
 	args := append([]string{
-		"--nats", f.natsURL, "--redis-url", f.redisURL,
+		"--nats", f.natsURL, "--redis-url", f.redisURLOf(bin),
 		"--data-dir", filepath.Join(f.dir, "data", name), "--host-id", name,
 		"--sandbox-path", sandboxPath, "--sandbox", "process", "--ack-wait", f.ackWait, "--drain-timeout", "5s",
-	}, extra...)
+	}, f.securityArgs(bin)...)
+	args = append(args, extra...)
 	p := f.start(name, bin, args...)
 	waitFor(f.t, 30*time.Second, name+" to pull jobs", func() bool {
 		if p.exited() {
@@ -429,6 +436,9 @@ func (r result) String() string {
 // args name another with --nats) and returns its output and exit code.
 func (f *fleet) cli(timeout time.Duration, args ...string) result {
 	f.t.Helper()
+	if f.creds != "" && !hasFlag(args, "--nats-ca") {
+		args = append(append([]string(nil), args...), f.securityArgs("cli")...)
+	}
 	return runCLI(f.t, f.dir, f.natsURL, timeout, args...)
 }
 
