@@ -139,6 +139,12 @@ export SUPERVISOR_SANDBOX_DATA_DIR ?= $(CURDIR)/.data/compose-sandbox
 export SUPERVISOR_DOCKER_GID ?= $(shell stat -c %g /var/run/docker.sock 2>/dev/null)
 endif
 
+# The fleet's certificates and Redis users (scripts/compose-creds.sh), generated
+# at the first compose-up and kept (git-ignored); compose.yaml mounts each
+# service's part. The host's CLI uses tls/cli.
+export SUPERVISOR_CREDS_DIR ?= $(CURDIR)/.data/compose-creds
+COMPOSE_CLI_TLS = --nats-ca $(SUPERVISOR_CREDS_DIR)/tls/cli/ca.crt --nats-cert $(SUPERVISOR_CREDS_DIR)/tls/cli/cli.crt --nats-key $(SUPERVISOR_CREDS_DIR)/tls/cli/cli.key
+
 .PHONY: images compose-up compose-demo compose-down test-compose chaos
 
 ## images: supervisor/{coordinator,worker,gaterunner,nats,redis,prometheus,sandbox-base,sandbox-go}, built locally (nothing pulled)
@@ -146,9 +152,10 @@ endif
 images:
 	GO="$(GO)" deploy/images/build.sh
 
-## compose-up: build the images, start compose.yaml's fleet and wait for the coordinator
+## compose-up: build the images, generate the fleet's certificates and Redis users (once), start compose.yaml's fleet over TLS and wait for the coordinator
 # make compose-up COMPOSE_UP_FLAGS="--scale worker=4 --scale gaterunner=3"; COMPOSE_SANDBOX=docker: gates in Docker sandboxes
-compose-up: images
+compose-up: images build
+	scripts/compose-creds.sh "$(SUPERVISOR_CREDS_DIR)" "$(BIN)/coordinator"
 ifeq ($(COMPOSE_SANDBOX),docker)
 	@# the runners' data directory on this host, owned by their uid (chown'd in a container: no sudo)
 	mkdir -p "$(SUPERVISOR_SANDBOX_DATA_DIR)"
@@ -162,12 +169,12 @@ endif
 	done; \
 	$(COMPOSE) $(COMPOSE_FILE_FLAGS) ps; \
 	port=$$($(COMPOSE) $(COMPOSE_FILE_FLAGS) port nats-1 4222); \
-	echo "NATS at nats://$$port — make compose-demo runs the demo workflow on it; or bin/coordinator submit WORKFLOW --repo REPO --nats nats://$$port --wait"; \
+	echo "NATS at tls://$$port — make compose-demo runs the demo workflow on it; or bin/coordinator submit WORKFLOW --repo REPO --nats tls://$$port $(COMPOSE_CLI_TLS) --wait"; \
 	echo "Prometheus at http://$$($(COMPOSE) $(COMPOSE_FILE_FLAGS) port prometheus 9090) (the fleet's metrics: docs/metrics.md)"
 
 ## compose-demo: submit the demo workflow (make run's) to the fleet compose-up started
 compose-demo: build
-	$(BIN)/coordinator demo --fleet --nats nats://$$($(COMPOSE) $(COMPOSE_FILE_FLAGS) port nats-1 4222 | sed 's/^0.0.0.0:/127.0.0.1:/')
+	$(BIN)/coordinator demo --fleet --nats tls://$$($(COMPOSE) $(COMPOSE_FILE_FLAGS) port nats-1 4222 | sed 's/^0.0.0.0:/127.0.0.1:/') $(COMPOSE_CLI_TLS)
 
 ## compose-down: stop and remove the fleet's containers and network (volumes stay: docker-compose -f compose.yaml down -v)
 compose-down:

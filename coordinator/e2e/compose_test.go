@@ -69,6 +69,7 @@ type composeFleet struct {
 	files   []string // -f arguments
 	env     []string // the Compose tool's environment
 	natsURL string   // the published client port of nats-1, from this host
+	creds   string   // the fleet's certificates and Redis users (scripts/compose-creds.sh)
 	promURL string   // the published Prometheus API, from this host
 	dir     string
 }
@@ -167,6 +168,7 @@ func newComposeFleet(t *testing.T, opts composeOptions) *composeFleet {
 	)
 	c.env = append(c.env, opts.env...)
 	c.removeStale()
+	c.makeCreds()
 
 	// Registered before `up`, so a half-started project goes too.
 	t.Cleanup(func() {
@@ -189,6 +191,32 @@ func newComposeFleet(t *testing.T, opts composeOptions) *composeFleet {
 	return c
 }
 
+// makeCreds generates the fleet's certificates and Redis users as `make
+// compose-up` does (scripts/compose-creds.sh, which hands each service's
+// files to its container's uid) in the test's directory, for the Compose
+// tool's SUPERVISOR_CREDS_DIR. When the test ends they are handed back to
+// this process's uid, so that its temporary directory can be removed.
+func (c *composeFleet) makeCreds() {
+	t := c.t
+	t.Helper()
+	c.creds = filepath.Join(c.dir, "creds")
+	t.Cleanup(func() {
+		owner := strconv.Itoa(os.Getuid()) + ":" + strconv.Itoa(os.Getgid())
+		base := os.Getenv("SUPERVISOR_SANDBOX_BASE_IMAGE")
+		if base == "" {
+			base = "supervisor/sandbox-base:latest"
+		}
+		if r := c.run(time.Minute, "docker", "run", "--rm", "--network", "none", "--user", "0", "--entrypoint", "chown",
+			"-v", c.creds+":/d", base, "-R", owner, "/d"); r.code != 0 {
+			t.Errorf("hand the fleet's credentials back to %s: exit %d\n%s%s", owner, r.code, r.stdout, r.stderr)
+		}
+	})
+	if r := c.run(2*time.Minute, filepath.Join(c.root, "scripts", "compose-creds.sh"), c.creds, filepath.Join(binDir, "coordinator")); r.code != 0 {
+		t.Fatalf("scripts/compose-creds.sh: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	c.env = append(c.env, "SUPERVISOR_CREDS_DIR="+c.creds)
+}
+
 // start runs `up -d` and waits until the coordinator answers and every
 // runner pulls jobs.
 func (c *composeFleet) start() {
@@ -203,7 +231,7 @@ func (c *composeFleet) start() {
 	if r.code != 0 || addr == "" || strings.HasSuffix(addr, ":0") {
 		t.Fatalf("compose port nats-1 4222: exit %d: %q %s", r.code, addr, r.stderr)
 	}
-	c.natsURL = "nats://" + strings.Replace(addr, "0.0.0.0:", "127.0.0.1:", 1)
+	c.natsURL = "tls://" + strings.Replace(addr, "0.0.0.0:", "127.0.0.1:", 1)
 	r = c.compose(time.Minute, "port", "prometheus", "9090")
 	if addr = strings.TrimSpace(r.stdout); r.code != 0 || addr == "" || strings.HasSuffix(addr, ":0") {
 		t.Fatalf("compose port prometheus 9090: exit %d: %q %s", r.code, addr, r.stderr)
@@ -287,6 +315,11 @@ func (c *composeFleet) hostnames(service string) map[string]string {
 // the fleet's published NATS port.
 func (c *composeFleet) cli(timeout time.Duration, args ...string) result {
 	c.t.Helper()
+	if !hasFlag(args, "--nats-ca") {
+		cli := filepath.Join(c.creds, "tls", "cli")
+		args = append(append([]string(nil), args...), "--nats-ca", filepath.Join(cli, "ca.crt"),
+			"--nats-cert", filepath.Join(cli, "cli.crt"), "--nats-key", filepath.Join(cli, "cli.key"))
+	}
 	return runCLI(c.t, c.dir, c.natsURL, timeout, args...)
 }
 

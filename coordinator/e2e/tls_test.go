@@ -93,7 +93,7 @@ tasks:
       @end
 `
 
-// TestFleetOverTLS (TLS-01, TLS-04, REDIS-ACL-01, REDIS-ACL-03) runs a
+// TestFleetOverTLS (TLS-01, TLS-04, ACL-01, ACL-03) runs a
 // workflow on a fleet of separate processes where NATS and Redis accept
 // TLS only, with client certificates, and each service is its own Redis
 // ACL user: the coordinator, a worker and a gate runner do everything a

@@ -79,7 +79,7 @@ func (s aclServer) raw(t *testing.T, role string) *redis.Client {
 	return c
 }
 
-// TestACLRoles (REDIS-ACL-01, REDIS-ACL-02, TLS-04) runs, as each role's
+// TestACLRoles (ACL-01, ACL-02, TLS-04) runs, as each role's
 // ACL user over TLS, the store operations that role performs, and checks
 // that what it must not do is refused with NOPERM.
 func TestACLRoles(t *testing.T) {
@@ -185,7 +185,7 @@ func TestACLRoles(t *testing.T) {
 	}
 }
 
-// TestACLRefusals (REDIS-ACL-03, TLS-04): a wrong password, another
+// TestACLRefusals (ACL-03, TLS-04): a wrong password, another
 // role's password, a missing password file and a client that does not
 // trust the server's CA are refused at once with errors that say what
 // was refused and name the URL without its password.
