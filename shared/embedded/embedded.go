@@ -133,7 +133,7 @@ func (s *Server) ClusterAddr() string {
 	return ""
 }
 
-// URL is the client URL of the server.
+// URL is the client URL of the server: tls://… when it serves TLS.
 func (s *Server) URL() string { return s.srv.ClientURL() }
 
 // Shutdown stops the server and waits for it to finish.

@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/dashboard"
 	"github.com/supervisorhq/supervisor/coordinator/internal/fleet"
+	"github.com/supervisorhq/supervisor/coordinator/internal/tlscreds"
+	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/metrics"
+	"github.com/supervisorhq/supervisor/shared/tlsconfig"
 )
 
 func newDev() *cobra.Command {
@@ -23,7 +27,8 @@ nats-server with JetStream (files under --data-dir), keeps locks, cache and
 breakers in a JetStream KV bucket, and runs the coordinator, one worker and one
 gate runner in-process (the same code as the separate binaries). Submit work to it
 from another terminal with 'coordinator submit'. Other workers and gate runners
-may join it over --listen.`,
+may join it over --listen; with --tls-dir (a directory 'coordinator tls init'
+wrote) they must use TLS and present a certificate of its CA.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			e, err := load(cmd, "dev")
@@ -78,8 +83,13 @@ may join it over --listen.`,
 				return &ExitError{Code: ExitUnavailable, Err: err}
 			}
 			defer ms.Close() //nolint:errcheck // shutting down
+			tlsDir := e.v.GetString("tls-dir")
+			var serverTLS, clientTLS, cliTLS tlsconfig.Files
+			if tlsDir != "" {
+				serverTLS, clientTLS, cliTLS = devTLS(tlsDir, tlscreds.NATSServer), devTLS(tlsDir, "coordinator"), devTLS(tlsDir, "cli")
+			}
 			st, err := startFleet(ctx, fleet.Options{Gates: lower, RetryPolicies: policies, Strategies: strategies, Roles: roleSrc, Notify: notifierOf(notifier),
-				DataDir: e.v.GetString("data-dir"), Listen: e.v.GetString("listen"),
+				DataDir: e.v.GetString("data-dir"), Listen: e.v.GetString("listen"), ServerTLS: serverTLS, ClientTLS: clientTLS,
 				WorkerConcurrency: e.v.GetInt("worker-concurrency"), GateConcurrency: e.v.GetInt("gate-concurrency"),
 				SandboxPath: e.v.GetString("sandbox-path"), ProcessUser: e.v.GetString("sandbox-process-user"), Breakers: breakers, Log: e.log,
 				MaxFailuresPerHour: e.v.GetInt("max-failures-per-hour"), Prices: prices, RepoRoots: roots,
@@ -88,11 +98,15 @@ may join it over --listen.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(e.out, "supervisor dev: NATS at %s; submit with: coordinator submit FILE --repo PATH --nats %s\n", st.URL(), st.URL())
+			submitTLS := ""
+			if tlsDir != "" {
+				submitTLS = fmt.Sprintf(" --nats-ca %s --nats-cert %s --nats-key %s", cliTLS.CA, cliTLS.Cert, cliTLS.Key)
+			}
+			fmt.Fprintf(e.out, "supervisor dev: NATS at %s; submit with: coordinator submit FILE --repo PATH --nats %s%s\n", st.URL(), st.URL(), submitTLS)
 			if ms != nil {
 				fmt.Fprintf(e.out, "supervisor dev: metrics at http://%s%s\n", ms.Addr(), metrics.Path)
 			}
-			stopDashboard, err := e.startDashboard(ctx, cmd, st.URL(), nil, dashboard.DefaultListen, true)
+			stopDashboard, err := e.startDashboard(ctx, cmd, st.URL(), nil, dashboard.DefaultListen, true, bus.WithTLS(clientTLS))
 			if err != nil {
 				_ = st.Close()
 				return err
@@ -105,6 +119,7 @@ may join it over --listen.`,
 	fs := cmd.Flags()
 	fs.String("data-dir", "./.supervisor-dev", "where JetStream, mirrors and workspaces live")
 	fs.String("listen", "127.0.0.1:4222", "address the embedded NATS listens on (port 0 picks one)")
+	fs.String("tls-dir", "", "a directory 'coordinator tls init' wrote: the embedded NATS serves TLS only with DIR/tls/nats, requiring client certificates of its CA (the in-process services use DIR/tls/coordinator)")
 	fs.Int("worker-concurrency", 2, "agents run at once by the in-process worker")
 	fs.Int("gate-concurrency", 2, "gates run at once by the in-process gate runner")
 	fs.String("sandbox-path", "", "PATH inside the process sandbox (default: minimal base plus the host's Go)")
@@ -117,6 +132,12 @@ may join it over --listen.`,
 	metrics.AddFlag(fs, metrics.DefaultDev)
 	addDashboardFlags(cmd, dashboard.DefaultListen, true)
 	return cmd
+}
+
+// devTLS names the files of name in a 'coordinator tls init' directory.
+func devTLS(dir, name string) tlsconfig.Files {
+	d := tlscreds.TLSDir(dir, name)
+	return tlsconfig.Files{CA: filepath.Join(d, "ca.crt"), Cert: filepath.Join(d, name+".crt"), Key: filepath.Join(d, name+".key")}
 }
 
 // startFleet starts the embedded default, with start-up failures as exit

@@ -30,6 +30,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
+	"github.com/supervisorhq/supervisor/shared/tlsconfig"
 	"github.com/supervisorhq/supervisor/worker"
 )
 
@@ -46,7 +47,13 @@ type Options struct {
 	// runners' workspaces.
 	DataDir string
 	// Listen is the embedded NATS server's address (port 0 picks one).
-	Listen            string
+	Listen string
+	// ServerTLS, if it names a certificate and key, makes the embedded
+	// NATS server accept TLS connections only, with that certificate, and
+	// (with a CA) only from clients presenting a certificate the CA
+	// signed. ClientTLS are then the files of the fleet's own connection.
+	ServerTLS         tlsconfig.Files
+	ClientTLS         tlsconfig.Files
 	WorkerConcurrency int
 	GateConcurrency   int
 	// SandboxPath is PATH inside the runners' process sandbox ("" = the
@@ -118,12 +125,18 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: %w", ErrBadListen, o.Listen, err)
 	}
-	srv, err := embedded.Start(embedded.Options{Host: host, Port: port, StoreDir: filepath.Join(dataDir, "jetstream")})
+	eo := embedded.Options{Host: host, Port: port, StoreDir: filepath.Join(dataDir, "jetstream")}
+	if !o.ServerTLS.IsZero() {
+		if eo.TLS, err = o.ServerTLS.Server(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrNATS, err)
+		}
+	}
+	srv, err := embedded.Start(eo)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNATS, err)
 	}
 	f := &Fleet{srv: srv, log: o.Log}
-	f.bus, err = bus.Open(ctx, srv.URL(), "supervisor-dev", bus.Config{AckWait: o.AckWait}, o.Log)
+	f.bus, err = bus.Open(ctx, f.URL(), "supervisor-dev", bus.Config{AckWait: o.AckWait}, o.Log, bus.WithTLS(o.ClientTLS))
 	if err != nil {
 		srv.Shutdown()
 		return nil, err
@@ -187,7 +200,7 @@ func (f *Fleet) goRun(name string, fn func() error) {
 	}()
 }
 
-// URL is the embedded NATS server's client URL.
+// URL is the embedded NATS server's client URL (tls:// when it serves TLS).
 func (f *Fleet) URL() string { return f.srv.URL() }
 
 func (f *Fleet) closeConns() {
