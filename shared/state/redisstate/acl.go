@@ -24,7 +24,6 @@ var ACLRoles = []string{RoleCoordinator, RoleWorker, RoleGateRunner}
 // state-level names (globs): leases (lock and fencing counter), cache
 // entries written and read, cache entries only read.
 type grant struct {
-	commands   []string
 	leases     []string
 	cache      []string
 	cacheRead  []string

@@ -97,15 +97,15 @@ func (c config) explain(err error, ropts *redis.Options) error {
 	msg := err.Error()
 	switch {
 	case errors.As(err, &alert) || strings.Contains(msg, "remote error: tls:"):
-		return fmt.Errorf("Redis refused the TLS handshake (does it require a client certificate, --redis-cert and --redis-key, signed by its CA?): %w", err)
+		return fmt.Errorf("the server refused the TLS handshake (does it require a client certificate, --redis-cert and --redis-key, signed by its CA?): %w", err)
 	case strings.Contains(msg, "WRONGPASS"), strings.Contains(msg, "NOAUTH"), strings.Contains(msg, "invalid password"):
 		user := ropts.Username
 		if user == "" {
 			user = "default"
 		}
-		return fmt.Errorf("Redis refused user %q (wrong password, unknown or disabled user, or none given: the user is in the URL, the password in the URL or --redis-password-file): %w", user, err)
+		return fmt.Errorf("the server refused user %q (wrong password, unknown or disabled user, or none given: the user is in the URL, the password in the URL or --redis-password-file): %w", user, err)
 	case strings.Contains(msg, "NOPERM"):
-		return fmt.Errorf("Redis user %q lacks a permission it needs (see its ACL in docs/security.md): %w", ropts.Username, err)
+		return fmt.Errorf("user %q lacks a permission it needs (see its ACL in docs/security.md): %w", ropts.Username, err)
 	}
 	return nil
 }
