@@ -36,9 +36,16 @@ func TestEmbeddedFleetOverTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	if _, err := (&api.Client{NC: nc}).List(ctx); err != nil {
-		t.Errorf("list over TLS: %v", err)
-	}
+	var lastErr error
+	defer func() {
+		if t.Failed() && lastErr != nil {
+			t.Logf("last error: %v", lastErr)
+		}
+	}()
+	testkit.WaitFor(t, 30*time.Second, 100*time.Millisecond, "the API to answer over TLS", func() bool {
+		_, lastErr = (&api.Client{NC: nc}).List(ctx)
+		return lastErr == nil
+	})
 	if _, err := bus.Connect(ctx, f.URL(), "cli", quiet, bus.WithTLS(tlsconfig.Files{})); !errors.Is(err, bus.ErrTLS) {
 		t.Errorf("a client without the CA: err %v, want ErrTLS", err)
 	}
