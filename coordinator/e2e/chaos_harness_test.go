@@ -167,7 +167,11 @@ func (c *composeFleet) events(t *testing.T, wf string) []eventlog.Event {
 // port), as the CLI the tests run does: the one place the chaos suite's
 // own NATS clients are configured.
 func (c *composeFleet) connectNATS() (*nats.Conn, error) {
-	nc, err := nats.Connect(c.natsURL)
+	cfg, err := c.cliTLS().Client("")
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(c.natsURL, nats.Secure(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", c.natsURL, err)
 	}

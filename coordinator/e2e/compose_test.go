@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/supervisorhq/supervisor/shared/testkit"
+	"github.com/supervisorhq/supervisor/shared/tlsconfig"
 )
 
 // The Compose tests run the fleet of compose.yaml — a three-node NATS
@@ -191,6 +192,12 @@ func newComposeFleet(t *testing.T, opts composeOptions) *composeFleet {
 	return c
 }
 
+// cliTLS are the TLS files of this host's clients of the fleet (the CLI
+// role's, which scripts/compose-creds.sh leaves this user's).
+func (c *composeFleet) cliTLS() tlsconfig.Files {
+	return testkit.CertFiles(filepath.Join(c.creds, "tls"), "cli")
+}
+
 // makeCreds generates the fleet's certificates and Redis users as `make
 // compose-up` does (scripts/compose-creds.sh, which hands each service's
 // files to its container's uid) in the test's directory, for the Compose
@@ -316,9 +323,8 @@ func (c *composeFleet) hostnames(service string) map[string]string {
 func (c *composeFleet) cli(timeout time.Duration, args ...string) result {
 	c.t.Helper()
 	if !hasFlag(args, "--nats-ca") {
-		cli := filepath.Join(c.creds, "tls", "cli")
-		args = append(append([]string(nil), args...), "--nats-ca", filepath.Join(cli, "ca.crt"),
-			"--nats-cert", filepath.Join(cli, "cli.crt"), "--nats-key", filepath.Join(cli, "cli.key"))
+		f := c.cliTLS()
+		args = append(append([]string(nil), args...), "--nats-ca", f.CA, "--nats-cert", f.Cert, "--nats-key", f.Key)
 	}
 	return runCLI(c.t, c.dir, c.natsURL, timeout, args...)
 }
