@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/supervisorhq/supervisor/shared/natsauth"
 )
 
 // Options configures an embedded server.
@@ -22,6 +24,11 @@ type Options struct {
 	ServerName string
 	// MaxPayload overrides the server's maximum message size (0 = default).
 	MaxPayload int32
+	// Users, when set, turns authorization on: one nkey user per role with
+	// the role's permissions (natsauth), exactly as the configuration
+	// `coordinator creds init` writes gives a nats-server; anonymous
+	// connections are refused.
+	Users natsauth.Users
 }
 
 // Server is a running embedded NATS server.
@@ -57,6 +64,13 @@ func Start(opts Options) (*Server, error) {
 		NoLog:      true,
 		MaxPayload: opts.MaxPayload,
 	}
+	if opts.Users != nil {
+		users, err := NkeyUsers(opts.Users)
+		if err != nil {
+			return nil, fmt.Errorf("embedded nats: %w", err)
+		}
+		sopts.Nkeys = users
+	}
 	srv, err := server.NewServer(sopts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
@@ -76,4 +90,30 @@ func (s *Server) URL() string { return s.srv.ClientURL() }
 func (s *Server) Shutdown() {
 	s.srv.Shutdown()
 	s.srv.WaitForShutdown()
+}
+
+// NkeyUsers builds nats-server's nkey users for users: each role's public
+// key with the role's permissions (natsauth.Config renders the same for a
+// configuration file).
+func NkeyUsers(users natsauth.Users) ([]*server.NkeyUser, error) {
+	if err := users.Validate(); err != nil {
+		return nil, err
+	}
+	var out []*server.NkeyUser
+	for _, r := range natsauth.Roles() {
+		spec, err := natsauth.SpecOf(r)
+		if err != nil {
+			return nil, err
+		}
+		perms := &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: spec.Publish()},
+			Subscribe: &server.SubjectPermission{Allow: spec.Subscribe(users[r])},
+		}
+		if spec.AllowResponses {
+			perms.Response = &server.ResponsePermission{MaxMsgs: server.DEFAULT_ALLOW_RESPONSE_MAX_MSGS,
+				Expires: server.DEFAULT_ALLOW_RESPONSE_EXPIRATION}
+		}
+		out = append(out, &server.NkeyUser{Nkey: users[r], Permissions: perms})
+	}
+	return out, nil
 }

@@ -24,11 +24,17 @@ const DefaultNATSURL = "nats://127.0.0.1:4222"
 // Redis are, and the JetStream parameters.
 func AddConnectionFlags(fs *pflag.FlagSet) {
 	fs.String("nats", DefaultNATSURL, "NATS server URL(s), comma-separated")
+	AddNkeyFlag(fs)
 	fs.String("redis-url", "", "Redis URL for locks, cache and breakers (empty: JetStream KV)")
 	fs.Int("replicas", 1, "replicas of JetStream streams and buckets (3 on a cluster)")
 	fs.Duration("ack-wait", 30*time.Second, "time a job may go without a heartbeat before it is redelivered")
 	fs.Int("max-deliver", 5, "deliveries of a job before it is dead-lettered")
 	fs.Duration("artifact-ttl", 7*24*time.Hour, "how long bundles, patches and logs are kept in the object store")
+}
+
+// AddNkeyFlag adds --nats-nkey, the file of the binary's NATS credentials.
+func AddNkeyFlag(fs *pflag.FlagSet) {
+	fs.String("nats-nkey", "", "file of this program's NATS nkey (its role's file of `coordinator creds init DIR`; empty: no credentials)")
 }
 
 // AddRunnerFlags adds the flags workers and gate runners share.
@@ -121,6 +127,7 @@ func BusConfig(v *viper.Viper) bus.Config {
 func SettingsFrom(v *viper.Viper, log *slog.Logger, p Profile) (Settings, error) {
 	s := Settings{
 		NATSURL:     v.GetString("nats"),
+		NATSNkey:    v.GetString("nats-nkey"),
 		RedisURL:    v.GetString("redis-url"),
 		DataDir:     v.GetString("data-dir"),
 		SandboxPath: v.GetString("sandbox-path"),

@@ -13,8 +13,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/egress"
+	"github.com/supervisorhq/supervisor/shared/natsauth"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
 	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/state/backends"
@@ -42,7 +45,12 @@ const engineCheckTimeout = 10 * time.Second
 
 // Settings are the connection and host settings every runner binary takes.
 type Settings struct {
-	NATSURL  string
+	NATSURL string
+	// NATSNkey is the file of the runner's NATS nkey (--nats-nkey; ""
+	// connects without credentials), for Role.
+	NATSNkey string
+	// Role is the runner's NATS role (natsauth.Worker or GateRunner).
+	Role     natsauth.Role
 	RedisURL string
 	// DataDir holds the mirror cache, job workspaces and sandbox caches.
 	DataDir string
@@ -108,11 +116,18 @@ func Setup(ctx context.Context, s Settings, name string) (Deps, func(), error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	b, err := bus.Open(ctx, s.NATSURL, name, s.Bus, log)
+	b, err := bus.Open(ctx, s.NATSURL, name, s.Bus, log, bus.WithNkey(s.NATSNkey, s.Role))
 	if err != nil {
 		return Deps{}, nil, err
 	}
-	store, err := backends.Open(ctx, s.RedisURL, b.JS, s.Bus.Replicas)
+	var store state.Store
+	if s.NATSNkey != "" {
+		// The runner's role may not create the state bucket: the
+		// coordinator does, right after the streams.
+		store, err = attachState(ctx, s.RedisURL, b, log)
+	} else {
+		store, err = backends.Open(ctx, s.RedisURL, b.JS, s.Bus.Replicas)
+	}
 	if err != nil {
 		b.Close()
 		return Deps{}, nil, err
@@ -124,6 +139,31 @@ func Setup(ctx context.Context, s Settings, name string) (Deps, func(), error) {
 		return Deps{}, nil, err
 	}
 	return deps, func() { closeDeps(); store.Close(); b.Close() }, nil
+}
+
+// attachState binds the state store, waiting with back-off while the
+// coordinator has not created its bucket yet.
+func attachState(ctx context.Context, redisURL string, b *bus.Bus, log *slog.Logger) (state.Store, error) {
+	delay := time.Duration(0)
+	for {
+		store, err := backends.Attach(ctx, redisURL, b.JS)
+		if err == nil {
+			return store, nil
+		}
+		if d := bus.Denied(b.NC); d != nil {
+			return nil, fmt.Errorf("state store: %w", d)
+		}
+		if !errors.Is(err, jetstream.ErrBucketNotFound) {
+			return nil, err
+		}
+		delay = bus.DefaultBackoff.Next(delay)
+		log.Info("waiting for the coordinator to create the state bucket", "retry_in", delay, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(delay):
+		}
+	}
 }
 
 // LocalDeps builds Deps on an existing bus and store (used in-process by

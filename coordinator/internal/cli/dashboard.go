@@ -81,9 +81,9 @@ func (e *env) startDashboard(ctx context.Context, cmd *cobra.Command, natsURL st
 	}
 	var own *nats.Conn
 	if nc == nil {
-		if own, err = bus.Connect(ctx, natsURL, "supervisor-dashboard", e.log); err != nil {
+		if own, err = bus.Connect(ctx, natsURL, "supervisor-dashboard", e.log, e.nkey("")); err != nil {
 			_ = ln.Close()
-			return nil, &ExitError{Code: ExitUnavailable, Err: err}
+			return nil, connectErr(err)
 		}
 		nc = own
 	}
