@@ -96,18 +96,18 @@ type Options struct {
 
 // Fleet is the embedded default running in this process.
 type Fleet struct {
-	srv    *embedded.Server
-	bus    *bus.Bus
-	store  state.Store
+	srv   *embedded.Server
+	bus   *bus.Bus
+	store state.Store
 	// runnerBuses are the in-process runners' own connections (with
 	// Creds), closed with the fleet.
 	runnerBuses []*bus.Bus
-	engine *engine.Engine
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	errs   []error
-	log    *slog.Logger
+	engine      *engine.Engine
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	mu          sync.Mutex
+	errs        []error
+	log         *slog.Logger
 	// unsetMetrics stops this fleet's scrape-time metrics.
 	unsetMetrics []func()
 }
