@@ -71,6 +71,9 @@ type composeFleet struct {
 	natsURL string   // the published client port of nats-1, from this host
 	promURL string   // the published Prometheus API, from this host
 	dir     string
+	// creds is the project's credentials set (`coordinator creds init`),
+	// as make compose-creds makes it: the CLI uses its cli or operator key.
+	creds string
 }
 
 // composeTool returns the Compose command line to use: `docker compose`
@@ -165,6 +168,9 @@ func newComposeFleet(t *testing.T, opts composeOptions) *composeFleet {
 		"SUPERVISOR_PROMETHEUS_PORT=127.0.0.1:",
 		"COMPOSE_PROJECT_NAME="+c.project,
 	)
+	c.creds = filepath.Join(c.dir, "creds")
+	c.makeCreds()
+	c.env = append(c.env, "SUPERVISOR_CREDS_DIR="+c.creds)
 	c.env = append(c.env, opts.env...)
 	c.removeStale()
 
@@ -235,6 +241,21 @@ func (c *composeFleet) restart() {
 	c.start()
 }
 
+// makeCreds makes the project's credentials set as make compose-creds
+// does: creds init, then the coordinator's and runners' keys chown'd to
+// their containers' uid in a throw-away container.
+func (c *composeFleet) makeCreds() {
+	c.t.Helper()
+	if r := runCLI(c.t, c.dir, "", time.Minute, "creds", "init", c.creds); r.code != 0 {
+		c.t.Fatalf("creds init: %s", r)
+	}
+	if r := c.run(time.Minute, "docker", "run", "--rm", "--network", "none", "--user", "0", "--entrypoint", "chown",
+		"-v", c.creds+":/d", "supervisor/sandbox-base:latest", "10001:10001",
+		"/d/coordinator.nk", "/d/worker.nk", "/d/gaterunner.nk"); r.code != 0 {
+		c.t.Fatalf("chown the fleet's keys: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
 // compose runs the Compose tool on the project.
 func (c *composeFleet) compose(timeout time.Duration, args ...string) result {
 	c.t.Helper()
@@ -287,6 +308,9 @@ func (c *composeFleet) hostnames(service string) map[string]string {
 // the fleet's published NATS port.
 func (c *composeFleet) cli(timeout time.Duration, args ...string) result {
 	c.t.Helper()
+	if !hasFlag(args, "--nats-nkey") {
+		args = append(append([]string(nil), args...), "--nats-nkey", filepath.Join(c.creds, cliRole(args)+".nk"))
+	}
 	return runCLI(c.t, c.dir, c.natsURL, timeout, args...)
 }
 
