@@ -185,6 +185,7 @@ func TestRolePermissions(t *testing.T) {
 			pub("sup.api.gate-rerun", false), pub("sup.api.resume", false),
 			pub("sup.res.wf-1", false), pub("sup.log.wf-1.n", false), sub("sup.log.wf-1.n", true), sub("sup.ctl.cancel.*", false),
 			pub("$O.sup-bundles.C.x", true), pub("$O.sup-logs.C.x", false), pub("$KV.sup-state.lock.x", false),
+			pub("$JS.API.DIRECT.GET.OBJ_sup-patches.$O.sup-patches.M.x", false), pub("$JS.API.DIRECT.GET.OBJ_sup-logs.$O.sup-logs.M.x", true),
 			pub("$KV.sup-runners.agent.h", false),
 			pub("$JS.API.CONSUMER.CREATE.SUP_EVENTS.x.sup.evt.wf-1", true), pub("$JS.API.CONSUMER.MSG.NEXT.SUP_JOBS.agent-default", false),
 		},

@@ -168,6 +168,9 @@ func kvReadWrite(bucket string) []string {
 	}
 }
 
+// objectBind is binding an object store without reading or writing it.
+func objectBind(bucket string) []string { return []string{"$JS.API.STREAM.INFO." + objStream + bucket} }
+
 // kvBind is binding a KV bucket without reading or writing it.
 func kvBind(bucket string) []string { return []string{"$JS.API.STREAM.INFO." + kvStream + bucket} }
 
@@ -197,8 +200,8 @@ func concat(lists ...[]string) []string {
 func runnerGrants() []Grant {
 	return []Grant{
 		{Publish: []string{protocol.SubjectResults}, Why: "publish their reports (started, heartbeat, result) to the coordinator"},
-		{Publish: concat(objectRead(protocol.BucketBundles), objectRead(protocol.BucketPatches), objectWrite(protocol.BucketLogs)),
-			Why: "read submitted repositories' bundles and agents' patches; store full logs"},
+		{Publish: concat(objectRead(protocol.BucketBundles), objectWrite(protocol.BucketLogs)),
+			Why: "read submitted repositories' bundles; store full logs"},
 		{Publish: concat(kvReadWrite(protocol.BucketState), kvReadWrite(protocol.BucketRunners), kvBind(protocol.BucketGates)),
 			Why: "the state bucket (leases, cache, breakers) when no Redis is configured; announce themselves in " +
 				protocol.BucketRunners},
@@ -211,9 +214,9 @@ func clientGrants() []Grant {
 	ev := protocol.StreamEvents
 	return []Grant{
 		{Publish: apiSubjects(UserAPI), Why: "the requests any user may make: submit, status, list, logs, show, inbox, gate-list, fleet, breakers, cancel"},
-		{Publish: concat(objectWrite(protocol.BucketBundles), objectRead(protocol.BucketLogs), objectRead(protocol.BucketPatches),
+		{Publish: concat(objectWrite(protocol.BucketBundles), objectRead(protocol.BucketLogs), objectBind(protocol.BucketPatches),
 			kvBind(protocol.BucketGates), kvBind(protocol.BucketRunners)),
-			Why: "upload the submitted repository's bundle, fetch result bundles and stored logs"},
+			Why: "upload the submitted repository's bundle, fetch result bundles and stored logs (binding the other buckets, reading none)"},
 		{Publish: []string{"$JS.API.STREAM.INFO." + ev, "$JS.API.CONSUMER.CREATE." + ev + ".>", "$JS.API.CONSUMER.MSG.NEXT." + ev + ".*",
 			"$JS.API.CONSUMER.DELETE." + ev + ".*", "$JS.API.CONSUMER.INFO." + ev + ".*"},
 			Why: "watch a workflow's events (an ordered consumer of " + ev + ", read only)"},
@@ -232,6 +235,7 @@ func specs() []Spec {
 		Grant{Publish: objectWrite(protocol.BucketPatches), Why: "store the patches agents produce"})
 	gate := runner(GateRunner, "gate", "every gate runner",
 		"pull gate jobs of their pools through the pools' durable consumers, acknowledge and heartbeat them")
+	gate.Grants = append(gate.Grants, Grant{Publish: objectRead(protocol.BucketPatches), Why: "read the patches whose gates they run"})
 	cli := Spec{Role: CLI, Summary: "a user of the fleet (coordinator submit, status, watch, logs, cancel, inbox, show …)",
 		Grants: clientGrants()}
 	op := Spec{Role: Operator, Summary: "an operator: a user who may also decide, merge and change the fleet",
