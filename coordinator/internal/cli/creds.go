@@ -51,7 +51,7 @@ DIR to coordinator dev --creds.`,
 				if f.Role != "" {
 					what = "the " + string(f.Role) + " role's nkey seed (secret): --nats-nkey of " + usedBy(f.Role)
 				}
-				fmt.Fprintf(out, "  %s  %04o  %s\n", filepath.Base(f.Path), f.Mode, what)
+				fmt.Fprintf(out, "  %-15s %04o  %s\n", filepath.Base(f.Path), f.Mode, what)
 			}
 			fmt.Fprintf(out, "nats-server: add `include \"%s\"` to its configuration file (the path is relative to that file)\n",
 				natsauth.ConfigFile)
