@@ -437,6 +437,10 @@ func TestComposeFleet(t *testing.T) {
 	if len(workers) != 2 || len(gaters) != 2 {
 		t.Fatalf("compose.yaml started workers %v and gate runners %v, want two of each", workers, gaters)
 	}
+	// NATS authorization is on (AUTH-10): without a key the CLI is refused.
+	if r := c.cli(time.Minute, "status", "--nats-nkey", ""); r.code != 77 || !strings.Contains(r.stderr, "requires credentials") {
+		t.Fatalf("an anonymous client of the Compose fleet: want exit 77, credentials required\n%s", r)
+	}
 
 	t.Run("Spread", func(t *testing.T) {
 		repo, base := testkit.Repo(t, map[string]string{"README.md": "base readme\n", "keep.txt": "untouched\n"})
