@@ -62,7 +62,7 @@ func WithNkey(file string, role natsauth.Role) ConnectOption {
 	return func(o *connectOptions) { o.nkeyFile, o.role = file, role }
 }
 
-// Identity names the client in messages: "the worker role", or the key
+// identity names the client in messages: "the worker role", or the key
 // file's role.
 type identity struct {
 	role natsauth.Role
