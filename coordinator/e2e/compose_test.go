@@ -249,12 +249,25 @@ func (c *composeFleet) makeCreds() {
 	if r := runCLI(c.t, c.dir, "", time.Minute, "creds", "init", c.creds); r.code != 0 {
 		c.t.Fatalf("creds init: %s", r)
 	}
+	// The chaos suite's own NATS clients (connectNATS) observe and steer
+	// the cluster as the coordinator role: a copy of its key this host's
+	// user keeps reading after the chown.
+	key, err := os.ReadFile(filepath.Join(c.creds, "coordinator.nk"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.WriteFile(c.observerKey(), key, 0o600); err != nil {
+		c.t.Fatal(err)
+	}
 	if r := c.run(time.Minute, "docker", "run", "--rm", "--network", "none", "--user", "0", "--entrypoint", "chown",
 		"-v", c.creds+":/d", "supervisor/sandbox-base:latest", "10001:10001",
 		"/d/coordinator.nk", "/d/worker.nk", "/d/gaterunner.nk"); r.code != 0 {
 		c.t.Fatalf("chown the fleet's keys: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// observerKey is the test's copy of the coordinator role's key.
+func (c *composeFleet) observerKey() string { return filepath.Join(c.dir, "observer.nk") }
 
 // compose runs the Compose tool on the project.
 func (c *composeFleet) compose(timeout time.Duration, args ...string) result {
