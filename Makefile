@@ -139,23 +139,28 @@ export SUPERVISOR_SANDBOX_DATA_DIR ?= $(CURDIR)/.data/compose-sandbox
 export SUPERVISOR_DOCKER_GID ?= $(shell stat -c %g /var/run/docker.sock 2>/dev/null)
 endif
 
-# The fleet's certificates and Redis users (scripts/compose-creds.sh), generated
-# at the first compose-up and kept (git-ignored); compose.yaml mounts each
-# service's part. The host's CLI uses tls/cli.
+# The Compose fleet's credentials set (NATS nkeys per role): made by compose-creds
+# when missing, mounted into the services by compose.yaml, used by compose-demo.
 export SUPERVISOR_CREDS_DIR ?= $(CURDIR)/.data/compose-creds
-COMPOSE_CLI_TLS = --nats-ca $(SUPERVISOR_CREDS_DIR)/tls/cli/ca.crt --nats-cert $(SUPERVISOR_CREDS_DIR)/tls/cli/cli.crt --nats-key $(SUPERVISOR_CREDS_DIR)/tls/cli/cli.key
 
-.PHONY: images compose-up compose-demo compose-down test-compose chaos
+.PHONY: images compose-creds compose-up compose-demo compose-down test-compose chaos
 
 ## images: supervisor/{coordinator,worker,gaterunner,nats,redis,prometheus,sandbox-base,sandbox-go}, built locally (nothing pulled)
 # They are built from our static binaries and Debian's packages; unchanged inputs are skipped.
 images:
 	GO="$(GO)" deploy/images/build.sh
 
-## compose-up: build the images, generate the fleet's certificates and Redis users (once), start compose.yaml's fleet over TLS and wait for the coordinator
+## compose-creds: make the Compose fleet's credentials set in SUPERVISOR_CREDS_DIR (.data/compose-creds) unless it has one
+# The coordinator's and runners' keys are chown'd to their containers' uid 10001
+# (in a container: no sudo); cli.nk and operator.nk stay this user's.
+compose-creds: build images
+	@if [ ! -f "$(SUPERVISOR_CREDS_DIR)/nats-auth.conf" ]; then $(BIN)/coordinator creds init "$(SUPERVISOR_CREDS_DIR)"; fi
+	docker run --rm --network none --user 0 --entrypoint chown -v "$(SUPERVISOR_CREDS_DIR):/d" supervisor/sandbox-base:latest \
+	  10001:10001 /d/coordinator.nk /d/worker.nk /d/gaterunner.nk
+
+## compose-up: build the images, make the credentials if missing, start compose.yaml's fleet and wait for the coordinator
 # make compose-up COMPOSE_UP_FLAGS="--scale worker=4 --scale gaterunner=3"; COMPOSE_SANDBOX=docker: gates in Docker sandboxes
-compose-up: images build
-	scripts/compose-creds.sh "$(SUPERVISOR_CREDS_DIR)" "$(BIN)/coordinator"
+compose-up: images compose-creds
 ifeq ($(COMPOSE_SANDBOX),docker)
 	@# the runners' data directory on this host, owned by their uid (chown'd in a container: no sudo)
 	mkdir -p "$(SUPERVISOR_SANDBOX_DATA_DIR)"
@@ -169,12 +174,13 @@ endif
 	done; \
 	$(COMPOSE) $(COMPOSE_FILE_FLAGS) ps; \
 	port=$$($(COMPOSE) $(COMPOSE_FILE_FLAGS) port nats-1 4222); \
-	echo "NATS at tls://$$port — make compose-demo runs the demo workflow on it; or bin/coordinator submit WORKFLOW --repo REPO --nats tls://$$port $(COMPOSE_CLI_TLS) --wait"; \
+	echo "NATS at nats://$$port — make compose-demo runs the demo workflow on it; or bin/coordinator submit WORKFLOW --repo REPO --nats nats://$$port --nats-nkey $(SUPERVISOR_CREDS_DIR)/cli.nk --wait"; \
 	echo "Prometheus at http://$$($(COMPOSE) $(COMPOSE_FILE_FLAGS) port prometheus 9090) (the fleet's metrics: docs/metrics.md)"
 
 ## compose-demo: submit the demo workflow (make run's) to the fleet compose-up started
 compose-demo: build
-	$(BIN)/coordinator demo --fleet --nats tls://$$($(COMPOSE) $(COMPOSE_FILE_FLAGS) port nats-1 4222 | sed 's/^0.0.0.0:/127.0.0.1:/') $(COMPOSE_CLI_TLS)
+	$(BIN)/coordinator demo --fleet --nats-nkey "$(SUPERVISOR_CREDS_DIR)/cli.nk" \
+	  --nats nats://$$($(COMPOSE) $(COMPOSE_FILE_FLAGS) port nats-1 4222 | sed 's/^0.0.0.0:/127.0.0.1:/')
 
 ## compose-down: stop and remove the fleet's containers and network (volumes stay: docker-compose -f compose.yaml down -v)
 compose-down:

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/supervisorhq/supervisor/shared/natsauth"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
 	"github.com/supervisorhq/supervisor/shared/testkit"
@@ -165,13 +166,19 @@ func (c *composeFleet) events(t *testing.T, wf string) []eventlog.Event {
 
 // connectNATS connects this host to the fleet's NATS (nats-1's published
 // port), as the CLI the tests run does: the one place the chaos suite's
-// own NATS clients are configured.
+// own NATS clients are configured. They read the event log and streams'
+// cluster state and ask stream leaders to step down, which only the
+// coordinator role may: they use its key, replies on its inbox prefix.
 func (c *composeFleet) connectNATS() (*nats.Conn, error) {
-	cfg, err := c.cliTLS().Client("")
+	key, err := natsauth.ReadKeyFile(c.observerKey())
 	if err != nil {
 		return nil, err
 	}
-	nc, err := nats.Connect(c.natsURL, nats.Secure(cfg))
+	auth, err := nats.NkeyOptionFromSeed(key.File)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(c.natsURL, auth, nats.CustomInboxPrefix(natsauth.InboxPrefix(key.Public)))
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", c.natsURL, err)
 	}

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/supervisorhq/supervisor/shared/testkit"
-	"github.com/supervisorhq/supervisor/shared/tlsconfig"
 )
 
 // The Compose tests run the fleet of compose.yaml — a three-node NATS
@@ -70,9 +69,11 @@ type composeFleet struct {
 	files   []string // -f arguments
 	env     []string // the Compose tool's environment
 	natsURL string   // the published client port of nats-1, from this host
-	creds   string   // the fleet's certificates and Redis users (scripts/compose-creds.sh)
 	promURL string   // the published Prometheus API, from this host
 	dir     string
+	// creds is the project's credentials set (`coordinator creds init`),
+	// as make compose-creds makes it: the CLI uses its cli or operator key.
+	creds string
 }
 
 // composeTool returns the Compose command line to use: `docker compose`
@@ -167,9 +168,11 @@ func newComposeFleet(t *testing.T, opts composeOptions) *composeFleet {
 		"SUPERVISOR_PROMETHEUS_PORT=127.0.0.1:",
 		"COMPOSE_PROJECT_NAME="+c.project,
 	)
+	c.creds = filepath.Join(c.dir, "creds")
+	c.makeCreds()
+	c.env = append(c.env, "SUPERVISOR_CREDS_DIR="+c.creds)
 	c.env = append(c.env, opts.env...)
 	c.removeStale()
-	c.makeCreds()
 
 	// Registered before `up`, so a half-started project goes too.
 	t.Cleanup(func() {
@@ -192,38 +195,6 @@ func newComposeFleet(t *testing.T, opts composeOptions) *composeFleet {
 	return c
 }
 
-// cliTLS are the TLS files of this host's clients of the fleet (the CLI
-// role's, which scripts/compose-creds.sh leaves this user's).
-func (c *composeFleet) cliTLS() tlsconfig.Files {
-	return testkit.CertFiles(filepath.Join(c.creds, "tls"), "cli")
-}
-
-// makeCreds generates the fleet's certificates and Redis users as `make
-// compose-up` does (scripts/compose-creds.sh, which hands each service's
-// files to its container's uid) in the test's directory, for the Compose
-// tool's SUPERVISOR_CREDS_DIR. When the test ends they are handed back to
-// this process's uid, so that its temporary directory can be removed.
-func (c *composeFleet) makeCreds() {
-	t := c.t
-	t.Helper()
-	c.creds = filepath.Join(c.dir, "creds")
-	t.Cleanup(func() {
-		owner := strconv.Itoa(os.Getuid()) + ":" + strconv.Itoa(os.Getgid())
-		base := os.Getenv("SUPERVISOR_SANDBOX_BASE_IMAGE")
-		if base == "" {
-			base = "supervisor/sandbox-base:latest"
-		}
-		if r := c.run(time.Minute, "docker", "run", "--rm", "--network", "none", "--user", "0", "--entrypoint", "chown",
-			"-v", c.creds+":/d", base, "-R", owner, "/d"); r.code != 0 {
-			t.Errorf("hand the fleet's credentials back to %s: exit %d\n%s%s", owner, r.code, r.stdout, r.stderr)
-		}
-	})
-	if r := c.run(2*time.Minute, filepath.Join(c.root, "scripts", "compose-creds.sh"), c.creds, filepath.Join(binDir, "coordinator")); r.code != 0 {
-		t.Fatalf("scripts/compose-creds.sh: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-	}
-	c.env = append(c.env, "SUPERVISOR_CREDS_DIR="+c.creds)
-}
-
 // start runs `up -d` and waits until the coordinator answers and every
 // runner pulls jobs.
 func (c *composeFleet) start() {
@@ -238,7 +209,7 @@ func (c *composeFleet) start() {
 	if r.code != 0 || addr == "" || strings.HasSuffix(addr, ":0") {
 		t.Fatalf("compose port nats-1 4222: exit %d: %q %s", r.code, addr, r.stderr)
 	}
-	c.natsURL = "tls://" + strings.Replace(addr, "0.0.0.0:", "127.0.0.1:", 1)
+	c.natsURL = "nats://" + strings.Replace(addr, "0.0.0.0:", "127.0.0.1:", 1)
 	r = c.compose(time.Minute, "port", "prometheus", "9090")
 	if addr = strings.TrimSpace(r.stdout); r.code != 0 || addr == "" || strings.HasSuffix(addr, ":0") {
 		t.Fatalf("compose port prometheus 9090: exit %d: %q %s", r.code, addr, r.stderr)
@@ -269,6 +240,34 @@ func (c *composeFleet) restart() {
 	}
 	c.start()
 }
+
+// makeCreds makes the project's credentials set as make compose-creds
+// does: creds init, then the coordinator's and runners' keys chown'd to
+// their containers' uid in a throw-away container.
+func (c *composeFleet) makeCreds() {
+	c.t.Helper()
+	if r := runCLI(c.t, c.dir, "", time.Minute, "creds", "init", c.creds); r.code != 0 {
+		c.t.Fatalf("creds init: %s", r)
+	}
+	// The chaos suite's own NATS clients (connectNATS) observe and steer
+	// the cluster as the coordinator role: a copy of its key this host's
+	// user keeps reading after the chown.
+	key, err := os.ReadFile(filepath.Join(c.creds, "coordinator.nk"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.WriteFile(c.observerKey(), key, 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	if r := c.run(time.Minute, "docker", "run", "--rm", "--network", "none", "--user", "0", "--entrypoint", "chown",
+		"-v", c.creds+":/d", "supervisor/sandbox-base:latest", "10001:10001",
+		"/d/coordinator.nk", "/d/worker.nk", "/d/gaterunner.nk"); r.code != 0 {
+		c.t.Fatalf("chown the fleet's keys: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// observerKey is the test's copy of the coordinator role's key.
+func (c *composeFleet) observerKey() string { return filepath.Join(c.dir, "observer.nk") }
 
 // compose runs the Compose tool on the project.
 func (c *composeFleet) compose(timeout time.Duration, args ...string) result {
@@ -322,9 +321,8 @@ func (c *composeFleet) hostnames(service string) map[string]string {
 // the fleet's published NATS port.
 func (c *composeFleet) cli(timeout time.Duration, args ...string) result {
 	c.t.Helper()
-	if !hasFlag(args, "--nats-ca") {
-		f := c.cliTLS()
-		args = append(append([]string(nil), args...), "--nats-ca", f.CA, "--nats-cert", f.Cert, "--nats-key", f.Key)
+	if !hasFlag(args, "--nats-nkey") {
+		args = append(append([]string(nil), args...), "--nats-nkey", filepath.Join(c.creds, cliRole(args)+".nk"))
 	}
 	return runCLI(c.t, c.dir, c.natsURL, timeout, args...)
 }
@@ -451,6 +449,10 @@ func TestComposeFleet(t *testing.T) {
 	gaters := c.hostnames("gaterunner")
 	if len(workers) != 2 || len(gaters) != 2 {
 		t.Fatalf("compose.yaml started workers %v and gate runners %v, want two of each", workers, gaters)
+	}
+	// NATS authorization is on (AUTH-10): without a key the CLI is refused.
+	if r := c.cli(time.Minute, "status", "--nats-nkey", ""); r.code != 77 || !strings.Contains(r.stderr, "requires credentials") {
+		t.Fatalf("an anonymous client of the Compose fleet: want exit 77, credentials required\n%s", r)
 	}
 
 	t.Run("Spread", func(t *testing.T) {

@@ -158,11 +158,16 @@ type fleet struct {
 	// coordArgs are extra arguments of every `coordinator serve` started
 	// from then on, after the harness's own (so they override them).
 	coordArgs []string
-	// creds, when set (newSecureFleet), is the directory `coordinator tls
+	// tlsDir, when set (newSecureFleet), is the directory `coordinator tls
 	// init` wrote: NATS and Redis serve TLS only, Redis has an ACL user
 	// per service, and every process connects with its role's files.
-	creds     string
+	tlsDir    string
 	redisAddr string
+	// creds, when set, is the credentials set (`coordinator creds init`)
+	// nats-server enforces: every process started connects with its role's
+	// key, the CLI with the cli role's or, for an operator's command, the
+	// operator's (newAuthFleet).
+	creds string
 
 	mu    sync.Mutex
 	procs []*proc
@@ -171,6 +176,19 @@ type fleet struct {
 // newFleet starts a nats-server process and a Redis for the test. ackWait
 // is passed to every service as --ack-wait.
 func newFleet(t *testing.T, ackWait time.Duration) *fleet {
+	t.Helper()
+	return startFleet(t, ackWait, false)
+}
+
+// newAuthFleet is newFleet with NATS authorization on: a credentials set
+// made by `coordinator creds init`, included by nats-server's config, and
+// each process given its role's key (fleet.creds).
+func newAuthFleet(t *testing.T, ackWait time.Duration) *fleet {
+	t.Helper()
+	return startFleet(t, ackWait, true)
+}
+
+func startFleet(t *testing.T, ackWait time.Duration, auth bool) *fleet {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatalf("git is required: %v", err)
@@ -190,8 +208,41 @@ func newFleet(t *testing.T, ackWait time.Duration) *fleet {
 		}
 	})
 	f.redisURL = fleetRedis(t)
+	if auth {
+		f.creds = filepath.Join(f.dir, "creds")
+		if r := runCLI(t, f.dir, "", time.Minute, "creds", "init", f.creds); r.code != 0 {
+			t.Fatalf("creds init: %s", r)
+		}
+	}
 	f.natsURL = f.startNATS()
 	return f
+}
+
+// nkeyArgs are the --nats-nkey arguments of a process of role ("" without
+// credentials, or when args already name a key).
+func (f *fleet) nkeyArgs(role string, args []string) []string {
+	if f.creds == "" || hasFlag(args, "--nats-nkey") {
+		return nil
+	}
+	return []string{"--nats-nkey", filepath.Join(f.creds, role+".nk")}
+}
+
+// operatorCommands are the CLI commands only the operator role may run.
+var operatorCommands = map[string]bool{"approve": true, "reject": true, "retry": true, "resume": true, "merge": true}
+
+// cliRole is the role of a CLI invocation: operator for operatorCommands,
+// breakers reset and gate add|update|remove|rerun; cli otherwise.
+func cliRole(args []string) string {
+	if len(args) == 0 {
+		return "cli"
+	}
+	if operatorCommands[args[0]] {
+		return "operator"
+	}
+	if len(args) > 1 && (args[0] == "breakers" && args[1] == "reset" || args[0] == "gate" && args[1] != "list") {
+		return "operator"
+	}
+	return "cli"
 }
 
 // dumpLogs prints every process's log (its tail, when long).
@@ -255,8 +306,14 @@ func (f *fleet) startNATS() string {
 		if attempt > 0 {
 			name += "-" + strconv.Itoa(attempt+1)
 		}
-		p := f.start(name, "nats-server", "-js", "-sd", filepath.Join(f.dir, "data", name),
-			"-p", strconv.Itoa(port), "-a", "127.0.0.1")
+		args := []string{"-js", "-sd", filepath.Join(f.dir, "data", name), "-p", strconv.Itoa(port), "-a", "127.0.0.1"}
+		if f.creds != "" {
+			// The include is relative to the config file.
+			conf := filepath.Join(f.dir, name+".conf")
+			testkit.WriteFile(f.t, conf, "include \"creds/nats-auth.conf\"\n")
+			args = append(args, "-c", conf)
+		}
+		p := f.start(name, "nats-server", args...)
 		addr := "127.0.0.1:" + strconv.Itoa(port)
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() {
@@ -360,6 +417,7 @@ func (f *fleet) startCoordinator(name, dataDir string) *proc {
 		"--nats", f.natsURL, "--redis-url", f.redisURLOf("coordinator"),
 		"--data-dir", filepath.Join(f.dir, "data", dataDir), "--id", name,
 		"--ack-wait", f.ackWait, "--max-failures-per-hour", "1000"}
+	args = append(args, f.nkeyArgs("coordinator", f.coordArgs)...)
 	if !hasFlag(f.coordArgs, "--repo-roots") {
 		// The tests' repositories are temporary directories: the
 		// coordinator may deliver branches and merge into them. (A
@@ -402,6 +460,7 @@ func (f *fleet) runner(bin, name string, extra ...string) *proc {
 		"--sandbox-path", sandboxPath, "--sandbox", "process", "--ack-wait", f.ackWait, "--drain-timeout", "5s",
 	}, f.securityArgs(bin)...)
 	args = append(args, extra...)
+	args = append(args, f.nkeyArgs(bin, extra)...)
 	p := f.start(name, bin, args...)
 	waitFor(f.t, 30*time.Second, name+" to pull jobs", func() bool {
 		if p.exited() {
@@ -436,9 +495,10 @@ func (r result) String() string {
 // args name another with --nats) and returns its output and exit code.
 func (f *fleet) cli(timeout time.Duration, args ...string) result {
 	f.t.Helper()
-	if f.creds != "" && !hasFlag(args, "--nats-ca") {
+	if f.tlsDir != "" && !hasFlag(args, "--nats-ca") {
 		args = append(append([]string(nil), args...), f.securityArgs("cli")...)
 	}
+	args = append(append([]string(nil), args...), f.nkeyArgs(cliRole(args), args)...)
 	return runCLI(f.t, f.dir, f.natsURL, timeout, args...)
 }
 
@@ -475,6 +535,7 @@ func runCLI(t *testing.T, dir, natsURL string, timeout time.Duration, args ...st
 // channel yields its result.
 func (f *fleet) background(timeout time.Duration, args ...string) <-chan result {
 	ch := make(chan result, 1)
+	args = append(append([]string(nil), args...), f.nkeyArgs(cliRole(args), args)...)
 	if !hasFlag(args, "--nats") {
 		args = append(append([]string(nil), args...), "--nats", f.natsURL)
 	}

@@ -21,13 +21,13 @@ import (
 func newSecureFleet(t *testing.T, ackWait time.Duration) *fleet {
 	t.Helper()
 	f := &fleet{t: t, dir: t.TempDir(), ackWait: ackWait.String()}
-	f.creds = filepath.Join(f.dir, "creds")
+	f.tlsDir = filepath.Join(f.dir, "creds")
 	for _, d := range []string{"logs", "data"} {
 		if err := os.MkdirAll(filepath.Join(f.dir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := tlscreds.Generate(f.creds, tlscreds.Options{Hosts: []string{"localhost", "127.0.0.1"}, RedisACL: true}); err != nil {
+	if _, err := tlscreds.Generate(f.tlsDir, tlscreds.Options{Hosts: []string{"localhost", "127.0.0.1"}, RedisACL: true}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -36,8 +36,8 @@ func newSecureFleet(t *testing.T, ackWait time.Duration) *fleet {
 			f.dumpLogs()
 		}
 	})
-	f.redisAddr = testkit.RedisTLS(t, filepath.Join(f.creds, "tls"), filepath.Join(f.creds, "redis", tlscreds.ACLFile))
-	nats := filepath.Join(f.creds, "tls", tlscreds.NATSServer)
+	f.redisAddr = testkit.RedisTLS(t, filepath.Join(f.tlsDir, "tls"), filepath.Join(f.tlsDir, "redis", tlscreds.ACLFile))
+	nats := filepath.Join(f.tlsDir, "tls", tlscreds.NATSServer)
 	port, err := testkit.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +57,7 @@ func newSecureFleet(t *testing.T, ackWait time.Duration) *fleet {
 // redisURLOf is the Redis URL role's process gets: the fleet's, or with
 // newSecureFleet a rediss:// URL naming role's ACL user.
 func (f *fleet) redisURLOf(role string) string {
-	if f.creds == "" {
+	if f.tlsDir == "" {
 		return f.redisURL
 	}
 	return "rediss://" + role + "@" + f.redisAddr + "/0"
@@ -66,10 +66,10 @@ func (f *fleet) redisURLOf(role string) string {
 // securityArgs are the TLS and Redis password flags of role's process
 // with newSecureFleet (none otherwise); the CLI gets no Redis flags.
 func (f *fleet) securityArgs(role string) []string {
-	if f.creds == "" {
+	if f.tlsDir == "" {
 		return nil
 	}
-	dir := tlscreds.TLSDir(f.creds, role)
+	dir := tlscreds.TLSDir(f.tlsDir, role)
 	args := []string{"--nats-ca", filepath.Join(dir, "ca.crt"),
 		"--nats-cert", filepath.Join(dir, role+".crt"), "--nats-key", filepath.Join(dir, role+".key")}
 	if role == "cli" {
@@ -77,7 +77,7 @@ func (f *fleet) securityArgs(role string) []string {
 	}
 	return append(args, "--redis-ca", filepath.Join(dir, "ca.crt"),
 		"--redis-cert", filepath.Join(dir, role+".crt"), "--redis-key", filepath.Join(dir, role+".key"),
-		"--redis-password-file", tlscreds.PasswordFile(f.creds, role))
+		"--redis-password-file", tlscreds.PasswordFile(f.tlsDir, role))
 }
 
 const tlsWorkflow = `name: tls
@@ -126,7 +126,7 @@ func TestFleetOverTLS(t *testing.T) {
 		t.Errorf("status without the CA: want exit 69 saying the certificate is not trusted; got %s", r)
 	}
 	// With the CA but no client certificate.
-	r = f.cli(30*time.Second, "status", "--nats-ca", filepath.Join(tlscreds.TLSDir(f.creds, "cli"), "ca.crt"))
+	r = f.cli(30*time.Second, "status", "--nats-ca", filepath.Join(tlscreds.TLSDir(f.tlsDir, "cli"), "ca.crt"))
 	if r.code != 69 || !strings.Contains(r.stderr, "refused the TLS handshake") {
 		t.Errorf("status without a client certificate: want exit 69 saying the handshake was refused; got %s", r)
 	}
@@ -134,7 +134,7 @@ func TestFleetOverTLS(t *testing.T) {
 	// A worker given the gate runner's Redis password: refused at start.
 	args := append([]string{"--nats", f.natsURL, "--redis-url", f.redisURLOf("worker"),
 		"--data-dir", filepath.Join(f.dir, "data", "bad"), "--sandbox", "process"}, f.securityArgs("worker")...)
-	args = append(args, "--redis-password-file", tlscreds.PasswordFile(f.creds, "gaterunner"))
+	args = append(args, "--redis-password-file", tlscreds.PasswordFile(f.tlsDir, "gaterunner"))
 	bad := f.start("worker-bad", "worker", args...)
 	select {
 	case <-bad.done:

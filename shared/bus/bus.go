@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/supervisorhq/supervisor/shared/natsauth"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
 	"github.com/supervisorhq/supervisor/shared/telemetry"
@@ -107,7 +108,11 @@ type Bus struct {
 // Open connects to NATS at url (retrying until ctx ends) and creates or
 // updates every stream and bucket. name identifies the client to the server;
 // options are Connect's.
-func Open(ctx context.Context, url, name string, cfg Config, log *slog.Logger, options ...Option) (*Bus, error) {
+//
+// With credentials of a role that does not manage the fleet's resources
+// (a worker's or gate runner's: WithNkey), it creates nothing: it waits
+// for the coordinator to have created them (AwaitResources).
+func Open(ctx context.Context, url, name string, cfg Config, log *slog.Logger, options ...ConnectOption) (*Bus, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -115,7 +120,18 @@ func Open(ctx context.Context, url, name string, cfg Config, log *slog.Logger, o
 	if err != nil {
 		return nil, err
 	}
-	b, err := New(ctx, nc, cfg, log)
+	var co connectOptions
+	for _, o := range options {
+		if o != nil {
+			o(&co)
+		}
+	}
+	var b *Bus
+	if co.nkeyFile != "" && co.role != natsauth.Coordinator {
+		b, err = AwaitResources(ctx, nc, cfg, log)
+	} else {
+		b, err = New(ctx, nc, cfg, log)
+	}
 	if err != nil {
 		nc.Close()
 		return nil, err
@@ -181,13 +197,49 @@ func Attach(ctx context.Context, nc *nats.Conn, log *slog.Logger) (*Bus, error) 
 	return b, nil
 }
 
+// AwaitResources binds the fleet's object stores and buckets on an
+// existing connection, as Attach does, waiting with back-off (and saying
+// so) until the coordinator has created them; what a runner whose role
+// may not create them does. A permission the role lacks ends it at once.
+func AwaitResources(ctx context.Context, nc *nats.Conn, cfg Config, log *slog.Logger) (*Bus, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	delay := time.Duration(0)
+	for attempt := 1; ; attempt++ {
+		b, err := Attach(ctx, nc, log)
+		if err == nil && b.Runners != nil {
+			b.Cfg = cfg.withDefaults()
+			return b, nil
+		}
+		if d := Denied(nc); d != nil {
+			return nil, fmt.Errorf("bus: bind the fleet's buckets: %w", d)
+		}
+		if err == nil {
+			err = fmt.Errorf("key-value bucket %s: %w", protocol.BucketRunners, jetstream.ErrBucketNotFound)
+		}
+		if !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) && !transientJSErr(err) {
+			return nil, err
+		}
+		delay = DefaultBackoff.Next(delay)
+		log.Info("waiting for the coordinator to create the fleet's streams and buckets", "attempt", attempt,
+			"retry_in", delay, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("bus: the fleet's streams and buckets: %w (is a coordinator running against this NATS?)", err)
+		case <-time.After(delay):
+		}
+	}
+}
+
 // Close drains nothing and closes the connection.
 func (b *Bus) Close() { b.NC.Close() }
 
 // retryJS retries a JetStream management call while the server is still
 // electing a leader or starting JetStream, which happens right after a
 // cluster (re)start.
-func retryJS(ctx context.Context, what string, f func(context.Context) error) error {
+// A permission the client lacks ends it at once (Denied).
+func (b *Bus) retryJS(ctx context.Context, what string, f func(context.Context) error) error {
 	delay := time.Duration(0)
 	var err error
 	for attempt := 0; attempt < 30; attempt++ {
@@ -199,6 +251,9 @@ func retryJS(ctx context.Context, what string, f func(context.Context) error) er
 		}
 		if ctx.Err() != nil {
 			break
+		}
+		if d := Denied(b.NC); d != nil {
+			return fmt.Errorf("bus: %s: %w", what, d)
 		}
 		if !transientJSErr(err) {
 			break
@@ -281,7 +336,7 @@ func (b *Bus) ensure(ctx context.Context) error {
 		},
 	}
 	for _, sc := range streams {
-		if err := retryJS(ctx, "create stream "+sc.Name, func(ctx context.Context) error {
+		if err := b.retryJS(ctx, "create stream "+sc.Name, func(ctx context.Context) error {
 			s, err := b.JS.Stream(ctx, sc.Name)
 			// Never scale an existing stream down: a runner started with the
 			// default of one replica must not shrink a cluster's streams.
@@ -312,7 +367,7 @@ func (b *Bus) ensure(ctx context.Context) error {
 		{protocol.BucketLogs, &b.Logs, "full agent and gate logs", c.LogsMaxBytes},
 	}
 	for _, bk := range buckets {
-		if err := retryJS(ctx, "create object store "+bk.name, func(ctx context.Context) error {
+		if err := b.retryJS(ctx, "create object store "+bk.name, func(ctx context.Context) error {
 			quota := bk.quota
 			if quota <= 0 {
 				quota = DefaultArtifactQuotas[bk.name]
@@ -356,7 +411,7 @@ func (b *Bus) ensure(ctx context.Context) error {
 		}, &b.Runners},
 	}
 	for _, k := range kvs {
-		if err := retryJS(ctx, "create key-value bucket "+k.cfg.Bucket, func(ctx context.Context) error {
+		if err := b.retryJS(ctx, "create key-value bucket "+k.cfg.Bucket, func(ctx context.Context) error {
 			cfg := k.cfg
 			cfg.Replicas = c.Replicas
 			// As for streams: never scale an existing bucket down.
@@ -391,7 +446,7 @@ func (b *Bus) JobConsumer(ctx context.Context, kind protocol.JobKind, pool strin
 	}
 	name := protocol.ConsumerName(kind, pool)
 	var cons jetstream.Consumer
-	err := retryJS(ctx, "create consumer "+name, func(ctx context.Context) error {
+	err := b.retryJS(ctx, "create consumer "+name, func(ctx context.Context) error {
 		var err error
 		cons, err = b.JS.CreateOrUpdateConsumer(ctx, protocol.StreamJobs, jetstream.ConsumerConfig{
 			Durable:       name,

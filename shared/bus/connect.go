@@ -17,11 +17,138 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/supervisorhq/supervisor/shared/natsauth"
 	"github.com/supervisorhq/supervisor/shared/tlsconfig"
 )
 
 // ErrUnreachable means NATS could not be reached before the context ended.
 var ErrUnreachable = errors.New("bus: NATS unreachable")
+
+// ErrRefused means NATS refused the client's credentials, or its lack of
+// them. It is not retried: the same credentials would be refused again,
+// and a runner that waited forever would look alive while doing nothing.
+var ErrRefused = errors.New("NATS refused the credentials")
+
+// ErrBadNkey means the --nats-nkey file cannot be used: unreadable, no
+// seed in it, or another role's.
+var ErrBadNkey = errors.New("bad --nats-nkey")
+
+// ErrDenied means NATS denied the client a publish or subscription its
+// role's permissions do not include.
+var ErrDenied = errors.New("NATS denied a permission")
+
+// ConnectOption configures Connect and Open.
+type ConnectOption func(*connectOptions)
+
+type connectOptions struct {
+	nkeyFile string
+	role     natsauth.Role
+	onDenied func(error)
+	tls      tlsconfig.Files
+}
+
+// OnDenied has f called (on the connection's callback goroutine) with the
+// ErrDenied error of each publish or subscription NATS denies: a denied
+// request is otherwise only noticed when it times out.
+func OnDenied(f func(error)) ConnectOption {
+	return func(o *connectOptions) { o.onDenied = f }
+}
+
+// WithNkey authenticates the connection as the nkey user whose seed is in
+// file (--nats-nkey; `coordinator creds init` writes one per role). role
+// is the role the binary needs ("" when more than one will do, as for the
+// CLI's cli and operator): a file that names another role is refused
+// before connecting, and messages about refusals name the role. Replies
+// come on the user's own inbox prefix (natsauth.InboxPrefix). An empty
+// file means no credentials.
+func WithNkey(file string, role natsauth.Role) ConnectOption {
+	return func(o *connectOptions) { o.nkeyFile, o.role = file, role }
+}
+
+// identity names the client in messages: "the worker role", or the key
+// file's role.
+type identity struct {
+	role natsauth.Role
+	file string
+}
+
+func (id identity) String() string {
+	if id.role != "" {
+		return "the " + string(id.role) + " role"
+	}
+	return "the credentials in " + id.file
+}
+
+// authOptions reads the key file and returns the nats options that
+// authenticate with it, and who the client is for messages.
+func (o connectOptions) authOptions() ([]nats.Option, identity, error) {
+	id := identity{role: o.role}
+	if o.nkeyFile == "" {
+		return nil, id, nil
+	}
+	key, err := natsauth.ReadKeyFile(o.nkeyFile)
+	if err != nil {
+		return nil, id, fmt.Errorf("%w: %w", ErrBadNkey, err)
+	}
+	if o.role != "" && key.Role != "" && key.Role != o.role {
+		return nil, id, fmt.Errorf("%w: %s holds the %s role's key; this program needs the %s role's (%s%s of the same set)",
+			ErrBadNkey, o.nkeyFile, key.Role, o.role, o.role, natsauth.KeyFileExt)
+	}
+	if id.role == "" {
+		id.role = key.Role
+	}
+	id.file = o.nkeyFile
+	auth, err := nats.NkeyOptionFromSeed(o.nkeyFile)
+	if err != nil {
+		return nil, id, fmt.Errorf("%w: %s: %w", ErrBadNkey, o.nkeyFile, err)
+	}
+	return []nats.Option{auth, nats.CustomInboxPrefix(natsauth.InboxPrefix(key.Public))}, id, nil
+}
+
+// refused explains an authentication failure at connect.
+func refused(err error, id identity, shown string) error {
+	if id.file == "" {
+		return fmt.Errorf("%w: NATS at %s requires credentials (%v): give this program its role's nkey file "+
+			"with --nats-nkey (SUPERVISOR_NATS_NKEY), from the set `coordinator creds init DIR` writes", ErrRefused, shown, err)
+	}
+	return fmt.Errorf("%w: NATS refused %s (%v) at %s: the server does not accept the nkey in %s; "+
+		"give it the set `coordinator creds init` wrote for this server", ErrRefused, id, err, shown, id.file)
+}
+
+// authError reports whether err is NATS refusing the client's credentials.
+func authError(err error) bool {
+	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
+		errors.Is(err, nats.ErrAuthRevoked) || errors.Is(err, nats.ErrAccountAuthExpired)
+}
+
+// Denied returns an ErrDenied error naming the subject and the role when
+// the last error nc saw is a permission violation, and nil otherwise.
+// NATS reports a denied publish or subscription asynchronously: a denied
+// request simply gets no answer, so callers check this when one times out.
+func Denied(nc *nats.Conn) error {
+	if nc == nil {
+		return nil
+	}
+	err := nc.LastError()
+	if err == nil || !errors.Is(err, nats.ErrPermissionViolation) {
+		return nil
+	}
+	return deniedError(err, roleOf(nc))
+}
+
+func deniedError(err error, id string) error {
+	return fmt.Errorf("%w: %v: %s lacks it (docs/security.md lists each role's permissions)", ErrDenied, err, id)
+}
+
+// roleOf is who nc's client is, as Connect recorded it in the
+// connection's name ("supervisor-worker (the worker role)").
+func roleOf(nc *nats.Conn) string {
+	name := nc.Opts.Name
+	if i := strings.Index(name, " ("); i >= 0 && strings.HasSuffix(name, ")") {
+		return name[i+2 : len(name)-1]
+	}
+	return "this client"
+}
 
 // Backoff is the reconnect schedule used while NATS cannot be reached: it
 // starts at Initial, doubles, and is capped at Max.
@@ -49,37 +176,42 @@ func (b Backoff) Next(d time.Duration) time.Duration {
 // server's do not match them: retrying will not help.
 var ErrTLS = errors.New("bus: NATS TLS")
 
-// Option adds a setting to Connect and Open.
-type Option func(*dialSettings)
-
-type dialSettings struct {
-	tls tlsconfig.Files
-}
-
 // WithTLS makes the connection use TLS with files: the server's
 // certificate must be signed by files.CA (the system's roots without one),
 // and files.Cert and files.Key, when given, are presented to the server.
 // Any file given requires TLS, whatever the URL's scheme; with no file,
 // a tls:// URL still asks for TLS against the system's roots.
-func WithTLS(files tlsconfig.Files) Option {
-	return func(d *dialSettings) { d.tls = files }
+func WithTLS(files tlsconfig.Files) ConnectOption {
+	return func(o *connectOptions) { o.tls = files }
 }
 
 // Connect dials the NATS server at url, retrying with back-off and logging
 // each failure with the URL, until it connects or ctx ends. Once connected
-// the client reconnects by itself forever; disconnections are logged. A
-// failure that retrying cannot mend (a TLS file that cannot be loaded, a
-// server certificate not trusted, a server requiring TLS the client does
-// not use or the reverse) is returned at once, wrapping ErrTLS.
-func Connect(ctx context.Context, serverURL, name string, log *slog.Logger, options ...Option) (*nats.Conn, error) {
+// the client reconnects by itself forever; disconnections are logged.
+//
+// With WithNkey it authenticates; NATS refusing the credentials (or their
+// absence) ends it at once with ErrRefused rather than retrying, and a
+// publish or subscription the role may not make is logged as an error
+// naming the subject and the role (Denied returns it). With WithTLS it
+// uses TLS; a failure that retrying cannot mend (a TLS file that cannot be
+// loaded, a server certificate not trusted, a server requiring TLS the
+// client does not use or the reverse) is returned at once, wrapping ErrTLS.
+func Connect(ctx context.Context, serverURL, name string, log *slog.Logger, options ...ConnectOption) (*nats.Conn, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	var ds dialSettings
+	var co connectOptions
 	for _, o := range options {
 		if o != nil {
-			o(&ds)
+			o(&co)
 		}
+	}
+	auth, id, err := co.authOptions()
+	if err != nil {
+		return nil, err
+	}
+	if co.nkeyFile != "" {
+		name += " (" + id.String() + ")"
 	}
 	shown := RedactURL(serverURL)
 	opts := []nats.Option{
@@ -100,11 +232,20 @@ func Connect(ctx context.Context, serverURL, name string, log *slog.Logger, opti
 			if sub != nil {
 				subj = sub.Subject
 			}
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				d := deniedError(err, id.String())
+				log.Error("NATS denied a permission", "url", shown, "subject", subj, "err", d)
+				if co.onDenied != nil {
+					co.onDenied(d)
+				}
+				return
+			}
 			log.Warn("NATS async error", "url", shown, "subject", subj, "err", err)
 		}),
 	}
-	if !ds.tls.IsZero() {
-		cfg, err := ds.tls.Client("")
+	opts = append(opts, auth...)
+	if !co.tls.IsZero() {
+		cfg, err := co.tls.Client("")
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrTLS, err)
 		}
@@ -119,8 +260,11 @@ func Connect(ctx context.Context, serverURL, name string, log *slog.Logger, opti
 			}
 			return nc, nil
 		}
-		if terr := tlsFailure(err, shown, ds.tls); terr != nil {
+		if terr := tlsFailure(err, shown, co.tls); terr != nil {
 			return nil, terr
+		}
+		if authError(err) {
+			return nil, refused(err, id, shown)
 		}
 		delay = DefaultBackoff.Next(delay)
 		log.Warn("cannot reach NATS; retrying", "url", shown, "attempt", attempt, "retry_in", delay, "err", err)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/supervisorhq/supervisor/shared/natsauth"
 )
 
 // Options configures an embedded server.
@@ -32,6 +34,11 @@ type Options struct {
 	TLS *tls.Config
 	// Cluster, if set, makes the server a node of a cluster.
 	Cluster *Cluster
+	// Users, when set, turns authorization on: one nkey user per role with
+	// the role's permissions (natsauth), exactly as the configuration
+	// `coordinator creds init` writes gives a nats-server; anonymous
+	// connections are refused.
+	Users natsauth.Users
 }
 
 // Cluster configures the cluster routes of an embedded server.
@@ -112,6 +119,13 @@ func Start(opts Options) (*Server, error) {
 			sopts.Cluster.TLSTimeout = 5
 		}
 	}
+	if opts.Users != nil {
+		users, err := NkeyUsers(opts.Users)
+		if err != nil {
+			return nil, fmt.Errorf("embedded nats: %w", err)
+		}
+		sopts.Nkeys = users
+	}
 	srv, err := server.NewServer(sopts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
@@ -140,4 +154,30 @@ func (s *Server) URL() string { return s.srv.ClientURL() }
 func (s *Server) Shutdown() {
 	s.srv.Shutdown()
 	s.srv.WaitForShutdown()
+}
+
+// NkeyUsers builds nats-server's nkey users for users: each role's public
+// key with the role's permissions (natsauth.Config renders the same for a
+// configuration file).
+func NkeyUsers(users natsauth.Users) ([]*server.NkeyUser, error) {
+	if err := users.Validate(); err != nil {
+		return nil, err
+	}
+	var out []*server.NkeyUser
+	for _, r := range natsauth.Roles() {
+		spec, err := natsauth.SpecOf(r)
+		if err != nil {
+			return nil, err
+		}
+		perms := &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: spec.Publish()},
+			Subscribe: &server.SubjectPermission{Allow: spec.Subscribe(users[r])},
+		}
+		if spec.AllowResponses {
+			perms.Response = &server.ResponsePermission{MaxMsgs: server.DEFAULT_ALLOW_RESPONSE_MAX_MSGS,
+				Expires: server.DEFAULT_ALLOW_RESPONSE_EXPIRATION}
+		}
+		out = append(out, &server.NkeyUser{Nkey: users[r], Permissions: perms})
+	}
+	return out, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/config"
 	"github.com/supervisorhq/supervisor/shared/metrics"
+	"github.com/supervisorhq/supervisor/shared/natsauth"
 	"github.com/supervisorhq/supervisor/shared/telemetry"
 )
 
@@ -27,6 +28,14 @@ func Serve(ctx context.Context, deps Deps, cancels *Cancels, opts bus.PullOption
 		return fmt.Errorf("watch cancellations: %w", err)
 	}
 	defer sub.Unsubscribe() //nolint:errcheck // the connection closes next
+	// NATS answers a denied subscription asynchronously, before the flush's
+	// answer: a role that may not hear cancellations fails here, at start.
+	if err := deps.Bus.NC.Flush(); err != nil {
+		return fmt.Errorf("watch cancellations: %w", err)
+	}
+	if err := bus.Denied(deps.Bus.NC); err != nil {
+		return fmt.Errorf("watch cancellations: %w", err)
+	}
 	opts.Log = deps.Log
 	defer openSlots(opts)()
 	deps.Log.Info("pulling jobs", "kind", opts.Kind, "pools", strings.Join(opts.Pools, ","),
@@ -74,6 +83,7 @@ func Command(name, short, long string, p Profile, run RunFunc) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			s.Role = natsauth.Role(name)
 			ms, err := metrics.StartFrom(v, log)
 			if err != nil {
 				return err

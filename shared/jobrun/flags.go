@@ -25,6 +25,7 @@ const DefaultNATSURL = "nats://127.0.0.1:4222"
 // parameters.
 func AddConnectionFlags(fs *pflag.FlagSet) {
 	fs.String("nats", DefaultNATSURL, "NATS server URL(s), comma-separated")
+	AddNkeyFlag(fs)
 	fs.String("redis-url", "", "Redis URL (redis:// or rediss://, with the ACL user: rediss://worker@redis:6380/0) for locks, cache and breakers (empty: JetStream KV)")
 	AddNATSTLSFlags(fs)
 	AddRedisSecurityFlags(fs)
@@ -32,6 +33,11 @@ func AddConnectionFlags(fs *pflag.FlagSet) {
 	fs.Duration("ack-wait", 30*time.Second, "time a job may go without a heartbeat before it is redelivered")
 	fs.Int("max-deliver", 5, "deliveries of a job before it is dead-lettered")
 	fs.Duration("artifact-ttl", 7*24*time.Hour, "how long bundles, patches and logs are kept in the object store")
+}
+
+// AddNkeyFlag adds --nats-nkey, the file of the binary's NATS credentials.
+func AddNkeyFlag(fs *pflag.FlagSet) {
+	fs.String("nats-nkey", "", "file of this program's NATS nkey (its role's file of `coordinator creds init DIR`; empty: no credentials)")
 }
 
 // AddRunnerFlags adds the flags workers and gate runners share.
@@ -125,6 +131,7 @@ func SettingsFrom(v *viper.Viper, log *slog.Logger, p Profile) (Settings, error)
 	s := Settings{
 		NATSURL:     v.GetString("nats"),
 		NATSTLS:     NATSTLS(v),
+		NATSNkey:    v.GetString("nats-nkey"),
 		RedisURL:    v.GetString("redis-url"),
 		Redis:       RedisOptions(v),
 		DataDir:     v.GetString("data-dir"),

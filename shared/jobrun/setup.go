@@ -13,8 +13,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/egress"
+	"github.com/supervisorhq/supervisor/shared/natsauth"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
 	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/state/backends"
@@ -47,7 +50,12 @@ type Settings struct {
 	NATSURL string
 	// NATSTLS are the TLS files of the connection to NATS (none: TLS only
 	// with a tls:// URL).
-	NATSTLS  tlsconfig.Files
+	NATSTLS tlsconfig.Files
+	// NATSNkey is the file of the runner's NATS nkey (--nats-nkey; ""
+	// connects without credentials), for Role.
+	NATSNkey string
+	// Role is the runner's NATS role (natsauth.Worker or GateRunner).
+	Role     natsauth.Role
 	RedisURL string
 	// Redis are the TLS and password settings of the connection to Redis.
 	Redis []redisstate.Option
@@ -115,11 +123,18 @@ func Setup(ctx context.Context, s Settings, name string) (Deps, func(), error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	b, err := bus.Open(ctx, s.NATSURL, name, s.Bus, log, bus.WithTLS(s.NATSTLS))
+	b, err := bus.Open(ctx, s.NATSURL, name, s.Bus, log, bus.WithNkey(s.NATSNkey, s.Role), bus.WithTLS(s.NATSTLS))
 	if err != nil {
 		return Deps{}, nil, err
 	}
-	store, err := backends.Open(ctx, s.RedisURL, b.JS, s.Bus.Replicas, s.Redis...)
+	var store state.Store
+	if s.NATSNkey != "" {
+		// The runner's role may not create the state bucket: the
+		// coordinator does, right after the streams.
+		store, err = attachState(ctx, s.RedisURL, b, log, s.Redis...)
+	} else {
+		store, err = backends.Open(ctx, s.RedisURL, b.JS, s.Bus.Replicas, s.Redis...)
+	}
 	if err != nil {
 		b.Close()
 		return Deps{}, nil, err
@@ -131,6 +146,31 @@ func Setup(ctx context.Context, s Settings, name string) (Deps, func(), error) {
 		return Deps{}, nil, err
 	}
 	return deps, func() { closeDeps(); store.Close(); b.Close() }, nil
+}
+
+// attachState binds the state store, waiting with back-off while the
+// coordinator has not created its bucket yet.
+func attachState(ctx context.Context, redisURL string, b *bus.Bus, log *slog.Logger, opts ...redisstate.Option) (state.Store, error) {
+	delay := time.Duration(0)
+	for {
+		store, err := backends.Attach(ctx, redisURL, b.JS, opts...)
+		if err == nil {
+			return store, nil
+		}
+		if d := bus.Denied(b.NC); d != nil {
+			return nil, fmt.Errorf("state store: %w", d)
+		}
+		if !errors.Is(err, jetstream.ErrBucketNotFound) {
+			return nil, err
+		}
+		delay = bus.DefaultBackoff.Next(delay)
+		log.Info("waiting for the coordinator to create the state bucket", "retry_in", delay, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(delay):
+		}
+	}
 }
 
 // LocalDeps builds Deps on an existing bus and store (used in-process by

@@ -52,7 +52,7 @@ func (e *env) checkDashboardFlags(generate bool) error {
 // output may end up in a log). A default address in use is a warning and another
 // port is taken; an explicit one in use is an error. The returned stop
 // function closes what was started.
-func (e *env) startDashboard(ctx context.Context, cmd *cobra.Command, natsURL string, nc *nats.Conn, def string, generate bool, opts ...bus.Option) (func(), error) {
+func (e *env) startDashboard(ctx context.Context, cmd *cobra.Command, natsURL string, nc *nats.Conn, def string, generate bool, opts ...bus.ConnectOption) (func(), error) {
 	listen := strings.TrimSpace(e.v.GetString("http-listen"))
 	if listen == "" || listen == "off" {
 		return func() {}, nil
@@ -81,9 +81,9 @@ func (e *env) startDashboard(ctx context.Context, cmd *cobra.Command, natsURL st
 	}
 	var own *nats.Conn
 	if nc == nil {
-		if own, err = bus.Connect(ctx, natsURL, "supervisor-dashboard", e.log, opts...); err != nil {
+		if own, err = bus.Connect(ctx, natsURL, "supervisor-dashboard", e.log, append([]bus.ConnectOption{e.nkey("")}, opts...)...); err != nil {
 			_ = ln.Close()
-			return nil, &ExitError{Code: ExitUnavailable, Err: err}
+			return nil, connectErr(err)
 		}
 		nc = own
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/metrics"
+	"github.com/supervisorhq/supervisor/shared/natsauth"
 	"github.com/supervisorhq/supervisor/shared/tlsconfig"
 )
 
@@ -28,12 +30,25 @@ breakers in a JetStream KV bucket, and runs the coordinator, one worker and one
 gate runner in-process (the same code as the separate binaries). Submit work to it
 from another terminal with 'coordinator submit'. Other workers and gate runners
 may join it over --listen; with --tls-dir (a directory 'coordinator tls init'
-wrote) they must use TLS and present a certificate of its CA.`,
+wrote) they must use TLS and present a certificate of its CA.
+
+NATS listens on 127.0.0.1 unless --listen says otherwise. On any other address
+dev refuses to start without --creds DIR, a credentials set of 'coordinator
+creds init DIR': the embedded server then refuses anonymous clients and gives
+each role only its permissions; clients connect with --nats-nkey DIR/<role>.nk.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			e, err := load(cmd, "dev")
 			if err != nil {
 				return err
+			}
+			creds, err := devCreds(e.v.GetString("listen"), e.v.GetString("creds"))
+			if err != nil {
+				return &ExitError{Code: ExitUsage, Err: err}
+			}
+			if creds != "" && e.v.GetString("nats-nkey") == "" {
+				// The dashboard offers operators' decisions.
+				e.v.Set("nats-nkey", natsauth.KeyFile(creds, natsauth.Operator))
 			}
 			ctx, stop := signalContext()
 			defer stop()
@@ -93,7 +108,7 @@ wrote) they must use TLS and present a certificate of its CA.`,
 				WorkerConcurrency: e.v.GetInt("worker-concurrency"), GateConcurrency: e.v.GetInt("gate-concurrency"),
 				SandboxPath: e.v.GetString("sandbox-path"), ProcessUser: e.v.GetString("sandbox-process-user"), Breakers: breakers, Log: e.log,
 				MaxFailuresPerHour: e.v.GetInt("max-failures-per-hour"), Prices: prices, RepoRoots: roots,
-				Limits: lims,
+				Limits: lims, Creds: creds,
 			})
 			if err != nil {
 				return err
@@ -102,7 +117,12 @@ wrote) they must use TLS and present a certificate of its CA.`,
 			if tlsDir != "" {
 				submitTLS = fmt.Sprintf(" --nats-ca %s --nats-cert %s --nats-key %s", cliTLS.CA, cliTLS.Cert, cliTLS.Key)
 			}
-			fmt.Fprintf(e.out, "supervisor dev: NATS at %s; submit with: coordinator submit FILE --repo PATH --nats %s%s\n", st.URL(), st.URL(), submitTLS)
+			if creds == "" {
+				fmt.Fprintf(e.out, "supervisor dev: NATS at %s; submit with: coordinator submit FILE --repo PATH --nats %s%s\n", st.URL(), st.URL(), submitTLS)
+			} else {
+				fmt.Fprintf(e.out, "supervisor dev: NATS at %s, credentials required; submit with: coordinator submit FILE --repo PATH --nats %s --nats-nkey %s%s\n",
+					st.URL(), st.URL(), natsauth.KeyFile(creds, natsauth.CLI), submitTLS)
+			}
 			if ms != nil {
 				fmt.Fprintf(e.out, "supervisor dev: metrics at http://%s%s\n", ms.Addr(), metrics.Path)
 			}
@@ -118,8 +138,9 @@ wrote) they must use TLS and present a certificate of its CA.`,
 	}
 	fs := cmd.Flags()
 	fs.String("data-dir", "./.supervisor-dev", "where JetStream, mirrors and workspaces live")
-	fs.String("listen", "127.0.0.1:4222", "address the embedded NATS listens on (port 0 picks one)")
+	fs.String("listen", "127.0.0.1:4222", "address the embedded NATS listens on (port 0 picks one); other than loopback it needs --creds")
 	fs.String("tls-dir", "", "a directory 'coordinator tls init' wrote: the embedded NATS serves TLS only with DIR/tls/nats, requiring client certificates of its CA (the in-process services use DIR/tls/coordinator)")
+	fs.String("creds", "", "credentials set directory (coordinator creds init DIR): the embedded NATS refuses anonymous clients and enforces each role's permissions")
 	fs.Int("worker-concurrency", 2, "agents run at once by the in-process worker")
 	fs.Int("gate-concurrency", 2, "gates run at once by the in-process gate runner")
 	fs.String("sandbox-path", "", "PATH inside the process sandbox (default: minimal base plus the host's Go)")
@@ -138,6 +159,42 @@ wrote) they must use TLS and present a certificate of its CA.`,
 func devTLS(dir, name string) tlsconfig.Files {
 	d := tlscreds.TLSDir(dir, name)
 	return tlsconfig.Files{CA: filepath.Join(d, "ca.crt"), Cert: filepath.Join(d, name+".crt"), Key: filepath.Join(d, name+".key")}
+}
+
+// devCreds checks dev's --listen against --creds: NATS on an address
+// other hosts reach needs credentials, or anyone there could submit work,
+// read every log and pose as a runner. It returns the absolute --creds.
+func devCreds(listen, creds string) (string, error) {
+	if creds != "" {
+		abs, err := filepath.Abs(creds)
+		if err != nil {
+			return "", fmt.Errorf("--creds %s: %w", creds, err)
+		}
+		if _, err := natsauth.LoadUsers(abs); err != nil {
+			return "", fmt.Errorf("--creds: %w", err)
+		}
+		return abs, nil
+	}
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", fmt.Errorf("--listen %q: %w", listen, err)
+	}
+	if loopback(host) {
+		return "", nil
+	}
+	return "", fmt.Errorf("--listen %s: NATS would be reachable from other hosts without credentials, so anyone there could "+
+		"submit work, read every log and pose as a runner; make a credentials set with `coordinator creds init DIR` "+
+		"and give it with --creds DIR (or listen on 127.0.0.1)", listen)
+}
+
+// loopback reports whether host names only this machine: a loopback IP or
+// "localhost". An empty host means every interface.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // startFleet starts the embedded default, with start-up failures as exit

@@ -22,6 +22,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/config"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
+	"github.com/supervisorhq/supervisor/shared/natsauth"
 	"github.com/supervisorhq/supervisor/shared/telemetry"
 )
 
@@ -42,6 +43,9 @@ const (
 	// limits (a 413, 429 or 503: size, rate, work in flight); the message
 	// names the limit and its flag.
 	ExitRefused = 75
+	// ExitDenied: NATS refused the credentials (--nats-nkey), or denied
+	// the request to their role (a cli key asking to approve, say).
+	ExitDenied = 77
 )
 
 // ExitError carries an exit code with an error.
@@ -95,7 +99,7 @@ drive it with. Settings come from flags, then SUPERVISOR_* environment variables
 Exit codes: 0 succeeded; 1 error; 2 workflow failed; 3 workflow cancelled;
 4 workflow still running; 5 needs attention; 6 merge failed; 64 usage;
 65 invalid workflow; 69 unreachable; 75 refused under a limit (request size, submission rate, work
-in flight).`,
+in flight); 77 NATS refused the credentials or denied the request to their role.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -104,23 +108,28 @@ in flight).`,
 	config.AddConfigFlag(root.PersistentFlags())
 	root.PersistentFlags().String("nats", jobrun.DefaultNATSURL, "NATS server URL(s), comma-separated")
 	jobrun.AddNATSTLSFlags(root.PersistentFlags())
+	jobrun.AddNkeyFlag(root.PersistentFlags())
 	root.PersistentFlags().Duration("timeout", 30*time.Second, "how long to wait for NATS and the coordinator to answer")
 	addGateSourceFlags(root.PersistentFlags())
 	addContextFlags(root.PersistentFlags())
 	addConfigSourceFlags(root.PersistentFlags())
 	telemetry.AddFlags(root.PersistentFlags())
 	root.AddCommand(newServe(), newDev(), newDemo(), newSubmit(), newPlan(), newRoles(), newTemplates(), newStatus(), newWatch(), newLogs(), newCancel(), newGate(),
-		newInbox(), newShow(), newApprove(), newReject(), newRetry(), newBreakers(), newResume(), newMerge(), newFleet(), newTLS())
+		newInbox(), newShow(), newApprove(), newReject(), newRetry(), newBreakers(), newResume(), newMerge(), newFleet(),
+		newCreds(), newTLS())
 	root.AddCommand(newContext())
 	return root
 }
 
 // env is what a client command needs, loaded from its settings.
 type env struct {
-	v      *viper.Viper
-	log    *slog.Logger
-	out    io.Writer
-	errOut io.Writer
+	// onDenied, if set, is told when NATS denies a request to the
+	// client's role (callAPI ends the call at once).
+	onDenied func(error)
+	v        *viper.Viper
+	log      *slog.Logger
+	out      io.Writer
+	errOut   io.Writer
 }
 
 func load(cmd *cobra.Command, component string) (*env, error) {
@@ -143,11 +152,34 @@ func (e *env) connect(ctx context.Context) (*nats.Conn, *api.Client, error) {
 	cctx, cancel := context.WithTimeout(ctx, e.v.GetDuration("timeout"))
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	nc, err := bus.Connect(cctx, e.v.GetString("nats"), "supervisor-cli", quiet, bus.WithTLS(jobrun.NATSTLS(e.v)))
+	nc, err := bus.Connect(cctx, e.v.GetString("nats"), "supervisor-cli", quiet, e.nkey(""), bus.WithTLS(jobrun.NATSTLS(e.v)),
+		bus.OnDenied(func(err error) {
+			if e.onDenied != nil {
+				e.onDenied(err)
+			}
+		}))
 	if err != nil {
-		return nil, nil, &ExitError{Code: ExitUnavailable, Err: err}
+		return nil, nil, connectErr(err)
 	}
 	return nc, &api.Client{NC: nc}, nil
+}
+
+// nkey is the connection option of --nats-nkey, for role ("" when the
+// cli and operator roles both do).
+func (e *env) nkey(role natsauth.Role) bus.ConnectOption {
+	return bus.WithNkey(e.v.GetString("nats-nkey"), role)
+}
+
+// connectErr maps a failure to connect to its exit code: credentials
+// NATS refused (or an unreadable key file) are not "unreachable".
+func connectErr(err error) error {
+	switch {
+	case errors.Is(err, bus.ErrRefused):
+		return &ExitError{Code: ExitDenied, Err: err}
+	case errors.Is(err, bus.ErrBadNkey):
+		return &ExitError{Code: ExitUsage, Err: err}
+	}
+	return &ExitError{Code: ExitUnavailable, Err: err}
 }
 
 // apiCall is a client command's body: one or more API calls made within
@@ -171,6 +203,9 @@ func clientRunE(component string, call apiCall) func(*cobra.Command, []string) e
 func (e *env) callAPI(call func(ctx context.Context, client *api.Client) error) error {
 	ctx, stop := signalContext()
 	defer stop()
+	ctx, deny := context.WithCancelCause(ctx)
+	defer deny(nil)
+	e.onDenied = deny
 	nc, client, err := e.connect(ctx)
 	if err != nil {
 		return err
@@ -178,7 +213,19 @@ func (e *env) callAPI(call func(ctx context.Context, client *api.Client) error) 
 	defer nc.Close()
 	rctx, cancel := context.WithTimeout(ctx, e.v.GetDuration("timeout"))
 	defer cancel()
-	return call(rctx, client)
+	return deniedErr(nc, call(rctx, client))
+}
+
+// deniedErr replaces an error of a request NATS denied to the client's
+// role (it went unanswered) with one naming the subject and the role.
+func deniedErr(nc *nats.Conn, err error) error {
+	if err == nil {
+		return nil
+	}
+	if d := bus.Denied(nc); d != nil {
+		return &ExitError{Code: ExitDenied, Err: d}
+	}
+	return err
 }
 
 // apiErr maps API errors to exit codes.

@@ -16,6 +16,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/metrics"
+	"github.com/supervisorhq/supervisor/shared/natsauth"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/state/backends"
 )
@@ -52,9 +53,10 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 			if err != nil {
 				return &ExitError{Code: ExitUsage, Err: err}
 			}
-			b, err := bus.Open(ctx, e.v.GetString("nats"), "supervisor-coordinator", bcfg, e.log, bus.WithTLS(jobrun.NATSTLS(e.v)))
+			b, err := bus.Open(ctx, e.v.GetString("nats"), "supervisor-coordinator", bcfg, e.log, e.nkey(natsauth.Coordinator),
+				bus.WithTLS(jobrun.NATSTLS(e.v)))
 			if err != nil {
-				return &ExitError{Code: ExitUnavailable, Err: err}
+				return connectErr(err)
 			}
 			defer b.Close()
 			store, err := backends.Open(ctx, e.v.GetString("redis-url"), b.JS, e.v.GetInt("replicas"), jobrun.RedisOptions(e.v)...)

@@ -27,6 +27,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/metrics"
+	"github.com/supervisorhq/supervisor/shared/natsauth"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
@@ -92,20 +93,28 @@ type Options struct {
 	// Limits bound the API's requests and the work in flight (the zero
 	// value: none).
 	Limits service.Limits
-	Log    *slog.Logger
+	// Creds, if set, is the directory of a credentials set (`coordinator
+	// creds init`): the embedded server then refuses anonymous clients and
+	// gives each role only its permissions, and the coordinator, the worker
+	// and the gate runner connect each with their own role's key.
+	Creds string
+	Log   *slog.Logger
 }
 
 // Fleet is the embedded default running in this process.
 type Fleet struct {
-	srv    *embedded.Server
-	bus    *bus.Bus
-	store  state.Store
-	engine *engine.Engine
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	errs   []error
-	log    *slog.Logger
+	srv   *embedded.Server
+	bus   *bus.Bus
+	store state.Store
+	// runnerBuses are the in-process runners' own connections (with
+	// Creds), closed with the fleet.
+	runnerBuses []*bus.Bus
+	engine      *engine.Engine
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	mu          sync.Mutex
+	errs        []error
+	log         *slog.Logger
 	// unsetMetrics stops this fleet's scrape-time metrics.
 	unsetMetrics []func()
 }
@@ -125,7 +134,13 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: %w", ErrBadListen, o.Listen, err)
 	}
-	eo := embedded.Options{Host: host, Port: port, StoreDir: filepath.Join(dataDir, "jetstream")}
+	var users natsauth.Users
+	if o.Creds != "" {
+		if users, err = natsauth.LoadUsers(o.Creds); err != nil {
+			return nil, err
+		}
+	}
+	eo := embedded.Options{Host: host, Port: port, StoreDir: filepath.Join(dataDir, "jetstream"), Users: users}
 	if !o.ServerTLS.IsZero() {
 		if eo.TLS, err = o.ServerTLS.Server(); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrNATS, err)
@@ -136,7 +151,8 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 		return nil, fmt.Errorf("%w: %w", ErrNATS, err)
 	}
 	f := &Fleet{srv: srv, log: o.Log}
-	f.bus, err = bus.Open(ctx, f.URL(), "supervisor-dev", bus.Config{AckWait: o.AckWait}, o.Log, bus.WithTLS(o.ClientTLS))
+	f.bus, err = bus.Open(ctx, srv.URL(), "supervisor-dev", bus.Config{AckWait: o.AckWait}, o.Log, o.nkey(natsauth.Coordinator),
+		bus.WithTLS(o.ClientTLS))
 	if err != nil {
 		srv.Shutdown()
 		return nil, err
@@ -162,14 +178,18 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 	f.cancel = cancel
 	f.goRun("coordinator", func() error { return f.engine.Run(runCtx, svc.Serve) })
 	if !o.NoRunners {
-		deps, err := jobrun.LocalDeps(jobrun.Settings{DataDir: filepath.Join(dataDir, "runner"), SandboxPath: o.SandboxPath, Host: "dev",
-			ProcessUser: o.ProcessUser, Breakers: o.Breakers}, f.bus, f.store, o.Log)
+		wdeps, err := f.runnerDeps(ctx, o, natsauth.Worker, dataDir)
 		if err != nil {
 			_ = f.Close()
 			return nil, err
 		}
-		wk := worker.New(deps, worker.Config{Concurrency: max(o.WorkerConcurrency, 1), DrainTimeout: 10 * time.Second})
-		gr := gaterunner.New(deps, gaterunner.Config{Concurrency: max(o.GateConcurrency, 1), DrainTimeout: 10 * time.Second})
+		gdeps, err := f.runnerDeps(ctx, o, natsauth.GateRunner, dataDir)
+		if err != nil {
+			_ = f.Close()
+			return nil, err
+		}
+		wk := worker.New(wdeps, worker.Config{Concurrency: max(o.WorkerConcurrency, 1), DrainTimeout: 10 * time.Second})
+		gr := gaterunner.New(gdeps, gaterunner.Config{Concurrency: max(o.GateConcurrency, 1), DrainTimeout: 10 * time.Second})
 		f.goRun("worker", func() error { return wk.Run(runCtx) })
 		f.goRun("gaterunner", func() error { return gr.Run(runCtx) })
 	}
@@ -183,6 +203,38 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 		_ = f.Close()
 		return nil, errors.New("fleet: the coordinator did not become ready within 60s")
 	}
+}
+
+// nkey is the connection option of role's key in o.Creds (none without).
+func (o Options) nkey(role natsauth.Role) bus.ConnectOption {
+	if o.Creds == "" {
+		return bus.WithNkey("", role)
+	}
+	return bus.WithNkey(natsauth.KeyFile(o.Creds, role), role)
+}
+
+// runnerDeps builds an in-process runner's dependencies. Without Creds
+// both runners share the coordinator's connection and store; with them
+// each has its own connection as role, and binds the state bucket the
+// coordinator created.
+func (f *Fleet) runnerDeps(ctx context.Context, o Options, role natsauth.Role, dataDir string) (jobrun.Deps, error) {
+	s := jobrun.Settings{DataDir: filepath.Join(dataDir, "runner"), SandboxPath: o.SandboxPath, Host: "dev",
+		ProcessUser: o.ProcessUser, Breakers: o.Breakers}
+	if o.Creds == "" {
+		return jobrun.LocalDeps(s, f.bus, f.store, o.Log)
+	}
+	s.DataDir = filepath.Join(dataDir, string(role))
+	b, err := bus.Open(ctx, f.srv.URL(), "supervisor-dev-"+string(role), bus.Config{AckWait: o.AckWait}, o.Log, o.nkey(role),
+		bus.WithTLS(o.ClientTLS))
+	if err != nil {
+		return jobrun.Deps{}, err
+	}
+	f.runnerBuses = append(f.runnerBuses, b)
+	store, err := kvstate.Attach(ctx, b.JS)
+	if err != nil {
+		return jobrun.Deps{}, err
+	}
+	return jobrun.LocalDeps(s, b, store, o.Log)
 }
 
 func (f *Fleet) goRun(name string, fn func() error) {
@@ -206,6 +258,9 @@ func (f *Fleet) URL() string { return f.srv.URL() }
 func (f *Fleet) closeConns() {
 	if f.store != nil {
 		f.store.Close()
+	}
+	for _, b := range f.runnerBuses {
+		b.Close()
 	}
 	f.bus.Close()
 	f.srv.Shutdown()

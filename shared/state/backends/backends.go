@@ -32,3 +32,18 @@ func Open(ctx context.Context, redisURL string, js jetstream.JetStream, replicas
 	}
 	return kvstate.New(ctx, js, kvstate.WithReplicas(max(replicas, 1)))
 }
+
+// Attach is Open for a client that may not create buckets (a worker or
+// gate runner with NATS credentials): it binds the state bucket the
+// coordinator created, and fails with jetstream.ErrBucketNotFound while
+// there is none yet.
+func Attach(ctx context.Context, redisURL string, js jetstream.JetStream, opts ...redisstate.Option) (state.Store, error) {
+	kv, err := kvstate.Attach(ctx, js)
+	if err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	if redisURL != "" {
+		return redisstate.Open(ctx, redisURL, append(opts, redisstate.WithEpochs(kv))...)
+	}
+	return kv, nil
+}

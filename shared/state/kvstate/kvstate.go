@@ -97,6 +97,27 @@ func New(ctx context.Context, js jetstream.JetStream, opts ...Option) (*Store, e
 	return &Store{kv: kv}, nil
 }
 
+// Attach returns a Store on the bucket as it exists, creating and changing
+// nothing: what a client whose NATS role may not create buckets (a worker,
+// a gate runner) does. It fails with jetstream.ErrBucketNotFound while the
+// bucket does not exist yet.
+func Attach(ctx context.Context, js jetstream.JetStream, opts ...Option) (*Store, error) {
+	if js == nil {
+		return nil, errors.New("kvstate: nil JetStream context")
+	}
+	c := config{bucket: protocol.BucketState}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	kv, err := js.KeyValue(ctx, c.bucket)
+	if err != nil {
+		return nil, fmt.Errorf("kvstate: bucket %q: %w", c.bucket, err)
+	}
+	return &Store{kv: kv}, nil
+}
+
 // Backend returns "jetstream-kv".
 func (s *Store) Backend() string { return "jetstream-kv" }
 
