@@ -20,6 +20,30 @@ type rule struct {
 	// keep keeps the first submatch verbatim (the "Bearer " of a header)
 	// and masks the rest; false masks the whole match.
 	keep bool
+	// need are literals one of which every match contains (in the lowered
+	// text when fold is set): without any, the pattern is not run. Regular
+	// expressions cost far more than a substring search on a long log.
+	need []string
+	fold bool
+}
+
+// may reports whether r's pattern can match s (lower is s in lower case,
+// "" when s is not ASCII: case-insensitive patterns match letters such as
+// U+017F, whose lower case is not an ASCII letter, so they always run then).
+func (r rule) may(s, lower string) bool {
+	in := s
+	if r.fold {
+		if lower == "" && s != "" {
+			return true
+		}
+		in = lower
+	}
+	for _, n := range r.need {
+		if strings.Contains(in, n) {
+			return true
+		}
+	}
+	return false
 }
 
 // keyRE matches the name and separator of an assignment whose value is
@@ -45,26 +69,37 @@ var proseRE = regexp.MustCompile(`^(?:[a-z]+|[A-Z][A-Z0-9]*_[A-Z0-9_]*)[.,;:]?$`
 
 var rules = []rule{
 	// CTX-07: private key blocks, whole.
-	{regexp.MustCompile(`-----BEGIN ([A-Z]+ )?PRIVATE KEY-----[\s\S]*?(-----END ([A-Z]+ )?PRIVATE KEY-----|$)`), false},
+	{re: regexp.MustCompile(`-----BEGIN ([A-Z]+ )?PRIVATE KEY-----[\s\S]*?(-----END ([A-Z]+ )?PRIVATE KEY-----|$)`), need: []string{"PRIVATE KEY-----"}},
 	// CTX-07: GitHub tokens (classic ghp_, and gho_/ghu_/ghs_/ghr_, fine-grained github_pat_).
-	{regexp.MustCompile(`\b(gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})\b`), false},
+	{re: regexp.MustCompile(`\b(gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})\b`), need: []string{"gh", "github_pat_"}},
 	// CTX-07: OpenAI and Anthropic keys (sk-…, sk-proj-…, sk-ant-…).
-	{regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{20,}\b`), false},
+	{re: regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{20,}\b`), need: []string{"sk-"}},
 	// AWS access key ids.
-	{regexp.MustCompile(`\b(AKIA|ASIA)[A-Z0-9]{16}\b`), false},
+	{re: regexp.MustCompile(`\b(AKIA|ASIA)[A-Z0-9]{16}\b`), need: []string{"AKIA", "ASIA"}},
 	// Slack tokens.
-	{regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9-]{10,}\b`), false},
+	{re: regexp.MustCompile(`\bxox[abprs]-[A-Za-z0-9-]{10,}\b`), need: []string{"xox"}},
 	// Bearer tokens in headers.
-	{regexp.MustCompile(`(?i)(authorization:\s*bearer\s+)[A-Za-z0-9._~+/=-]+`), true},
+	{re: regexp.MustCompile(`(?i)(authorization:\s*bearer\s+)[A-Za-z0-9._~+/=-]+`), keep: true, need: []string{"authorization:"}, fold: true},
 	// Passwords in URLs: scheme://user:password@host.
-	{regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:)[^\s@/]+(@)`), true},
+	{re: regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]+:)[^\s@/]+(@)`), keep: true, need: []string{"://"}},
 }
+
+// keyWords are literals one of which, in lower case, every match of keyRE
+// and spacedKeyRE contains.
+var keyWords = []string{"key", "secret", "passw", "token", "credential"}
 
 // String returns s with every secret its patterns find replaced by Mask.
 func String(s string) string {
-	s = maskValues(s, keyRE, false)
-	s = maskValues(s, spacedKeyRE, true)
+	lower := asciiLower(s)
+	if (rule{need: keyWords, fold: true}).may(s, lower) {
+		s = maskValues(s, keyRE, false)
+		s = maskValues(s, spacedKeyRE, true)
+		lower = asciiLower(s)
+	}
 	for _, r := range rules {
+		if !r.may(s, lower) {
+			continue
+		}
 		if r.keep {
 			s = r.re.ReplaceAllStringFunc(s, func(m string) string {
 				sub := r.re.FindStringSubmatch(m)
@@ -79,6 +114,17 @@ func String(s string) string {
 		s = r.re.ReplaceAllString(s, Mask)
 	}
 	return s
+}
+
+// asciiLower is s in lower case, or "" when s holds a byte that is not
+// ASCII.
+func asciiLower(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return ""
+		}
+	}
+	return strings.ToLower(s)
 }
 
 // Bytes is String for byte slices.

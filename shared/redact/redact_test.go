@@ -20,6 +20,12 @@ func TestString(t *testing.T) {
 		{"aws key id", "AKIAABCDEFGHIJKLMNOP", Mask},
 		{"bearer", "Authorization: Bearer abc.def.ghi", "Authorization: Bearer " + Mask},
 		{"url password", "redis://user:s3cret@host:6379/0", "redis://user:" + Mask + "@host:6379/0"},
+		// The literal pre-checks skip no match: a key in upper case, a
+		// case-insensitive match through a letter that is not ASCII
+		// (U+017F folds to s), a bearer header in any case.
+		{"upper-case key word", "MY_TOKEN: t0k3n-value", "MY_TOKEN: " + Mask},
+		{"non-ASCII fold", "\u017fecret=abc123def", "\u017fecret=" + Mask},
+		{"bearer in upper case", "AUTHORIZATION: BEARER abc.def", "AUTHORIZATION: BEARER " + Mask},
 		{"private key", "a\n-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----\nb", "a\n" + Mask + "\nb"},
 		{"empty value does not reach into the next line", "SECRET_KEY=\nnext line\npassword=hunter2", "SECRET_KEY=\nnext line\npassword=" + Mask},
 		// #12: JSON and space-separated forms.
