@@ -139,9 +139,12 @@ export SUPERVISOR_SANDBOX_DATA_DIR ?= $(CURDIR)/.data/compose-sandbox
 export SUPERVISOR_DOCKER_GID ?= $(shell stat -c %g /var/run/docker.sock 2>/dev/null)
 endif
 
-# The Compose fleet's credentials set (NATS nkeys per role): made by compose-creds
-# when missing, mounted into the services by compose.yaml, used by compose-demo.
+# The Compose fleet's credentials (NATS nkeys per role, made by `coordinator creds
+# init`; TLS certificates and Redis users, made by scripts/compose-creds.sh):
+# made by compose-creds when missing and kept (git-ignored), mounted into the
+# services by compose.yaml, used by compose-demo. The host's CLI uses cli.nk and tls/cli.
 export SUPERVISOR_CREDS_DIR ?= $(CURDIR)/.data/compose-creds
+COMPOSE_CLI_TLS = --nats-ca $(SUPERVISOR_CREDS_DIR)/tls/cli/ca.crt --nats-cert $(SUPERVISOR_CREDS_DIR)/tls/cli/cli.crt --nats-key $(SUPERVISOR_CREDS_DIR)/tls/cli/cli.key
 
 .PHONY: images compose-creds compose-up compose-demo compose-down test-compose chaos
 
@@ -150,15 +153,16 @@ export SUPERVISOR_CREDS_DIR ?= $(CURDIR)/.data/compose-creds
 images:
 	GO="$(GO)" deploy/images/build.sh
 
-## compose-creds: make the Compose fleet's credentials set in SUPERVISOR_CREDS_DIR (.data/compose-creds) unless it has one
+## compose-creds: make the Compose fleet's credentials in SUPERVISOR_CREDS_DIR (.data/compose-creds) unless it has them: NATS keys, TLS certificates, Redis users
 # The coordinator's and runners' keys are chown'd to their containers' uid 10001
 # (in a container: no sudo); cli.nk and operator.nk stay this user's.
 compose-creds: build images
 	@if [ ! -f "$(SUPERVISOR_CREDS_DIR)/nats-auth.conf" ]; then $(BIN)/coordinator creds init "$(SUPERVISOR_CREDS_DIR)"; fi
 	docker run --rm --network none --user 0 --entrypoint chown -v "$(SUPERVISOR_CREDS_DIR):/d" supervisor/sandbox-base:latest \
 	  10001:10001 /d/coordinator.nk /d/worker.nk /d/gaterunner.nk
+	scripts/compose-creds.sh "$(SUPERVISOR_CREDS_DIR)" "$(BIN)/coordinator"
 
-## compose-up: build the images, make the credentials if missing, start compose.yaml's fleet and wait for the coordinator
+## compose-up: build the images, make the credentials if missing, start compose.yaml's fleet (NATS with credentials over TLS, Redis on TLS with a user per service) and wait for the coordinator
 # make compose-up COMPOSE_UP_FLAGS="--scale worker=4 --scale gaterunner=3"; COMPOSE_SANDBOX=docker: gates in Docker sandboxes
 compose-up: images compose-creds
 ifeq ($(COMPOSE_SANDBOX),docker)
@@ -174,13 +178,13 @@ endif
 	done; \
 	$(COMPOSE) $(COMPOSE_FILE_FLAGS) ps; \
 	port=$$($(COMPOSE) $(COMPOSE_FILE_FLAGS) port nats-1 4222); \
-	echo "NATS at nats://$$port — make compose-demo runs the demo workflow on it; or bin/coordinator submit WORKFLOW --repo REPO --nats nats://$$port --nats-nkey $(SUPERVISOR_CREDS_DIR)/cli.nk --wait"; \
+	echo "NATS at tls://$$port — make compose-demo runs the demo workflow on it; or bin/coordinator submit WORKFLOW --repo REPO --nats tls://$$port --nats-nkey $(SUPERVISOR_CREDS_DIR)/cli.nk $(COMPOSE_CLI_TLS) --wait"; \
 	echo "Prometheus at http://$$($(COMPOSE) $(COMPOSE_FILE_FLAGS) port prometheus 9090) (the fleet's metrics: docs/metrics.md)"
 
 ## compose-demo: submit the demo workflow (make run's) to the fleet compose-up started
 compose-demo: build
-	$(BIN)/coordinator demo --fleet --nats-nkey "$(SUPERVISOR_CREDS_DIR)/cli.nk" \
-	  --nats nats://$$($(COMPOSE) $(COMPOSE_FILE_FLAGS) port nats-1 4222 | sed 's/^0.0.0.0:/127.0.0.1:/')
+	$(BIN)/coordinator demo --fleet --nats-nkey "$(SUPERVISOR_CREDS_DIR)/cli.nk" $(COMPOSE_CLI_TLS) \
+	  --nats tls://$$($(COMPOSE) $(COMPOSE_FILE_FLAGS) port nats-1 4222 | sed 's/^0.0.0.0:/127.0.0.1:/')
 
 ## compose-down: stop and remove the fleet's containers and network (volumes stay: docker-compose -f compose.yaml down -v)
 compose-down:

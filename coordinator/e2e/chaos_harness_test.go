@@ -178,7 +178,11 @@ func (c *composeFleet) connectNATS() (*nats.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	nc, err := nats.Connect(c.natsURL, auth, nats.CustomInboxPrefix(natsauth.InboxPrefix(key.Public)))
+	cfg, err := c.cliTLS().Client("")
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(c.natsURL, auth, nats.CustomInboxPrefix(natsauth.InboxPrefix(key.Public)), nats.Secure(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", c.natsURL, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/supervisorhq/supervisor/shared/testkit"
+	"github.com/supervisorhq/supervisor/shared/tlsconfig"
 )
 
 // The Compose tests run the fleet of compose.yaml — a three-node NATS
@@ -71,8 +72,10 @@ type composeFleet struct {
 	natsURL string   // the published client port of nats-1, from this host
 	promURL string   // the published Prometheus API, from this host
 	dir     string
-	// creds is the project's credentials set (`coordinator creds init`),
-	// as make compose-creds makes it: the CLI uses its cli or operator key.
+	// creds is the project's credentials, as make compose-creds makes
+	// them: a set of `coordinator creds init` (the CLI uses its cli or
+	// operator key) and the certificates and Redis users of
+	// scripts/compose-creds.sh (the CLI uses tls/cli).
 	creds string
 }
 
@@ -195,6 +198,36 @@ func newComposeFleet(t *testing.T, opts composeOptions) *composeFleet {
 	return c
 }
 
+// cliTLS are the TLS files of this host's clients of the fleet (the CLI
+// role's, which scripts/compose-creds.sh leaves this user's).
+func (c *composeFleet) cliTLS() tlsconfig.Files {
+	return testkit.CertFiles(filepath.Join(c.creds, "tls"), "cli")
+}
+
+// makeTLSCreds generates the fleet's certificates and Redis users as `make
+// compose-up` does (scripts/compose-creds.sh, which hands each service's
+// files to its container's uid) in the test's directory, for the Compose
+// tool's SUPERVISOR_CREDS_DIR. When the test ends they are handed back to
+// this process's uid, so that its temporary directory can be removed.
+func (c *composeFleet) makeTLSCreds() {
+	t := c.t
+	t.Helper()
+	t.Cleanup(func() {
+		owner := strconv.Itoa(os.Getuid()) + ":" + strconv.Itoa(os.Getgid())
+		base := os.Getenv("SUPERVISOR_SANDBOX_BASE_IMAGE")
+		if base == "" {
+			base = "supervisor/sandbox-base:latest"
+		}
+		if r := c.run(time.Minute, "docker", "run", "--rm", "--network", "none", "--user", "0", "--entrypoint", "chown",
+			"-v", c.creds+":/d", base, "-R", owner, "/d"); r.code != 0 {
+			t.Errorf("hand the fleet's credentials back to %s: exit %d\n%s%s", owner, r.code, r.stdout, r.stderr)
+		}
+	})
+	if r := c.run(2*time.Minute, filepath.Join(c.root, "scripts", "compose-creds.sh"), c.creds, filepath.Join(binDir, "coordinator")); r.code != 0 {
+		t.Fatalf("scripts/compose-creds.sh: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
 // start runs `up -d` and waits until the coordinator answers and every
 // runner pulls jobs.
 func (c *composeFleet) start() {
@@ -209,7 +242,7 @@ func (c *composeFleet) start() {
 	if r.code != 0 || addr == "" || strings.HasSuffix(addr, ":0") {
 		t.Fatalf("compose port nats-1 4222: exit %d: %q %s", r.code, addr, r.stderr)
 	}
-	c.natsURL = "nats://" + strings.Replace(addr, "0.0.0.0:", "127.0.0.1:", 1)
+	c.natsURL = "tls://" + strings.Replace(addr, "0.0.0.0:", "127.0.0.1:", 1)
 	r = c.compose(time.Minute, "port", "prometheus", "9090")
 	if addr = strings.TrimSpace(r.stdout); r.code != 0 || addr == "" || strings.HasSuffix(addr, ":0") {
 		t.Fatalf("compose port prometheus 9090: exit %d: %q %s", r.code, addr, r.stderr)
@@ -241,9 +274,10 @@ func (c *composeFleet) restart() {
 	c.start()
 }
 
-// makeCreds makes the project's credentials set as make compose-creds
-// does: creds init, then the coordinator's and runners' keys chown'd to
-// their containers' uid in a throw-away container.
+// makeCreds makes the project's credentials as make compose-creds does:
+// creds init, then the coordinator's and runners' keys chown'd to their
+// containers' uid in a throw-away container, then the certificates and
+// Redis users (makeTLSCreds).
 func (c *composeFleet) makeCreds() {
 	c.t.Helper()
 	if r := runCLI(c.t, c.dir, "", time.Minute, "creds", "init", c.creds); r.code != 0 {
@@ -264,6 +298,7 @@ func (c *composeFleet) makeCreds() {
 		"/d/coordinator.nk", "/d/worker.nk", "/d/gaterunner.nk"); r.code != 0 {
 		c.t.Fatalf("chown the fleet's keys: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	c.makeTLSCreds()
 }
 
 // observerKey is the test's copy of the coordinator role's key.
@@ -323,6 +358,10 @@ func (c *composeFleet) cli(timeout time.Duration, args ...string) result {
 	c.t.Helper()
 	if !hasFlag(args, "--nats-nkey") {
 		args = append(append([]string(nil), args...), "--nats-nkey", filepath.Join(c.creds, cliRole(args)+".nk"))
+	}
+	if !hasFlag(args, "--nats-ca") {
+		f := c.cliTLS()
+		args = append(append([]string(nil), args...), "--nats-ca", f.CA, "--nats-cert", f.Cert, "--nats-key", f.Key)
 	}
 	return runCLI(c.t, c.dir, c.natsURL, timeout, args...)
 }
