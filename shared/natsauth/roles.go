@@ -130,21 +130,25 @@ const (
 	kvStream  = "KV_"
 )
 
+// streamRead is what reading a bucket's stream needs: its info (binding
+// the bucket), direct gets of the last message on a subject, message gets,
+// and ordered consumers with their flow control.
+func streamRead(stream string) []string {
+	return []string{
+		"$JS.API.STREAM.INFO." + stream,
+		"$JS.API.DIRECT.GET." + stream + ".>",
+		"$JS.API.STREAM.MSG.GET." + stream,
+		"$JS.API.CONSUMER.CREATE." + stream + ".>",
+		"$JS.API.CONSUMER.DELETE." + stream + ".>",
+		"$JS.API.CONSUMER.INFO." + stream + ".>",
+		"$JS.FC." + stream + ".>",
+	}
+}
+
 // objectRead is what reading objects of bucket needs: its stream's info
 // (binding the store), an object's metadata (a direct get of the last
 // message on its meta subject) and its chunks (an ordered consumer).
-func objectRead(bucket string) []string {
-	s := objStream + bucket
-	return []string{
-		"$JS.API.STREAM.INFO." + s,
-		"$JS.API.DIRECT.GET." + s + ".>",
-		"$JS.API.STREAM.MSG.GET." + s,
-		"$JS.API.CONSUMER.CREATE." + s + ".>",
-		"$JS.API.CONSUMER.DELETE." + s + ".>",
-		"$JS.API.CONSUMER.INFO." + s + ".>",
-		"$JS.FC." + s + ".>",
-	}
-}
+func objectRead(bucket string) []string { return streamRead(objStream + bucket) }
 
 // objectWrite is what putting objects into bucket needs on top of
 // objectRead: its chunk and metadata subjects.
@@ -155,17 +159,7 @@ func objectWrite(bucket string) []string {
 // kvReadWrite is what using KV bucket needs: binding it, reading keys
 // (direct gets), writing and deleting them, and watching them.
 func kvReadWrite(bucket string) []string {
-	s := kvStream + bucket
-	return []string{
-		"$JS.API.STREAM.INFO." + s,
-		"$JS.API.DIRECT.GET." + s + ".>",
-		"$JS.API.STREAM.MSG.GET." + s,
-		"$JS.API.CONSUMER.CREATE." + s + ".>",
-		"$JS.API.CONSUMER.DELETE." + s + ".>",
-		"$JS.API.CONSUMER.INFO." + s + ".>",
-		"$JS.FC." + s + ".>",
-		"$KV." + bucket + ".>",
-	}
+	return append(streamRead(kvStream+bucket), "$KV."+bucket+".>")
 }
 
 // objectBind is binding an object store without reading or writing it.
