@@ -106,11 +106,11 @@ test-e2e:
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory images; fi
 	$(GO) test -count=1 -timeout 25m ./coordinator/e2e/...
 
-## bench: throughput and latency against raw JetStream measured in the same run, the feedback round trip, and the sandboxes' cost per gate
+## bench: `coordinator bench` — throughput, latency, CPU and memory against references measured in the same run (BENCH_FLAGS passes flags, e.g. BENCH_FLAGS="--scenarios coordinator --cpuprofile cpu.prof")
 # The sandbox image is built first when a Docker engine answers.
 bench: build
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory images; fi
-	$(BIN)/supervisor-bench
+	$(BIN)/coordinator bench $(BENCH_FLAGS)
 
 ## vet: go vet on every package
 vet:

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
 
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/metrics/metricstest"
@@ -297,5 +299,60 @@ func TestStart(t *testing.T) {
 	resp.Body.Close()
 	if _, err := metricstest.Parse(bytes.NewReader(body)); err != nil || !strings.Contains(string(body), "supervisor_") {
 		t.Errorf("served exposition: %v\n%s", err, body)
+	}
+}
+
+// TestPprof checks that --pprof adds Go's profiles to the metrics listener,
+// never the command line, and that without it there are none.
+func TestPprof(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	get := func(url string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	for _, c := range []struct {
+		name  string
+		pprof bool
+	}{{"off", false}, {"on", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			v := viper.New()
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			AddFlag(fs, Off)
+			args := []string{"--" + FlagName, "127.0.0.1:0"}
+			if c.pprof {
+				args = append(args, "--"+PprofFlagName)
+			}
+			if err := fs.Parse(args); err != nil {
+				t.Fatal(err)
+			}
+			if err := v.BindPFlags(fs); err != nil {
+				t.Fatal(err)
+			}
+			s, err := StartFrom(v, log)
+			if err != nil || s == nil {
+				t.Fatalf("StartFrom: %v, %v", s, err)
+			}
+			defer s.Close() //nolint:errcheck // test cleanup
+			base := "http://" + s.Addr()
+			code, body := get(base + PprofPath + "goroutine?debug=1")
+			if c.pprof && (code != http.StatusOK || !strings.Contains(body, "goroutine profile")) {
+				t.Errorf("goroutine profile: %d %.200q; want 200 and a profile", code, body)
+			}
+			if !c.pprof && code != http.StatusNotFound {
+				t.Errorf("goroutine profile without --pprof: %d, want 404", code)
+			}
+			if code, _ := get(base + PprofPath + "cmdline"); code == http.StatusOK {
+				t.Errorf("the command line is served (%d): it may hold a secret", code)
+			}
+			if code, _ := get(base + Path); code != http.StatusOK {
+				t.Errorf("metrics: %d, want 200", code)
+			}
+		})
 	}
 }

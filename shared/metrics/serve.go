@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -18,6 +19,13 @@ import (
 // FlagName is the setting that says where /metrics is served
 // (SUPERVISOR_METRICS_LISTEN in the environment).
 const FlagName = "metrics-listen"
+
+// PprofFlagName is the setting that adds Go's profiles (net/http/pprof) at
+// PprofPath on the metrics listener (SUPERVISOR_PPROF).
+const PprofFlagName = "pprof"
+
+// PprofPath is where the profiles are served when --pprof is on.
+const PprofPath = "/debug/pprof/"
 
 // Off, as the listen address, serves no metrics.
 const Off = "off"
@@ -35,9 +43,11 @@ const (
 // Path is where the exposition is served.
 const Path = "/metrics"
 
-// AddFlag adds --metrics-listen with the binary's default (Off for none).
+// AddFlag adds --metrics-listen with the binary's default (Off for none),
+// and --pprof.
 func AddFlag(fs *pflag.FlagSet, def string) {
 	fs.String(FlagName, def, `address to serve Prometheus metrics on at `+Path+` (host:port, ":port" for every interface, "off" for none); a busy default port is only a warning`)
+	fs.Bool(PprofFlagName, false, `also serve Go's CPU, heap, goroutine and other profiles at `+PprofPath+` on the metrics address (no effect with --`+FlagName+` off); anyone who reaches that address can read them`)
 }
 
 // Server serves Registry over HTTP.
@@ -74,6 +84,11 @@ var ErrListen = errors.New("cannot serve metrics")
 // gave is an error (ErrListen), the binary's default only a warning on
 // log, and Start returns nil.
 func Start(addr string, explicit bool, log *slog.Logger) (*Server, error) {
+	return start(addr, explicit, false, log)
+}
+
+// start is Start, serving the profiles too when withPprof.
+func start(addr string, explicit, withPprof bool, log *slog.Logger) (*Server, error) {
 	addr = strings.TrimSpace(addr)
 	if addr == "" || strings.EqualFold(addr, Off) {
 		return nil, nil
@@ -92,6 +107,14 @@ func Start(addr string, explicit bool, log *slog.Logger) (*Server, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(Path, Handler())
+	if withPprof {
+		// Not /debug/pprof/cmdline: a command line may hold a secret.
+		mux.HandleFunc(PprofPath, pprof.Index)
+		mux.HandleFunc(PprofPath+"profile", pprof.Profile)
+		mux.HandleFunc(PprofPath+"symbol", pprof.Symbol)
+		mux.HandleFunc(PprofPath+"trace", pprof.Trace)
+		log.Info("serving Go profiles", "url", "http://"+ln.Addr().String()+PprofPath)
+	}
 	s := &Server{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
 	go func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -103,9 +126,10 @@ func Start(addr string, explicit bool, log *slog.Logger) (*Server, error) {
 }
 
 // StartFrom starts the server --metrics-listen in v asks for (explicit when
-// set by flag, environment or config file rather than defaulted).
+// set by flag, environment or config file rather than defaulted), with the
+// profiles if --pprof is on.
 func StartFrom(v *viper.Viper, log *slog.Logger) (*Server, error) {
-	return Start(v.GetString(FlagName), v.IsSet(FlagName), log)
+	return start(v.GetString(FlagName), v.IsSet(FlagName), v.GetBool(PprofFlagName), log)
 }
 
 // Handler serves Registry's exposition; a collector that fails (JetStream

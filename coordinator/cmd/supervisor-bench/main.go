@@ -1,6 +1,6 @@
 // Command supervisor-bench measures Supervisor against references taken in
 // the same run (raw JetStream, git status, plain docker run); `make bench`
-// runs it. It is a development tool, kept out of the production binaries.
+// runs `coordinator bench`, the same command built into the coordinator.
 package main
 
 import (

@@ -68,6 +68,11 @@ const (
 	// loop's round trip, from the failed gate.finished to the next agent
 	// round's node.started, with and without the retry policy's delay.
 	ScenarioFeedback = "feedback"
+	// ScenarioCoordinator measures the coordinator alone: its agent jobs
+	// are answered at once by an in-process responder instead of workers,
+	// so only scheduling, the event log and the fold are left; a burst of
+	// independent nodes, then a chain for the unloaded latency.
+	ScenarioCoordinator = "coordinator"
 	// ScenarioCacheKey computes the gate cache key of a generated
 	// repository with a few uncommitted changes, looks a cached result up
 	// (the fleet's KV store, and Redis if given) and captures and checks
@@ -85,7 +90,7 @@ const (
 
 // Scenarios lists every scenario in the order they run.
 var Scenarios = []string{ScenarioRaw, ScenarioRawFetch1, ScenarioRawSerial, ScenarioNodes, ScenarioGated, ScenarioChain,
-	ScenarioFeedback, ScenarioCacheKey, ScenarioGateScale, ScenarioSandbox}
+	ScenarioFeedback, ScenarioCoordinator, ScenarioCacheKey, ScenarioGateScale, ScenarioSandbox}
 
 // latencyReference is the scenario each scenario's p50 is compared with:
 // bursts with the raw burst, one-at-a-time runs with the raw serial run.
@@ -97,6 +102,9 @@ var latencyReference = map[string]string{
 	ScenarioGated:     ScenarioRaw,
 	ScenarioChain:     ScenarioRawSerial,
 	ScenarioFeedback:  ScenarioRawSerial,
+	// The coordinator scenario's two rows.
+	resultCoordinator:      ScenarioRaw,
+	resultCoordinatorChain: ScenarioRawSerial,
 }
 
 // MaxSerialMessages caps the raw serial scenario's messages.
@@ -172,6 +180,10 @@ type Config struct {
 	// SandboxRuns is how many times each sandbox variant is measured.
 	SandboxRuns int
 
+	// CoordinatorNodes is the number of tasks of the coordinator
+	// scenario's burst; its chain has ChainNodes.
+	CoordinatorNodes int
+
 	// FeedbackTasks is the number of tasks of the feedback scenario's
 	// workflow (at most MaxTasksPerWorkflow). Its agent, TestAgentBinary,
 	// is looked for in BinDir.
@@ -204,7 +216,10 @@ func (c *Config) Validate() error {
 	if (want[ScenarioNodes] || want[ScenarioGated]) && c.Nodes < 1 {
 		errs = append(errs, fmt.Errorf("nodes must be at least 1, got %d", c.Nodes))
 	}
-	if want[ScenarioChain] && (c.ChainNodes < 1 || c.ChainNodes > MaxTasksPerWorkflow) {
+	if want[ScenarioCoordinator] && c.CoordinatorNodes < 1 {
+		errs = append(errs, fmt.Errorf("coordinator nodes must be at least 1, got %d", c.CoordinatorNodes))
+	}
+	if (want[ScenarioChain] || want[ScenarioCoordinator]) && (c.ChainNodes < 1 || c.ChainNodes > MaxTasksPerWorkflow) {
 		errs = append(errs, fmt.Errorf("chain nodes must be between 1 and %d, got %d", MaxTasksPerWorkflow, c.ChainNodes))
 	}
 	if c.Concurrency < 1 {
@@ -452,6 +467,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		res, err := r.runFull(ctx, want)
 		if err != nil {
 			return nil, err
+		}
+		rep.Results = append(rep.Results, res...)
+	}
+	if want[ScenarioCoordinator] {
+		res, err := r.runCoordinator(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("scenario %s: %w", ScenarioCoordinator, err)
 		}
 		rep.Results = append(rep.Results, res...)
 	}

@@ -223,7 +223,8 @@ func TestValidate(t *testing.T) {
 	ok := bench.Config{Nodes: 1, ChainNodes: 1, RawMessages: 1, PayloadBytes: 8, Concurrency: 1,
 		RepoFiles: 10, ChangedFiles: 1, KeyIterations: 1,
 		GateTasks: 4, GateSleep: time.Second, GateRunners: []int{1, 2, 4}, BinDir: fakeBinDir(t),
-		SandboxImage: bench.DefaultSandboxImage, SandboxCommand: []string{"true"}, SandboxRuns: 1, FeedbackTasks: 2}
+		SandboxImage: bench.DefaultSandboxImage, SandboxCommand: []string{"true"}, SandboxRuns: 1, FeedbackTasks: 2,
+		CoordinatorNodes: 1}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("valid config rejected: %v", err)
 	}
@@ -231,6 +232,7 @@ func TestValidate(t *testing.T) {
 		"no gaterunner":           func(c *bench.Config) { c.BinDir = fakeBinDir(t, bench.TestAgentBinary) },
 		"no test agent":           func(c *bench.Config) { c.BinDir = fakeBinDir(t, bench.GateRunnerBinary) },
 		"no feedback tasks":       func(c *bench.Config) { c.FeedbackTasks = 0 },
+		"no coordinator nodes":    func(c *bench.Config) { c.CoordinatorNodes = 0 },
 		"too many feedback tasks": func(c *bench.Config) { c.FeedbackTasks = bench.MaxTasksPerWorkflow + 1 },
 		"no bin dir":              func(c *bench.Config) { c.BinDir = "" },
 		"runners not increasing":  func(c *bench.Config) { c.GateRunners = []int{1, 1} },

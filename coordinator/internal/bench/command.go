@@ -45,8 +45,17 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return ExitOK
 	}
 	fmt.Fprintln(stderr, "supervisor-bench:", err)
+	return ExitCode(err)
+}
+
+// ExitCode is the exit code of an error Command's RunE returned: ExitFault
+// when a scenario failed, ExitUsage for a bad command line, ExitOK for nil.
+func ExitCode(err error) int {
 	var ue usageError
-	if errors.As(err, &ue) || !errors.Is(err, errRun) {
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ue) || !errors.Is(err, errRun):
 		return ExitUsage
 	}
 	return ExitFault
@@ -55,7 +64,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // errRun marks a failure of the measurements themselves.
 var errRun = errors.New("bench failed")
 
-// Command is the supervisor-bench command.
+// Command is the supervisor-bench command; `coordinator bench` is the
+// same command under another name.
 func Command(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "supervisor-bench",
@@ -158,13 +168,21 @@ the scenario is skipped, unless --scenarios names it.
 				BinDir: binDir, GateSandbox: v.GetString("gate-sandbox"),
 				SandboxImage: v.GetString("sandbox-image"), SandboxCommand: sandboxArgv(command),
 				SandboxRuns: v.GetInt("sandbox-runs"), FeedbackTasks: v.GetInt("feedback-tasks"),
+				CoordinatorNodes: v.GetInt("coordinator-nodes"),
 			}
 			if err := cfg.Validate(); err != nil {
+				return usage(err)
+			}
+			stopProfiles, err := startProfiles(v.GetString("cpuprofile"), v.GetString("memprofile"))
+			if err != nil {
 				return usage(err)
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			rep, err := Run(ctx, cfg)
+			if perr := stopProfiles(); perr != nil && err == nil {
+				return fmt.Errorf("%w: %w", errRun, perr)
+			}
 			if err != nil {
 				return fmt.Errorf("%w: %w", errRun, err)
 			}
@@ -182,7 +200,8 @@ the scenario is skipped, unless --scenarios names it.
 	config.AddConfigFlag(cmd.PersistentFlags())
 	fs := cmd.Flags()
 	fs.Int("nodes", 200, "no-op tasks in the nodes and gated scenarios (split into workflows of at most 500)")
-	fs.Int("chain", 20, "tasks in the chain scenario (at most 500)")
+	fs.Int("chain", 20, "tasks in the chain scenario and the coordinator scenario's chain (at most 500)")
+	fs.Int("coordinator-nodes", 5000, "no-op tasks of the coordinator scenario's burst (split into workflows of at most 500)")
 	fs.Int("raw-messages", 20000, "messages in the raw burst scenarios (raw-serial sends at most 1000)")
 	fs.Int("payload", 64, "size of a raw message in bytes (at least 8)")
 	fs.Int("concurrency", 4, "worker and gate runner concurrency, and raw-fetch1's slots")
@@ -191,6 +210,8 @@ the scenario is skipped, unless --scenarios names it.
 	fs.String("dir", "", "work directory, kept afterwards (default: a temporary directory, removed)")
 	fs.Duration("max-wait", 0, "give up on a scenario after this long (default 10m)")
 	fs.Bool("verbose", false, "show the fleet's logs")
+	fs.String("cpuprofile", "", "write a CPU profile of the whole run (every scenario, the in-process fleets included) to this file")
+	fs.String("memprofile", "", "write a heap profile (allocations since the start) to this file at the end of the run")
 	fs.Int("repo-files", 10000, "files in the cache-key scenario's generated repository")
 	fs.Int("changed-files", 5, "files of that repository changed, and left uncommitted, before measuring")
 	fs.Int("key-iterations", 20, "runs of each cache-key operation")

@@ -154,11 +154,21 @@ type fleetSession struct {
 // until the API answers. closeFleet stops it all. sandboxPath is the PATH
 // of its runners' process sandbox ("" = the fleet's default).
 func (r *runner) openFleet(ctx context.Context, name, sandboxPath string) (fs *fleetSession, closeFleet func(), err error) {
+	return r.openFleetWith(ctx, name, sandboxPath, false)
+}
+
+// openFleetWith is openFleet; with noRunners the fleet has no worker and
+// no gate runner, only NATS and the coordinator.
+func (r *runner) openFleetWith(ctx context.Context, name, sandboxPath string, noRunners bool) (fs *fleetSession, closeFleet func(), err error) {
 	repo, err := r.prepareRepo(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	r.progress("%s: starting (in-process worker and gate runner concurrency %d)", name, r.cfg.Concurrency)
+	if noRunners {
+		r.progress("%s: starting (NATS and the coordinator only)", name)
+	} else {
+		r.progress("%s: starting (in-process worker and gate runner concurrency %d)", name, r.cfg.Concurrency)
+	}
 	flog := r.cfg.FleetLog
 	if flog == nil {
 		flog = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -173,7 +183,7 @@ func (r *runner) openFleet(ctx context.Context, name, sandboxPath string) (fs *f
 	}
 	f, err := fleet.Start(ctx, fleet.Options{DataDir: filepath.Join(r.dir, name), Listen: "127.0.0.1:0",
 		WorkerConcurrency: r.cfg.Concurrency, GateConcurrency: r.cfg.Concurrency, SandboxPath: sandboxPath, Log: flog,
-		RepoRoots: roots})
+		RepoRoots: roots, NoRunners: noRunners})
 	if err != nil {
 		return nil, nil, fmt.Errorf("start fleet: %w", err)
 	}

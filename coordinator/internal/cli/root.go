@@ -116,7 +116,7 @@ in flight); 77 NATS refused the credentials or denied the request to their role.
 	telemetry.AddFlags(root.PersistentFlags())
 	root.AddCommand(newServe(), newDev(), newDemo(), newSubmit(), newPlan(), newRoles(), newTemplates(), newStatus(), newWatch(), newLogs(), newCancel(), newGate(),
 		newInbox(), newShow(), newApprove(), newReject(), newRetry(), newBreakers(), newResume(), newMerge(), newFleet(),
-		newCreds(), newTLS())
+		newCreds(), newTLS(), newBench())
 	root.AddCommand(newContext())
 	return root
 }
