@@ -82,6 +82,9 @@ const (
 	// ScenarioGateScale measures gate throughput with 1, 2 and 4 gate
 	// runner processes on sleep gates, against linear scaling.
 	ScenarioGateScale = "gate-scale"
+	// ScenarioWorkerScale measures agent throughput with 1, 2 and 4
+	// worker processes on sleep agents, against linear scaling.
+	ScenarioWorkerScale = "worker-scale"
 	// ScenarioSandbox measures the wall time per gate of the process
 	// sandbox, the Docker sandbox and plain docker runs of the same image
 	// and command, side by side.
@@ -90,7 +93,8 @@ const (
 
 // Scenarios lists every scenario in the order they run.
 var Scenarios = []string{ScenarioRaw, ScenarioRawFetch1, ScenarioRawSerial, ScenarioNodes, ScenarioGated, ScenarioChain,
-	ScenarioFeedback, ScenarioCoordinator, ScenarioCacheKey, ScenarioGateScale, ScenarioSandbox}
+	ScenarioFeedback, ScenarioCoordinator, ScenarioCacheKey, ScenarioGateScale,
+	ScenarioWorkerScale, ScenarioSandbox}
 
 // latencyReference is the scenario each scenario's p50 is compared with:
 // bursts with the raw burst, one-at-a-time runs with the raw serial run.
@@ -164,7 +168,12 @@ type Config struct {
 	// GateRunners are the numbers of gate runner processes measured, in
 	// increasing order; speed-ups are relative to the first.
 	GateRunners []int
-	// BinDir holds the gaterunner binary the gate-scale scenario starts.
+	// WorkerRunners are the numbers of worker processes worker-scale
+	// measures, in increasing order, on GateTasks tasks whose agents
+	// sleep GateSleep.
+	WorkerRunners []int
+	// BinDir holds the gaterunner and worker binaries the scale-out
+	// scenarios start.
 	BinDir string
 	// GateSandbox is the runner processes' --sandbox: "process" (the
 	// default when empty, like the in-process fleet's), "docker" or "auto".
@@ -193,6 +202,10 @@ type Config struct {
 // GateRunnerBinary is the executable the gate-scale scenario looks for in
 // Config.BinDir.
 const GateRunnerBinary = "gaterunner"
+
+// WorkerBinary is the executable the worker-scale scenario looks for in
+// Config.BinDir.
+const WorkerBinary = "worker"
 
 // Validate checks the configuration.
 func (c *Config) Validate() error {
@@ -245,7 +258,10 @@ func (c *Config) Validate() error {
 		}
 	}
 	if want[ScenarioGateScale] {
-		errs = append(errs, c.validateGateScale()...)
+		errs = append(errs, c.validateScale(ScenarioGateScale, GateRunnerBinary, "gate runner", c.GateRunners)...)
+	}
+	if want[ScenarioWorkerScale] {
+		errs = append(errs, c.validateScale(ScenarioWorkerScale, WorkerBinary, "worker", c.WorkerRunners)...)
 	}
 	if want[ScenarioSandbox] {
 		errs = append(errs, c.validateSandbox()...)
@@ -253,7 +269,9 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-func (c *Config) validateGateScale() []error {
+// validateScale checks a scale-out scenario's settings: the tasks and
+// sleep they share, the runner counts and the binary.
+func (c *Config) validateScale(scenario, binary, what string, counts []int) []error {
 	var errs []error
 	if c.GateTasks < 1 || c.GateTasks > MaxTasksPerWorkflow {
 		errs = append(errs, fmt.Errorf("gate tasks must be between 1 and %d, got %d", MaxTasksPerWorkflow, c.GateTasks))
@@ -264,17 +282,17 @@ func (c *Config) validateGateScale() []error {
 	if !slices.Contains(GateSandboxes, c.gateSandbox()) {
 		errs = append(errs, fmt.Errorf("gate sandbox %q: want one of %s", c.GateSandbox, strings.Join(GateSandboxes, ", ")))
 	}
-	if len(c.GateRunners) == 0 {
-		errs = append(errs, errors.New("gate runners: give at least one count"))
+	if len(counts) == 0 {
+		errs = append(errs, fmt.Errorf("%ss: give at least one count", what))
 	}
-	for i, n := range c.GateRunners {
+	for i, n := range counts {
 		if n < 1 || n > maxGateRunners {
-			errs = append(errs, fmt.Errorf("gate runners must be between 1 and %d, got %d", maxGateRunners, n))
-		} else if i > 0 && n <= c.GateRunners[i-1] {
-			errs = append(errs, fmt.Errorf("gate runner counts must increase, got %v", c.GateRunners))
+			errs = append(errs, fmt.Errorf("%ss must be between 1 and %d, got %d", what, maxGateRunners, n))
+		} else if i > 0 && n <= counts[i-1] {
+			errs = append(errs, fmt.Errorf("%s counts must increase, got %v", what, counts))
 		}
 	}
-	if err := c.checkBinary(ScenarioGateScale, GateRunnerBinary, "runs gate runner processes"); err != nil {
+	if err := c.checkBinary(scenario, binary, "runs "+what+" processes"); err != nil {
 		errs = append(errs, err)
 	}
 	return errs
@@ -333,7 +351,9 @@ type Report struct {
 	// CacheKey is the cache-key scenario's figures, if it ran.
 	CacheKey *CacheKeyReport `json:"cache_key,omitempty"`
 	// GateScale is the gate-scale scenario's figures, if it ran.
-	GateScale *GateScaleReport `json:"gate_scale,omitempty"`
+	GateScale *ScaleReport `json:"gate_scale,omitempty"`
+	// WorkerScale is the worker-scale scenario's figures, if it ran.
+	WorkerScale *ScaleReport `json:"worker_scale,omitempty"`
 	// Sandbox is the sandbox scenario's figures, or why it was skipped,
 	// if it was selected.
 	Sandbox *SandboxReport `json:"sandbox,omitempty"`
@@ -477,7 +497,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		rep.Results = append(rep.Results, res...)
 	}
-	if want[ScenarioCacheKey] || want[ScenarioGateScale] {
+	if want[ScenarioCacheKey] || want[ScenarioGateScale] || want[ScenarioWorkerScale] {
 		if err := r.runGateEngine(ctx, want, rep); err != nil {
 			return nil, err
 		}

@@ -208,7 +208,7 @@ func TestMissingTestAgent(t *testing.T) {
 // gaterunner and supervisor-test-agent), enough for Validate.
 func fakeBinDir(t *testing.T, names ...string) string {
 	if len(names) == 0 {
-		names = []string{bench.GateRunnerBinary, bench.TestAgentBinary}
+		names = []string{bench.GateRunnerBinary, bench.TestAgentBinary, bench.WorkerBinary}
 	}
 	dir := t.TempDir()
 	for _, name := range names {
@@ -224,13 +224,16 @@ func TestValidate(t *testing.T) {
 		RepoFiles: 10, ChangedFiles: 1, KeyIterations: 1,
 		GateTasks: 4, GateSleep: time.Second, GateRunners: []int{1, 2, 4}, BinDir: fakeBinDir(t),
 		SandboxImage: bench.DefaultSandboxImage, SandboxCommand: []string{"true"}, SandboxRuns: 1, FeedbackTasks: 2,
-		CoordinatorNodes: 1}
+		CoordinatorNodes: 1, WorkerRunners: []int{1, 2}}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("valid config rejected: %v", err)
 	}
 	for name, mutate := range map[string]func(*bench.Config){
-		"no gaterunner":           func(c *bench.Config) { c.BinDir = fakeBinDir(t, bench.TestAgentBinary) },
-		"no test agent":           func(c *bench.Config) { c.BinDir = fakeBinDir(t, bench.GateRunnerBinary) },
+		"no gaterunner":           func(c *bench.Config) { c.BinDir = fakeBinDir(t, bench.TestAgentBinary, bench.WorkerBinary) },
+		"no test agent":           func(c *bench.Config) { c.BinDir = fakeBinDir(t, bench.GateRunnerBinary, bench.WorkerBinary) },
+		"no worker":               func(c *bench.Config) { c.BinDir = fakeBinDir(t, bench.GateRunnerBinary, bench.TestAgentBinary) },
+		"no worker counts":        func(c *bench.Config) { c.WorkerRunners = nil },
+		"workers not increasing":  func(c *bench.Config) { c.WorkerRunners = []int{2, 1} },
 		"no feedback tasks":       func(c *bench.Config) { c.FeedbackTasks = 0 },
 		"no coordinator nodes":    func(c *bench.Config) { c.CoordinatorNodes = 0 },
 		"too many feedback tasks": func(c *bench.Config) { c.FeedbackTasks = bench.MaxTasksPerWorkflow + 1 },
@@ -376,52 +379,7 @@ func TestGateEngineTiny(t *testing.T) {
 			ck.IntegrityCaptureP50Micros, ck.IntegrityCheckP50Micros)
 	}
 
-	gs := rep.GateScale
-	if gs == nil {
-		t.Fatal("no gate-scale figures")
-	}
-	if gs.Tasks != 4 || gs.SleepSeconds != 0.1 || gs.RunnerConcurrency != 1 || gs.NumCPU <= 0 || len(gs.Runs) != 2 || gs.Sandbox != "process" {
-		t.Fatalf("gate-scale header %+v", gs)
-	}
-	if !strings.Contains(gs.Note, "CPUs") {
-		t.Errorf("note %q does not give the CPUs", gs.Note)
-	}
-	base := gs.Runs[0]
-	for i, run := range gs.Runs {
-		want := []int{1, 2}[i]
-		if run.Runners != want || run.Gates != 4 || len(run.GatesPerRunner) != want {
-			t.Errorf("run %d: %d runners, %d gates, per runner %v; want %d, 4, %d entries", i, run.Runners, run.Gates, run.GatesPerRunner, want, want)
-		}
-		sum := 0
-		for _, n := range run.GatesPerRunner {
-			sum += n
-		}
-		if sum != run.Gates {
-			t.Errorf("run %d: gates per runner %v add up to %d, want %d", i, run.GatesPerRunner, sum, run.Gates)
-		}
-		if run.WindowSeconds <= 0 || run.WallSeconds <= 0 || !near(run.Throughput, float64(run.Gates)/run.WindowSeconds) {
-			t.Errorf("run %d: window %v, wall %v, throughput %v", i, run.WindowSeconds, run.WallSeconds, run.Throughput)
-		}
-		if !near(run.IdealThroughput, float64(run.Runners)/0.1) || !near(run.OfIdeal, run.Throughput/run.IdealThroughput) {
-			t.Errorf("run %d: ideal %v (%v of it)", i, run.IdealThroughput, run.OfIdeal)
-		}
-		speedup := run.Throughput / base.Throughput
-		linear := float64(run.Runners) / float64(base.Runners)
-		if !near(run.Speedup, speedup) || !near(run.Linear, linear) || !near(run.OfLinear, speedup/linear) {
-			t.Errorf("run %d: speed-up %v, linear %v, of linear %v; want %v, %v, %v", i, run.Speedup, run.Linear, run.OfLinear,
-				speedup, linear, speedup/linear)
-		}
-		overhead := (float64(run.Runners)*run.WindowSeconds/float64(run.Gates) - 0.1) * 1e3
-		if !near(run.OverheadPerGateMillis, overhead) {
-			t.Errorf("run %d: overhead per gate %vms, want %v", i, run.OverheadPerGateMillis, overhead)
-		}
-		if run.GateRunP50Micros <= 0 || run.GateLatencyP50Micros <= 0 {
-			t.Errorf("run %d: gate run p50 %vµs, latency p50 %vµs; want both positive", i, run.GateRunP50Micros, run.GateLatencyP50Micros)
-		}
-	}
-	if base.Speedup != 1 || base.OfLinear != 1 {
-		t.Errorf("1 runner: speed-up %v (%v of linear) to itself, want 1", base.Speedup, base.OfLinear)
-	}
+	checkScale(t, rep.GateScale, "gate", []int{1, 2}, 4, 0.1)
 
 	var table bytes.Buffer
 	bench.PrintTable(&table, rep)

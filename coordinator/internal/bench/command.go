@@ -108,6 +108,8 @@ with --concurrency 1, and measures the gate throughput of workflows of
 every count of --gate-runners, with the speed-up against linear scaling. The
 runners use the process sandbox, like the in-process fleet, unless
 --gate-sandbox says docker (each gate in a container of its own).
+worker-scale does the same with worker processes (--worker-runners) on
+workflows of --gate-tasks tasks whose agents sleep --gate-sleep, no gates.
 
 Last, sandbox measures the sandboxes' cost per gate, side by side: the process
 sandbox, the Docker sandbox (as a gate runner builds and calls it), 'docker run
@@ -153,6 +155,10 @@ the scenario is skipped, unless --scenarios names it.
 			if err != nil {
 				return usage(fmt.Errorf("--gate-runners: %w", err))
 			}
+			workers, err := cmd.Flags().GetIntSlice("worker-runners")
+			if err != nil {
+				return usage(fmt.Errorf("--worker-runners: %w", err))
+			}
 			command, err := cmd.Flags().GetStringArray("sandbox-command")
 			if err != nil {
 				return usage(fmt.Errorf("--sandbox-command: %w", err))
@@ -165,6 +171,7 @@ the scenario is skipped, unless --scenarios names it.
 				RepoFiles: v.GetInt("repo-files"), ChangedFiles: v.GetInt("changed-files"),
 				KeyIterations: v.GetInt("key-iterations"), RedisURL: v.GetString("redis-url"), Redis: jobrun.RedisOptions(v),
 				GateTasks: v.GetInt("gate-tasks"), GateSleep: v.GetDuration("gate-sleep"), GateRunners: runners,
+				WorkerRunners: workers,
 				BinDir: binDir, GateSandbox: v.GetString("gate-sandbox"),
 				SandboxImage: v.GetString("sandbox-image"), SandboxCommand: sandboxArgv(command),
 				SandboxRuns: v.GetInt("sandbox-runs"), FeedbackTasks: v.GetInt("feedback-tasks"),
@@ -220,6 +227,7 @@ the scenario is skipped, unless --scenarios names it.
 	fs.Int("gate-tasks", 24, "tasks, one gate each, per gate-scale measurement")
 	fs.Duration("gate-sleep", 500*time.Millisecond, "what each gate-scale gate sleeps")
 	fs.IntSlice("gate-runners", []int{1, 2, 4}, "gate runner process counts gate-scale measures, increasing")
+	fs.IntSlice("worker-runners", []int{1, 2, 4}, "worker process counts worker-scale measures, increasing (on --gate-tasks tasks whose agents sleep --gate-sleep)")
 	fs.String("bin-dir", "", "directory holding the gaterunner and supervisor-test-agent binaries (default: this executable's directory)")
 	fs.String("gate-sandbox", "process", "the gate runner processes' --sandbox: "+strings.Join(GateSandboxes, ", "))
 	fs.String("sandbox-image", DefaultSandboxImage, "image of the sandbox scenario's Docker variants (built by make images; never pulled)")

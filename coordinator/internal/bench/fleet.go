@@ -426,6 +426,10 @@ type wfEvents struct {
 	gatesFinished    int
 	gateHosts        map[string]int
 	gateRun          []time.Duration
+	// firstReady is the first node.ready; agentHosts counts, by host,
+	// the node.started events (agent jobs) each runner reported.
+	firstReady time.Time
+	agentHosts map[string]int
 	// escalated is the first node.escalated, if any: the node waits for
 	// a human, so the workflow would not finish by itself.
 	escalated string
@@ -479,18 +483,22 @@ func (w *watcher) apply(ev eventlog.Event) {
 	wf := w.wfs[ev.WorkflowID]
 	if wf == nil {
 		wf = &wfEvents{ready: map[string]time.Time{}, started: map[string]time.Time{}, agentDone: map[string]time.Time{},
-			gateStarted: map[string]time.Time{}, gateHosts: map[string]int{}}
+			gateStarted: map[string]time.Time{}, gateHosts: map[string]int{}, agentHosts: map[string]int{}}
 		w.wfs[ev.WorkflowID] = wf
 	}
 	switch b := ev.Body.(type) {
 	case eventlog.NodeReady:
 		wf.ready[ev.NodeID] = ev.Time
+		if wf.firstReady.IsZero() || ev.Time.Before(wf.firstReady) {
+			wf.firstReady = ev.Time
+		}
 		if b.Attempt > 1 {
 			wf.round(ev.NodeID, b.Attempt).ready = ev.Time
 		}
 	case eventlog.NodeStarted:
 		wf.nodeLatency = append(wf.nodeLatency, time.Duration(b.LatencyMicros)*time.Microsecond)
 		wf.started[ev.NodeID] = ev.Time
+		wf.agentHosts[b.Host]++
 		if b.Attempt > 1 {
 			wf.round(ev.NodeID, b.Attempt).started = ev.Time
 		}
@@ -613,12 +621,14 @@ type stats struct {
 	firstDispatched  time.Time
 	lastGateFinished time.Time
 	lastAgentDone    time.Time
+	firstReady       time.Time
+	agentHosts       map[string]int
 }
 
 func (w *watcher) collect(ids []string) stats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	st := stats{gateHosts: map[string]int{}}
+	st := stats{gateHosts: map[string]int{}, agentHosts: map[string]int{}}
 	for _, id := range ids {
 		wf := w.wfs[id]
 		if wf == nil {
@@ -635,6 +645,12 @@ func (w *watcher) collect(ids []string) stats {
 			st.gateHosts[h] += n
 		}
 		st.gateRun = append(st.gateRun, wf.gateRun...)
+		for h, n := range wf.agentHosts {
+			st.agentHosts[h] += n
+		}
+		if !wf.firstReady.IsZero() && (st.firstReady.IsZero() || wf.firstReady.Before(st.firstReady)) {
+			st.firstReady = wf.firstReady
+		}
 		if !wf.firstDispatched.IsZero() && (st.firstDispatched.IsZero() || wf.firstDispatched.Before(st.firstDispatched)) {
 			st.firstDispatched = wf.firstDispatched
 		}

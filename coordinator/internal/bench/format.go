@@ -22,7 +22,10 @@ func PrintTable(w io.Writer, rep *Report) {
 		printCacheKey(w, rep.CacheKey)
 	}
 	if rep.GateScale != nil {
-		printGateScale(w, rep.GateScale)
+		printScale(w, ScenarioGateScale, rep.GateScale)
+	}
+	if rep.WorkerScale != nil {
+		printScale(w, ScenarioWorkerScale, rep.WorkerScale)
 	}
 	if rep.Sandbox != nil {
 		printSandbox(w, rep.Sandbox)
@@ -143,36 +146,51 @@ func printCacheKey(w io.Writer, c *CacheKeyReport) {
 	fmt.Fprintln(w, "CPU/OP is the process's and its children's (git) CPU per operation; CHILDREN is the children's share.")
 }
 
-// printGateScale writes the gate-scale scenario's figures.
-func printGateScale(w io.Writer, g *GateScaleReport) {
-	fmt.Fprintf(w, "\nGate throughput (%s): gaterunner processes of --concurrency %d, %s sandbox; %d tasks (agent `%s`, %d agent slots),\n",
-		ScenarioGateScale, g.RunnerConcurrency, g.Sandbox, g.Tasks, strings.Join(NoopCommand, " "), g.WorkerConcurrency)
-	fmt.Fprintf(w, "one `sleep %s` gate each, cache: false, so every gate runs:\n", strconv.FormatFloat(g.SleepSeconds, 'f', -1, 64))
+// printScale writes a scale-out scenario's figures (gate-scale,
+// worker-scale).
+func printScale(w io.Writer, scenario string, g *ScaleReport) {
+	sleep := strconv.FormatFloat(g.SleepSeconds, 'f', -1, 64)
+	unit := g.Kind
+	if g.Kind == "gate" {
+		fmt.Fprintf(w, "\nGate throughput (%s): gaterunner processes of --concurrency %d, %s sandbox; %d tasks (agent `%s`, %d agent slots),\n",
+			scenario, g.RunnerConcurrency, g.Sandbox, g.Tasks, strings.Join(NoopCommand, " "), g.WorkerConcurrency)
+		fmt.Fprintf(w, "one `sleep %s` gate each, cache: false, so every gate runs:\n", sleep)
+	} else {
+		fmt.Fprintf(w, "\nAgent throughput (%s): worker processes of --concurrency %d, %s sandbox; %d tasks whose agent is `sleep %s`, no gates:\n",
+			scenario, g.RunnerConcurrency, g.Sandbox, g.Tasks, sleep)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "RUNNERS\tGATES\tWINDOW\tTHROUGHPUT\tIDEAL\tOF IDEAL\tSPEED-UP\tOF LINEAR\tOVERHEAD/GATE\tRUNNER CPU/GATE\tGATE LATENCY\tGATES PER RUNNER\t")
+	fmt.Fprintf(tw, "RUNNERS\t%sS\tWINDOW\tTHROUGHPUT\tIDEAL\tOF IDEAL\tSPEED-UP\tOF LINEAR\tOVERHEAD/JOB\tRUNNER CPU/JOB\tLATENCY\tPER RUNNER\t\n",
+		strings.ToUpper(unit))
 	for _, r := range g.Runs {
-		per := make([]string, len(r.GatesPerRunner))
-		for i, n := range r.GatesPerRunner {
+		per := make([]string, len(r.JobsPerRunner))
+		for i, n := range r.JobsPerRunner {
 			per[i] = strconv.Itoa(n)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%.2f gate/s\t%.2f/s\t%.0f%%\t%.2fx\t%.0f%%\t%s\t%s\t%s / %s\t%s\t\n", r.Runners, r.Gates,
-			secs(r.WindowSeconds), r.Throughput, r.IdealThroughput, 100*r.OfIdeal, r.Speedup, 100*r.OfLinear,
-			dur(r.OverheadPerGateMillis*1e3), dur(r.RunnerCPUPerGateMillis*1e3), dur(r.GateLatencyP50Micros), dur(r.GateLatencyP99Micros),
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%.2f %s/s\t%.2f/s\t%.0f%%\t%.2fx\t%.0f%%\t%s\t%s\t%s / %s\t%s\t\n", r.Runners, r.Jobs,
+			secs(r.WindowSeconds), r.Throughput, unit, r.IdealThroughput, 100*r.OfIdeal, r.Speedup, 100*r.OfLinear,
+			dur(r.OverheadPerJobMillis*1e3), dur(r.RunnerCPUPerJobMillis*1e3), dur(r.JobLatencyP50Micros), dur(r.JobLatencyP99Micros),
 			strings.Join(per, "/"))
 	}
 	tw.Flush()
 	for i, r := range g.Runs {
 		if i == 0 {
-			fmt.Fprintf(w, "  %s: %.2f gates/s (%.0f%% of the sleep-bound ideal, %.2f/s)\n", plural(r.Runners, "runner"), r.Throughput,
-				100*r.OfIdeal, r.IdealThroughput)
+			fmt.Fprintf(w, "  %s: %.2f %ss/s (%.0f%% of the sleep-bound ideal, %.2f/s)\n", plural(r.Runners, "runner"), r.Throughput,
+				unit, 100*r.OfIdeal, r.IdealThroughput)
 			continue
 		}
 		fmt.Fprintf(w, "  %s: %.2fx (%.0f%% of linear)\n", plural(r.Runners, "runner"), r.Speedup, 100*r.OfLinear)
 	}
 	fmt.Fprintf(w, "Note: %s.\n", g.Note)
-	fmt.Fprintln(w, "WINDOW runs from the first gate.dispatched to the last gate.finished; OVERHEAD/GATE is the runner slot time")
-	fmt.Fprintln(w, "per gate beyond the sleep; RUNNER CPU/GATE the runner processes' CPU (with git and sleep) per gate; GATE LATENCY")
-	fmt.Fprintln(w, "is gate dispatched→started, p50 / p99.")
+	if g.Kind == "gate" {
+		fmt.Fprintln(w, "WINDOW runs from the first gate.dispatched to the last gate.finished; OVERHEAD/JOB is the runner slot time")
+		fmt.Fprintln(w, "per gate beyond the sleep; RUNNER CPU/JOB the runner processes' CPU (with git and sleep) per gate; LATENCY")
+		fmt.Fprintln(w, "is gate dispatched→started, p50 / p99.")
+		return
+	}
+	fmt.Fprintln(w, "WINDOW runs from the first node.ready to the last node.agent_done; OVERHEAD/JOB is the runner slot time")
+	fmt.Fprintln(w, "per agent beyond the sleep; RUNNER CPU/JOB the worker processes' CPU (with git and sleep) per agent; LATENCY")
+	fmt.Fprintln(w, "is node ready→started, p50 / p99.")
 }
 
 // printSandbox writes the sandbox scenario's figures, or why it was

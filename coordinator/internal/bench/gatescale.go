@@ -18,14 +18,14 @@ import (
 	"github.com/supervisorhq/supervisor/shared/config"
 )
 
-// GateScalePool is the runner pool of the gate-scale scenario's gates: only
-// the gate runner processes the scenario starts consume it, not the fleet's
-// in-process gate runner.
-const GateScalePool = "bench-scale"
+// ScalePool is the pool of the scale-out scenarios' sleep jobs: only the
+// runner processes the scenario starts consume it, not the fleet's
+// in-process worker and gate runner.
+const ScalePool = "bench-scale"
 
-// GateScaleSandboxPath is the PATH the runner processes give their gates
+// ScaleSandboxPath is the PATH the runner processes give their jobs
 // (`sleep` is in /usr/bin or /bin).
-const GateScaleSandboxPath = "/usr/local/bin:/usr/bin:/bin"
+const ScaleSandboxPath = "/usr/local/bin:/usr/bin:/bin"
 
 // GateSandboxes are the runner processes' sandboxes gate-scale accepts
 // (the gaterunner's --sandbox values).
@@ -47,20 +47,26 @@ const (
 // runnerReadyTimeout bounds a runner process's start, up to "pulling jobs".
 const runnerReadyTimeout = 30 * time.Second
 
-// GateScaleReport is the gate-scale scenario's figures: gate throughput
-// with 1, 2, 4… gate runner processes of concurrency 1 on sleep gates.
-type GateScaleReport struct {
-	// Tasks is the number of tasks, one gate each, of every measurement.
+// ScaleReport is the figures of a scale-out scenario: the throughput of
+// jobs with 1, 2, 4… runner processes of concurrency 1 on sleep jobs —
+// gates with gate runner processes (gate-scale), agents with worker
+// processes (worker-scale).
+type ScaleReport struct {
+	// Kind is what the runner processes run: gate or agent jobs.
+	Kind string `json:"kind"`
+	// Tasks is the number of tasks, one sleep job each, of every
+	// measurement.
 	Tasks int `json:"tasks"`
-	// SleepSeconds is what every gate sleeps.
+	// SleepSeconds is what every job (the gate, or the agent) sleeps.
 	SleepSeconds float64 `json:"sleep_seconds"`
 	// RunnerConcurrency is each runner process's --concurrency.
 	RunnerConcurrency int `json:"runner_concurrency"`
-	// WorkerConcurrency is the in-process worker's (the agents').
-	WorkerConcurrency int `json:"worker_concurrency"`
+	// WorkerConcurrency is gate-scale's in-process worker's (the
+	// agents'); worker-scale has no gates.
+	WorkerConcurrency int `json:"worker_concurrency,omitempty"`
 	// NumCPU is the machine's logical CPUs.
 	NumCPU int `json:"num_cpu"`
-	// Binary is the gaterunner executable the processes ran.
+	// Binary is the executable the processes ran (gaterunner or worker).
 	Binary string `json:"binary"`
 	// Sandbox is the processes' --sandbox.
 	Sandbox string `json:"sandbox"`
@@ -69,23 +75,26 @@ type GateScaleReport struct {
 	Runs []ScaleRun `json:"runs"`
 }
 
-// ScaleRun is one measurement of the gate-scale scenario.
+// ScaleRun is one measurement of a scale-out scenario.
 type ScaleRun struct {
 	Runners int `json:"runners"`
-	Gates   int `json:"gates"`
-	// WindowSeconds runs from the first gate.dispatched to the last
-	// gate.finished (the coordinator's clock): the gates' part of the run.
+	// Jobs is how many sleep jobs (gates or agents) ran.
+	Jobs int `json:"jobs"`
+	// WindowSeconds runs, on the coordinator's clock, from the first
+	// gate.dispatched to the last gate.finished (gates), or from the
+	// first node.ready to the last node.agent_done (agents).
 	WindowSeconds float64 `json:"window_seconds"`
 	// WallSeconds runs from the submit to workflow.finished.
 	WallSeconds float64 `json:"wall_seconds"`
-	// AgentsDoneSeconds is when the last agent finished, from the start
-	// of the window: until then the agents overlap the gates.
-	AgentsDoneSeconds float64 `json:"agents_done_s"`
-	// Throughput is Gates per second of the window.
-	Throughput float64 `json:"gates_per_s"`
+	// AgentsDoneSeconds is, for gates, when the last agent finished,
+	// from the start of the window: until then the agents overlap the
+	// gates.
+	AgentsDoneSeconds float64 `json:"agents_done_s,omitempty"`
+	// Throughput is Jobs per second of the window.
+	Throughput float64 `json:"jobs_per_s"`
 	// IdealThroughput is Runners × RunnerConcurrency / sleep: every slot
 	// sleeping all the time, nothing else.
-	IdealThroughput float64 `json:"ideal_gates_per_s"`
+	IdealThroughput float64 `json:"ideal_jobs_per_s"`
 	// OfIdeal is Throughput over IdealThroughput.
 	OfIdeal float64 `json:"of_ideal"`
 	// Speedup is Throughput over the first measurement's; Linear is
@@ -94,29 +103,30 @@ type ScaleRun struct {
 	Speedup  float64 `json:"speedup"`
 	Linear   float64 `json:"linear"`
 	OfLinear float64 `json:"of_linear"`
-	// OverheadPerGateMillis is the slot time each gate took beyond its
-	// sleep: Runners × RunnerConcurrency × window / Gates − sleep.
-	OverheadPerGateMillis float64 `json:"overhead_per_gate_ms"`
-	// GateLatency: gate dispatched → started; GateRun: gate started →
-	// finished, both on the coordinator's clock.
-	GateLatencyP50Micros float64 `json:"gate_latency_p50_us"`
-	GateLatencyP99Micros float64 `json:"gate_latency_p99_us"`
-	GateRunP50Micros     float64 `json:"gate_run_p50_us"`
-	GateRunP99Micros     float64 `json:"gate_run_p99_us"`
-	// GatesPerRunner is how many gates each runner process started.
-	GatesPerRunner []int `json:"gates_per_runner"`
+	// OverheadPerJobMillis is the slot time each job took beyond its
+	// sleep: Runners × RunnerConcurrency × window / Jobs − sleep.
+	OverheadPerJobMillis float64 `json:"overhead_per_job_ms"`
+	// JobLatency: gate dispatched → started, or node ready → started;
+	// JobRun: gate started → finished, or node started → agent done;
+	// both on the coordinator's clock.
+	JobLatencyP50Micros float64 `json:"job_latency_p50_us"`
+	JobLatencyP99Micros float64 `json:"job_latency_p99_us"`
+	JobRunP50Micros     float64 `json:"job_run_p50_us"`
+	JobRunP99Micros     float64 `json:"job_run_p99_us"`
+	// JobsPerRunner is how many jobs each runner process started.
+	JobsPerRunner []int `json:"jobs_per_runner"`
 	// RunnerCPUSeconds is the CPU time of the runner processes and of the
 	// children they waited for (git, sleep), from /proc (0 elsewhere).
-	RunnerCPUSeconds       float64 `json:"runner_cpu_seconds"`
-	RunnerCPUPerGateMillis float64 `json:"runner_cpu_per_gate_ms"`
-	// Memory is this process's share: NATS, coordinator, the worker
-	// running the agents, the bench's client.
+	RunnerCPUSeconds      float64 `json:"runner_cpu_seconds"`
+	RunnerCPUPerJobMillis float64 `json:"runner_cpu_per_job_ms"`
+	// Memory is this process's share: NATS, coordinator, for gate-scale
+	// the worker running the agents, the bench's client.
 	Memory Memory `json:"memory"`
 }
 
 // computeScaling fills in each run's ideal, speed-up and linear figures,
 // relative to the first run.
-func (g *GateScaleReport) computeScaling() {
+func (g *ScaleReport) computeScaling() {
 	if len(g.Runs) == 0 {
 		return
 	}
@@ -134,27 +144,27 @@ func (g *GateScaleReport) computeScaling() {
 			run.Linear = float64(run.Runners) / float64(base.Runners)
 			run.OfLinear = run.Speedup / run.Linear
 		}
-		run.OverheadPerGateMillis = 0
-		if run.Gates > 0 {
-			slot := float64(run.Runners*g.RunnerConcurrency) * run.WindowSeconds / float64(run.Gates)
-			run.OverheadPerGateMillis = (slot - g.SleepSeconds) * 1e3
+		run.OverheadPerJobMillis = 0
+		if run.Jobs > 0 {
+			slot := float64(run.Runners*g.RunnerConcurrency) * run.WindowSeconds / float64(run.Jobs)
+			run.OverheadPerJobMillis = (slot - g.SleepSeconds) * 1e3
 		}
-		run.RunnerCPUPerGateMillis = 0
-		if run.Gates > 0 {
-			run.RunnerCPUPerGateMillis = run.RunnerCPUSeconds * 1e3 / float64(run.Gates)
+		run.RunnerCPUPerJobMillis = 0
+		if run.Jobs > 0 {
+			run.RunnerCPUPerJobMillis = run.RunnerCPUSeconds * 1e3 / float64(run.Jobs)
 		}
 	}
 }
 
 // gateScaleYAML writes a workflow of tasks no-op agents, each with one
-// gate sleeping sleep, uncached, in GateScalePool.
+// gate sleeping sleep, uncached, in ScalePool.
 func gateScaleYAML(name string, tasks int, sleep time.Duration) []byte {
 	var b strings.Builder
 	agent := `["` + strings.Join(NoopCommand, `", "`) + `"]`
 	secs := strconv.FormatFloat(sleep.Seconds(), 'f', -1, 64)
 	fmt.Fprintf(&b, "name: %s\ndefaults:\n  agent:\n    command: %s\n  timeout: 1m\n  allow_empty: true\n", name, agent)
 	fmt.Fprintf(&b, "gates:\n  - name: sleep\n    command: [\"sleep\", %q]\n    timeout: 2m\n    cache: false\n    pool: %s\n",
-		secs, GateScalePool)
+		secs, ScalePool)
 	b.WriteString("tasks:\n")
 	for i := 0; i < tasks; i++ {
 		fmt.Fprintf(&b, "  - id: t%04d\n    prompt: no-op\n", i)
@@ -162,32 +172,70 @@ func gateScaleYAML(name string, tasks int, sleep time.Duration) []byte {
 	return []byte(b.String())
 }
 
-// runGateScale adds gate runner processes up to each count of
-// GateRunners and measures the gates' throughput with them. Runners stay
-// from one measurement to the next; each new set runs a warm-up workflow
-// of one gate per runner first (so every runner has its mirror).
-func (r *runner) runGateScale(ctx context.Context, fs *fleetSession) (*GateScaleReport, error) {
-	bin := filepath.Join(r.cfg.BinDir, GateRunnerBinary)
-	rep := &GateScaleReport{Tasks: r.cfg.GateTasks, SleepSeconds: r.cfg.GateSleep.Seconds(), RunnerConcurrency: 1,
-		WorkerConcurrency: r.cfg.Concurrency, NumCPU: runtime.NumCPU(), Binary: bin, Sandbox: r.cfg.gateSandbox()}
-	rep.Note = fmt.Sprintf("this machine has %d CPUs: a sleep gate holds its runner's slot without using CPU, so %d runners "+
-		"compete only for the per-gate overhead (workspace, integrity check, reports), not for the gates themselves; "+
-		"the scaling measures the fleet, not the CPU", rep.NumCPU, r.cfg.GateRunners[len(r.cfg.GateRunners)-1])
-	if rep.Sandbox != "process" {
-		rep.Note += "; with Docker, starting each gate's container is the engine's work (dockerd, containerd, runc), " +
-			"which RUNNER CPU/GATE does not count"
+// workerScaleYAML writes a workflow of tasks whose agents sleep sleep, in
+// ScalePool, without gates.
+func workerScaleYAML(name string, tasks int, sleep time.Duration) []byte {
+	var b strings.Builder
+	secs := strconv.FormatFloat(sleep.Seconds(), 'f', -1, 64)
+	fmt.Fprintf(&b, "name: %s\ndefaults:\n  pool: %s\n  agent:\n    command: [\"sleep\", %q]\n  timeout: 2m\n  allow_empty: true\n",
+		name, ScalePool, secs)
+	b.WriteString("tasks:\n")
+	for i := 0; i < tasks; i++ {
+		fmt.Fprintf(&b, "  - id: t%04d\n    prompt: no-op\n", i)
 	}
-	for _, y := range [][]byte{gateScaleYAML("bench-scale", r.cfg.GateTasks, r.cfg.GateSleep)} {
-		if _, err := workflow.Parse("bench-scale.yaml", y); err != nil {
-			return nil, fmt.Errorf("generated workflow: %w", err)
-		}
+	return []byte(b.String())
+}
+
+// scaleSpec is what tells gate-scale and worker-scale apart.
+type scaleSpec struct {
+	scenario string // ScenarioGateScale or ScenarioWorkerScale
+	kind     string // "gate" or "agent"
+	binary   string // GateRunnerBinary or WorkerBinary
+	counts   []int
+	tasks    int
+	sleep    time.Duration
+	sandbox  string
+	yaml     func(name string, tasks int, sleep time.Duration) []byte
+}
+
+func (r *runner) gateScaleSpec() scaleSpec {
+	return scaleSpec{scenario: ScenarioGateScale, kind: "gate", binary: GateRunnerBinary, counts: r.cfg.GateRunners,
+		tasks: r.cfg.GateTasks, sleep: r.cfg.GateSleep, sandbox: r.cfg.gateSandbox(), yaml: gateScaleYAML}
+}
+
+func (r *runner) workerScaleSpec() scaleSpec {
+	return scaleSpec{scenario: ScenarioWorkerScale, kind: "agent", binary: WorkerBinary, counts: r.cfg.WorkerRunners,
+		tasks: r.cfg.GateTasks, sleep: r.cfg.GateSleep, sandbox: r.cfg.gateSandbox(), yaml: workerScaleYAML}
+}
+
+// runScale adds runner processes (gate runners or workers) up to each
+// count of spec.counts and measures the sleep jobs' throughput with them.
+// Runners stay from one measurement to the next; each new set runs a
+// warm-up workflow of one job per runner first (so every runner has its
+// mirror).
+func (r *runner) runScale(ctx context.Context, fs *fleetSession, spec scaleSpec) (*ScaleReport, error) {
+	bin := filepath.Join(r.cfg.BinDir, spec.binary)
+	rep := &ScaleReport{Kind: spec.kind, Tasks: spec.tasks, SleepSeconds: spec.sleep.Seconds(), RunnerConcurrency: 1,
+		NumCPU: runtime.NumCPU(), Binary: bin, Sandbox: spec.sandbox}
+	if spec.kind == "gate" {
+		rep.WorkerConcurrency = r.cfg.Concurrency
+	}
+	rep.Note = fmt.Sprintf("this machine has %d CPUs: a sleep %s holds its runner's slot without using CPU, so %d runners "+
+		"compete only for the per-job overhead (workspace, reports, and for gates the integrity check), not for the jobs themselves; "+
+		"the scaling measures the fleet, not the CPU", rep.NumCPU, spec.kind, spec.counts[len(spec.counts)-1])
+	if rep.Sandbox != "process" {
+		rep.Note += "; with Docker, starting each job's container is the engine's work (dockerd, containerd, runc), " +
+			"which RUNNER CPU/JOB does not count"
+	}
+	if _, err := workflow.Parse(spec.scenario+".yaml", spec.yaml("bench-scale", spec.tasks, spec.sleep)); err != nil {
+		return nil, fmt.Errorf("generated workflow: %w", err)
 	}
 
 	var procs []*runnerProc
 	defer func() { stopRunners(procs) }()
-	for _, n := range r.cfg.GateRunners {
+	for _, n := range spec.counts {
 		for len(procs) < n {
-			p, err := r.startGateRunner(ctx, bin, fs.url, len(procs)+1)
+			p, err := r.startRunner(ctx, spec, bin, fs.url, len(procs)+1)
 			if err != nil {
 				return nil, err
 			}
@@ -198,33 +246,33 @@ func (r *runner) runGateScale(ctx context.Context, fs *fleetSession) (*GateScale
 				return nil, err
 			}
 		}
-		run, err := r.scaleRun(ctx, fs, procs, n)
+		run, err := r.scaleRun(ctx, fs, spec, procs, n)
 		if err != nil {
 			return nil, fmt.Errorf("%d runners: %w", n, err)
 		}
 		rep.Runs = append(rep.Runs, run)
-		r.progress("%s: %d runner(s): %d gates in %.2fs, %.2f gates/s", ScenarioGateScale, n, run.Gates, run.WindowSeconds, run.Throughput)
+		r.progress("%s: %d runner(s): %d %ss in %.2fs, %.2f/s", spec.scenario, n, run.Jobs, spec.kind, run.WindowSeconds, run.Throughput)
 	}
 	rep.computeScaling()
 	return rep, nil
 }
 
 // scaleRun warms the runners up, then runs and measures one workflow.
-func (r *runner) scaleRun(ctx context.Context, fs *fleetSession, procs []*runnerProc, n int) (ScaleRun, error) {
+func (r *runner) scaleRun(ctx context.Context, fs *fleetSession, spec scaleSpec, procs []*runnerProc, n int) (ScaleRun, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.MaxWait)
 	defer cancel()
-	warm := fmt.Sprintf("bench-scale-warmup-n%d", n)
-	r.progress("%s: %d runner(s): warm-up", ScenarioGateScale, n)
-	if _, err := fs.run(ctx, warm+".yaml", gateScaleYAML(warm, n, r.cfg.GateSleep)); err != nil {
+	warm := fmt.Sprintf("bench-%s-warmup-n%d", spec.scenario, n)
+	r.progress("%s: %d runner(s): warm-up", spec.scenario, n)
+	if _, err := fs.run(ctx, warm+".yaml", spec.yaml(warm, n, spec.sleep)); err != nil {
 		return ScaleRun{}, fmt.Errorf("warm-up: %w", err)
 	}
 
-	name := fmt.Sprintf("bench-scale-n%d", n)
-	r.progress("%s: %d runner(s): %d tasks, one `sleep %s` gate each", ScenarioGateScale, n, r.cfg.GateTasks, r.cfg.GateSleep)
+	name := fmt.Sprintf("bench-%s-n%d", spec.scenario, n)
+	r.progress("%s: %d runner(s): %d tasks, one `sleep %s` %s each", spec.scenario, n, spec.tasks, spec.sleep, spec.kind)
 	cpu0 := runnersCPU(procs)
 	mem := startMem()
 	start := time.Now()
-	id, err := submit(ctx, fs.client, fs.repo, name+".yaml", gateScaleYAML(name, r.cfg.GateTasks, r.cfg.GateSleep))
+	id, err := submit(ctx, fs.client, fs.repo, name+".yaml", spec.yaml(name, spec.tasks, spec.sleep))
 	if err != nil {
 		return ScaleRun{}, err
 	}
@@ -232,29 +280,43 @@ func (r *runner) scaleRun(ctx context.Context, fs *fleetSession, procs []*runner
 	if err != nil {
 		return ScaleRun{}, err
 	}
-	memory := mem.stop(r.cfg.GateTasks)
+	memory := mem.stop(spec.tasks)
 	cpu := runnersCPU(procs) - cpu0
 	st := fs.watcher.collect([]string{id})
-	if st.succeeded != r.cfg.GateTasks || st.gatesFinished != r.cfg.GateTasks {
-		return ScaleRun{}, fmt.Errorf("%d of %d nodes succeeded, %d gates finished", st.succeeded, r.cfg.GateTasks, st.gatesFinished)
+	run := ScaleRun{Runners: n, WallSeconds: end.Sub(start).Seconds(), RunnerCPUSeconds: cpu.Seconds(), Memory: memory}
+	var window time.Duration
+	hosts := st.gateHosts
+	if spec.kind == "gate" {
+		if st.succeeded != spec.tasks || st.gatesFinished != spec.tasks {
+			return ScaleRun{}, fmt.Errorf("%d of %d nodes succeeded, %d gates finished", st.succeeded, spec.tasks, st.gatesFinished)
+		}
+		window = st.lastGateFinished.Sub(st.firstDispatched)
+		run.Jobs = st.gatesFinished
+		run.AgentsDoneSeconds = st.lastAgentDone.Sub(st.firstDispatched).Seconds()
+		run.JobLatencyP50Micros, run.JobLatencyP99Micros = quantiles(st.gateLatency)
+		run.JobRunP50Micros, run.JobRunP99Micros = quantiles(st.gateRun)
+	} else {
+		if st.succeeded != spec.tasks {
+			return ScaleRun{}, fmt.Errorf("%d of %d nodes succeeded", st.succeeded, spec.tasks)
+		}
+		window = st.lastAgentDone.Sub(st.firstReady)
+		run.Jobs = st.succeeded
+		run.JobLatencyP50Micros, run.JobLatencyP99Micros = quantiles(st.nodeLatency)
+		run.JobRunP50Micros, run.JobRunP99Micros = quantiles(st.run)
+		hosts = st.agentHosts
 	}
-	window := st.lastGateFinished.Sub(st.firstDispatched)
 	if window <= 0 {
-		return ScaleRun{}, fmt.Errorf("no gate window in the events (first dispatched %s, last finished %s)", st.firstDispatched, st.lastGateFinished)
+		return ScaleRun{}, fmt.Errorf("no %s window in the events", spec.kind)
 	}
-	run := ScaleRun{Runners: n, Gates: st.gatesFinished, WindowSeconds: window.Seconds(), WallSeconds: end.Sub(start).Seconds(),
-		AgentsDoneSeconds: st.lastAgentDone.Sub(st.firstDispatched).Seconds(),
-		Throughput:        float64(st.gatesFinished) / window.Seconds(),
-		RunnerCPUSeconds:  cpu.Seconds(), Memory: memory}
-	run.GateLatencyP50Micros, run.GateLatencyP99Micros = quantiles(st.gateLatency)
-	run.GateRunP50Micros, run.GateRunP99Micros = quantiles(st.gateRun)
+	run.WindowSeconds = window.Seconds()
+	run.Throughput = float64(run.Jobs) / window.Seconds()
 	for _, p := range procs[:n] {
-		run.GatesPerRunner = append(run.GatesPerRunner, st.gateHosts[p.name])
+		run.JobsPerRunner = append(run.JobsPerRunner, hosts[p.name])
 	}
 	return run, nil
 }
 
-// runnerProc is a gate runner process.
+// runnerProc is a runner process (a gate runner or a worker).
 type runnerProc struct {
 	name string
 	cmd  *exec.Cmd
@@ -263,25 +325,25 @@ type runnerProc struct {
 	err  error // set when done is closed
 }
 
-// startGateRunner starts the i-th gate runner process: its own data
-// directory and host id, GateScalePool, concurrency 1, the fleet's NATS
-// and so its KV state store.
-func (r *runner) startGateRunner(ctx context.Context, bin, natsURL string, i int) (*runnerProc, error) {
-	name := fmt.Sprintf("bench-gaterunner-%d", i)
-	dir := filepath.Join(r.dir, "gate-scale", name)
+// startRunner starts the i-th runner process of spec (a gate runner or a
+// worker): its own data directory and host id, ScalePool, concurrency 1,
+// the fleet's NATS and so its KV state store.
+func (r *runner) startRunner(ctx context.Context, spec scaleSpec, bin, natsURL string, i int) (*runnerProc, error) {
+	name := fmt.Sprintf("bench-%s-%d", spec.binary, i)
+	dir := filepath.Join(r.dir, spec.scenario, name)
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	logPath := filepath.Join(dir, "gaterunner.log")
+	logPath := filepath.Join(dir, spec.binary+".log")
 	lf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, "--nats", natsURL, "--data-dir", filepath.Join(dir, "data"), "--host-id", name,
-		"--pools", GateScalePool, "--concurrency", "1", "--sandbox", r.cfg.gateSandbox(), "--sandbox-path", GateScaleSandboxPath,
+		"--pools", ScalePool, "--concurrency", "1", "--sandbox", spec.sandbox, "--sandbox-path", ScaleSandboxPath,
 		"--drain-timeout", "10s")
 	cmd.Dir = dir
 	cmd.Env = config.ChildEnv()
@@ -290,7 +352,7 @@ func (r *runner) startGateRunner(ctx context.Context, bin, natsURL string, i int
 		lf.Close()
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	r.progress("%s: started %s (pid %d, log %s)", ScenarioGateScale, name, cmd.Process.Pid, logPath)
+	r.progress("%s: started %s (pid %d, log %s)", spec.scenario, name, cmd.Process.Pid, logPath)
 	p := &runnerProc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()

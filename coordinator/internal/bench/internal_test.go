@@ -118,19 +118,33 @@ func TestGateScaleYAMLIsValid(t *testing.T) {
 		t.Fatalf("%d tasks, %d gates", len(spec.Tasks), len(spec.Gates))
 	}
 	g := spec.Gates[0]
-	if !slices.Equal(g.Command, []string{"sleep", "0.5"}) || g.UsesCache() || g.Pool != GateScalePool {
-		t.Errorf("gate %+v; want sleep 0.5, uncached, pool %s", g, GateScalePool)
+	if !slices.Equal(g.Command, []string{"sleep", "0.5"}) || g.UsesCache() || g.Pool != ScalePool {
+		t.Errorf("gate %+v; want sleep 0.5, uncached, pool %s", g, ScalePool)
 	}
 	if last := spec.Tasks[len(spec.Tasks)-1]; !slices.Equal(last.Gates, []string{"sleep"}) || last.Agent == nil || !slices.Equal(last.Agent.Command, NoopCommand) {
 		t.Errorf("last task %+v", last)
 	}
 }
 
+func TestWorkerScaleYAMLIsValid(t *testing.T) {
+	spec, err := workflow.Parse("w.yaml", workerScaleYAML("bench-worker-scale", MaxTasksPerWorkflow, 500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(spec.Tasks) != MaxTasksPerWorkflow || len(spec.Gates) != 0 {
+		t.Fatalf("%d tasks, %d gates; want %d and none", len(spec.Tasks), len(spec.Gates), MaxTasksPerWorkflow)
+	}
+	last := spec.Tasks[len(spec.Tasks)-1]
+	if last.Agent == nil || !slices.Equal(last.Agent.Command, []string{"sleep", "0.5"}) || last.Pool != ScalePool || len(last.Gates) != 0 {
+		t.Errorf("last task %+v; want agent sleep 0.5 in pool %s, no gates", last, ScalePool)
+	}
+}
+
 func TestComputeScaling(t *testing.T) {
-	g := &GateScaleReport{SleepSeconds: 0.5, RunnerConcurrency: 1, Runs: []ScaleRun{
-		{Runners: 1, Gates: 24, WindowSeconds: 15, Throughput: 1.6, RunnerCPUSeconds: 2.4},
-		{Runners: 2, Gates: 24, WindowSeconds: 24 / 3.04, Throughput: 3.04},
-		{Runners: 4, Gates: 24, WindowSeconds: 24 / 5.76, Throughput: 5.76},
+	g := &ScaleReport{SleepSeconds: 0.5, RunnerConcurrency: 1, Runs: []ScaleRun{
+		{Runners: 1, Jobs: 24, WindowSeconds: 15, Throughput: 1.6, RunnerCPUSeconds: 2.4},
+		{Runners: 2, Jobs: 24, WindowSeconds: 24 / 3.04, Throughput: 3.04},
+		{Runners: 4, Jobs: 24, WindowSeconds: 24 / 5.76, Throughput: 5.76},
 	}}
 	g.computeScaling()
 	for i, want := range []struct{ speedup, ofLinear, ideal float64 }{{1, 1, 2}, {1.9, 0.95, 4}, {3.6, 0.9, 8}} {
@@ -139,8 +153,8 @@ func TestComputeScaling(t *testing.T) {
 			t.Errorf("%d runners: speed-up %v, of linear %v, ideal %v; want %+v", r.Runners, r.Speedup, r.OfLinear, r.IdealThroughput, want)
 		}
 	}
-	if r := g.Runs[0]; math.Abs(r.OverheadPerGateMillis-125) > 1e-9 || math.Abs(r.RunnerCPUPerGateMillis-100) > 1e-9 {
-		t.Errorf("overhead %vms, runner CPU %vms per gate; want 125 and 100", r.OverheadPerGateMillis, r.RunnerCPUPerGateMillis)
+	if r := g.Runs[0]; math.Abs(r.OverheadPerJobMillis-125) > 1e-9 || math.Abs(r.RunnerCPUPerJobMillis-100) > 1e-9 {
+		t.Errorf("overhead %vms, runner CPU %vms per job; want 125 and 100", r.OverheadPerJobMillis, r.RunnerCPUPerJobMillis)
 	}
 }
 
