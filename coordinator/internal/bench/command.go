@@ -172,7 +172,7 @@ the scenario is skipped, unless --scenarios names it.
 				KeyIterations: v.GetInt("key-iterations"), RedisURL: v.GetString("redis-url"), Redis: jobrun.RedisOptions(v),
 				GateTasks: v.GetInt("gate-tasks"), GateSleep: v.GetDuration("gate-sleep"), GateRunners: runners,
 				WorkerRunners: workers,
-				BinDir: binDir, GateSandbox: v.GetString("gate-sandbox"),
+				BinDir:        binDir, GateSandbox: v.GetString("gate-sandbox"),
 				SandboxImage: v.GetString("sandbox-image"), SandboxCommand: sandboxArgv(command),
 				SandboxRuns: v.GetInt("sandbox-runs"), FeedbackTasks: v.GetInt("feedback-tasks"),
 				CoordinatorNodes: v.GetInt("coordinator-nodes"),
