@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -45,7 +44,7 @@ func (e *Engine) advance(ctx context.Context, wf string) {
 		e.Read(func(s *statemachine.State) {
 			w, ok := s.Workflow(wf)
 			if found = ok; ok {
-				d = statemachine.Decide(w, now, e.out.published)
+				d = statemachine.Decide(w, now, e.out.publishedIn(wf))
 			}
 		})
 		if !found {
@@ -261,14 +260,18 @@ type outbox struct {
 
 func newOutbox() *outbox { return &outbox{jobs: map[string]map[string]struct{}{}} }
 
-// published reports whether job id was published; Decide calls it with the
-// state read-locked. Job ids start with their workflow's id and a dot.
-func (o *outbox) published(jobID string) bool {
-	wf, _, _ := strings.Cut(jobID, ".")
+// publishedIn returns whether a job of workflow wf was published, for one
+// decision (Decide calls it with the state read-locked): the workflow's set is looked up once, not once per node. Only
+// wf's queue adds to that set, and it decides in the same queue, so the
+// set does not change while the decision reads it.
+func (o *outbox) publishedIn(wf string) func(jobID string) bool {
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	_, ok := o.jobs[wf][jobID]
-	return ok
+	jobs := o.jobs[wf]
+	o.mu.Unlock()
+	return func(jobID string) bool {
+		_, ok := jobs[jobID]
+		return ok
+	}
 }
 
 func (o *outbox) add(wf, jobID string) {

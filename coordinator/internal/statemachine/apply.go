@@ -180,8 +180,36 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 	default:
 		return fmt.Errorf("unknown event type %q", ev.Type())
 	}
-	w.refreshStatus()
+	w.refreshStatusAfter(ev, n)
 	return nil
+}
+
+// refreshStatusAfter is refreshStatus after an event about node n, in
+// O(1) for the kinds of event that change no node but n: a running
+// workflow has no node waiting for a human, so after such an event only n
+// can need one. Any other event, or one folded while the workflow needs
+// attention, looks at every node.
+func (w *Workflow) refreshStatusAfter(ev eventlog.Event, n *Node) {
+	if w.Status.Terminal() {
+		return
+	}
+	switch ev.Body.(type) {
+	case eventlog.NodeReady, eventlog.NodeStarted, eventlog.NodeAgentDone, eventlog.NodeWaiting,
+		eventlog.GateDispatched, eventlog.GateStarted, eventlog.GateFinished, eventlog.GateWaiting,
+		eventlog.NodeIntegrated, eventlog.NodeFinished:
+		if w.Status == protocol.WorkflowRunning {
+			if n.waitsForHuman() {
+				w.Status = protocol.WorkflowNeedsAttention
+			}
+			return
+		}
+	}
+	w.refreshStatus()
+}
+
+// waitsForHuman reports whether n waits for a human's decision.
+func (n *Node) waitsForHuman() bool {
+	return (n.Status == protocol.NodeEscalated || n.Status == protocol.NodeAwaitingApproval) && !n.Approved
 }
 
 // refreshStatus keeps a running workflow's status in step with its nodes:
@@ -192,7 +220,7 @@ func (w *Workflow) refreshStatus() {
 	}
 	w.Status = protocol.WorkflowRunning
 	for _, n := range w.Nodes {
-		if (n.Status == protocol.NodeEscalated || n.Status == protocol.NodeAwaitingApproval) && !n.Approved {
+		if n.waitsForHuman() {
 			w.Status = protocol.WorkflowNeedsAttention
 			return
 		}

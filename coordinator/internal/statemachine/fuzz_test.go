@@ -60,6 +60,7 @@ func FuzzReplayIsDeterministic(f *testing.F) {
 				if err := st.Apply(back); err != nil {
 					t.Fatalf("replay %s: %v", describeEvent(ev), err)
 				}
+				checkStatus(t, st, describeEvent(ev))
 			}
 			return st
 		}
@@ -215,4 +216,24 @@ func split(nodeGate string) (string, string) {
 		}
 	}
 	return nodeGate, ""
+}
+
+// checkStatus checks that the workflow's status, kept up to date event by
+// event (in O(1) for most events), is what looking at every node says: it
+// needs attention exactly while a node waits for a human.
+func checkStatus(t *testing.T, st *statemachine.State, after string) {
+	t.Helper()
+	w, ok := st.Workflow(testWF)
+	if !ok || w.Status.Terminal() {
+		return
+	}
+	want := protocol.WorkflowRunning
+	for _, n := range w.Nodes {
+		if (n.Status == protocol.NodeEscalated || n.Status == protocol.NodeAwaitingApproval) && !n.Approved {
+			want = protocol.WorkflowNeedsAttention
+		}
+	}
+	if w.Status != want {
+		t.Fatalf("after %s the workflow is %s, but its nodes say %s", after, w.Status, want)
+	}
 }
