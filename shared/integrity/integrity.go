@@ -1,11 +1,14 @@
 package integrity
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -68,6 +71,9 @@ type Options struct {
 	MaxHashBytes int64
 	// Git is the git binary (default "git", looked up in PATH).
 	Git string
+	// Logger receives a line when the index cannot be read and the slower
+	// git status path is taken (default slog.Default()).
+	Logger *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -82,6 +88,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxHashBytes <= 0 {
 		o.MaxHashBytes = DefaultMaxHashBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
 	o.AllowedWrites = slices.Clone(o.AllowedWrites)
 	return o
@@ -181,6 +190,8 @@ type Report struct {
 	// comparison is by type, size and mtime; content inside a directory
 	// that was already ignored at capture is not examined.
 	Ignored []string `json:"ignored,omitempty"`
+	// skippedGit: the check did not need git status (see Check, step 3).
+	skippedGit bool
 }
 
 // Clean reports whether there is no violation.
@@ -263,10 +274,18 @@ type Stats struct {
 	// ignored directory).
 	Ignored int
 	// Hashed and HashedBytes count the files whose content hash is
-	// recorded; Unhashed the regular files recorded by size and mtime only.
+	// recorded (read, or taken from the index: FromIndex); Unhashed the
+	// regular files recorded by size and mtime only.
 	Hashed      int
 	HashedBytes int64
 	Unhashed    int
+	// FromIndex counts the files whose hash is the object id the index
+	// records, trusted from their stat data instead of read (PERF-11).
+	FromIndex int
+	// SlowPath says why git status was run to list the work tree's paths
+	// (an untracked or ignored path, an index this package cannot read,
+	// content conversion); "" when the index and a walk sufficed.
+	SlowPath string
 	// GitItems is the number of .git entries recorded.
 	GitItems int
 	// Duration is how long the capture took.
@@ -286,7 +305,11 @@ type Baseline struct {
 	git     gitState
 	files   map[string]fileState
 	ignored map[string]fileState
-	stats   Stats
+	// dirs holds every directory of the work tree when the capture took
+	// the fast path (captureFast), nil otherwise: while none of them
+	// changed, no path can have appeared, and Check does not run git.
+	dirs  map[string]fileState
+	stats Stats
 }
 
 // Stats returns figures about the capture.
@@ -350,6 +373,31 @@ func Capture(ctx context.Context, dir string, opts Options) (*Baseline, error) {
 	if b.git, err = collectGit(ctx, root, l, opts.MaxHashSize); err != nil {
 		return nil, fmt.Errorf("integrity: capture %s: .git state: %w", root, err)
 	}
+	// The check may need git even when the capture does not.
+	if _, err := exec.LookPath(cmp.Or(opts.Git, "git")); err != nil {
+		return nil, fmt.Errorf("integrity: capture %s: git: %w", root, err)
+	}
+	s := newScanner(root, newBudget(opts.MaxHashBytes))
+	s.since = start.Add(-racyMargin)
+	ft, err := captureFast(ctx, b, s)
+	var why *errSlowPath
+	switch {
+	case err == nil:
+		if err := b.recordFast(ctx, s, ft); err != nil {
+			return nil, fmt.Errorf("integrity: capture %s: %w", root, err)
+		}
+		b.stats.Duration = time.Since(start)
+		return b, nil
+	case errors.As(err, &why):
+		b.stats.SlowPath = why.reason
+		if why.index {
+			opts.Logger.Info("integrity: the index could not be read, git status lists the work tree", "dir", root, "reason", why.reason)
+		}
+		s = newScanner(root, newBudget(opts.MaxHashBytes))
+		s.since = start.Add(-racyMargin)
+	default:
+		return nil, fmt.Errorf("integrity: capture %s: %w", root, err)
+	}
 	g := b.runner()
 	entries, err := g.status(ctx)
 	if err != nil {
@@ -408,7 +456,6 @@ func Capture(ctx context.Context, dir string, opts Options) (*Baseline, error) {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
-	s := newScanner(root, newBudget(opts.MaxHashBytes))
 	states := make([]fileState, len(paths))
 	if err := parallel(ctx, len(paths), func(i int) {
 		states[i] = s.stat(ctx, paths[i], limits[paths[i]])
@@ -439,6 +486,42 @@ func Capture(ctx context.Context, dir string, opts Options) (*Baseline, error) {
 	b.stats.GitItems = len(b.git)
 	b.stats.Duration = time.Since(start)
 	return b, nil
+}
+
+// recordFast completes a capture from captureFast's records: .supervisor/
+// is walked and recorded as the slow path records it.
+func (b *Baseline) recordFast(ctx context.Context, s *scanner, ft *fastTree) error {
+	prot, complete, err := walkProtected(ctx, b.root)
+	if err != nil {
+		return err
+	}
+	if !complete {
+		return fmt.Errorf(".supervisor/ has more than %d entries", maxProtectedEntries)
+	}
+	b.files = ft.files
+	for _, p := range prot {
+		if _, ok := b.files[p]; !ok {
+			b.files[p] = s.stat(ctx, p, b.opts.HashThreshold)
+		}
+	}
+	b.dirs = ft.dirs
+	for _, st := range b.files {
+		switch {
+		case st.kind != kindRegular:
+		case st.hash == "":
+			b.stats.Unhashed++
+		default:
+			b.stats.Hashed++
+			b.stats.HashedBytes += st.size
+			if st.blob {
+				b.stats.FromIndex++
+			}
+		}
+	}
+	b.stats.Tracked = ft.tracked
+	b.stats.Files = len(b.files)
+	b.stats.GitItems = len(b.git)
+	return ctx.Err()
 }
 
 // Check examines the work tree again after the gate and reports every
@@ -482,14 +565,14 @@ func (b *Baseline) Check(ctx context.Context) (*Report, error) {
 	}
 
 	// 1. .git.
-	runGit := true
+	runGit, indexChanged := true, false
 	if _, unsafe, err := resolveLayout(b.root, b.opts.GitDir); err != nil || unsafe != "" {
 		detail := "unsafe: " + unsafe
 		if err != nil {
 			detail = "removed"
 		}
 		r.Violations = append(r.Violations, Violation{Path: ".git", Kind: KindGit, Detail: detail})
-		runGit = false
+		runGit, indexChanged = false, true
 	}
 	cur, err := collectGit(ctx, b.root, b.layout, b.opts.MaxHashSize)
 	if err != nil {
@@ -513,6 +596,9 @@ func (b *Baseline) Check(ctx context.Context) (*Report, error) {
 				}
 			}
 			r.Violations = append(r.Violations, Violation{Path: label(c.key), Kind: KindGit, Detail: detail})
+			if c.key == "pointer" || strings.HasSuffix(c.key, ":index") {
+				indexChanged = true
+			}
 			if slices.Contains(trustKeys, c.key) {
 				runGit = false
 			}
@@ -548,10 +634,15 @@ func (b *Baseline) Check(ctx context.Context) (*Report, error) {
 		cands = append(cands, candidate{Violation{Path: p, Kind: kind, Detail: detail}})
 	}
 
-	// 3. New paths, from git.
+	// 3. New paths, from git, unless the fast capture's directories show
+	// that none can have appeared: nothing else changed, and no directory
+	// of the work tree has a different stat (every entry created, removed
+	// or renamed in a directory sets its ctime) or was recorded racily.
 	seen := func(p string) bool { _, ok := b.files[p]; return ok }
 	curIgnored := make(map[string]bool)
-	if !runGit {
+	if runGit && len(cands) == 0 && len(r.Violations) == 0 && b.dirsUnchanged(ctx, s) {
+		r.skippedGit = true
+	} else if !runGit {
 		r.Violations = append(r.Violations, Violation{Path: UnknownNotRescanned, Kind: KindUnknown})
 	} else if entries, err := b.runner().status(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -573,9 +664,13 @@ func (b *Baseline) Check(ctx context.Context) (*Report, error) {
 				switch st := s.stat(ctx, p, -1); {
 				case st.kind != kindMissing:
 					cands = append(cands, candidate{Violation{Path: p, Kind: KindNew}})
-				case !e.Untracked():
+				case !e.Untracked() && (b.dirs == nil || indexChanged):
 					// A tracked path the capture did not know: the index
-					// itself changed (also a KindGit violation).
+					// itself changed (also a KindGit violation). A fast
+					// capture recorded the index's paths only, not those
+					// of HEAD staged for deletion (or renamed away): while
+					// the index is unchanged, such a path was missing at
+					// capture too.
 					cands = append(cands, candidate{Violation{Path: p, Kind: KindDeleted}})
 				}
 			}
@@ -627,6 +722,20 @@ func (b *Baseline) Check(ctx context.Context) (*Report, error) {
 	}
 	r.sort()
 	return r, nil
+}
+
+// dirsUnchanged reports whether the fast capture recorded the directories
+// and each still has exactly its recorded stat data.
+func (b *Baseline) dirsUnchanged(ctx context.Context, s *scanner) bool {
+	if b.dirs == nil {
+		return false
+	}
+	for d, old := range b.dirs {
+		if ctx.Err() != nil || !unchanged(old, s.stat(ctx, d, -1)) {
+			return false
+		}
+	}
+	return true
 }
 
 // candidate is a change before allowed_writes filtering.
