@@ -5,10 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/supervisorhq/supervisor/shared/gitindex"
@@ -53,6 +53,9 @@ type fastTree struct {
 // the files' bytes (.gitattributes, info/attributes, core.autocrlf or
 // core.eol): git status then classifies the paths, as it always did.
 func captureFast(ctx context.Context, b *Baseline, s *scanner) (*fastTree, error) {
+	if !dirScanSupported {
+		return nil, slow("the index is not trusted on this platform")
+	}
 	ix, indexMtime, format, err := readIndex(b.layout.gitDir)
 	if err != nil {
 		return nil, err
@@ -78,86 +81,115 @@ func captureFast(ctx context.Context, b *Baseline, s *scanner) (*fastTree, error
 		tracked[e.Path] = entry{e: e, trusted: e.Stage == 0 && e.Flags == 0 && (e.Stat.Mode == gitindex.ModeFile || e.Stat.Mode == gitindex.ModeExecutable)}
 	}
 
-	// Walk: every name must be a tracked path or a directory on the way
-	// to one (or an empty directory); .git and .supervisor at the top are
-	// recorded elsewhere.
+	// Walk, a level of directories at a time, each level's directories in
+	// parallel: every name must be a tracked path or a directory (holding
+	// tracked paths, or empty ones only); .git and .supervisor at the top
+	// are recorded elsewhere. Tracked paths are examined through the
+	// directory's descriptor.
 	ft := &fastTree{tracked: len(tracked), files: make(map[string]fileState, len(tracked)), dirs: make(map[string]fileState)}
-	var paths []string
-	var walk func(rel string) error
-	walk = func(rel string) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		st := s.stat(ctx, rel, -1)
-		if st.kind != kindDir && rel != "" {
-			return slow("%s changed while it was walked", rel)
-		}
-		ft.dirs[rel] = st
-		entries, err := os.ReadDir(s.full(rel))
-		if err != nil {
-			return slow("read directory %s: %v", rel, errText(err))
-		}
-		for _, d := range entries {
-			p := d.Name()
-			if rel != "" {
-				p = rel + "/" + p
-			} else if p == ".git" || p == ".supervisor" {
-				continue
+	type dirResult struct {
+		self    fileState
+		files   []string
+		states  []fileState
+		subdirs []string
+		slow    error
+	}
+	rootFd, err := openDir(b.root)
+	if err != nil {
+		return nil, slow("open the work tree: %v", err)
+	}
+	defer closeDir(rootFd)
+	level := []string{""}
+	for len(level) > 0 {
+		results := make([]dirResult, len(level))
+		if err := parallel(ctx, len(level), func(i int) {
+			rel := level[i]
+			res := &results[i]
+			fd, err := openDirAt(rootFd, rel)
+			if err != nil {
+				res.slow = slow("open directory %s: %v", rel, err)
+				return
 			}
-			if _, ok := tracked[p]; ok {
-				paths = append(paths, p)
-				continue
+			defer closeDir(fd)
+			res.self = statFd(fd)
+			res.self.racy = s.racy(res.self)
+			buf := dirBufPool.Get().(*[]byte)
+			names, err := readDir(fd, *buf)
+			dirBufPool.Put(buf)
+			if err != nil {
+				res.slow = slow("read directory %s: %v", rel, err)
+				return
 			}
-			if d.Type() == fs.ModeDir && d.Name() != ".git" {
-				// A directory with no tracked path below may hold empty
-				// directories only: anything else in it is untracked.
-				if err := walk(p); err != nil {
-					return err
+			for _, d := range names {
+				p := d.name
+				if rel != "" {
+					p = rel + "/" + p
+				} else if p == ".git" || p == ".supervisor" {
+					continue
 				}
-				continue
+				t, ok := tracked[p]
+				st := statAt(fd, d.name)
+				st.racy = s.racy(st)
+				switch {
+				case ok:
+					res.files = append(res.files, p)
+					res.states = append(res.states, s.identify(ctx, p, st, t.e, t.trusted, indexMtime, format))
+				case st.kind == kindDir && d.name != ".git":
+					res.subdirs = append(res.subdirs, p)
+				default:
+					res.slow = slow("%s is not tracked", p)
+					return
+				}
 			}
-			return slow("%s is not tracked", p)
+		}); err != nil {
+			return nil, err
 		}
-		return nil
-	}
-	if err := walk(""); err != nil {
-		return nil, err
-	}
-	// Tracked paths not found by the walk (deleted ones) are recorded too.
-	if len(paths) < len(tracked) {
-		seen := make(map[string]bool, len(paths))
-		for _, p := range paths {
-			seen[p] = true
-		}
-		for p := range tracked {
-			if !seen[p] {
-				paths = append(paths, p)
+		cur := level
+		level = nil
+		for i := range results {
+			if results[i].slow != nil {
+				return nil, results[i].slow
 			}
-		}
-	}
-
-	states := make([]fileState, len(paths))
-	if err := parallel(ctx, len(paths), func(i int) {
-		p := paths[i]
-		t := tracked[p]
-		st := s.stat(ctx, p, -1)
-		if st.kind == kindRegular && st.size <= b.opts.MaxHashSize && st.err == "" && s.budget.take(st.size) {
-			if cur, ok := gitStat(st); ok && t.trusted && t.e.Matches(cur) && !t.e.Racy(indexMtime) {
-				st.hash, st.blob, st.format = string(t.e.ID), true, format
-			} else if h, err := s.hash(ctx, s.full(p)); err != nil {
-				st.err = errText(err)
-			} else {
-				st.hash = h
+			ft.dirs[cur[i]] = results[i].self
+			for j, p := range results[i].files {
+				ft.files[p] = results[i].states[j]
 			}
+			level = append(level, results[i].subdirs...)
 		}
-		states[i] = st
-	}); err != nil {
-		return nil, err
 	}
-	for i, p := range paths {
-		ft.files[p] = states[i]
+	// Tracked paths the walk did not find (deleted ones) are recorded too.
+	for p, t := range tracked {
+		if _, ok := ft.files[p]; !ok {
+			ft.files[p] = s.identify(ctx, p, s.stat(ctx, p, -1), t.e, t.trusted, indexMtime, format)
+		}
 	}
 	return ft, nil
+}
+
+// dirBufPool holds getdents buffers.
+var dirBufPool = sync.Pool{New: func() any {
+	b := make([]byte, 32<<10)
+	return &b
+}}
+
+// identify completes the stat data st of the tracked path rel with its
+// content hash: the index's object id when the stat data matches the
+// index entry and the entry is not racily clean, the file read otherwise
+// (within the limits and budget of the capture).
+func (s *scanner) identify(ctx context.Context, rel string, st fileState, e *gitindex.Entry, trusted bool, indexMtime time.Time, format gitindex.Format) fileState {
+	if st.kind != kindRegular || st.size > s.maxHash || st.err != "" || !s.budget.take(st.size) {
+		return st
+	}
+	if cur, ok := gitStat(st); ok && trusted && e.Matches(cur) && !e.Racy(indexMtime) {
+		st.hash, st.blob, st.format = string(e.ID), true, format
+		return st
+	}
+	if h, err := s.hash(ctx, s.full(rel)); err != nil {
+		st.err = errText(err)
+	} else {
+		st.hash = h
+	}
+	return st
 }
 
 // gitStat is a regular file's stat data as git records it in the index.
@@ -228,4 +260,96 @@ func convertible(l gitLayout) bool {
 		}
 	}
 	return false
+}
+
+// checkFast is Check's step 2 for a fast capture: each recorded directory
+// is opened through its parents without following a symbolic link, and
+// each recorded path in it examined through the directory's descriptor;
+// a path whose stat data is unchanged (see unchanged) is not read, any
+// other goes through scanner.restat. A directory that cannot be opened
+// that way has its paths examined one by one by scanner.restat, which
+// reports them missing or behind a symlink. It returns every path's
+// current state and whether every directory is unchanged.
+func (b *Baseline) checkFast(ctx context.Context, s *scanner) (map[string]fileState, bool, error) {
+	type dirWork struct {
+		rel   string
+		names []string
+	}
+	work := make([]dirWork, 0, len(b.dirs))
+	index := make(map[string]int, len(b.dirs))
+	for d := range b.dirs {
+		index[d] = len(work)
+		work = append(work, dirWork{rel: d})
+	}
+	var loose []string
+	for p := range b.files {
+		d, name := "", p
+		if i := strings.LastIndexByte(p, '/'); i >= 0 {
+			d, name = p[:i], p[i+1:]
+		}
+		if i, ok := index[d]; ok && !strings.HasPrefix(p, ".supervisor/") {
+			work[i].names = append(work[i].names, name)
+		} else {
+			loose = append(loose, p)
+		}
+	}
+	rootFd, err := openDir(b.root)
+	if err != nil {
+		rootFd = -1
+	} else {
+		defer closeDir(rootFd)
+	}
+	states := make([][]fileState, len(work))
+	same := make([]bool, len(work))
+	if err := parallel(ctx, len(work), func(i int) {
+		w := work[i]
+		states[i] = make([]fileState, len(w.names))
+		path := func(name string) string {
+			if w.rel == "" {
+				return name
+			}
+			return w.rel + "/" + name
+		}
+		fd := -1
+		if rootFd >= 0 {
+			if d, err := openDirAt(rootFd, w.rel); err == nil {
+				fd = d
+			}
+		}
+		if fd < 0 {
+			for j, n := range w.names {
+				states[i][j] = s.restat(ctx, path(n), b.files[path(n)])
+			}
+			return
+		}
+		defer closeDir(fd)
+		same[i] = unchanged(b.dirs[w.rel], statFd(fd))
+		for j, n := range w.names {
+			p := path(n)
+			old := b.files[p]
+			if cur := statAt(fd, n); unchanged(old, cur) {
+				states[i][j] = old
+			} else {
+				states[i][j] = s.restat(ctx, p, old)
+			}
+		}
+	}); err != nil {
+		return nil, false, err
+	}
+	out := make(map[string]fileState, len(b.files))
+	allSame := true
+	for i, w := range work {
+		allSame = allSame && same[i]
+		for j, n := range w.names {
+			if w.rel == "" {
+				out[n] = states[i][j]
+			} else {
+				out[w.rel+"/"+n] = states[i][j]
+			}
+		}
+	}
+	for _, p := range loose {
+		out[p] = s.restat(ctx, p, b.files[p])
+	}
+	return out, allSame, ctx.Err()
 }

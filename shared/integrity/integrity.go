@@ -378,7 +378,7 @@ func Capture(ctx context.Context, dir string, opts Options) (*Baseline, error) {
 		return nil, fmt.Errorf("integrity: capture %s: git: %w", root, err)
 	}
 	s := newScanner(root, newBudget(opts.MaxHashBytes))
-	s.since = start.Add(-racyMargin)
+	s.since, s.maxHash = start.Add(-racyMargin), opts.MaxHashSize
 	ft, err := captureFast(ctx, b, s)
 	var why *errSlowPath
 	switch {
@@ -612,7 +612,17 @@ func (b *Baseline) Check(ctx context.Context) (*Report, error) {
 		paths = append(paths, p)
 	}
 	states := make([]fileState, len(paths))
-	if err := parallel(ctx, len(paths), func(i int) {
+	dirsSame := false
+	if b.dirs != nil {
+		cur, same, err := b.checkFast(ctx, s)
+		if err != nil {
+			return nil, fmt.Errorf("integrity: check %s: %w", b.root, err)
+		}
+		for i, p := range paths {
+			states[i] = cur[p]
+		}
+		dirsSame = same
+	} else if err := parallel(ctx, len(paths), func(i int) {
 		states[i] = s.restat(ctx, paths[i], b.files[paths[i]])
 	}); err != nil {
 		return nil, fmt.Errorf("integrity: check %s: %w", b.root, err)
@@ -640,7 +650,7 @@ func (b *Baseline) Check(ctx context.Context) (*Report, error) {
 	// or renamed in a directory sets its ctime) or was recorded racily.
 	seen := func(p string) bool { _, ok := b.files[p]; return ok }
 	curIgnored := make(map[string]bool)
-	if runGit && len(cands) == 0 && len(r.Violations) == 0 && b.dirsUnchanged(ctx, s) {
+	if runGit && len(cands) == 0 && len(r.Violations) == 0 && dirsSame {
 		r.skippedGit = true
 	} else if !runGit {
 		r.Violations = append(r.Violations, Violation{Path: UnknownNotRescanned, Kind: KindUnknown})
@@ -722,20 +732,6 @@ func (b *Baseline) Check(ctx context.Context) (*Report, error) {
 	}
 	r.sort()
 	return r, nil
-}
-
-// dirsUnchanged reports whether the fast capture recorded the directories
-// and each still has exactly its recorded stat data.
-func (b *Baseline) dirsUnchanged(ctx context.Context, s *scanner) bool {
-	if b.dirs == nil {
-		return false
-	}
-	for d, old := range b.dirs {
-		if ctx.Err() != nil || !unchanged(old, s.stat(ctx, d, -1)) {
-			return false
-		}
-	}
-	return true
 }
 
 // candidate is a change before allowed_writes filtering.

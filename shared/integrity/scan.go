@@ -185,6 +185,8 @@ type scanner struct {
 	// since: a path whose ctime or mtime is not before it is recorded as
 	// racy (zero: none is).
 	since time.Time
+	// maxHash: tracked files up to this size are hashed (captureFast).
+	maxHash int64
 
 	hashed atomic.Int64 // bytes hashed
 	files  atomic.Int64 // files hashed
