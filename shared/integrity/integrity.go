@@ -330,15 +330,21 @@ func (b *Baseline) runner() gitRunner {
 //     and every path of `git status --porcelain=v1 -z --untracked-files=all
 //     --ignored=matching` that is not ignored, both paths of a rename or
 //     copy included (WI-11), untracked ones in a skip candidate directory
-//     excepted (WI-01…WI-05): type, size, mtime, mode, symlink target, and
-//     the SHA-256 of files up to Options.HashThreshold, tracked files up to
-//     Options.MaxHashSize, within Options.MaxHashBytes in total (WI-10);
+//     excepted (WI-01…WI-05): type, size, mtime, mode, symlink target, the
+//     rest of the stat data, and a content hash of files up to
+//     Options.HashThreshold, tracked files up to Options.MaxHashSize, within
+//     Options.MaxHashBytes in total (WI-10): the index's object id for a
+//     tracked file whose stat data the index vouches for, the SHA-256 of
+//     the content otherwise (see the package documentation);
 //   - ignored entries (a whole ignored directory is one "dir/" entry): type,
 //     size and mtime only, for Report.Ignored;
 //   - everything below .supervisor/, ignored or not.
 //
-// The .git state is recorded before git runs, and git runs without
-// optional locks, so capturing changes nothing. A .git that cannot be
+// When the work tree holds tracked paths only, the index and a walk of
+// the directories replace git status and git ls-files (captureFast), and
+// every directory's stat data is recorded too. The .git state is recorded
+// before git runs, and git runs without optional locks, so capturing
+// changes nothing. A .git that cannot be
 // trusted (GI-04) gives a baseline whose Check reports the violation;
 // errors are for a directory that is not a git work tree, git failing
 // (WI-07), or ctx ending.
@@ -533,10 +539,14 @@ func (b *Baseline) recordFast(ctx context.Context, s *scanner, ft *fastTree) err
 //     violation that no allowed_writes pattern can lift (GI-06, PP-01), as
 //     is a .git that is unsafe now (GI-04).
 //  2. Every recorded path is compared with the file system, whatever git
-//     says: a recorded hash is re-computed (racy git, WI-20: a file
-//     rewritten with a new mtime but dropped from git status is still
-//     caught), a deleted path is KindDeleted (WI-19).
-//  3. git status lists the paths that are new since the capture. If the
+//     says: a path whose stat data (ctime included) differs from the
+//     capture's, or that was recorded racily, has its recorded hash
+//     re-computed (WI-20: a rewrite that keeps size and mtime still moves
+//     the ctime), a deleted path is KindDeleted (WI-19).
+//  3. git status lists the paths that are new since the capture; after a
+//     fast capture it is not run when nothing so far changed and every
+//     directory has its recorded stat data (no entry can have been
+//     created, removed or renamed in it). If the
 //     .git entry, gitdir, commondir or a config file changed, git is NOT
 //     run (it would read configuration the gate wrote, which could name a
 //     program to run); the violation already blocks, and a KindUnknown
