@@ -13,15 +13,46 @@
 //
 // Every tracked path (a clean tracked file does not appear in git status,
 // yet changing it must be caught), every untracked path that is not
-// ignored (from `git status --porcelain=v1 -z`, parsed exactly: nothing is
-// ever dropped as malformed), everything below .supervisor/, and the .git
-// state. Each path's type, size, mtime, permission bits and symlink target
-// are kept, with the SHA-256 of regular files within the size limits of
-// Options. A recorded hash is authoritative: the file is re-hashed at check
-// time whatever git status says, so a rewrite with the same size and mtime
-// is caught, and one with identical content is not a modification. Paths
-// are examined without following symbolic links, and nothing is read
-// outside the work tree.
+// ignored, everything below .supervisor/, and the .git state. Each path's
+// type, size, mtime, permission bits, symlink target and the rest of its
+// stat data (ctime, inode, device, owner) are kept, with a content hash of
+// regular files within the size limits of Options. Paths are examined
+// without following symbolic links, and nothing is read outside the work
+// tree.
+//
+// # Trusting stat data (WI-20, PERF-11, PERF-12)
+//
+// Like git status, the capture and the check trust stat data instead of
+// reading every file. A write, a rename over the path, a chmod or a chown
+// sets the file's ctime to the current time, and an unprivileged process
+// cannot set the ctime back, so a rewrite that keeps the size and restores
+// the mtime still changes the stat data. Therefore:
+//
+//   - A tracked regular file whose stat data equals what git's index
+//     recorded, and whose entry is not racily clean (its mtime or ctime not
+//     before the index file's own mtime), holds the content the index
+//     names: its git object id is recorded as its hash, unread. Any other
+//     file is hashed (SHA-256).
+//   - Check re-reads a path only when its stat data differs from the
+//     capture's, or the capture recorded it racily: its ctime or mtime
+//     within 50 ms of the capture's start (or in that second, on a file
+//     system without sub-second times), when a change during the gate
+//     could leave the same stat data. A re-read file is compared by content
+//     with the hash of the same kind, so a rewrite with identical content
+//     is not a modification.
+//
+// When the work tree holds tracked paths only (the usual freshly prepared
+// gate workspace), the capture runs no git at all: it reads the index
+// (package gitindex) and walks every directory, recording each directory's
+// stat data too; the check then runs git status only if a path or a
+// directory changed (a path created, removed or renamed anywhere changes
+// its directory's ctime). Any untracked or ignored path, an index that
+// cannot be read (split index, sparse index), or possible content
+// conversion (.gitattributes, info/attributes, core.autocrlf, core.eol, an
+// include in the configuration) sends the capture through
+// `git status --porcelain=v1 -z` (parsed exactly: nothing is ever dropped
+// as malformed) and `git ls-files`, as before; Stats.SlowPath says why,
+// and an unreadable index is logged.
 //
 // Ignored paths are recorded by type, size and mtime and reported in
 // Report.Ignored when they change, never as violations; a wholly ignored
@@ -56,7 +87,11 @@
 // # Limitations
 //
 // A file without a hash (over the size limits or the hashing budget) is
-// compared by size and mtime only. Untracked files inside a skipped
+// compared by size and mtime only. Stat trust assumes the gate cannot set
+// the clock or write the file system's blocks directly (CAP_SYS_TIME, a
+// raw block device), and that the work tree is not on a network file
+// system written by another host with a skewed clock. Outside Linux stat
+// data beyond size and mtime is not read, and every hashed file is re-read. Untracked files inside a skipped
 // directory, content inside an already ignored directory, empty
 // directories and the content of nested repositories and submodules are
 // not examined. A gate that runs git in the work tree without

@@ -1,11 +1,14 @@
 package integrity
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -68,6 +71,9 @@ type Options struct {
 	MaxHashBytes int64
 	// Git is the git binary (default "git", looked up in PATH).
 	Git string
+	// Logger receives a line when the index cannot be read and the slower
+	// git status path is taken (default slog.Default()).
+	Logger *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -82,6 +88,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxHashBytes <= 0 {
 		o.MaxHashBytes = DefaultMaxHashBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
 	o.AllowedWrites = slices.Clone(o.AllowedWrites)
 	return o
@@ -181,6 +190,8 @@ type Report struct {
 	// comparison is by type, size and mtime; content inside a directory
 	// that was already ignored at capture is not examined.
 	Ignored []string `json:"ignored,omitempty"`
+	// skippedGit: the check did not need git status (see Check, step 3).
+	skippedGit bool
 }
 
 // Clean reports whether there is no violation.
@@ -263,10 +274,18 @@ type Stats struct {
 	// ignored directory).
 	Ignored int
 	// Hashed and HashedBytes count the files whose content hash is
-	// recorded; Unhashed the regular files recorded by size and mtime only.
+	// recorded (read, or taken from the index: FromIndex); Unhashed the
+	// regular files recorded by size and mtime only.
 	Hashed      int
 	HashedBytes int64
 	Unhashed    int
+	// FromIndex counts the files whose hash is the object id the index
+	// records, trusted from their stat data instead of read (PERF-11).
+	FromIndex int
+	// SlowPath says why git status was run to list the work tree's paths
+	// (an untracked or ignored path, an index this package cannot read,
+	// content conversion); "" when the index and a walk sufficed.
+	SlowPath string
 	// GitItems is the number of .git entries recorded.
 	GitItems int
 	// Duration is how long the capture took.
@@ -286,7 +305,11 @@ type Baseline struct {
 	git     gitState
 	files   map[string]fileState
 	ignored map[string]fileState
-	stats   Stats
+	// dirs holds every directory of the work tree when the capture took
+	// the fast path (captureFast), nil otherwise: while none of them
+	// changed, no path can have appeared, and Check does not run git.
+	dirs  map[string]fileState
+	stats Stats
 }
 
 // Stats returns figures about the capture.
@@ -307,15 +330,21 @@ func (b *Baseline) runner() gitRunner {
 //     and every path of `git status --porcelain=v1 -z --untracked-files=all
 //     --ignored=matching` that is not ignored, both paths of a rename or
 //     copy included (WI-11), untracked ones in a skip candidate directory
-//     excepted (WI-01…WI-05): type, size, mtime, mode, symlink target, and
-//     the SHA-256 of files up to Options.HashThreshold, tracked files up to
-//     Options.MaxHashSize, within Options.MaxHashBytes in total (WI-10);
+//     excepted (WI-01…WI-05): type, size, mtime, mode, symlink target, the
+//     rest of the stat data, and a content hash of files up to
+//     Options.HashThreshold, tracked files up to Options.MaxHashSize, within
+//     Options.MaxHashBytes in total (WI-10): the index's object id for a
+//     tracked file whose stat data the index vouches for, the SHA-256 of
+//     the content otherwise (see the package documentation);
 //   - ignored entries (a whole ignored directory is one "dir/" entry): type,
 //     size and mtime only, for Report.Ignored;
 //   - everything below .supervisor/, ignored or not.
 //
-// The .git state is recorded before git runs, and git runs without
-// optional locks, so capturing changes nothing. A .git that cannot be
+// When the work tree holds tracked paths only, the index and a walk of
+// the directories replace git status and git ls-files (captureFast), and
+// every directory's stat data is recorded too. The .git state is recorded
+// before git runs, and git runs without optional locks, so capturing
+// changes nothing. A .git that cannot be
 // trusted (GI-04) gives a baseline whose Check reports the violation;
 // errors are for a directory that is not a git work tree, git failing
 // (WI-07), or ctx ending.
@@ -349,6 +378,31 @@ func Capture(ctx context.Context, dir string, opts Options) (*Baseline, error) {
 	b.layout = l
 	if b.git, err = collectGit(ctx, root, l, opts.MaxHashSize); err != nil {
 		return nil, fmt.Errorf("integrity: capture %s: .git state: %w", root, err)
+	}
+	// The check may need git even when the capture does not.
+	if _, err := exec.LookPath(cmp.Or(opts.Git, "git")); err != nil {
+		return nil, fmt.Errorf("integrity: capture %s: git: %w", root, err)
+	}
+	s := newScanner(root, newBudget(opts.MaxHashBytes))
+	s.since, s.maxHash = start.Add(-racyMargin), opts.MaxHashSize
+	ft, err := captureFast(ctx, b, s)
+	var why *errSlowPath
+	switch {
+	case err == nil:
+		if err := b.recordFast(ctx, s, ft); err != nil {
+			return nil, fmt.Errorf("integrity: capture %s: %w", root, err)
+		}
+		b.stats.Duration = time.Since(start)
+		return b, nil
+	case errors.As(err, &why):
+		b.stats.SlowPath = why.reason
+		if why.index {
+			opts.Logger.Info("integrity: the index could not be read, git status lists the work tree", "dir", root, "reason", why.reason)
+		}
+		s = newScanner(root, newBudget(opts.MaxHashBytes))
+		s.since = start.Add(-racyMargin)
+	default:
+		return nil, fmt.Errorf("integrity: capture %s: %w", root, err)
 	}
 	g := b.runner()
 	entries, err := g.status(ctx)
@@ -408,7 +462,6 @@ func Capture(ctx context.Context, dir string, opts Options) (*Baseline, error) {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
-	s := newScanner(root, newBudget(opts.MaxHashBytes))
 	states := make([]fileState, len(paths))
 	if err := parallel(ctx, len(paths), func(i int) {
 		states[i] = s.stat(ctx, paths[i], limits[paths[i]])
@@ -441,6 +494,42 @@ func Capture(ctx context.Context, dir string, opts Options) (*Baseline, error) {
 	return b, nil
 }
 
+// recordFast completes a capture from captureFast's records: .supervisor/
+// is walked and recorded as the slow path records it.
+func (b *Baseline) recordFast(ctx context.Context, s *scanner, ft *fastTree) error {
+	prot, complete, err := walkProtected(ctx, b.root)
+	if err != nil {
+		return err
+	}
+	if !complete {
+		return fmt.Errorf(".supervisor/ has more than %d entries", maxProtectedEntries)
+	}
+	b.files = ft.files
+	for _, p := range prot {
+		if _, ok := b.files[p]; !ok {
+			b.files[p] = s.stat(ctx, p, b.opts.HashThreshold)
+		}
+	}
+	b.dirs = ft.dirs
+	for _, st := range b.files {
+		switch {
+		case st.kind != kindRegular:
+		case st.hash == "":
+			b.stats.Unhashed++
+		default:
+			b.stats.Hashed++
+			b.stats.HashedBytes += st.size
+			if st.blob {
+				b.stats.FromIndex++
+			}
+		}
+	}
+	b.stats.Tracked = ft.tracked
+	b.stats.Files = len(b.files)
+	b.stats.GitItems = len(b.git)
+	return ctx.Err()
+}
+
 // Check examines the work tree again after the gate and reports every
 // change against the baseline:
 //
@@ -450,10 +539,14 @@ func Capture(ctx context.Context, dir string, opts Options) (*Baseline, error) {
 //     violation that no allowed_writes pattern can lift (GI-06, PP-01), as
 //     is a .git that is unsafe now (GI-04).
 //  2. Every recorded path is compared with the file system, whatever git
-//     says: a recorded hash is re-computed (racy git, WI-20: a file
-//     rewritten with a new mtime but dropped from git status is still
-//     caught), a deleted path is KindDeleted (WI-19).
-//  3. git status lists the paths that are new since the capture. If the
+//     says: a path whose stat data (ctime included) differs from the
+//     capture's, or that was recorded racily, has its recorded hash
+//     re-computed (WI-20: a rewrite that keeps size and mtime still moves
+//     the ctime), a deleted path is KindDeleted (WI-19).
+//  3. git status lists the paths that are new since the capture; after a
+//     fast capture it is not run when nothing so far changed and every
+//     directory has its recorded stat data (no entry can have been
+//     created, removed or renamed in it). If the
 //     .git entry, gitdir, commondir or a config file changed, git is NOT
 //     run (it would read configuration the gate wrote, which could name a
 //     program to run); the violation already blocks, and a KindUnknown
@@ -482,14 +575,14 @@ func (b *Baseline) Check(ctx context.Context) (*Report, error) {
 	}
 
 	// 1. .git.
-	runGit := true
+	runGit, indexChanged := true, false
 	if _, unsafe, err := resolveLayout(b.root, b.opts.GitDir); err != nil || unsafe != "" {
 		detail := "unsafe: " + unsafe
 		if err != nil {
 			detail = "removed"
 		}
 		r.Violations = append(r.Violations, Violation{Path: ".git", Kind: KindGit, Detail: detail})
-		runGit = false
+		runGit, indexChanged = false, true
 	}
 	cur, err := collectGit(ctx, b.root, b.layout, b.opts.MaxHashSize)
 	if err != nil {
@@ -513,6 +606,9 @@ func (b *Baseline) Check(ctx context.Context) (*Report, error) {
 				}
 			}
 			r.Violations = append(r.Violations, Violation{Path: label(c.key), Kind: KindGit, Detail: detail})
+			if c.key == "pointer" || strings.HasSuffix(c.key, ":index") {
+				indexChanged = true
+			}
 			if slices.Contains(trustKeys, c.key) {
 				runGit = false
 			}
@@ -526,7 +622,17 @@ func (b *Baseline) Check(ctx context.Context) (*Report, error) {
 		paths = append(paths, p)
 	}
 	states := make([]fileState, len(paths))
-	if err := parallel(ctx, len(paths), func(i int) {
+	dirsSame := false
+	if b.dirs != nil {
+		cur, same, err := b.checkFast(ctx, s)
+		if err != nil {
+			return nil, fmt.Errorf("integrity: check %s: %w", b.root, err)
+		}
+		for i, p := range paths {
+			states[i] = cur[p]
+		}
+		dirsSame = same
+	} else if err := parallel(ctx, len(paths), func(i int) {
 		states[i] = s.restat(ctx, paths[i], b.files[paths[i]])
 	}); err != nil {
 		return nil, fmt.Errorf("integrity: check %s: %w", b.root, err)
@@ -548,10 +654,15 @@ func (b *Baseline) Check(ctx context.Context) (*Report, error) {
 		cands = append(cands, candidate{Violation{Path: p, Kind: kind, Detail: detail}})
 	}
 
-	// 3. New paths, from git.
+	// 3. New paths, from git, unless the fast capture's directories show
+	// that none can have appeared: nothing else changed, and no directory
+	// of the work tree has a different stat (every entry created, removed
+	// or renamed in a directory sets its ctime) or was recorded racily.
 	seen := func(p string) bool { _, ok := b.files[p]; return ok }
 	curIgnored := make(map[string]bool)
-	if !runGit {
+	if runGit && len(cands) == 0 && len(r.Violations) == 0 && dirsSame {
+		r.skippedGit = true
+	} else if !runGit {
 		r.Violations = append(r.Violations, Violation{Path: UnknownNotRescanned, Kind: KindUnknown})
 	} else if entries, err := b.runner().status(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -573,9 +684,13 @@ func (b *Baseline) Check(ctx context.Context) (*Report, error) {
 				switch st := s.stat(ctx, p, -1); {
 				case st.kind != kindMissing:
 					cands = append(cands, candidate{Violation{Path: p, Kind: KindNew}})
-				case !e.Untracked():
+				case !e.Untracked() && (b.dirs == nil || indexChanged):
 					// A tracked path the capture did not know: the index
-					// itself changed (also a KindGit violation).
+					// itself changed (also a KindGit violation). A fast
+					// capture recorded the index's paths only, not those
+					// of HEAD staged for deletion (or renamed away): while
+					// the index is unchanged, such a path was missing at
+					// capture too.
 					cands = append(cands, candidate{Violation{Path: p, Kind: KindDeleted}})
 				}
 			}

@@ -14,6 +14,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
+
+	"github.com/supervisorhq/supervisor/shared/gitindex"
 )
 
 // fileKind is what a path is on disk.
@@ -64,6 +67,37 @@ type fileState struct {
 	// is a symlink.
 	link string
 	err  string
+	// sys is the rest of the stat data (ctime, inode, device, owner), set
+	// when the platform provides it; Check trusts a file whose whole stat
+	// data is unchanged (see unchanged).
+	sys sysStat
+	// racy: the capture recorded the path within racyMargin of its start
+	// (or in its second, on a file system without sub-second times), so a
+	// change during the gate could leave the stat data as recorded; Check
+	// always re-reads such a path.
+	racy bool
+	// blob: hash is the git object id (of format) of the content, taken
+	// from the index instead of read (see captureFast), and Check computes
+	// the same kind of id to compare.
+	blob   bool
+	format gitindex.Format
+}
+
+// sysStat is the stat data beyond fileState's own fields.
+type sysStat struct {
+	ok       bool
+	ctime    int64 // nanoseconds since the epoch
+	ino, dev uint64
+	uid, gid uint32
+}
+
+// unchanged reports whether cur has exactly old's stat data and old was not
+// recorded racily: then the path was not written since the capture, since
+// every write, rename over it, chmod or chown sets the ctime to the
+// current time and no unprivileged process can set it back (WI-20).
+func unchanged(old, cur fileState) bool {
+	return old.sys.ok && !old.racy && cur.sys == old.sys && cur.kind == old.kind &&
+		cur.size == old.size && cur.mtime == old.mtime && cur.perm == old.perm && cur.err == "" && old.err == ""
 }
 
 // diff reports whether cur differs from old, and how. A recorded content
@@ -148,6 +182,11 @@ func (b *budget) take(n int64) bool {
 type scanner struct {
 	root   string
 	budget *budget
+	// since: a path whose ctime or mtime is not before it is recorded as
+	// racy (zero: none is).
+	since time.Time
+	// maxHash: tracked files up to this size are hashed (captureFast).
+	maxHash int64
 
 	hashed atomic.Int64 // bytes hashed
 	files  atomic.Int64 // files hashed
@@ -209,6 +248,26 @@ func (s *scanner) parents(rel string) (dirCheck, string) {
 	return dirOK, ""
 }
 
+// racyMargin is how long before a capture's start a path's recorded ctime
+// or mtime still makes it racy: more than a kernel clock tick, by which
+// file times may lag the clock the capture reads.
+const racyMargin = 50 * time.Millisecond
+
+// racy reports whether st was recorded racily (see fileState.racy): its
+// ctime or mtime is not before s.since, or, on a file system whose times
+// have no nanoseconds, falls in since's second.
+func (s *scanner) racy(st fileState) bool {
+	if s.since.IsZero() {
+		return false
+	}
+	l := s.since.UnixNano()
+	if st.mtime >= l || !st.sys.ok || st.sys.ctime >= l {
+		return true
+	}
+	sec := s.since.Unix() * int64(time.Second)
+	return (st.sys.ctime%int64(time.Second) == 0 && st.sys.ctime >= sec) || (st.mtime%int64(time.Second) == 0 && st.mtime >= sec)
+}
+
 func isNotExist(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }
@@ -233,7 +292,8 @@ func (s *scanner) stat(ctx context.Context, rel string, hashLimit int64) fileSta
 		}
 		return fileState{kind: kindError, err: errText(err)}
 	}
-	st := fileState{size: fi.Size(), mtime: fi.ModTime().UnixNano(), perm: fi.Mode().Perm()}
+	st := fileState{size: fi.Size(), mtime: fi.ModTime().UnixNano(), perm: fi.Mode().Perm(), sys: sysStatOf(fi)}
+	st.racy = s.racy(st)
 	switch fi.Mode().Type() {
 	case 0:
 		st.kind = kindRegular
@@ -246,33 +306,45 @@ func (s *scanner) stat(ctx context.Context, rel string, hashLimit int64) fileSta
 			}
 		}
 	case fs.ModeSymlink:
-		st = fileState{kind: kindSymlink}
+		st = fileState{kind: kindSymlink, sys: st.sys, racy: st.racy, mtime: st.mtime}
 		st.link, err = os.Readlink(full)
 		if err != nil {
 			st.err = errText(err)
 		}
 	case fs.ModeDir:
 		// mtime is kept for Report.Ignored; diff ignores it.
-		st = fileState{kind: kindDir, perm: fi.Mode().Perm(), mtime: fi.ModTime().UnixNano()}
+		st = fileState{kind: kindDir, perm: fi.Mode().Perm(), mtime: fi.ModTime().UnixNano(), sys: st.sys, racy: st.racy}
 	default:
 		st.kind = kindOther
 	}
 	return st
 }
 
-// restat examines rel again for comparison with old: its content is hashed
-// exactly when old carries a hash (or a hashing error, to see whether it
-// persists) and the size is unchanged (otherwise the size alone already
-// tells it changed). The capture's budget decided which files carry a
-// hash, so a check never hashes more than its capture did.
+// restat examines rel again for comparison with old. A path whose whole
+// stat data is unchanged and was not recorded racily is old itself
+// (unchanged). Otherwise its content is hashed exactly when old carries a
+// hash (or a hashing error, to see whether it persists) and the size is
+// unchanged (otherwise the size alone already tells it changed), with the
+// kind of hash old has. The capture's budget decided which files carry a
+// hash, so a check never hashes more than its capture could have.
 func (s *scanner) restat(ctx context.Context, rel string, old fileState) fileState {
 	cur := s.stat(ctx, rel, -1)
+	if unchanged(old, cur) {
+		return old
+	}
 	if old.kind == kindRegular && (old.hash != "" || old.err != "") && cur.kind == kindRegular && cur.size == old.size {
-		h, err := s.hash(ctx, s.full(rel))
+		var h string
+		var err error
+		if old.blob {
+			h, err = s.blobHash(ctx, s.full(rel), old.format)
+		} else {
+			h, err = s.hash(ctx, s.full(rel))
+		}
 		if err != nil {
 			cur.err = errText(err)
 		} else {
 			cur.hash = h
+			cur.blob, cur.format = old.blob, old.format
 		}
 	}
 	return cur
@@ -300,6 +372,38 @@ func (s *scanner) hash(ctx context.Context, full string) (string, error) {
 	n, err := io.CopyBuffer(h, ctxReader{ctx: ctx, r: f}, *buf)
 	if err != nil {
 		return "", err
+	}
+	s.hashed.Add(n)
+	s.files.Add(1)
+	return string(h.Sum(nil)), nil
+}
+
+// blobHash computes the git object id (of format) of a regular file's
+// content as a blob, opened as hash opens it; no conversion is applied
+// (captureFast trusts the index only where none can apply).
+func (s *scanner) blobHash(ctx context.Context, full string, format gitindex.Format) (string, error) {
+	f, err := openNoFollow(full)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("not a regular file")
+	}
+	h := format.New()
+	fmt.Fprintf(h, "blob %d\x00", fi.Size())
+	buf := bufPool.Get().(*[]byte)
+	defer bufPool.Put(buf)
+	n, err := io.CopyBuffer(h, ctxReader{ctx: ctx, r: f}, *buf)
+	if err != nil {
+		return "", err
+	}
+	if n != fi.Size() {
+		return "", fmt.Errorf("size changed while reading")
 	}
 	s.hashed.Add(n)
 	s.files.Add(1)

@@ -260,7 +260,7 @@ func (r *runner) runCacheKey(ctx context.Context, fs *fleetSession) (*CacheKeyRe
 	if err != nil {
 		return nil, err
 	}
-	integ.Description = "integrity.Capture then Baseline.Check: every tracked file stat'ed and hashed, twice"
+	integ.Description = "integrity.Capture then Baseline.Check: the index and a directory walk, every file stat'ed twice, read only where the stat data changed"
 	rep.Ops = append(rep.Ops, integ)
 	// The first sample of each half is the warm-up's.
 	rep.IntegrityCaptureP50Micros, _ = quantiles(capture[1:])

@@ -1,0 +1,96 @@
+package gitindex
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// TreeEntry is a file of a tree to name: its slash-separated path, git
+// mode and object id.
+type TreeEntry struct {
+	Path string
+	Mode uint32
+	ID   []byte
+}
+
+// TreeID returns the id of the tree git's write-tree would write for the
+// entries (paths unique; any order), computing every subtree's object
+// without writing any. A path that is both a file and a directory's prefix
+// is an error, as it is for git.
+func TreeID(f Format, entries []TreeEntry) ([]byte, error) {
+	sorted := make([]TreeEntry, len(entries))
+	copy(sorted, entries)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
+	id, rest, err := buildTree(f, sorted, "")
+	if err != nil {
+		return nil, err
+	}
+	if len(rest) != 0 {
+		return nil, fmt.Errorf("gitindex: tree: path %q left over", rest[0].Path)
+	}
+	return id, nil
+}
+
+type treeItem struct {
+	name string
+	mode uint32
+	id   []byte
+	dir  bool
+}
+
+// buildTree consumes the entries below prefix (sorted) and returns the
+// tree's id and the entries after them.
+func buildTree(f Format, es []TreeEntry, prefix string) ([]byte, []TreeEntry, error) {
+	var items []treeItem
+	names := make(map[string]bool)
+	for len(es) > 0 && strings.HasPrefix(es[0].Path, prefix) {
+		rel := es[0].Path[len(prefix):]
+		if rel == "" || strings.HasPrefix(rel, "/") || strings.HasSuffix(rel, "/") || strings.Contains(rel, "//") {
+			return nil, nil, fmt.Errorf("gitindex: tree: bad path %q", es[0].Path)
+		}
+		name, _, isDir := strings.Cut(rel, "/")
+		if names[name] {
+			return nil, nil, fmt.Errorf("gitindex: tree: %q is both a file and a directory", prefix+name)
+		}
+		names[name] = true
+		if !isDir {
+			items = append(items, treeItem{name: name, mode: es[0].Mode, id: es[0].ID})
+			es = es[1:]
+			continue
+		}
+		id, rest, err := buildTree(f, es, prefix+name+"/")
+		if err != nil {
+			return nil, nil, err
+		}
+		items = append(items, treeItem{name: name, mode: 0o40000, id: id, dir: true})
+		es = rest
+	}
+	// git orders a tree's entries by name, a directory's name compared as
+	// if it ended in "/".
+	sort.SliceStable(items, func(i, j int) bool { return sortName(items[i]) < sortName(items[j]) })
+	var body []byte
+	for _, it := range items {
+		if len(it.id) != f.Size() {
+			return nil, nil, errors.New("gitindex: tree: object id of the wrong size")
+		}
+		body = strconv.AppendUint(body, uint64(it.mode), 8)
+		body = append(body, ' ')
+		body = append(body, it.name...)
+		body = append(body, 0)
+		body = append(body, it.id...)
+	}
+	h := f.New()
+	fmt.Fprintf(h, "tree %d\x00", len(body))
+	h.Write(body)
+	return h.Sum(nil), es, nil
+}
+
+func sortName(it treeItem) string {
+	if it.dir {
+		return it.name + "/"
+	}
+	return it.name
+}
