@@ -467,22 +467,47 @@ func (b *Bus) JobConsumer(ctx context.Context, kind protocol.JobKind, pool strin
 // same job twice (for instance after a coordinator restart) is harmless.
 // ctx's span context, if any, travels in the message's traceparent header.
 func (b *Bus) PublishJob(ctx context.Context, kind protocol.JobKind, pool, jobID string, payload []byte) error {
+	msg, err := b.jobMsg(ctx, kind, pool, jobID, payload)
+	if err != nil {
+		return err
+	}
+	if _, err := b.JS.PublishMsg(ctx, msg, jetstream.WithMsgID(jobID)); err != nil {
+		return fmt.Errorf("bus: publish job %s on %s: %w", jobID, msg.Subject, err)
+	}
+	return nil
+}
+
+// PublishJobAsync is PublishJob without waiting for the stream's
+// acknowledgement: the returned future says whether the job was stored.
+// The coordinator publishes a decision's jobs this way and waits for all
+// of them together.
+func (b *Bus) PublishJobAsync(ctx context.Context, kind protocol.JobKind, pool, jobID string, payload []byte) (jetstream.PubAckFuture, error) {
+	msg, err := b.jobMsg(ctx, kind, pool, jobID, payload)
+	if err != nil {
+		return nil, err
+	}
+	f, err := b.JS.PublishMsgAsync(msg, jetstream.WithMsgID(jobID))
+	if err != nil {
+		return nil, fmt.Errorf("bus: publish job %s on %s: %w", jobID, msg.Subject, err)
+	}
+	return f, nil
+}
+
+// jobMsg is the message of a job, with its kind and ctx's span context in
+// its headers.
+func (b *Bus) jobMsg(ctx context.Context, kind protocol.JobKind, pool, jobID string, payload []byte) (*nats.Msg, error) {
 	subject := protocol.AgentJobSubject(pool)
 	if kind == protocol.KindGate {
 		subject = protocol.GateJobSubject(pool)
 	}
 	if len(payload) > int(b.Cfg.MaxJobBytes) {
-		return fmt.Errorf("bus: job %s is %d bytes, over the %d-byte limit", jobID, len(payload), b.Cfg.MaxJobBytes)
+		return nil, fmt.Errorf("bus: job %s is %d bytes, over the %d-byte limit", jobID, len(payload), b.Cfg.MaxJobBytes)
 	}
 	msg := &nats.Msg{Subject: subject, Data: payload, Header: nats.Header{}}
 	msg.Header.Set(protocol.HeaderKind, string(kind))
 	// The dispatch's span context: the runner's job span is its child.
 	telemetry.Inject(ctx, msg.Header)
-	_, err := b.JS.PublishMsg(ctx, msg, jetstream.WithMsgID(jobID))
-	if err != nil {
-		return fmt.Errorf("bus: publish job %s on %s: %w", jobID, subject, err)
-	}
-	return nil
+	return msg, nil
 }
 
 // PublishReport sends a report to the coordinator. msgID makes re-sending

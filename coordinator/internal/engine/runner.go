@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
@@ -79,13 +80,25 @@ func (e *Engine) advance(ctx context.Context, wf string) {
 // run, and log, in wf's trace (a command's context may be another's).
 func (e *Engine) execute(ctx context.Context, wf string, effects []statemachine.Effect) (changed bool, err error) {
 	ctx = e.workflowContext(ctx, wf)
+	// Jobs are published without waiting for each acknowledgement (each
+	// after the event that announces it was appended); all are waited
+	// for before execute returns, so the next decision knows which were.
+	var pending []pendingJob
+	defer func() {
+		if werr := e.awaitJobs(ctx, wf, pending); werr != nil && err == nil {
+			err = werr
+		}
+	}()
 	for _, eff := range effects {
 		folded := false
 		switch x := eff.(type) {
 		case statemachine.Append:
 			folded, err = e.append(ctx, x.Event, x.MsgID)
 		case statemachine.Publish:
-			err = e.publish(ctx, wf, x)
+			var p pendingJob
+			if p, err = e.publishAsync(ctx, wf, x); err == nil {
+				pending = append(pending, p)
+			}
 		case statemachine.Integrate:
 			folded, err = e.integrate(ctx, wf, x)
 		case statemachine.Finish:
@@ -184,9 +197,22 @@ func (e *Engine) notify(ev eventlog.Event) {
 	e.opts.Notify.Send(n)
 }
 
-// publish publishes a job, once per engine: the bus de-duplicates the same
-// job id anyway, so a restarted engine publishes what may be missing.
-func (e *Engine) publish(ctx context.Context, wf string, p statemachine.Publish) error {
+// pendingJob is a job published and not yet acknowledged.
+type pendingJob struct {
+	id   string
+	kind protocol.JobKind
+	pool string
+	ack  jetstream.PubAckFuture
+	span trace.Span
+}
+
+// jobAckTimeout bounds the wait for a published job's acknowledgement.
+const jobAckTimeout = 30 * time.Second
+
+// publishAsync publishes a job, once per engine (the bus de-duplicates the
+// same job id anyway, so a restarted engine publishes what may be
+// missing), without waiting for the stream to store it: awaitJobs waits.
+func (e *Engine) publishAsync(ctx context.Context, wf string, p statemachine.Publish) (pendingJob, error) {
 	var (
 		data []byte
 		err  error
@@ -201,18 +227,48 @@ func (e *Engine) publish(ctx context.Context, wf string, p statemachine.Publish)
 		data, err = protocol.Encode(p.Gate)
 	}
 	if err != nil {
-		return err
+		return pendingJob{}, err
 	}
 	ctx, span := e.startSpan(ctx, wf, SpanDispatch, attribute.String("supervisor.job_id", p.JobID()),
 		attribute.String("supervisor.job_kind", string(kind)), attribute.String("supervisor.pool", pool))
-	err = e.bus.PublishJob(ctx, kind, pool, p.JobID(), data)
-	telemetry.End(span, err)
+	ack, err := e.bus.PublishJobAsync(ctx, kind, pool, p.JobID(), data)
 	if err != nil {
-		return err
+		telemetry.End(span, err)
+		return pendingJob{}, err
 	}
-	e.out.add(wf, p.JobID())
-	observePublished(kind, pool)
-	return nil
+	return pendingJob{id: p.JobID(), kind: kind, pool: pool, ack: ack, span: span}, nil
+}
+
+// awaitJobs waits for the acknowledgements of jobs and records those the
+// stream stored as published. The first failure is returned: the next
+// decision publishes that job again (the bus de-duplicates by job id).
+func (e *Engine) awaitJobs(ctx context.Context, wf string, jobs []pendingJob) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	var first error
+	wctx, cancel := context.WithTimeout(ctx, jobAckTimeout)
+	defer cancel()
+	for _, j := range jobs {
+		var err error
+		select {
+		case <-j.ack.Ok():
+		case err = <-j.ack.Err():
+			err = fmt.Errorf("bus: publish job %s: %w", j.id, err)
+		case <-wctx.Done():
+			err = fmt.Errorf("bus: publish job %s: no acknowledgement: %w", j.id, wctx.Err())
+		}
+		telemetry.End(j.span, err)
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		e.out.add(wf, j.id)
+		observePublished(j.kind, j.pool)
+	}
+	return first
 }
 
 // finish delivers the workflow's branch if asked, records the workflow's
