@@ -5,16 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/supervisorhq/supervisor/shared/gitexec"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 )
-
-// closeTimeout bounds the git work Close does.
-const closeTimeout = time.Minute
 
 // Workspace is one job's checkout, made by Manager.Prepare. Its methods are
 // safe for concurrent use.
@@ -25,22 +22,30 @@ type Workspace struct {
 	// commit, or the commit of the dependency patches applied on it.
 	Base string
 
-	m        *Manager
-	repoID   string
-	mirror   string   // the mirror's git directory
-	gitDir   string   // the worktree's git directory inside the mirror
-	lock     *os.File // flock held while the workspace exists
-	lockPath string
+	m    *Manager
+	slot *slot // the pool slot the workspace is in
 
 	mu     sync.Mutex
 	closed bool
 }
 
-// git runs in the worktree with the repository named explicitly, so
-// nothing the job writes in Dir (a rewritten .git file, a nested
-// repository) changes which repository or configuration git uses.
+// git runs in the worktree with the repository named explicitly (the
+// slot's registration in the mirror), so nothing the job writes in Dir (a
+// rewritten .git file, a nested repository) changes which repository or
+// configuration git uses.
 func (w *Workspace) git() gitexec.Runner {
-	return gitexec.Runner{Dir: w.Dir, GitDir: w.gitDir, WorkTree: w.Dir}
+	return gitexec.Runner{Dir: w.Dir, GitDir: w.slot.admin, WorkTree: w.Dir}
+}
+
+// reset detaches the emptied slot's HEAD at commit and checks commit out
+// with one git process, which writes the index and every file of its tree.
+func (w *Workspace) reset(ctx context.Context, commit string) error {
+	if err := writeNew(filepath.Join(w.slot.admin, "HEAD"), commit+"\n"); err != nil {
+		return err
+	}
+	os.Remove(filepath.Join(w.slot.admin, "index"))
+	_, err := w.git().Text(ctx, "read-tree", "--reset", "-u", commit)
+	return err
 }
 
 // Git returns a runner of git in the workspace, its repository named
@@ -135,8 +140,11 @@ func (w *Workspace) ApplyWork(ctx context.Context, ref protocol.PatchRef) error 
 	return nil
 }
 
-// Close removes the workspace's directory and its registration in the
-// mirror. It is idempotent; only the first call does the work.
+// Close empties the workspace's slot (the job's files, the worktree's
+// index, HEAD, refs and logs) and keeps it for the Manager's next job. A
+// slot that cannot be emptied is given up to the host (the next Prepare
+// that takes it, or Sweep, tries again). Close is idempotent; only the
+// first call does the work.
 func (w *Workspace) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -144,20 +152,10 @@ func (w *Workspace) Close() error {
 		return nil
 	}
 	w.closed = true
-	var errs []error
-	if err := removeAll(w.Dir); err != nil {
-		errs = append(errs, fmt.Errorf("workspace: remove %s: %w", w.Dir, err))
+	if err := w.m.empty(w.slot); err != nil {
+		w.slot.release()
+		return fmt.Errorf("workspace: close %s: %w", w.Dir, err)
 	}
-	if w.mirror != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-		if err := w.m.pruneWorktrees(ctx, w.repoID); err != nil {
-			errs = append(errs, fmt.Errorf("workspace: close %s: %w", w.Dir, err))
-		}
-		cancel()
-	}
-	if len(errs) == 0 {
-		os.Remove(w.lockPath)
-	}
-	w.lock.Close()
-	return errors.Join(errs...)
+	w.m.putSlot(w.slot)
+	return nil
 }
