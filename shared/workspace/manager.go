@@ -423,6 +423,9 @@ func (m *Manager) Prepare(ctx context.Context, repo protocol.RepoRef, patches []
 		}
 		ws.Base = base
 	}
+	if racyFrom, err := mtimeOf(filepath.Join(ws.slot.admin, "index")); err == nil {
+		ws.snap = takeSnapshot(ws.Dir, racyFrom)
+	}
 	m.log.DebugContext(ctx, "workspace: prepared", "job", jobID, "dir", ws.Dir, "repo", repo.ID, "base", ws.Base, "patches", applied)
 	return ws, nil
 }

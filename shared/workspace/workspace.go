@@ -24,6 +24,9 @@ type Workspace struct {
 
 	m    *Manager
 	slot *slot // the pool slot the workspace is in
+	// snap is the worktree as Prepare left it, so Diff knows without git
+	// that nothing changed (nil: always ask git).
+	snap *snapshot
 
 	mu     sync.Mutex
 	closed bool
@@ -79,8 +82,11 @@ func (w *Workspace) commitIndex(ctx context.Context, message string) (string, er
 // patch that git apply accepts: modified, deleted and new files (untracked
 // files included, ignored ones excluded per .gitignore), binary content
 // included, commits the job made included. A workspace without changes
-// yields an empty patch. Diff stages the whole worktree in the workspace's
-// index as a side effect.
+// yields an empty patch. When every file is as Prepare left it (compared
+// by type, size, inode, modification time and execute bit, and by content
+// for files written in the same tick of the file system's clock as the
+// index, see snapshot), the patch is empty and no git runs; otherwise Diff
+// stages the whole worktree in the workspace's index as a side effect.
 func (w *Workspace) Diff(ctx context.Context) ([]byte, error) {
 	return w.DiffLimit(ctx, 0)
 }
@@ -93,6 +99,9 @@ func (w *Workspace) DiffLimit(ctx context.Context, limit int) ([]byte, error) {
 	defer w.mu.Unlock()
 	if w.closed {
 		return nil, fmt.Errorf("workspace: diff %s: workspace is closed", w.Dir)
+	}
+	if w.snap != nil && w.snap.unchanged(w.Dir) {
+		return nil, nil
 	}
 	g := w.git()
 	if limit > 0 {
@@ -131,6 +140,7 @@ func (w *Workspace) ApplyWork(ctx context.Context, ref protocol.PatchRef) error 
 	if w.closed {
 		return fmt.Errorf("workspace: start from %s: workspace is closed", ref.Object)
 	}
+	w.snap = nil // the work is a change the next Diff must find
 	if _, err := w.git().Text(ctx, "apply", "--binary", "--index", "--whitespace=nowarn", file); err != nil {
 		if gitexec.ExitCode(err) == 1 {
 			err = fmt.Errorf("%w: %w", ErrConflict, err)
