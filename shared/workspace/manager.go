@@ -92,7 +92,7 @@ type Manager struct {
 	mu    sync.Mutex
 	locks map[string]chan struct{} // per repository id, in-process
 	idle  map[string][]*slot       // per repository id: emptied slots this process holds
-	known map[string]struct{}      // repository id + "\x00" + commit: commits the mirror holds
+	known boundedSet               // repository id + "\x00" + commit: commits the mirror holds
 }
 
 // NewManager returns a Manager rooted at root (created if missing) that
@@ -125,7 +125,7 @@ func NewManager(root string, bundles, patches Objects, log *slog.Logger) (*Manag
 		maxBundle: protocol.MaxBundleBytes,
 		locks:     make(map[string]chan struct{}),
 		idle:      make(map[string][]*slot),
-		known:     make(map[string]struct{}),
+		known:     boundedSet{max: 4096},
 	}
 	for _, dir := range []string{m.mirrors, m.pool, m.tmp} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -182,12 +182,26 @@ func (m *Manager) lockMirror(ctx context.Context, id string) (func(), error) {
 
 // Mirror makes sure the host's mirror of repo contains repo.BaseCommit,
 // downloading the repository's bundle only if it does not, and returns the
-// mirror's git directory. It is safe to call concurrently, from any number
-// of goroutines and processes sharing the root.
+// mirror's git directory. A commit the Manager found in the mirror once is
+// not looked for again while the mirror's directory exists: mirrors only
+// grow (commits are pinned by refs, gc is off). It is safe to call
+// concurrently, from any number of goroutines and processes sharing the
+// root.
 func (m *Manager) Mirror(ctx context.Context, repo protocol.RepoRef) (string, error) {
 	if err := validateRepo(repo); err != nil {
 		return "", err
 	}
+	if m.knows(repo) {
+		if fi, err := os.Stat(m.mirrorPath(repo.ID)); err == nil && fi.IsDir() {
+			return m.mirrorPath(repo.ID), nil
+		}
+		m.forget(repo)
+	}
+	return m.checkMirror(ctx, repo)
+}
+
+// checkMirror is Mirror without trusting what the Manager remembers.
+func (m *Manager) checkMirror(ctx context.Context, repo protocol.RepoRef) (string, error) {
 	unlock, err := m.lockMirror(ctx, repo.ID)
 	if err != nil {
 		return "", fmt.Errorf("workspace: %w", err)
@@ -451,7 +465,7 @@ func (m *Manager) checkout(ctx context.Context, repo protocol.RepoRef) (*Workspa
 		if err != nil && remembered {
 			m.forget(repo)
 			remembered = false
-			if _, merr := m.Mirror(ctx, repo); merr != nil {
+			if _, merr := m.checkMirror(ctx, repo); merr != nil {
 				s.release()
 				return nil, merr
 			}
@@ -483,33 +497,29 @@ func (m *Manager) fill(ctx context.Context, ws *Workspace, commit string) (empti
 }
 
 // mirrorOf returns the mirror's git directory and whether it was only
-// remembered to hold repo.BaseCommit: mirrors only grow (commits are
-// pinned by refs, gc is off), so a commit found once is not looked for
-// again by this Manager.
+// remembered to hold repo.BaseCommit (see Mirror), without looking at the
+// mirror then: a checkout that fails tells.
 func (m *Manager) mirrorOf(ctx context.Context, repo protocol.RepoRef) (string, bool, error) {
-	key := repo.ID + "\x00" + repo.BaseCommit
-	m.mu.Lock()
-	_, ok := m.known[key]
-	m.mu.Unlock()
-	if ok {
+	if m.knows(repo) {
 		return m.mirrorPath(repo.ID), true, nil
 	}
-	dir, err := m.Mirror(ctx, repo)
+	dir, err := m.checkMirror(ctx, repo)
 	return dir, false, err
+}
+
+// knows reports whether repo's mirror was found to hold repo.BaseCommit.
+func (m *Manager) knows(repo protocol.RepoRef) bool {
+	return m.known.has(repo.ID + "\x00" + repo.BaseCommit)
 }
 
 // remember records that repo's mirror holds repo.BaseCommit.
 func (m *Manager) remember(repo protocol.RepoRef) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.known[repo.ID+"\x00"+repo.BaseCommit] = struct{}{}
+	m.known.add(repo.ID + "\x00" + repo.BaseCommit)
 }
 
 // forget drops what remember recorded.
 func (m *Manager) forget(repo protocol.RepoRef) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.known, repo.ID+"\x00"+repo.BaseCommit)
+	m.known.remove(repo.ID + "\x00" + repo.BaseCommit)
 }
 
 // pruneWorktrees drops the mirror's registrations of worktrees whose
