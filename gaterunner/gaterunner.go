@@ -231,7 +231,7 @@ func resourcesKey(r *protocol.GateResources) string {
 // (did not start, or ran out of memory) broke; one that ran worked,
 // whatever it found, since a failing test is the code's fault, not the
 // gate's. A cache hit says nothing about the gate today: unjudged.
-func (r *Runner) run(ctx context.Context, job *protocol.GateJob, token uint64) jobrun.Outcome {
+func (r *Runner) run(ctx context.Context, job *protocol.GateJob, token uint64) (out jobrun.Outcome) {
 	began := time.Now()
 	def := definition(job)
 	if def.review != nil {
@@ -249,8 +249,9 @@ func (r *Runner) run(ctx context.Context, job *protocol.GateJob, token uint64) j
 	if err != nil {
 		return jobrun.Outcome{Err: fmt.Errorf("prepare workspace: %w", err), Repo: jobrun.Broke}
 	}
-	defer ws.Close() //nolint:errcheck
-	out := r.runIn(ctx, job, token, began, def, logw, ws.Dir)
+	// Emptied once the result is reported.
+	defer func() { out.After = jobrun.CloseAfter(ws, r.deps.Log) }()
+	out = r.runIn(ctx, job, token, began, def, logw, ws.Dir)
 	out.Repo = jobrun.Worked
 	return out
 }

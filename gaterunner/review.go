@@ -69,7 +69,7 @@ func splitOwn(job *protocol.GateJob) (deps []protocol.PatchRef, own *protocol.Pa
 // runReview runs a review gate job: the workspace is the node's
 // dependencies committed with its own work on top, uncommitted, so the
 // diff shown is the node's alone.
-func (r *Runner) runReview(ctx context.Context, job *protocol.GateJob, token uint64, def gateDef) jobrun.Outcome {
+func (r *Runner) runReview(ctx context.Context, job *protocol.GateJob, token uint64, def gateDef) (out jobrun.Outcome) {
 	began := time.Now()
 	logw := &jobrun.LogWriter{}
 	spec := def.review
@@ -85,7 +85,8 @@ func (r *Runner) runReview(ctx context.Context, job *protocol.GateJob, token uin
 	if err != nil {
 		return jobrun.Outcome{Err: fmt.Errorf("prepare workspace: %w", err), Repo: jobrun.Broke}
 	}
-	defer ws.Close() //nolint:errcheck
+	// Emptied once the result is reported.
+	defer func() { out.After = jobrun.CloseAfter(ws, r.deps.Log) }()
 	if own != nil {
 		if err := ws.ApplyWork(ctx, *own); errors.Is(err, workspace.ErrConflict) {
 			return r.patchesConflict(ctx, job, token, began, err)
@@ -130,7 +131,7 @@ func (r *Runner) runReview(ctx context.Context, job *protocol.GateJob, token uin
 			logw.Printf("  part %s: included %v, %d tokens %s", p.Name, p.Included, p.Tokens, p.Reason)
 		}
 	}
-	out := r.review(ctx, job, token, began, def, logw, ws.Dir, prompt)
+	out = r.review(ctx, job, token, began, def, logw, ws.Dir, prompt)
 	out.Repo = jobrun.Worked
 	return out
 }

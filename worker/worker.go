@@ -140,7 +140,7 @@ const EnvFeedbackFile = "SUPERVISOR_FEEDBACK_FILE"
 // bundle, a patch, git) is the repository's failure, but for dependencies
 // whose patches do not apply together (dependenciesConflict); once it is, the
 // repository worked, and the agent's verdict is its own (see finish).
-func (w *Worker) run(ctx context.Context, job *protocol.AgentJob, token uint64) jobrun.Outcome {
+func (w *Worker) run(ctx context.Context, job *protocol.AgentJob, token uint64) (out jobrun.Outcome) {
 	logw := &jobrun.LogWriter{}
 	logw.Printf("agent job %s on %s (lease %d)", job.JobID, w.deps.Host, token)
 	pctx, span := telemetry.Start(ctx, jobrun.SpanWorkspace)
@@ -154,7 +154,8 @@ func (w *Worker) run(ctx context.Context, job *protocol.AgentJob, token uint64) 
 		telemetry.End(span, err)
 		return jobrun.Outcome{Err: fmt.Errorf("prepare workspace: %w", err), Repo: jobrun.Broke}
 	}
-	defer ws.Close() //nolint:errcheck
+	// Emptied once the result is reported.
+	defer func() { out.After = jobrun.CloseAfter(ws, w.deps.Log) }()
 	if job.StartFrom != nil {
 		// A retry continues the previous attempt's work.
 		if err := ws.ApplyWork(pctx, *job.StartFrom); err != nil {
@@ -168,7 +169,7 @@ func (w *Worker) run(ctx context.Context, job *protocol.AgentJob, token uint64) 
 	if stop != nil {
 		return *stop
 	}
-	out := withContext(w.runAgent(ctx, job, token, ws, logw), contextArtifact)
+	out = withContext(w.runAgent(ctx, job, token, ws, logw), contextArtifact)
 	out.Repo = jobrun.Worked
 	return out
 }

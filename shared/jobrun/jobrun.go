@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/lease"
@@ -101,6 +102,19 @@ type Outcome struct {
 	// They are reported with an infrastructure error too, unless the job
 	// is interrupted, loses its lease or its workflow is cancelled.
 	Work, Repo Verdict
+	// After, if set, runs once the result is reported or the job handed
+	// back, whatever the disposition: the work releases its workspace
+	// there, off the path between the work and its report.
+	After func()
+}
+
+// CloseAfter returns an Outcome.After that closes ws, logging a failure.
+func CloseAfter(ws *workspace.Workspace, log *slog.Logger) func() {
+	return func() {
+		if err := ws.Close(); err != nil {
+			log.Warn("cannot empty the job's workspace", "dir", ws.Dir, "err", err)
+		}
+	}
 }
 
 // Work does a job under a held lease whose fencing token is given.
@@ -228,6 +242,9 @@ func Run(ctx context.Context, deps Deps, cancels *Cancels, d *bus.Delivery, m Me
 	defer func() { deps.Presence.jobEnded(m, sent) }()
 
 	out = work(jctx, token)
+	if out.After != nil {
+		defer out.After()
+	}
 
 	switch {
 	case lease.Lost(jctx):
@@ -384,7 +401,7 @@ func Env(own map[string]string, workflow, node string, attempt int) map[string]s
 // capped at MaxLogBytes: past it the rest is dropped and a marker says so.
 func UploadLog(ctx context.Context, b *bus.Bus, name string, data []byte) error {
 	data = capLog(redact.Bytes(data))
-	if _, err := b.Logs.PutBytes(ctx, name, data); err != nil {
+	if err := putBytes(ctx, b.Logs, name, data); err != nil {
 		return fmt.Errorf("upload log: %w", bus.ObjectPutError(protocol.BucketLogs, name, err))
 	}
 	return nil
@@ -410,11 +427,24 @@ func UploadPatch(ctx context.Context, b *bus.Bus, node, name string, patch []byt
 		return nil, fmt.Errorf("upload patch %s: %s", name, protocol.PatchTooLarge(int64(len(patch))))
 	}
 	sum := sha256.Sum256(patch)
-	if _, err := b.Patches.PutBytes(ctx, name, patch); err != nil {
+	if err := putBytes(ctx, b.Patches, name, patch); err != nil {
 		return nil, fmt.Errorf("upload patch: %w", bus.ObjectPutError(protocol.BucketPatches, name, err))
 	}
 	return &protocol.PatchRef{NodeID: node, Object: name, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(patch)),
 		Stat: patchstat.Parse(patch).Summary()}, nil
+}
+
+// maxChunk is the object store's default chunk size.
+const maxChunk = 128 << 10
+
+// putBytes stores data as name with chunks no larger than data: the
+// object store allocates a buffer of the chunk size for every Put, 128 KiB
+// by default, which is most of the memory a small log's upload takes.
+func putBytes(ctx context.Context, store jetstream.ObjectStore, name string, data []byte) error {
+	chunk := uint32(min(max(len(data), 1), maxChunk))
+	_, err := store.Put(ctx, jetstream.ObjectMeta{Name: name, Opts: &jetstream.ObjectMetaOptions{ChunkSize: chunk}},
+		bytes.NewReader(data))
+	return err
 }
 
 // HostName returns an identity: the given one, or hostname-pid (the

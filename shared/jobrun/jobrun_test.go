@@ -282,6 +282,50 @@ func TestRunDispositions(t *testing.T) {
 		e.NoReports(200 * time.Millisecond)
 	})
 
+	// The work's After (a runner empties its workspace there) runs once,
+	// after the result is out, whatever the disposition.
+	t.Run("After runs once the result is reported", func(t *testing.T) {
+		m := e.meta()
+		calls := 0
+		var seen []*protocol.Report
+		e.run(t, bg, nil, 1, m, "ack", func(ctx context.Context, token uint64) Outcome {
+			return Outcome{Report: result(m, token, protocol.GatePassed, ""), After: func() {
+				calls++
+				// Both reports were published before: no waiting here.
+				seen = append(seen, e.Next(time.Second), e.Next(time.Second))
+			}}
+		})
+		if calls != 1 {
+			t.Fatalf("After ran %d times, want once", calls)
+		}
+		if seen[0].Type != protocol.ReportStarted || seen[1].Type != protocol.ReportGateResult || seen[1].Gate.JobID != m.JobID {
+			t.Fatalf("when After ran, the reports were %s, %s; want started and the result", seen[0].Type, seen[1].Type)
+		}
+		e.leaseFree(m)
+	})
+	for _, c := range []struct {
+		name, want string
+		cancel     bool
+	}{{"handed back", fmt.Sprintf("nak(%s)", backoff(1)), false}, {"shutdown", "nak(0s)", true}} {
+		t.Run("After runs when the job is "+c.name, func(t *testing.T) {
+			m := e.meta()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			calls := 0
+			e.run(t, ctx, nil, 1, m, c.want, func(jctx context.Context, token uint64) Outcome {
+				if c.cancel {
+					cancel()
+				}
+				return Outcome{Err: errors.New("mirror unavailable"), After: func() { calls++ }}
+			})
+			if calls != 1 {
+				t.Fatalf("After ran %d times, want once", calls)
+			}
+			e.expectStarted(m, 1)
+			e.NoReports(200 * time.Millisecond)
+		})
+	}
+
 	t.Run("cancellation announcement stops the workflow's job", func(t *testing.T) {
 		var cancels Cancels
 		sub, err := cancels.Watch(e.deps.Bus.NC)

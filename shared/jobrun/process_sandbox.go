@@ -101,8 +101,8 @@ func processRunAs(setting, dataDir, scratch string) (*sandbox.RunAs, string, err
 	setting = strings.TrimSpace(setting)
 	reach := func(u sandbox.RunAs) error {
 		dirs := []string{dataDir, scratch}
-		if jobs := filepath.Join(dataDir, "workspaces", "jobs"); dirExists(jobs) {
-			dirs = append(dirs, jobs)
+		if pool := filepath.Join(dataDir, "workspaces", "pool"); dirExists(pool) {
+			dirs = append(dirs, pool)
 		}
 		for _, d := range dirs {
 			if err := u.CanReach(d); err != nil {

@@ -182,6 +182,10 @@ func LocalDeps(s Settings, b *bus.Bus, store state.Store, log *slog.Logger) (Dep
 	return deps, err
 }
 
+// LeftoverAge is how old what dead runners left in the data directory
+// must be for NewDeps to remove it (workspace.Manager.Sweep).
+const LeftoverAge = time.Hour
+
 // NewDeps builds Deps on an existing bus and store: the workspace manager,
 // the runner's identity and the sandbox s.Sandbox selects (see
 // SelectSandbox). The returned function releases what the sandbox holds.
@@ -199,6 +203,12 @@ func NewDeps(ctx context.Context, s Settings, b *bus.Bus, store state.Store, log
 	ws, err := workspace.NewManager(filepath.Join(dataDir, "workspaces"), b.Bundles, b.Patches, log)
 	if err != nil {
 		return Deps{}, nil, err
+	}
+	// What runners that died on this data directory left: their pool
+	// slots, half downloads, workspaces of the layout before pools. Slots
+	// another live runner holds are never touched.
+	if err := ws.Sweep(ctx, LeftoverAge); err != nil {
+		log.Warn("workspace: cannot remove everything earlier runs left", "err", err)
 	}
 	host := RunnerHost(s.Host, dataDir)
 	sel, err := SelectSandbox(ctx, s, dataDir, host, log)

@@ -3,6 +3,7 @@ package jobrun
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -21,8 +22,10 @@ import (
 	"github.com/docker/docker/api/types/strslice"
 	"github.com/spf13/cobra"
 
+	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/config"
 	"github.com/supervisorhq/supervisor/shared/egress"
+	"github.com/supervisorhq/supervisor/shared/jobrun/jobruntest"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
 	"github.com/supervisorhq/supervisor/shared/sandbox/sandboxtest"
 	"github.com/supervisorhq/supervisor/shared/state"
@@ -361,6 +364,50 @@ func TestBreakerFlags(t *testing.T) {
 	for _, args := range [][]string{{"--breaker-failures", "0"}, {"--breaker-window", "-1s"}, {"--breaker-cool-down", "0s"}} {
 		if _, err := settingsFor(t, Profile{}, args...); err == nil {
 			t.Errorf("%v accepted", args)
+		}
+	}
+}
+
+// A runner starting on a data directory removes what dead runners left
+// there over an hour ago: a pool slot no process holds, a workspace of the
+// layout before pools. What is newer stays.
+func TestNewDepsSweepsLeftovers(t *testing.T) {
+	t.Parallel()
+	f := jobruntest.OpenFleet(t, "sweep-test", bus.Config{})
+	dataDir := t.TempDir()
+	ws := filepath.Join(dataDir, "workspaces")
+	old := time.Now().Add(-2 * LeftoverAge)
+	leftovers := map[string]bool{ // path → removed
+		filepath.Join(ws, "pool", "r-1", "0"):   true,
+		filepath.Join(ws, "jobs", "wf.n.a1-1"):  true,
+		filepath.Join(ws, "pool", "r-1", "1"):   false,
+		filepath.Join(ws, "jobs", "wf.n.a1-22"): false,
+	}
+	for dir, gone := range leftovers {
+		testkit.WriteFile(t, filepath.Join(dir, "secret.txt"), []byte("left behind\n"))
+		testkit.WriteFile(t, dir+".lock", []byte{})
+		if gone {
+			if err := os.Chtimes(dir, old, old); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	deps, closeDeps, err := NewDeps(testkit.Context(t, time.Minute), Settings{DataDir: dataDir, SandboxPath: sandbox.BasePath,
+		Host: "sweeper", ProcessUser: ProcessUserOff}, f.Bus, f.Store, f.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeDeps()
+	if deps.Workspaces == nil {
+		t.Fatal("no workspace manager")
+	}
+	for dir, gone := range leftovers {
+		_, err := os.Stat(dir)
+		if gone && !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s left by a dead runner not removed: %v", dir, err)
+		}
+		if !gone && err != nil {
+			t.Errorf("%s, too recent to sweep, was removed: %v", dir, err)
 		}
 	}
 }

@@ -46,3 +46,53 @@ func TestUploadsAreCapped(t *testing.T) {
 		t.Error("the oversized patch was stored")
 	}
 }
+
+// Logs and patches of any size are stored whole, in chunks no larger than
+// themselves (at most the store's default, 128 KiB).
+func TestUploadsRoundTripInFittingChunks(t *testing.T) {
+	t.Parallel()
+	ctx := testkit.Context(t, time.Minute)
+	b, err := bus.Open(ctx, testkit.NATS(t), t.Name(), bus.Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, c := range []struct {
+		size          int
+		chunk, chunks uint32
+	}{
+		{0, 1, 0}, {1, 1, 1}, {700, 700, 1}, {maxChunk, maxChunk, 1}, {maxChunk + 1, maxChunk, 2}, {3*maxChunk + 5, maxChunk, 4},
+	} {
+		data := make([]byte, c.size)
+		for i := range data {
+			data[i] = byte('a' + i%26)
+		}
+		name := "wf/n/a1/" + strings.Repeat("x", 1+c.size%7)
+		if _, err := UploadPatch(ctx, b, "n", name+".patch", data); err != nil {
+			t.Fatalf("%d bytes: %v", c.size, err)
+		}
+		if err := UploadLog(ctx, b, name+".log", data); err != nil {
+			t.Fatalf("%d bytes: %v", c.size, err)
+		}
+		for store, obj := range map[string]string{"patches": name + ".patch", "logs": name + ".log"} {
+			s := b.Patches
+			if store == "logs" {
+				s = b.Logs
+			}
+			got, err := s.GetBytes(ctx, obj)
+			if err != nil {
+				t.Fatalf("%s %s: %v", store, obj, err)
+			}
+			if !bytes.Equal(got, data) {
+				t.Errorf("%s %s: got %d bytes back, want the %d stored", store, obj, len(got), len(data))
+			}
+			info, err := s.GetInfo(ctx, obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Opts == nil || info.Opts.ChunkSize != c.chunk || info.Chunks != c.chunks {
+				t.Errorf("%s %s of %d bytes: chunk size %+v, %d chunks; want %d, %d", store, obj, c.size, info.Opts, info.Chunks, c.chunk, c.chunks)
+			}
+		}
+	}
+}

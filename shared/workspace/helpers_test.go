@@ -233,3 +233,32 @@ func newManager(t *testing.T, root string, bundles, patches Objects) *Manager {
 	}
 	return m
 }
+
+// checkEmptySlot fails unless the pool slot dir holds nothing but its .git
+// file, and its registration nothing but gitdir, commondir and locked.
+func checkEmptySlot(t *testing.T, dir string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("slot %s: %v", dir, err)
+	}
+	for _, e := range entries {
+		if e.Name() != ".git" || !e.Type().IsRegular() {
+			t.Errorf("slot %s still holds %s (%v)", dir, e.Name(), e.Type())
+		}
+	}
+	link, err := os.ReadFile(filepath.Join(dir, ".git"))
+	if err != nil {
+		t.Fatalf("slot %s: %v", dir, err)
+	}
+	admin := strings.TrimSpace(strings.TrimPrefix(string(link), "gitdir: "))
+	entries, err = os.ReadDir(admin)
+	if err != nil {
+		t.Fatalf("slot %s: registration: %v", dir, err)
+	}
+	for _, e := range entries {
+		if n := e.Name(); n != "gitdir" && n != "commondir" && n != "locked" {
+			t.Errorf("registration %s of slot %s still holds %s", admin, dir, n)
+		}
+	}
+}

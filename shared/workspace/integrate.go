@@ -13,17 +13,26 @@ import (
 	"github.com/supervisorhq/supervisor/shared/gitexec"
 )
 
-// checkBranch validates a branch name and returns its full ref.
+// checkBranch validates a branch name and returns its full ref. git
+// check-ref-format runs once per name: a workflow's branch is checked on
+// its first integration, not on every one.
 func checkBranch(ctx context.Context, branch string) (string, error) {
 	ref := "refs/heads/" + branch
 	if branch == "" || strings.HasPrefix(branch, "-") || branch == "HEAD" {
 		return "", fmt.Errorf("workspace: invalid branch name %q", branch)
 	}
+	if validBranches.has(ref) {
+		return ref, nil
+	}
 	if _, err := (gitexec.Runner{}).Text(ctx, "check-ref-format", ref); err != nil {
 		return "", fmt.Errorf("workspace: invalid branch name %q", branch)
 	}
+	validBranches.add(ref)
 	return ref, nil
 }
+
+// validBranches are refs check-ref-format accepted.
+var validBranches = boundedSet{max: 4096}
 
 // ApplyToBranch applies patch, a binary patch as Workspace.Diff makes, to
 // the tip of refs/heads/<branch> in the repository at gitDir (bare or not),

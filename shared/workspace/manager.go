@@ -22,11 +22,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -64,23 +66,33 @@ type Objects interface {
 // Manager materializes workspaces under one root directory, which may be
 // shared by several processes on the host:
 //
-//	<root>/mirrors/<repo-id>.git   bare mirror of a repository
-//	<root>/mirrors/<repo-id>.lock  flock serializing changes to the mirror
-//	<root>/jobs/<job>-<n>/         a job's worktree (Workspace.Dir)
-//	<root>/jobs/<job>-<n>.lock     flock held while the workspace is in use
-//	<root>/tmp/                    downloads in progress
+//	<root>/mirrors/<repo-id>.git     bare mirror of a repository
+//	<root>/mirrors/<repo-id>.lock    flock serializing changes to the mirror
+//	<root>/pool/<repo-id>/<n>/       a pooled worktree of the mirror (Workspace.Dir)
+//	<root>/pool/<repo-id>/<n>.lock   flock held by the process owning the slot
+//	<root>/tmp/                      downloads and registrations in progress
+//
+// Each slot of a pool is registered in its mirror once, as
+// worktrees/pool-<n>, and serves one job at a time: Prepare empties it and
+// checks the job's commit out, Close empties it again. A process keeps the
+// slots it emptied (their flocks held) for its next jobs; a process that
+// dies releases its flocks, and its slots are taken over by the next
+// Prepare on the host or removed by Sweep. <root>/jobs/ held one worktree
+// per job before pools; Sweep removes what is left of it.
 //
 // A Manager is safe for concurrent use.
 type Manager struct {
-	root, mirrors, jobs, tmp string
-	bundles, patches         Objects
-	log                      *slog.Logger
+	root, mirrors, pool, jobs, tmp string
+	bundles, patches               Objects
+	log                            *slog.Logger
 	// maxBundle is the largest bundle downloaded (protocol.MaxBundleBytes;
 	// tests lower it).
 	maxBundle int64
 
 	mu    sync.Mutex
 	locks map[string]chan struct{} // per repository id, in-process
+	idle  map[string][]*slot       // per repository id: emptied slots this process holds
+	known boundedSet               // repository id + "\x00" + commit: commits the mirror holds
 }
 
 // NewManager returns a Manager rooted at root (created if missing) that
@@ -104,6 +116,7 @@ func NewManager(root string, bundles, patches Objects, log *slog.Logger) (*Manag
 	m := &Manager{
 		root:      abs,
 		mirrors:   filepath.Join(abs, "mirrors"),
+		pool:      filepath.Join(abs, "pool"),
 		jobs:      filepath.Join(abs, "jobs"),
 		tmp:       filepath.Join(abs, "tmp"),
 		bundles:   bundles,
@@ -111,8 +124,10 @@ func NewManager(root string, bundles, patches Objects, log *slog.Logger) (*Manag
 		log:       log,
 		maxBundle: protocol.MaxBundleBytes,
 		locks:     make(map[string]chan struct{}),
+		idle:      make(map[string][]*slot),
+		known:     boundedSet{max: 4096},
 	}
-	for _, dir := range []string{m.mirrors, m.jobs, m.tmp} {
+	for _, dir := range []string{m.mirrors, m.pool, m.tmp} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("workspace: root %s: %w", abs, err)
 		}
@@ -167,12 +182,26 @@ func (m *Manager) lockMirror(ctx context.Context, id string) (func(), error) {
 
 // Mirror makes sure the host's mirror of repo contains repo.BaseCommit,
 // downloading the repository's bundle only if it does not, and returns the
-// mirror's git directory. It is safe to call concurrently, from any number
-// of goroutines and processes sharing the root.
+// mirror's git directory. A commit the Manager found in the mirror once is
+// not looked for again while the mirror's directory exists: mirrors only
+// grow (commits are pinned by refs, gc is off). It is safe to call
+// concurrently, from any number of goroutines and processes sharing the
+// root.
 func (m *Manager) Mirror(ctx context.Context, repo protocol.RepoRef) (string, error) {
 	if err := validateRepo(repo); err != nil {
 		return "", err
 	}
+	if m.knows(repo) {
+		if fi, err := os.Stat(m.mirrorPath(repo.ID)); err == nil && fi.IsDir() {
+			return m.mirrorPath(repo.ID), nil
+		}
+		m.forget(repo)
+	}
+	return m.checkMirror(ctx, repo)
+}
+
+// checkMirror is Mirror without trusting what the Manager remembers.
+func (m *Manager) checkMirror(ctx context.Context, repo protocol.RepoRef) (string, error) {
 	unlock, err := m.lockMirror(ctx, repo.ID)
 	if err != nil {
 		return "", fmt.Errorf("workspace: %w", err)
@@ -203,6 +232,7 @@ func (m *Manager) ensureMirror(ctx context.Context, repo protocol.RepoRef) (stri
 	}
 	g := gitexec.Runner{GitDir: dir}
 	if hasCommit(ctx, g, repo.BaseCommit) {
+		m.remember(repo)
 		return dir, nil
 	}
 	if repo.Bundle == "" {
@@ -237,6 +267,7 @@ func (m *Manager) ensureMirror(ctx context.Context, repo protocol.RepoRef) (stri
 	if _, err := g.Text(ctx, "update-ref", "refs/supervisor/base/"+repo.BaseCommit, repo.BaseCommit); err != nil {
 		return "", fmt.Errorf("mirror %s: pin commit %s: %w", repo.ID, repo.BaseCommit, err)
 	}
+	m.remember(repo)
 	m.log.InfoContext(ctx, "workspace: mirror updated from bundle", "repo", repo.ID, "commit", repo.BaseCommit,
 		"bundle", repo.Bundle, "bytes", info.Size, "took", time.Since(start))
 	return dir, nil
@@ -342,28 +373,16 @@ func (m *Manager) fetchPatch(ctx context.Context, ref protocol.PatchRef) (string
 	return file, nil
 }
 
-var unsafeNameChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
-
-// jobDirPrefix turns a job id into a safe directory name prefix.
-func jobDirPrefix(jobID string) string {
-	s := unsafeNameChars.ReplaceAllString(jobID, "_")
-	s = strings.TrimLeft(s, ".-")
-	if len(s) > 80 {
-		s = s[:80]
-	}
-	if s == "" {
-		s = "job"
-	}
-	return s + "-"
-}
-
 // Prepare materializes a fresh workspace for a job: a worktree of the
 // repository's mirror, detached at repo.BaseCommit, with patches applied in
 // order (each verified against its size and SHA-256, ErrIntegrity
 // otherwise; one that does not apply yields ErrConflict) and, if there were
 // any, committed as a single "supervisor: dependencies" commit, which
-// becomes Workspace.Base. The directory is unique even when the same job is
-// delivered to the host twice. The caller must Close the workspace.
+// becomes Workspace.Base. The worktree is a slot of the mirror's pool that
+// no other job uses meanwhile, in this process or another: emptied of
+// everything the previous job left (files, index, HEAD, refs and logs of
+// the worktree) and checked out afresh with one `git read-tree`. The
+// caller must Close the workspace.
 func (m *Manager) Prepare(ctx context.Context, repo protocol.RepoRef, patches []protocol.PatchRef, jobID string) (_ *Workspace, err error) {
 	if err := validateRepo(repo); err != nil {
 		return nil, err
@@ -383,42 +402,18 @@ func (m *Manager) Prepare(ctx context.Context, repo protocol.RepoRef, patches []
 		files = append(files, f)
 	}
 
-	dir, err := os.MkdirTemp(m.jobs, jobDirPrefix(jobID))
+	ws, err := m.checkout(ctx, repo)
 	if err != nil {
 		return nil, fmt.Errorf("workspace: prepare job %s: %w", jobID, err)
 	}
-	lockPath := dir + ".lock"
-	lock, ok, err := tryLockFile(lockPath)
-	if err != nil || !ok {
-		os.Remove(dir)
-		if err == nil {
-			err = errors.New("lock held by another process")
-		}
-		return nil, fmt.Errorf("workspace: prepare job %s: lock %s: %w", jobID, lockPath, err)
-	}
-	ws := &Workspace{Dir: dir, m: m, repoID: repo.ID, lock: lock, lockPath: lockPath}
 	defer func() {
 		if err != nil {
 			if cerr := ws.Close(); cerr != nil {
-				m.log.WarnContext(ctx, "workspace: cleanup after failed prepare", "job", jobID, "dir", dir, "err", cerr)
+				m.log.WarnContext(ctx, "workspace: cleanup after failed prepare", "job", jobID, "dir", ws.Dir, "err", cerr)
 			}
 		}
 	}()
-
-	if err := m.addWorktree(ctx, repo, ws); err != nil {
-		return nil, fmt.Errorf("workspace: prepare job %s: %w", jobID, err)
-	}
-	admin, err := gitexec.Runner{Dir: dir}.Text(ctx, "rev-parse", "--absolute-git-dir")
-	if err != nil {
-		return nil, fmt.Errorf("workspace: prepare job %s: worktree %s: %w", jobID, dir, err)
-	}
-	ws.gitDir = admin
 	g := ws.git()
-	if _, err := g.Text(ctx, "reset", "--quiet", "--hard"); err != nil {
-		return nil, fmt.Errorf("workspace: prepare job %s: check out %s of %s: %w", jobID, repo.BaseCommit, repo.ID, err)
-	}
-	ws.Base = repo.BaseCommit
-
 	applied := 0
 	var body strings.Builder
 	for i, p := range patches {
@@ -442,33 +437,93 @@ func (m *Manager) Prepare(ctx context.Context, repo protocol.RepoRef, patches []
 		}
 		ws.Base = base
 	}
-	m.log.DebugContext(ctx, "workspace: prepared", "job", jobID, "dir", dir, "repo", repo.ID, "base", ws.Base, "patches", applied)
+	if racyFrom, err := mtimeOf(filepath.Join(ws.slot.admin, "index")); err == nil {
+		ws.snap = takeSnapshot(ws.Dir, racyFrom)
+	}
+	m.log.DebugContext(ctx, "workspace: prepared", "job", jobID, "dir", ws.Dir, "repo", repo.ID, "base", ws.Base, "patches", applied)
 	return ws, nil
 }
 
-// addWorktree registers ws.Dir as a detached worktree of the mirror at
-// repo.BaseCommit, without checking it out. Registration changes the
-// mirror's worktrees/ and so runs under the mirror lock; the checkout,
-// which may be large, is left to the caller outside it.
-func (m *Manager) addWorktree(ctx context.Context, repo protocol.RepoRef, ws *Workspace) error {
-	unlock, err := m.lockMirror(ctx, repo.ID)
+// checkout takes a slot of the repository's pool, empties it and checks
+// out repo.BaseCommit in it. A slot that cannot be emptied is given up and
+// the next one tried. When the mirror was only remembered to hold the
+// commit and either step fails, the mirror is checked (and filled from the
+// bundle if need be) and the slot tried once more.
+func (m *Manager) checkout(ctx context.Context, repo protocol.RepoRef) (*Workspace, error) {
+	mirror, remembered, err := m.mirrorOf(ctx, repo)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer unlock()
-	mirror, err := m.ensureMirror(ctx, repo)
-	if err != nil {
-		return err
+	skip := map[int]bool{}
+	for {
+		s, err := m.takeSlot(repo.ID, mirror, skip)
+		if err != nil {
+			return nil, err
+		}
+		ws := &Workspace{Dir: s.dir, Base: repo.BaseCommit, m: m, slot: s}
+		emptied, err := m.fill(ctx, ws, repo.BaseCommit)
+		if err != nil && remembered {
+			m.forget(repo)
+			remembered = false
+			if _, merr := m.checkMirror(ctx, repo); merr != nil {
+				s.release()
+				return nil, merr
+			}
+			emptied, err = m.fill(ctx, ws, repo.BaseCommit)
+		}
+		switch {
+		case err == nil:
+			return ws, nil
+		case emptied:
+			ws.Close() //nolint:errcheck // reported by the next Prepare that takes the slot
+			return nil, fmt.Errorf("check out %s of %s: %w", repo.BaseCommit, repo.ID, err)
+		}
+		s.release()
+		m.log.WarnContext(ctx, "workspace: cannot empty a pool slot; trying another", "slot", s.dir, "err", err)
+		skip[s.n] = true
+		if len(skip) >= maxSlotFailures {
+			return nil, err
+		}
 	}
-	ws.mirror = mirror
-	if _, err := (gitexec.Runner{GitDir: mirror}).Text(ctx, "worktree", "add", "--detach", "--no-checkout", ws.Dir, repo.BaseCommit); err != nil {
-		return fmt.Errorf("add worktree of %s at %s: %w", repo.ID, repo.BaseCommit, err)
+}
+
+// fill empties the workspace's slot and checks commit out in it; emptied
+// says whether the slot was emptied.
+func (m *Manager) fill(ctx context.Context, ws *Workspace, commit string) (emptied bool, err error) {
+	if err := m.empty(ws.slot); err != nil {
+		return false, err
 	}
-	return nil
+	return true, ws.reset(ctx, commit)
+}
+
+// mirrorOf returns the mirror's git directory and whether it was only
+// remembered to hold repo.BaseCommit (see Mirror), without looking at the
+// mirror then: a checkout that fails tells.
+func (m *Manager) mirrorOf(ctx context.Context, repo protocol.RepoRef) (string, bool, error) {
+	if m.knows(repo) {
+		return m.mirrorPath(repo.ID), true, nil
+	}
+	dir, err := m.checkMirror(ctx, repo)
+	return dir, false, err
+}
+
+// knows reports whether repo's mirror was found to hold repo.BaseCommit.
+func (m *Manager) knows(repo protocol.RepoRef) bool {
+	return m.known.has(repo.ID + "\x00" + repo.BaseCommit)
+}
+
+// remember records that repo's mirror holds repo.BaseCommit.
+func (m *Manager) remember(repo protocol.RepoRef) {
+	m.known.add(repo.ID + "\x00" + repo.BaseCommit)
+}
+
+// forget drops what remember recorded.
+func (m *Manager) forget(repo protocol.RepoRef) {
+	m.known.remove(repo.ID + "\x00" + repo.BaseCommit)
 }
 
 // pruneWorktrees drops the mirror's registrations of worktrees whose
-// directory is gone.
+// directory is gone (pool slots are locked and never dropped).
 func (m *Manager) pruneWorktrees(ctx context.Context, id string) error {
 	unlock, err := m.lockMirror(ctx, id)
 	if err != nil {
@@ -481,11 +536,13 @@ func (m *Manager) pruneWorktrees(ctx context.Context, id string) error {
 	return nil
 }
 
-// Sweep removes what crashed processes left behind: job directories older
-// than olderThan whose workspace is not in use (no process holds its lock),
-// stale downloads and half-created mirrors; then it prunes the mirrors'
-// worktree registrations. Workspaces open in any live process are never
-// touched.
+// Sweep removes what crashed processes left behind: pool slots no process
+// holds whose directory is older than olderThan (their files and their
+// registration in the mirror; the next Prepare makes them again), job
+// directories of the layout before pools, stale downloads and half-created
+// mirrors; then it prunes the mirrors' registrations of worktrees whose
+// directory is gone. Slots and workspaces held by any live process are
+// never touched.
 func (m *Manager) Sweep(ctx context.Context, olderThan time.Duration) error {
 	cutoff := time.Now().Add(-olderThan)
 	old := func(e os.DirEntry) bool {
@@ -495,13 +552,112 @@ func (m *Manager) Sweep(ctx context.Context, olderThan time.Duration) error {
 	var errs []error
 	removed := 0
 
-	entries, err := os.ReadDir(m.jobs)
+	n, err := m.sweepPool(ctx, old)
+	removed += n
 	if err != nil {
-		return fmt.Errorf("workspace: sweep %s: %w", m.jobs, err)
+		errs = append(errs, err)
+	}
+	n, err = m.sweepJobs(ctx, old)
+	removed += n
+	if err != nil {
+		errs = append(errs, err)
+	}
+
+	if entries, err := os.ReadDir(m.tmp); err == nil {
+		for _, e := range entries {
+			if old(e) {
+				if err := removeAll(filepath.Join(m.tmp, e.Name())); err != nil {
+					errs = append(errs, fmt.Errorf("workspace: sweep: %w", err))
+				}
+			}
+		}
+	}
+
+	entries, err := os.ReadDir(m.mirrors)
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("workspace: sweep %s: %w", m.mirrors, err))...)
 	}
 	for _, e := range entries {
+		name := e.Name()
+		switch {
+		case e.IsDir() && strings.HasPrefix(name, ".init-") && old(e):
+			if err := removeAll(filepath.Join(m.mirrors, name)); err != nil {
+				errs = append(errs, fmt.Errorf("workspace: sweep: %w", err))
+			}
+		case e.IsDir() && strings.HasSuffix(name, ".git"):
+			if err := m.pruneWorktrees(ctx, strings.TrimSuffix(name, ".git")); err != nil {
+				errs = append(errs, fmt.Errorf("workspace: sweep: %w", err))
+			}
+		}
+	}
+	if removed > 0 {
+		m.log.Info("workspace: swept abandoned workspaces", "removed", removed, "root", m.root)
+	}
+	return errors.Join(errs...)
+}
+
+// sweepPool removes the pool slots no process holds whose directory is
+// old. Their lock files stay: removing a lock file another process may
+// have just opened would let two processes hold the same slot.
+func (m *Manager) sweepPool(ctx context.Context, old func(os.DirEntry) bool) (int, error) {
+	repos, err := os.ReadDir(m.pool)
+	if err != nil {
+		return 0, fmt.Errorf("workspace: sweep %s: %w", m.pool, err)
+	}
+	var errs []error
+	removed := 0
+	for _, r := range repos {
+		if !r.IsDir() || !repoIDRE.MatchString(r.Name()) {
+			continue
+		}
+		entries, err := os.ReadDir(m.poolDir(r.Name()))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("workspace: sweep: %w", err))
+			continue
+		}
+		for _, e := range entries {
+			if err := ctx.Err(); err != nil {
+				return removed, fmt.Errorf("workspace: sweep: %w", err)
+			}
+			n, err := strconv.Atoi(e.Name())
+			if err != nil || n < 0 || !old(e) {
+				continue
+			}
+			s := m.newSlot(r.Name(), m.mirrorPath(r.Name()), n)
+			lock, ok, err := tryLockFile(s.lockPath)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("workspace: sweep: %w", err))
+				continue
+			}
+			if !ok {
+				continue // held by a live process
+			}
+			if err := s.unregister(); err != nil {
+				errs = append(errs, fmt.Errorf("workspace: sweep slot %s: %w", s.dir, err))
+			} else {
+				removed++
+			}
+			lock.Close()
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// sweepJobs removes the job directories of the layout before pools whose
+// workspace is not in use, with their lock files.
+func (m *Manager) sweepJobs(ctx context.Context, old func(os.DirEntry) bool) (int, error) {
+	entries, err := os.ReadDir(m.jobs)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("workspace: sweep %s: %w", m.jobs, err)
+	}
+	var errs []error
+	removed := 0
+	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("workspace: sweep: %w", err)
+			return removed, fmt.Errorf("workspace: sweep: %w", err)
 		}
 		path := filepath.Join(m.jobs, e.Name())
 		var dir, lockPath string
@@ -535,36 +691,5 @@ func (m *Manager) Sweep(ctx context.Context, olderThan time.Duration) error {
 		}
 		lock.Close()
 	}
-
-	if entries, err := os.ReadDir(m.tmp); err == nil {
-		for _, e := range entries {
-			if old(e) {
-				if err := removeAll(filepath.Join(m.tmp, e.Name())); err != nil {
-					errs = append(errs, fmt.Errorf("workspace: sweep: %w", err))
-				}
-			}
-		}
-	}
-
-	entries, err = os.ReadDir(m.mirrors)
-	if err != nil {
-		return errors.Join(append(errs, fmt.Errorf("workspace: sweep %s: %w", m.mirrors, err))...)
-	}
-	for _, e := range entries {
-		name := e.Name()
-		switch {
-		case e.IsDir() && strings.HasPrefix(name, ".init-") && old(e):
-			if err := removeAll(filepath.Join(m.mirrors, name)); err != nil {
-				errs = append(errs, fmt.Errorf("workspace: sweep: %w", err))
-			}
-		case e.IsDir() && strings.HasSuffix(name, ".git"):
-			if err := m.pruneWorktrees(ctx, strings.TrimSuffix(name, ".git")); err != nil {
-				errs = append(errs, fmt.Errorf("workspace: sweep: %w", err))
-			}
-		}
-	}
-	if removed > 0 {
-		m.log.Info("workspace: swept abandoned workspaces", "removed", removed, "root", m.root)
-	}
-	return errors.Join(errs...)
+	return removed, errors.Join(errs...)
 }

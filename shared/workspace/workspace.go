@@ -5,16 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/supervisorhq/supervisor/shared/gitexec"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 )
-
-// closeTimeout bounds the git work Close does.
-const closeTimeout = time.Minute
 
 // Workspace is one job's checkout, made by Manager.Prepare. Its methods are
 // safe for concurrent use.
@@ -25,22 +22,33 @@ type Workspace struct {
 	// commit, or the commit of the dependency patches applied on it.
 	Base string
 
-	m        *Manager
-	repoID   string
-	mirror   string   // the mirror's git directory
-	gitDir   string   // the worktree's git directory inside the mirror
-	lock     *os.File // flock held while the workspace exists
-	lockPath string
+	m    *Manager
+	slot *slot // the pool slot the workspace is in
+	// snap is the worktree as Prepare left it, so Diff knows without git
+	// that nothing changed (nil: always ask git).
+	snap *snapshot
 
 	mu     sync.Mutex
 	closed bool
 }
 
-// git runs in the worktree with the repository named explicitly, so
-// nothing the job writes in Dir (a rewritten .git file, a nested
-// repository) changes which repository or configuration git uses.
+// git runs in the worktree with the repository named explicitly (the
+// slot's registration in the mirror), so nothing the job writes in Dir (a
+// rewritten .git file, a nested repository) changes which repository or
+// configuration git uses.
 func (w *Workspace) git() gitexec.Runner {
-	return gitexec.Runner{Dir: w.Dir, GitDir: w.gitDir, WorkTree: w.Dir}
+	return gitexec.Runner{Dir: w.Dir, GitDir: w.slot.admin, WorkTree: w.Dir}
+}
+
+// reset detaches the emptied slot's HEAD at commit and checks commit out
+// with one git process, which writes the index and every file of its tree.
+func (w *Workspace) reset(ctx context.Context, commit string) error {
+	if err := writeNew(filepath.Join(w.slot.admin, "HEAD"), commit+"\n"); err != nil {
+		return err
+	}
+	os.Remove(filepath.Join(w.slot.admin, "index"))
+	_, err := w.git().Text(ctx, "read-tree", "--reset", "-u", commit)
+	return err
 }
 
 // Git returns a runner of git in the workspace, its repository named
@@ -74,8 +82,11 @@ func (w *Workspace) commitIndex(ctx context.Context, message string) (string, er
 // patch that git apply accepts: modified, deleted and new files (untracked
 // files included, ignored ones excluded per .gitignore), binary content
 // included, commits the job made included. A workspace without changes
-// yields an empty patch. Diff stages the whole worktree in the workspace's
-// index as a side effect.
+// yields an empty patch. When every file is as Prepare left it (compared
+// by type, size, inode, modification time and execute bit, and by content
+// for files written in the same tick of the file system's clock as the
+// index, see snapshot), the patch is empty and no git runs; otherwise Diff
+// stages the whole worktree in the workspace's index as a side effect.
 func (w *Workspace) Diff(ctx context.Context) ([]byte, error) {
 	return w.DiffLimit(ctx, 0)
 }
@@ -88,6 +99,9 @@ func (w *Workspace) DiffLimit(ctx context.Context, limit int) ([]byte, error) {
 	defer w.mu.Unlock()
 	if w.closed {
 		return nil, fmt.Errorf("workspace: diff %s: workspace is closed", w.Dir)
+	}
+	if w.snap != nil && w.snap.unchanged(w.Dir) {
+		return nil, nil
 	}
 	g := w.git()
 	if limit > 0 {
@@ -126,6 +140,7 @@ func (w *Workspace) ApplyWork(ctx context.Context, ref protocol.PatchRef) error 
 	if w.closed {
 		return fmt.Errorf("workspace: start from %s: workspace is closed", ref.Object)
 	}
+	w.snap = nil // the work is a change the next Diff must find
 	if _, err := w.git().Text(ctx, "apply", "--binary", "--index", "--whitespace=nowarn", file); err != nil {
 		if gitexec.ExitCode(err) == 1 {
 			err = fmt.Errorf("%w: %w", ErrConflict, err)
@@ -135,8 +150,11 @@ func (w *Workspace) ApplyWork(ctx context.Context, ref protocol.PatchRef) error 
 	return nil
 }
 
-// Close removes the workspace's directory and its registration in the
-// mirror. It is idempotent; only the first call does the work.
+// Close empties the workspace's slot (the job's files, the worktree's
+// index, HEAD, refs and logs) and keeps it for the Manager's next job. A
+// slot that cannot be emptied is given up to the host (the next Prepare
+// that takes it, or Sweep, tries again). Close is idempotent; only the
+// first call does the work.
 func (w *Workspace) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -144,20 +162,10 @@ func (w *Workspace) Close() error {
 		return nil
 	}
 	w.closed = true
-	var errs []error
-	if err := removeAll(w.Dir); err != nil {
-		errs = append(errs, fmt.Errorf("workspace: remove %s: %w", w.Dir, err))
+	if err := w.m.empty(w.slot); err != nil {
+		w.slot.release()
+		return fmt.Errorf("workspace: close %s: %w", w.Dir, err)
 	}
-	if w.mirror != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-		if err := w.m.pruneWorktrees(ctx, w.repoID); err != nil {
-			errs = append(errs, fmt.Errorf("workspace: close %s: %w", w.Dir, err))
-		}
-		cancel()
-	}
-	if len(errs) == 0 {
-		os.Remove(w.lockPath)
-	}
-	w.lock.Close()
-	return errors.Join(errs...)
+	w.m.putSlot(w.slot)
+	return nil
 }

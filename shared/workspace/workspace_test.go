@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -106,8 +107,8 @@ func TestPrepareMirrorsOnceAndChecksOutBase(t *testing.T) {
 	if ws.Base != r.base {
 		t.Fatalf("Base = %s, want %s", ws.Base, r.base)
 	}
-	if !filepath.IsAbs(ws.Dir) || !strings.HasPrefix(filepath.Base(ws.Dir), "wf1.a.a1-") {
-		t.Fatalf("Dir = %s", ws.Dir)
+	if !filepath.IsAbs(ws.Dir) || !strings.HasPrefix(ws.Dir, filepath.Join(m.Root(), "pool", repo.ID)+"/") {
+		t.Fatalf("Dir = %s, want a slot of the pool of %s under %s", ws.Dir, repo.ID, m.Root())
 	}
 	checkTree(t, ws.Dir, r.baseFiles)
 	if d, err := ws.Diff(ctx); err != nil || len(d) != 0 {
@@ -144,18 +145,26 @@ func TestPrepareMirrorsOnceAndChecksOutBase(t *testing.T) {
 		if err := w.Close(); err != nil {
 			t.Fatalf("second Close: %v", err)
 		}
-		if _, err := os.Stat(w.Dir); !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("%s still exists: %v", w.Dir, err)
-		}
+		checkEmptySlot(t, w.Dir)
 		if _, err := w.Diff(ctx); err == nil {
 			t.Fatal("Diff after Close succeeded")
 		}
 	}
-	if wt := worktrees(t, mirror); len(wt) != 0 {
-		t.Fatalf("worktrees left registered: %v", wt)
+	// The two slots stay registered (locked) for the next jobs, and the
+	// next job takes one of them.
+	if wt := worktrees(t, mirror); len(wt) != 2 || !slices.Contains(wt, ws.Dir) || !slices.Contains(wt, ws2.Dir) {
+		t.Fatalf("worktrees registered: %v, want the two slots", wt)
 	}
-	if entries, _ := os.ReadDir(filepath.Join(m.Root(), "jobs")); len(entries) != 0 {
-		t.Fatalf("jobs/ not empty: %v", entries)
+	ws3, err := m.Prepare(ctx, repo, nil, "wf1.a.a2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ws3.Dir != ws.Dir && ws3.Dir != ws2.Dir {
+		t.Fatalf("third workspace in %s, not in a free slot", ws3.Dir)
+	}
+	checkTree(t, ws3.Dir, r.baseFiles)
+	if err := ws3.Close(); err != nil {
+		t.Fatal(err)
 	}
 
 	// A commit the mirror lacks, with its bundle gone, is a clear error.
@@ -315,11 +324,8 @@ func TestPrepareRejectsBadPatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if wt := worktrees(t, mirror); len(wt) != 0 {
-		t.Fatalf("failed Prepare left worktrees: %v", wt)
-	}
-	if entries, _ := os.ReadDir(filepath.Join(m.Root(), "jobs")); len(entries) != 0 {
-		t.Fatalf("failed Prepare left %v in jobs/", entries)
+	for _, wt := range worktrees(t, mirror) {
+		checkEmptySlot(t, wt)
 	}
 	if entries, _ := os.ReadDir(filepath.Join(m.Root(), "tmp")); len(entries) != 0 {
 		t.Fatalf("failed Prepare left %v in tmp/", entries)
@@ -380,15 +386,18 @@ func TestConcurrentPrepare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if wt := worktrees(t, mirror); len(wt) != 0 {
-		t.Fatalf("worktrees left: %v", wt)
+	if wt := worktrees(t, mirror); len(wt) != n {
+		t.Fatalf("worktrees registered: %v, want the %d slots", wt, n)
+	}
+	for _, w := range wss {
+		checkEmptySlot(t, w.Dir)
 	}
 }
 
 func TestSweep(t *testing.T) {
 	t.Parallel()
 	ctx := testkit.Context(t, 30*time.Second)
-	s, _, repo := uploadedRepo(t)
+	s, r, repo := uploadedRepo(t)
 	m := newManager(t, t.TempDir(), s.bundles, s.patches)
 
 	live, err := m.Prepare(ctx, repo, nil, "live")
@@ -400,12 +409,14 @@ func TestSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crashed.lock.Close() // the process died: its lock is gone, its files not
 	fresh, err := m.Prepare(ctx, repo, nil, "fresh")
 	if err != nil {
 		t.Fatal(err)
 	}
-	fresh.lock.Close()
+	// The processes died: their locks are gone, their files not.
+	testkit.WriteFile(t, filepath.Join(crashed.Dir, "secret.txt"), []byte("left by the crashed job\n"))
+	crashed.slot.lock.Close()
+	fresh.slot.lock.Close()
 	stale := filepath.Join(m.Root(), "tmp", "bundle-123")
 	testkit.WriteFile(t, stale, []byte("partial download"))
 
@@ -421,8 +432,8 @@ func TestSweep(t *testing.T) {
 	if _, err := os.Stat(crashed.Dir); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("abandoned workspace not removed: %v", err)
 	}
-	if _, err := os.Stat(crashed.lockPath); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("abandoned lock file not removed: %v", err)
+	if _, err := os.Stat(crashed.slot.admin); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("abandoned workspace's registration not removed: %v", err)
 	}
 	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("stale download not removed: %v", err)
@@ -441,6 +452,21 @@ func TestSweep(t *testing.T) {
 	}
 	if d, err := live.Diff(ctx); err != nil || len(d) != 0 {
 		t.Fatalf("live workspace after sweep: %q, %v", d, err)
+	}
+
+	// The swept slot and the abandoned fresh one are taken again, emptied
+	// and checked out afresh.
+	m2 := newManager(t, m.Root(), s.bundles, s.patches)
+	for range 2 {
+		ws, err := m2.Prepare(ctx, repo, nil, "after")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ws.Dir != crashed.Dir && ws.Dir != fresh.Dir {
+			t.Errorf("Prepare after Sweep used %s, not a free slot", ws.Dir)
+		}
+		checkTree(t, ws.Dir, r.baseFiles)
+		defer ws.Close()
 	}
 }
 

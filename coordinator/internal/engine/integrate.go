@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -135,7 +136,14 @@ type integrator struct {
 	log *slog.Logger
 	// roots are where deliver and merge may write.
 	roots reporoots.Roots
+	// tips holds, per workflow branch (gitDir + "\x00" + branch), the
+	// last tip this integrator made or found in the mirror: mirrors only
+	// grow, so the next integration need not look for it. Delivering the
+	// branch drops its entry.
+	tips sync.Map
 }
+
+func tipKey(gitDir, branch string) string { return gitDir + "\x00" + branch }
 
 func newIntegrator(b *bus.Bus, dataDir string, roots reporoots.Roots, log *slog.Logger) (*integrator, error) {
 	dir := filepath.Join(dataDir, "integration")
@@ -168,6 +176,9 @@ func (in *integrator) apply(ctx context.Context, x integration) (string, error) 
 	if errors.Is(err, workspace.ErrConflict) {
 		return "", fmt.Errorf("%w: node %s: %v", errConflict, x.node, err)
 	}
+	if err == nil {
+		in.tips.Store(tipKey(gitDir, x.branch), commit)
+	}
 	return commit, err
 }
 
@@ -196,7 +207,13 @@ func (in *integrator) ready(ctx context.Context, x integration) (string, error) 
 	if x.head == "" {
 		return gitDir, nil
 	}
+	if tip, ok := in.tips.Load(tipKey(gitDir, x.branch)); ok && tip == x.head {
+		return gitDir, nil
+	}
 	if ok, err := workspace.HasCommit(ctx, gitDir, x.head); err != nil || ok {
+		if ok {
+			in.tips.Store(tipKey(gitDir, x.branch), x.head)
+		}
 		return gitDir, err
 	}
 	in.log.InfoContext(ctx, "rebuilding the workflow's branch from the patches in its event log", "workflow", x.wf,
@@ -230,6 +247,7 @@ func (in *integrator) deliver(ctx context.Context, x integration) error {
 		return err
 	}
 	head := x.parent()
+	in.tips.Delete(tipKey(gitDir, x.branch))
 	if err := workspace.SetBranch(ctx, gitDir, x.branch, head); err != nil {
 		return err
 	}

@@ -1,0 +1,258 @@
+package workspace
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/supervisorhq/supervisor/shared/testkit"
+)
+
+// A job in a reused pool slot sees exactly the base tree, whatever the job
+// before it left there, whether that job's process closed its workspace or
+// died holding it (the next process takes the slot over).
+func TestPoolReuseLeaksNothing(t *testing.T) {
+	t.Parallel()
+	s, r, repo := uploadedRepo(t)
+	outside := t.TempDir()
+	outsideFile := filepath.Join(outside, "keep.txt")
+	testkit.WriteFile(t, outsideFile, []byte("outside the workspace\n"))
+
+	// What a job may leave behind, one kind per row.
+	jobs := []struct {
+		name string
+		do   func(t *testing.T, ws *Workspace)
+	}{
+		{"tracked changes", func(t *testing.T, ws *Workspace) {
+			testkit.WriteFile(t, filepath.Join(ws.Dir, "README.md"), []byte("changed by the job\n"))
+			if err := os.Remove(filepath.Join(ws.Dir, "src/a.txt")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(filepath.Join(ws.Dir, "data.bin"), 0o400); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"untracked and ignored files", func(t *testing.T, ws *Workspace) {
+			testkit.WriteFile(t, filepath.Join(ws.Dir, "new.txt"), []byte("untracked\n"))
+			testkit.WriteFile(t, filepath.Join(ws.Dir, "src/deep/er/still.go"), []byte("package er\n"))
+			testkit.WriteFile(t, filepath.Join(ws.Dir, "build.log"), []byte("ignored\n"))
+			testkit.WriteFile(t, filepath.Join(ws.Dir, "logs/run.log"), []byte("ignored too\n"))
+		}},
+		{"read-only nested directories", func(t *testing.T, ws *Workspace) {
+			testkit.WriteFile(t, filepath.Join(ws.Dir, "ro/inner/file.txt"), []byte("locked in\n"))
+			for _, d := range []string{"ro/inner", "ro", "src", "."} {
+				if err := os.Chmod(filepath.Join(ws.Dir, d), 0o555); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+		{"a commit and worktree refs", func(t *testing.T, ws *Workspace) {
+			testkit.WriteFile(t, filepath.Join(ws.Dir, "committed.txt"), []byte("committed by the job\n"))
+			testkit.Git(t, ws.Dir, "add", "--all")
+			testkit.Git(t, ws.Dir, "commit", "--quiet", "-m", "job's commit")
+			testkit.Git(t, ws.Dir, "update-ref", "refs/bisect/bad", "HEAD")
+		}},
+		{"a rewritten .git file", func(t *testing.T, ws *Workspace) {
+			if err := os.Remove(filepath.Join(ws.Dir, ".git")); err != nil {
+				t.Fatal(err)
+			}
+			testkit.WriteFile(t, filepath.Join(ws.Dir, ".git", "config"), []byte("[core]\n\tfsmonitor = touch /tmp/pwned\n"))
+		}},
+		{"a .git file pointing elsewhere", func(t *testing.T, ws *Workspace) {
+			testkit.WriteFile(t, filepath.Join(ws.Dir, ".git"), []byte("gitdir: "+outside+"\n"))
+		}},
+		{"links out of the workspace", func(t *testing.T, ws *Workspace) {
+			if err := os.Symlink(outside, filepath.Join(ws.Dir, "escape")); err != nil {
+				t.Fatal(err)
+			}
+			// The registration's HEAD, replaced by a link to a file of the
+			// host: emptying the slot must not write through it.
+			head := filepath.Join(ws.slot.admin, "HEAD")
+			if err := os.Remove(head); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(outsideFile, head); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, ending := range []string{"closed", "crashed"} {
+		for _, job := range jobs {
+			t.Run(ending+"/"+job.name, func(t *testing.T) {
+				t.Parallel()
+				ctx := testkit.Context(t, 60*time.Second)
+				root := t.TempDir()
+				m := newManager(t, root, s.bundles, s.patches)
+				first, err := m.Prepare(ctx, repo, nil, "wf1.first.a1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				job.do(t, first)
+				next := m
+				if ending == "closed" {
+					if err := first.Close(); err != nil {
+						t.Fatalf("Close: %v", err)
+					}
+				} else {
+					// The process died: its flock is gone, its files not.
+					// Another process on the host takes the slot over.
+					first.slot.release()
+					next = newManager(t, root, s.bundles, s.patches)
+				}
+
+				ws, err := next.Prepare(ctx, repo, nil, "wf1.next.a1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ws.Close()
+				if ws.Dir != first.Dir {
+					t.Fatalf("next job in %s, want the freed slot %s", ws.Dir, first.Dir)
+				}
+				checkBase(t, ws, r)
+				if got := string(testkit.ReadFile(t, outsideFile)); got != "outside the workspace\n" {
+					t.Fatalf("a file outside the workspace changed: %q", got)
+				}
+			})
+		}
+	}
+}
+
+// checkBase fails unless ws is a clean checkout of the base commit, both to
+// the runner's git and to an agent's (which finds the repository through
+// the .git file).
+func checkBase(t *testing.T, ws *Workspace, r *userRepo) {
+	t.Helper()
+	ctx := testkit.Context(t, 30*time.Second)
+	checkTree(t, ws.Dir, r.baseFiles)
+	if ws.Base != r.base {
+		t.Errorf("Base = %s, want %s", ws.Base, r.base)
+	}
+	if d, err := ws.Diff(ctx); err != nil || len(d) != 0 {
+		t.Errorf("Diff = %q, %v; want empty", d, err)
+	}
+	g := ws.Git()
+	if head, err := g.Text(ctx, "rev-parse", "HEAD"); err != nil || head != r.base {
+		t.Errorf("HEAD = %q, %v; want %s", head, err, r.base)
+	}
+	if st, err := g.Text(ctx, "status", "--porcelain", "--ignored", "--untracked-files=all"); err != nil || st != "" {
+		t.Errorf("status = %q, %v; want clean", st, err)
+	}
+	if ref, err := g.Text(ctx, "for-each-ref", "refs/bisect/"); err != nil || ref != "" {
+		t.Errorf("worktree refs left: %q, %v", ref, err)
+	}
+	if head := testkit.Git(t, ws.Dir, "rev-parse", "HEAD"); head != r.base {
+		t.Errorf("the agent's git sees HEAD %s, want %s", head, r.base)
+	}
+	if top := testkit.Git(t, ws.Dir, "rev-parse", "--show-toplevel"); top != ws.Dir {
+		t.Errorf("the agent's git sees the worktree at %s, want %s", top, ws.Dir)
+	}
+}
+
+// Jobs running at once, from two processes on one host, never share a
+// slot, and each sees only the base tree and its own files.
+func TestPoolConcurrentJobsNeverShareSlot(t *testing.T) {
+	t.Parallel()
+	ctx := testkit.Context(t, 120*time.Second)
+	s, r, repo := uploadedRepo(t)
+	root := t.TempDir()
+	managers := []*Manager{newManager(t, root, s.bundles, s.patches), newManager(t, root, s.bundles, s.patches)}
+
+	const workers, rounds = 6, 4
+	var mu sync.Mutex
+	inUse := map[string]string{} // slot dir → job
+	slots := map[string]bool{}
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*rounds)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := managers[w%2]
+			for i := range rounds {
+				job := fmt.Sprintf("w%d-r%d", w, i)
+				ws, err := m.Prepare(ctx, repo, nil, job)
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				if other, ok := inUse[ws.Dir]; ok {
+					errs <- fmt.Errorf("job %s got slot %s, which job %s holds", job, ws.Dir, other)
+				}
+				inUse[ws.Dir] = job
+				slots[ws.Dir] = true
+				mu.Unlock()
+
+				own := "own/" + job + ".txt"
+				err = os.MkdirAll(filepath.Join(ws.Dir, "own"), 0o755)
+				if err == nil {
+					err = os.WriteFile(filepath.Join(ws.Dir, own), []byte(job+"\n"), 0o644)
+				}
+				if err != nil {
+					errs <- err
+				}
+				want := maps.Clone(r.baseFiles)
+				want[own] = []byte(job + "\n")
+				checkTree(t, ws.Dir, want)
+				patch, err := ws.Diff(ctx)
+				if err != nil {
+					errs <- err
+				} else if n := strings.Count(string(patch), "diff --git"); n != 1 || !strings.Contains(string(patch), "b/"+own) {
+					errs <- fmt.Errorf("job %s: patch touches %d files, want only %s:\n%s", job, n, own, patch)
+				}
+
+				mu.Lock()
+				delete(inUse, ws.Dir)
+				mu.Unlock()
+				if err := ws.Close(); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if len(slots) > workers {
+		t.Errorf("%d slots for %d jobs at a time", len(slots), workers)
+	}
+	for dir := range slots {
+		checkEmptySlot(t, dir)
+	}
+}
+
+// A Manager remembers which commits its mirror holds; if the mirror goes
+// away behind its back, Prepare checks again and fills it from the bundle.
+func TestPoolMirrorRemovedBehindTheManager(t *testing.T) {
+	t.Parallel()
+	ctx := testkit.Context(t, 60*time.Second)
+	s, r, repo := uploadedRepo(t)
+	bundles := &counting{Objects: s.bundles}
+	m := newManager(t, t.TempDir(), bundles, s.patches)
+	ws, err := m.Prepare(ctx, repo, nil, "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(m.mirrorPath(repo.ID)); err != nil {
+		t.Fatal(err)
+	}
+	ws, err = m.Prepare(ctx, repo, nil, "second")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	checkBase(t, ws, r)
+	if n := bundles.n.Load(); n != 2 {
+		t.Fatalf("bundle downloaded %d times, want 2 (once more for the new mirror)", n)
+	}
+}
