@@ -3,7 +3,8 @@ package statemachine
 // The snapshot's value codec: a binary encoding of Go values by reflection
 // that gives back exactly the value written — every field, unexported ones
 // included; nil and empty slices and maps told apart; times with their
-// zone as JSON decoding gives them — which encoding/json (omitempty, null
+// zone as the event log's JSON gives them (RFC 3339 text: a time taken
+// from the clock reads back as it would from the log) — which encoding/json (omitempty, null
 // into json.RawMessage) and encoding/gob (empty slices dropped) do not.
 // What it encodes is fixed by the Go types, so a snapshot carries their
 // fingerprint (typeFingerprint) and is read only by code whose types have
@@ -166,7 +167,7 @@ func (b byName) Swap(i, j int) {
 
 func (e *valueWriter) structValue(v reflect.Value) error {
 	if v.Type() == timeType {
-		b, err := v.Interface().(time.Time).MarshalBinary()
+		b, err := v.Interface().(time.Time).MarshalText()
 		if err != nil {
 			return fmt.Errorf("statemachine: snapshot: %w", err)
 		}
@@ -380,7 +381,7 @@ func (d *valueReader) structValue(v reflect.Value) error {
 			return err
 		}
 		var t time.Time
-		if err := t.UnmarshalBinary(b); err != nil {
+		if err := t.UnmarshalText(b); err != nil {
 			return fmt.Errorf("%w: %w", errCorrupt, err)
 		}
 		v.Set(reflect.ValueOf(t))
