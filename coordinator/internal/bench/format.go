@@ -27,6 +27,7 @@ func PrintTable(w io.Writer, rep *Report) {
 	if rep.Sandbox != nil {
 		printSandbox(w, rep.Sandbox)
 	}
+	printHistory(w, rep)
 }
 
 // printResults writes the bus and full-path scenarios' figures.

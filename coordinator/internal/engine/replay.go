@@ -112,8 +112,17 @@ func (e *Engine) foldLog(ctx context.Context, subject string, from uint64, st *s
 		return 0, nil // empty, purged or aged out: LastSeq names a message that is gone
 	}
 	last := info.State.LastSeq
+	if from > 1 {
+		// The last message there is: the log's last sequence may be a
+		// deleted one, and from past every message left.
+		lm, err := stream.GetLastMsgForSubject(ctx, subject)
+		if err != nil {
+			return 0, fmt.Errorf("engine: replay events: %w", err)
+		}
+		last = lm.Sequence
+	}
 	if from > last {
-		return 0, nil // nothing after from
+		return 0, nil // nothing from there on
 	}
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy}
 	if from > 1 {
