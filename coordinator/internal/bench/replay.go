@@ -220,7 +220,9 @@ func startStop(ctx context.Context, b *bus.Bus, store *kvstate.Store, opts engin
 		return 0, 0, known{}, fmt.Errorf("coordinator stopped before it was ready: %w", err)
 	case <-ctx.Done():
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			return 0, 0, known{}, fmt.Errorf("%w (and the coordinator: %w)", ctx.Err(), err)
+		}
 		return 0, 0, known{}, ctx.Err()
 	}
 	var k known
