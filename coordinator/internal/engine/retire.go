@@ -73,8 +73,9 @@ func (e *Engine) snapshotOnStop() {
 }
 
 // RetireFinished retires every workflow finished at least RetainFinished
-// ago with nothing left to do for it, and returns how many it retired.
-// A workflow with a decision queued stays until the next pass.
+// ago with nothing left to do for it, each in its own queue (so never
+// between a command's reading it and its event's fold), and returns how
+// many it queued for retirement.
 func (e *Engine) RetireFinished() int {
 	if e.opts.RetainFinished < 0 {
 		return 0
@@ -90,20 +91,20 @@ func (e *Engine) RetireFinished() int {
 	})
 	n := 0
 	for _, id := range ids {
-		if _, queued := e.kicked.Load(id); queued {
-			continue
-		}
-		e.mu.Lock()
-		w, ok := e.st.Workflow(id)
-		if ok && w.Retirable(now, e.opts.RetainFinished) && e.st.Retire(id) {
+		if e.queues.Go(id, func() { e.retire(id) }) {
 			n++
 		}
-		e.mu.Unlock()
-	}
-	if n > 0 {
-		e.log.Debug("finished workflows retired from memory", "retired", n)
 	}
 	return n
+}
+
+// retire retires workflow wf if it may still be; it runs in wf's queue.
+func (e *Engine) retire(wf string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if w, ok := e.st.Workflow(wf); ok && w.Retirable(e.opts.Now(), e.opts.RetainFinished) && e.st.Retire(wf) {
+		e.log.Debug("finished workflow retired from memory", "workflow", wf)
+	}
 }
 
 // Recall returns retired workflow wf as its events fold, without putting

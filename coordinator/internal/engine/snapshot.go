@@ -166,9 +166,20 @@ func (e *Engine) WriteSnapshot(ctx context.Context) (SnapshotInfo, error) {
 			info.Retired++
 			e.Read(func(*statemachine.State) { err = enc.Retired(en.Retired) })
 		} else {
-			info.Workflows++
-			// Its record may be later than seq: ApplyTail knows.
-			e.Read(func(*statemachine.State) { err = enc.Workflow(en.Workflow) })
+			// As it is now, which may be later than seq (ApplyTail knows),
+			// or retired since.
+			e.Read(func(s *statemachine.State) {
+				id := en.Workflow.ID
+				if w, ok := s.Workflow(id); ok {
+					info.Workflows++
+					err = enc.Workflow(w)
+				} else if r, ok := s.Retired(id); ok {
+					info.Retired++
+					err = enc.Retired(r)
+				} else {
+					err = fmt.Errorf("engine: write snapshot: workflow %s is gone from the state", id)
+				}
+			})
 		}
 		if err != nil {
 			return info, err
