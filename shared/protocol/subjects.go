@@ -47,6 +47,10 @@ const (
 	// built-in < the coordinator's user file < the registry < project <
 	// workflow < task.
 	BucketGates = "sup-gates"
+	// BucketSnapshots is the object store of the coordinator's snapshots
+	// of its fold of the event log (engine/snapshot.go): only the
+	// coordinator reads and writes it.
+	BucketSnapshots = "sup-snapshots"
 	// GatesHistory is how many revisions of each registry gate are kept.
 	GatesHistory = 5
 

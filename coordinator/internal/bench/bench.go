@@ -89,12 +89,20 @@ const (
 	// sandbox, the Docker sandbox and plain docker runs of the same image
 	// and command, side by side.
 	ScenarioSandbox = "sandbox"
+	// ScenarioReplay times a coordinator's start on event logs of history
+	// of ReplayEvents sizes, from a snapshot and the events after it
+	// against folding the whole log.
+	ScenarioReplay = "replay"
+	// ScenarioScale measures the memory of the coordinator's state with
+	// ScaleNodes nodes in flight, and as finished workflows accumulate,
+	// retired or kept.
+	ScenarioScale = "scale"
 )
 
 // Scenarios lists every scenario in the order they run.
 var Scenarios = []string{ScenarioRaw, ScenarioRawFetch1, ScenarioRawSerial, ScenarioNodes, ScenarioGated, ScenarioChain,
 	ScenarioFeedback, ScenarioCoordinator, ScenarioCacheKey, ScenarioGateScale,
-	ScenarioWorkerScale, ScenarioSandbox}
+	ScenarioWorkerScale, ScenarioSandbox, ScenarioReplay, ScenarioScale}
 
 // latencyReference is the scenario each scenario's p50 is compared with:
 // bursts with the raw burst, one-at-a-time runs with the raw serial run.
@@ -197,6 +205,11 @@ type Config struct {
 	// workflow (at most MaxTasksPerWorkflow). Its agent, TestAgentBinary,
 	// is looked for in BinDir.
 	FeedbackTasks int
+
+	// ReplayEvents are the sizes, in events, of the replay scenario's
+	// logs; ScaleNodes the scale scenario's node counts, increasing.
+	ReplayEvents []int
+	ScaleNodes   []int
 }
 
 // GateRunnerBinary is the executable the gate-scale scenario looks for in
@@ -266,6 +279,7 @@ func (c *Config) Validate() error {
 	if want[ScenarioSandbox] {
 		errs = append(errs, c.validateSandbox()...)
 	}
+	errs = append(errs, c.validateHistory(want)...)
 	return errors.Join(errs...)
 }
 
@@ -351,12 +365,16 @@ type Report struct {
 	// CacheKey is the cache-key scenario's figures, if it ran.
 	CacheKey *CacheKeyReport `json:"cache_key,omitempty"`
 	// GateScale is the gate-scale scenario's figures, if it ran.
-	GateScale *ScaleReport `json:"gate_scale,omitempty"`
+	GateScale *ScaleOutReport `json:"gate_scale,omitempty"`
 	// WorkerScale is the worker-scale scenario's figures, if it ran.
-	WorkerScale *ScaleReport `json:"worker_scale,omitempty"`
+	WorkerScale *ScaleOutReport `json:"worker_scale,omitempty"`
 	// Sandbox is the sandbox scenario's figures, or why it was skipped,
 	// if it was selected.
 	Sandbox *SandboxReport `json:"sandbox,omitempty"`
+	// Replay and Scale are the replay and scale scenarios' figures, if
+	// they ran.
+	Replay *ReplayReport `json:"replay,omitempty"`
+	Scale  *ScaleReport  `json:"scale,omitempty"`
 }
 
 // Result is one scenario's figures.
@@ -508,6 +526,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("scenario %s: %w", ScenarioSandbox, err)
 		}
 		rep.Sandbox = sb
+	}
+	if err := r.runHistory(ctx, want, rep); err != nil {
+		return nil, err
 	}
 	rep.TotalSeconds = time.Since(started).Seconds()
 	computeRatios(rep)

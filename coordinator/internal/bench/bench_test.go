@@ -224,7 +224,7 @@ func TestValidate(t *testing.T) {
 		RepoFiles: 10, ChangedFiles: 1, KeyIterations: 1,
 		GateTasks: 4, GateSleep: time.Second, GateRunners: []int{1, 2, 4}, BinDir: fakeBinDir(t),
 		SandboxImage: bench.DefaultSandboxImage, SandboxCommand: []string{"true"}, SandboxRuns: 1, FeedbackTasks: 2,
-		CoordinatorNodes: 1, WorkerRunners: []int{1, 2}}
+		CoordinatorNodes: 1, WorkerRunners: []int{1, 2}, ReplayEvents: []int{1000}, ScaleNodes: []int{10, 20}}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("valid config rejected: %v", err)
 	}
@@ -251,6 +251,11 @@ func TestValidate(t *testing.T) {
 		"no sandbox image":        func(c *bench.Config) { c.SandboxImage = "" },
 		"no sandbox command":      func(c *bench.Config) { c.SandboxCommand = nil },
 		"empty sandbox argv[0]":   func(c *bench.Config) { c.SandboxCommand = []string{"", "x"} },
+		"no replay sizes":         func(c *bench.Config) { c.ReplayEvents = nil },
+		"a tiny replay log":       func(c *bench.Config) { c.ReplayEvents = []int{99} },
+		"no scale sizes":          func(c *bench.Config) { c.ScaleNodes = nil },
+		"scale not increasing":    func(c *bench.Config) { c.ScaleNodes = []int{20, 10} },
+		"scale below a workflow":  func(c *bench.Config) { c.ScaleNodes = []int{5} },
 	} {
 		bad := ok
 		mutate(&bad)

@@ -123,14 +123,14 @@ func (r *runner) runGateEngine(ctx context.Context, want map[string]bool, rep *R
 		rep.CacheKey = ck
 	}
 	if want[ScenarioGateScale] {
-		gs, err := r.runScale(ctx, fs, r.gateScaleSpec())
+		gs, err := r.runScaleOut(ctx, fs, r.gateScaleSpec())
 		if err != nil {
 			return fmt.Errorf("scenario %s: %w", ScenarioGateScale, err)
 		}
 		rep.GateScale = gs
 	}
 	if want[ScenarioWorkerScale] {
-		ws, err := r.runScale(ctx, fs, r.workerScaleSpec())
+		ws, err := r.runScaleOut(ctx, fs, r.workerScaleSpec())
 		if err != nil {
 			return fmt.Errorf("scenario %s: %w", ScenarioWorkerScale, err)
 		}

@@ -111,7 +111,7 @@ runners use the process sandbox, like the in-process fleet, unless
 worker-scale does the same with worker processes (--worker-runners) on
 workflows of --gate-tasks tasks whose agents sleep --gate-sleep, no gates.
 
-Last, sandbox measures the sandboxes' cost per gate, side by side: the process
+Then sandbox measures the sandboxes' cost per gate, side by side: the process
 sandbox, the Docker sandbox (as a gate runner builds and calls it), 'docker run
 --rm IMAGE COMMAND' with the docker CLI, and the same docker run with the
 Docker sandbox's hardening as flags, each --sandbox-runs times after 2
@@ -121,6 +121,18 @@ events. The image is --sandbox-image (built by 'make images'; nothing is
 pulled), the command --sandbox-command (argv, no shell: one value is split at
 white space, or repeat the flag once per argument). Without a Docker engine
 the scenario is skipped, unless --scenarios names it.
+
+Last, the coordinator's cost with history. replay writes event logs of
+--replay-events events of history (workflows of 10 gated tasks, finished two
+hours ago, one in 20 still running), has a coordinator stop cleanly on all but
+the last tenth (at most 1,000) so that a snapshot covers them, and times a
+coordinator's start from New to Ready both ways in the same run: folding the
+whole log (the reference) and from the snapshot plus the events after it.
+scale folds such workflows into the coordinator's state, without NATS, and
+reports the live heap and the process's resident memory with --scale-nodes
+nodes in flight, then as finished workflows accumulate (the same counts of
+finished nodes), retired as the coordinator retires them and, the reference,
+kept in memory.
 
 -o json prints the same as JSON. Never compare figures from different machines.`,
 		Args: cobra.NoArgs,
@@ -175,6 +187,12 @@ the scenario is skipped, unless --scenarios names it.
 				SandboxImage: v.GetString("sandbox-image"), SandboxCommand: sandboxArgv(command),
 				SandboxRuns: v.GetInt("sandbox-runs"), FeedbackTasks: v.GetInt("feedback-tasks"),
 				CoordinatorNodes: v.GetInt("coordinator-nodes"),
+			}
+			if cfg.ReplayEvents, err = cmd.Flags().GetIntSlice("replay-events"); err != nil {
+				return usage(fmt.Errorf("--replay-events: %w", err))
+			}
+			if cfg.ScaleNodes, err = cmd.Flags().GetIntSlice("scale-nodes"); err != nil {
+				return usage(fmt.Errorf("--scale-nodes: %w", err))
 			}
 			if err := cfg.Validate(); err != nil {
 				return usage(err)
@@ -234,6 +252,8 @@ the scenario is skipped, unless --scenarios names it.
 		"argv every sandbox variant runs, no shell: one value is split at white space, or repeat the flag once per argument")
 	fs.Int("sandbox-runs", DefaultSandboxRuns, "runs of each sandbox variant, after 2 warm-up rounds")
 	fs.Int("feedback-tasks", DefaultFeedbackTasks, "tasks of the feedback scenario's workflow (at most 500)")
+	fs.IntSlice("replay-events", DefaultReplayEvents, "sizes in events of the replay scenario's logs of history (e.g. 1000,10000,100000)")
+	fs.IntSlice("scale-nodes", DefaultScaleNodes, "node counts of the scale scenario, increasing (e.g. 1000,10000,100000)")
 	return cmd
 }
 

@@ -22,14 +22,15 @@ func PrintTable(w io.Writer, rep *Report) {
 		printCacheKey(w, rep.CacheKey)
 	}
 	if rep.GateScale != nil {
-		printScale(w, ScenarioGateScale, rep.GateScale)
+		printScaleOut(w, ScenarioGateScale, rep.GateScale)
 	}
 	if rep.WorkerScale != nil {
-		printScale(w, ScenarioWorkerScale, rep.WorkerScale)
+		printScaleOut(w, ScenarioWorkerScale, rep.WorkerScale)
 	}
 	if rep.Sandbox != nil {
 		printSandbox(w, rep.Sandbox)
 	}
+	printHistory(w, rep)
 }
 
 // printResults writes the bus and full-path scenarios' figures.
@@ -146,9 +147,9 @@ func printCacheKey(w io.Writer, c *CacheKeyReport) {
 	fmt.Fprintln(w, "CPU/OP is the process's and its children's (git) CPU per operation; CHILDREN is the children's share.")
 }
 
-// printScale writes a scale-out scenario's figures (gate-scale,
+// printScaleOut writes a scale-out scenario's figures (gate-scale,
 // worker-scale).
-func printScale(w io.Writer, scenario string, g *ScaleReport) {
+func printScaleOut(w io.Writer, scenario string, g *ScaleOutReport) {
 	sleep := strconv.FormatFloat(g.SleepSeconds, 'f', -1, 64)
 	unit := g.Kind
 	if g.Kind == "gate" {

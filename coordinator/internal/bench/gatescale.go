@@ -47,11 +47,11 @@ const (
 // runnerReadyTimeout bounds a runner process's start, up to "pulling jobs".
 const runnerReadyTimeout = 30 * time.Second
 
-// ScaleReport is the figures of a scale-out scenario: the throughput of
+// ScaleOutReport is the figures of a scale-out scenario: the throughput of
 // jobs with 1, 2, 4… runner processes of concurrency 1 on sleep jobs —
 // gates with gate runner processes (gate-scale), agents with worker
 // processes (worker-scale).
-type ScaleReport struct {
+type ScaleOutReport struct {
 	// Kind is what the runner processes run: gate or agent jobs.
 	Kind string `json:"kind"`
 	// Tasks is the number of tasks, one sleep job each, of every
@@ -71,12 +71,12 @@ type ScaleReport struct {
 	// Sandbox is the processes' --sandbox.
 	Sandbox string `json:"sandbox"`
 	// Note explains why the scaling measures the fleet, not the CPU.
-	Note string     `json:"note"`
-	Runs []ScaleRun `json:"runs"`
+	Note string        `json:"note"`
+	Runs []ScaleOutRun `json:"runs"`
 }
 
-// ScaleRun is one measurement of a scale-out scenario.
-type ScaleRun struct {
+// ScaleOutRun is one measurement of a scale-out scenario.
+type ScaleOutRun struct {
 	Runners int `json:"runners"`
 	// Jobs is how many sleep jobs (gates or agents) ran.
 	Jobs int `json:"jobs"`
@@ -126,7 +126,7 @@ type ScaleRun struct {
 
 // computeScaling fills in each run's ideal, speed-up and linear figures,
 // relative to the first run.
-func (g *ScaleReport) computeScaling() {
+func (g *ScaleOutReport) computeScaling() {
 	if len(g.Runs) == 0 {
 		return
 	}
@@ -186,8 +186,8 @@ func workerScaleYAML(name string, tasks int, sleep time.Duration) []byte {
 	return []byte(b.String())
 }
 
-// scaleSpec is what tells gate-scale and worker-scale apart.
-type scaleSpec struct {
+// scaleOutSpec is what tells gate-scale and worker-scale apart.
+type scaleOutSpec struct {
 	scenario string // ScenarioGateScale or ScenarioWorkerScale
 	kind     string // "gate" or "agent"
 	binary   string // GateRunnerBinary or WorkerBinary
@@ -198,24 +198,24 @@ type scaleSpec struct {
 	yaml     func(name string, tasks int, sleep time.Duration) []byte
 }
 
-func (r *runner) gateScaleSpec() scaleSpec {
-	return scaleSpec{scenario: ScenarioGateScale, kind: "gate", binary: GateRunnerBinary, counts: r.cfg.GateRunners,
+func (r *runner) gateScaleSpec() scaleOutSpec {
+	return scaleOutSpec{scenario: ScenarioGateScale, kind: "gate", binary: GateRunnerBinary, counts: r.cfg.GateRunners,
 		tasks: r.cfg.GateTasks, sleep: r.cfg.GateSleep, sandbox: r.cfg.gateSandbox(), yaml: gateScaleYAML}
 }
 
-func (r *runner) workerScaleSpec() scaleSpec {
-	return scaleSpec{scenario: ScenarioWorkerScale, kind: "agent", binary: WorkerBinary, counts: r.cfg.WorkerRunners,
+func (r *runner) workerScaleSpec() scaleOutSpec {
+	return scaleOutSpec{scenario: ScenarioWorkerScale, kind: "agent", binary: WorkerBinary, counts: r.cfg.WorkerRunners,
 		tasks: r.cfg.GateTasks, sleep: r.cfg.GateSleep, sandbox: r.cfg.gateSandbox(), yaml: workerScaleYAML}
 }
 
-// runScale adds runner processes (gate runners or workers) up to each
+// runScaleOut adds runner processes (gate runners or workers) up to each
 // count of spec.counts and measures the sleep jobs' throughput with them.
 // Runners stay from one measurement to the next; each new set runs a
 // warm-up workflow of one job per runner first (so every runner has its
 // mirror).
-func (r *runner) runScale(ctx context.Context, fs *fleetSession, spec scaleSpec) (*ScaleReport, error) {
+func (r *runner) runScaleOut(ctx context.Context, fs *fleetSession, spec scaleOutSpec) (*ScaleOutReport, error) {
 	bin := filepath.Join(r.cfg.BinDir, spec.binary)
-	rep := &ScaleReport{Kind: spec.kind, Tasks: spec.tasks, SleepSeconds: spec.sleep.Seconds(), RunnerConcurrency: 1,
+	rep := &ScaleOutReport{Kind: spec.kind, Tasks: spec.tasks, SleepSeconds: spec.sleep.Seconds(), RunnerConcurrency: 1,
 		NumCPU: runtime.NumCPU(), Binary: bin, Sandbox: spec.sandbox}
 	if spec.kind == "gate" {
 		rep.WorkerConcurrency = r.cfg.Concurrency
@@ -258,13 +258,13 @@ func (r *runner) runScale(ctx context.Context, fs *fleetSession, spec scaleSpec)
 }
 
 // scaleRun warms the runners up, then runs and measures one workflow.
-func (r *runner) scaleRun(ctx context.Context, fs *fleetSession, spec scaleSpec, procs []*runnerProc, n int) (ScaleRun, error) {
+func (r *runner) scaleRun(ctx context.Context, fs *fleetSession, spec scaleOutSpec, procs []*runnerProc, n int) (ScaleOutRun, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.MaxWait)
 	defer cancel()
 	warm := fmt.Sprintf("bench-%s-warmup-n%d", spec.scenario, n)
 	r.progress("%s: %d runner(s): warm-up", spec.scenario, n)
 	if _, err := fs.run(ctx, warm+".yaml", spec.yaml(warm, n, spec.sleep)); err != nil {
-		return ScaleRun{}, fmt.Errorf("warm-up: %w", err)
+		return ScaleOutRun{}, fmt.Errorf("warm-up: %w", err)
 	}
 
 	name := fmt.Sprintf("bench-%s-n%d", spec.scenario, n)
@@ -274,21 +274,21 @@ func (r *runner) scaleRun(ctx context.Context, fs *fleetSession, spec scaleSpec,
 	start := time.Now()
 	id, err := submit(ctx, fs.client, fs.repo, name+".yaml", spec.yaml(name, spec.tasks, spec.sleep))
 	if err != nil {
-		return ScaleRun{}, err
+		return ScaleOutRun{}, err
 	}
 	end, err := fs.watcher.wait(ctx, []string{id})
 	if err != nil {
-		return ScaleRun{}, err
+		return ScaleOutRun{}, err
 	}
 	memory := mem.stop(spec.tasks)
 	cpu := runnersCPU(procs) - cpu0
 	st := fs.watcher.collect([]string{id})
-	run := ScaleRun{Runners: n, WallSeconds: end.Sub(start).Seconds(), RunnerCPUSeconds: cpu.Seconds(), Memory: memory}
+	run := ScaleOutRun{Runners: n, WallSeconds: end.Sub(start).Seconds(), RunnerCPUSeconds: cpu.Seconds(), Memory: memory}
 	var window time.Duration
 	hosts := st.gateHosts
 	if spec.kind == "gate" {
 		if st.succeeded != spec.tasks || st.gatesFinished != spec.tasks {
-			return ScaleRun{}, fmt.Errorf("%d of %d nodes succeeded, %d gates finished", st.succeeded, spec.tasks, st.gatesFinished)
+			return ScaleOutRun{}, fmt.Errorf("%d of %d nodes succeeded, %d gates finished", st.succeeded, spec.tasks, st.gatesFinished)
 		}
 		window = st.lastGateFinished.Sub(st.firstDispatched)
 		run.Jobs = st.gatesFinished
@@ -297,7 +297,7 @@ func (r *runner) scaleRun(ctx context.Context, fs *fleetSession, spec scaleSpec,
 		run.JobRunP50Micros, run.JobRunP99Micros = quantiles(st.gateRun)
 	} else {
 		if st.succeeded != spec.tasks {
-			return ScaleRun{}, fmt.Errorf("%d of %d nodes succeeded", st.succeeded, spec.tasks)
+			return ScaleOutRun{}, fmt.Errorf("%d of %d nodes succeeded", st.succeeded, spec.tasks)
 		}
 		window = st.lastAgentDone.Sub(st.firstReady)
 		run.Jobs = st.succeeded
@@ -306,7 +306,7 @@ func (r *runner) scaleRun(ctx context.Context, fs *fleetSession, spec scaleSpec,
 		hosts = st.agentHosts
 	}
 	if window <= 0 {
-		return ScaleRun{}, fmt.Errorf("no %s window in the events", spec.kind)
+		return ScaleOutRun{}, fmt.Errorf("no %s window in the events", spec.kind)
 	}
 	run.WindowSeconds = window.Seconds()
 	run.Throughput = float64(run.Jobs) / window.Seconds()
@@ -328,7 +328,7 @@ type runnerProc struct {
 // startRunner starts the i-th runner process of spec (a gate runner or a
 // worker): its own data directory and host id, ScalePool, concurrency 1,
 // the fleet's NATS and so its KV state store.
-func (r *runner) startRunner(ctx context.Context, spec scaleSpec, bin, natsURL string, i int) (*runnerProc, error) {
+func (r *runner) startRunner(ctx context.Context, spec scaleOutSpec, bin, natsURL string, i int) (*runnerProc, error) {
 	name := fmt.Sprintf("bench-%s-%d", spec.binary, i)
 	dir := filepath.Join(r.dir, spec.scenario, name)
 	if err := os.RemoveAll(dir); err != nil {

@@ -141,7 +141,7 @@ func TestWorkerScaleYAMLIsValid(t *testing.T) {
 }
 
 func TestComputeScaling(t *testing.T) {
-	g := &ScaleReport{SleepSeconds: 0.5, RunnerConcurrency: 1, Runs: []ScaleRun{
+	g := &ScaleOutReport{SleepSeconds: 0.5, RunnerConcurrency: 1, Runs: []ScaleOutRun{
 		{Runners: 1, Jobs: 24, WindowSeconds: 15, Throughput: 1.6, RunnerCPUSeconds: 2.4},
 		{Runners: 2, Jobs: 24, WindowSeconds: 24 / 3.04, Throughput: 3.04},
 		{Runners: 4, Jobs: 24, WindowSeconds: 24 / 5.76, Throughput: 5.76},

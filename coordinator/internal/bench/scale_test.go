@@ -14,7 +14,7 @@ import (
 // checkScale checks a scale-out report (gate-scale or worker-scale) is
 // complete and consistent: counts, windows, ratios to the first run and to
 // the sleep-bound ideal. It never checks speed.
-func checkScale(t *testing.T, gs *bench.ScaleReport, kind string, counts []int, tasks int, sleep float64) {
+func checkScale(t *testing.T, gs *bench.ScaleOutReport, kind string, counts []int, tasks int, sleep float64) {
 	t.Helper()
 	if gs == nil {
 		t.Fatalf("no %s scale figures", kind)

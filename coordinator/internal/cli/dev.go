@@ -109,6 +109,7 @@ each role only its permissions; clients connect with --nats-nkey DIR/<role>.nk.`
 				SandboxPath: e.v.GetString("sandbox-path"), ProcessUser: e.v.GetString("sandbox-process-user"), Breakers: breakers, Log: e.log,
 				MaxFailuresPerHour: e.v.GetInt("max-failures-per-hour"), Prices: prices, RepoRoots: roots,
 				Limits: lims, Creds: creds,
+				RetainFinished: e.v.GetDuration("retain-finished"), SnapshotInterval: e.v.GetDuration("snapshot-interval"),
 			})
 			if err != nil {
 				return err
@@ -150,6 +151,7 @@ each role only its permissions; clients connect with --nats-nkey DIR/<role>.nk.`
 	jobrun.AddBreakerFlags(fs)
 	addLimitFlags(fs)
 	addNotifyFlags(cmd)
+	addFoldFlags(cmd)
 	metrics.AddFlag(fs, metrics.DefaultDev)
 	addDashboardFlags(cmd, dashboard.DefaultListen, true)
 	return cmd

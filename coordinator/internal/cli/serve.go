@@ -107,7 +107,8 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 				return err
 			}
 			eng, err := engine.New(b, store, engine.Options{DataDir: dataDir, ID: id, LeaderTTL: leaderTTL, Log: e.log, Notify: notifierOf(notifier),
-				MaxFailuresPerHour: e.v.GetInt("max-failures-per-hour"), Prices: prices, RepoRoots: roots})
+				MaxFailuresPerHour: e.v.GetInt("max-failures-per-hour"), Prices: prices, RepoRoots: roots,
+				RetainFinished: e.v.GetDuration("retain-finished"), SnapshotInterval: e.v.GetDuration("snapshot-interval")})
 			if err != nil {
 				return err
 			}
@@ -178,6 +179,7 @@ func addServiceFlags(cmd *cobra.Command) {
 	jobrun.AddBreakerFlags(fs)
 	addLimitFlags(fs)
 	addNotifyFlags(cmd)
+	addFoldFlags(cmd)
 }
 
 // serviceBusConfig reads the coordinator's JetStream parameters: the

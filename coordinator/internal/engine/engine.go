@@ -14,7 +14,10 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/notify"
 	"github.com/supervisorhq/supervisor/coordinator/internal/pricing"
@@ -58,6 +61,15 @@ type Options struct {
 	// Prices estimate the cost of agent runs whose CLI reported none, when
 	// their reports come in (before they become events).
 	Prices pricing.Table
+	// SnapshotInterval is how often the leader writes a snapshot of its
+	// state when the log has moved since the last one; it also writes one
+	// when it stops cleanly (0: DefaultSnapshotInterval; negative: never,
+	// and none is read on start either).
+	SnapshotInterval time.Duration
+	// RetainFinished is how long a finished workflow, with nothing left to
+	// do for it, stays in memory before it is retired to a summary
+	// (0: DefaultRetainFinished; negative: never).
+	RetainFinished time.Duration
 	// RepoRoots are where the coordinator may write a workflow's branch
 	// and merges (its submitting repository, when under one); the zero
 	// value: nowhere. Checked again at every write, so a workflow
@@ -97,6 +109,18 @@ type Engine struct {
 
 	// ready is closed when the engine has replayed the log and leads.
 	ready chan struct{}
+
+	// appendGate is read-held by every append from before it is written
+	// to the log until it is folded; a snapshot write-holds it to take the
+	// sequence its state covers.
+	appendGate sync.RWMutex
+	// snapMu guards snaps, the snapshots object store once bound;
+	// snapWrite serializes snapshot writes, and snapSeq is the sequence
+	// the newest snapshot written or read covers.
+	snapMu    sync.Mutex
+	snaps     jetstream.ObjectStore
+	snapWrite sync.Mutex
+	snapSeq   atomic.Uint64
 }
 
 // New creates an engine; Run starts it.
@@ -121,6 +145,12 @@ func New(b *bus.Bus, store state.Store, opts Options) (*Engine, error) {
 	}
 	if opts.Log == nil {
 		opts.Log = slog.Default()
+	}
+	if opts.SnapshotInterval == 0 {
+		opts.SnapshotInterval = DefaultSnapshotInterval
+	}
+	if opts.RetainFinished == 0 {
+		opts.RetainFinished = DefaultRetainFinished
 	}
 	integ, err := newIntegrator(b, opts.DataDir, opts.RepoRoots, opts.Log)
 	if err != nil {
@@ -168,6 +198,9 @@ func (e *Engine) Run(ctx context.Context, serve ServeFunc) error {
 	stopLeading(err)
 	e.wakes.stop()
 	e.queues.Close()
+	if err == nil && e.ready != nil && isClosed(e.ready) {
+		e.snapshotOnStop() // still holding the lease
+	}
 	return err
 }
 
@@ -203,6 +236,11 @@ func (e *Engine) lead(leaderCtx context.Context, stopLeading context.CancelCause
 	go func() {
 		defer consumers.Done()
 		e.watchJobs(leaderCtx)
+	}()
+	consumers.Add(1)
+	go func() {
+		defer consumers.Done()
+		e.housekeep(leaderCtx)
 	}()
 	close(e.ready)
 	e.log.Info("coordinator ready", "id", e.opts.ID, "workflows", known)
@@ -246,6 +284,9 @@ func (e *Engine) Command(ctx context.Context, wf string,
 			effects []statemachine.Effect
 			err     error
 		)
+		if err := e.bringBack(ctx, wf); err != nil {
+			return err
+		}
 		e.Read(func(s *statemachine.State) {
 			w, ok := s.Workflow(wf)
 			if !ok {

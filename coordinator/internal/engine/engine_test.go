@@ -94,6 +94,9 @@ type startOptions struct {
 	roots *reporoots.Roots
 	// limits are the API's limits (the zero value: none).
 	limits service.Limits
+	// snapshotInterval and retainFinished are the Options' (0: their
+	// defaults).
+	snapshotInterval, retainFinished time.Duration
 }
 
 // samePatch reports whether a and b name the same patch object with the
@@ -137,7 +140,8 @@ func (e *env) start(opts ...startOptions) *Engine {
 		o.roots = &r
 	}
 	eng, err := New(e.b, store, Options{DataDir: e.dataDir, Tick: o.tick, LeaderTTL: 10 * time.Second, Log: o.log, Now: o.now,
-		Notify: o.notify, LostJobAfter: o.lostJobAfter, RepoRoots: *o.roots})
+		Notify: o.notify, LostJobAfter: o.lostJobAfter, RepoRoots: *o.roots,
+		SnapshotInterval: o.snapshotInterval, RetainFinished: o.retainFinished})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -29,13 +29,17 @@ const (
 func (e *Engine) replay(ctx context.Context) error {
 	backoff := time.Second
 	for attempt := 1; ; attempt++ {
-		st, count, err := e.fold(ctx, protocol.SubjectEvents)
+		began := time.Now()
+		st, count, si, err := e.restore(ctx)
 		if err == nil {
 			e.mu.Lock()
 			e.st = st
 			e.mu.Unlock()
-			if count > 0 {
-				e.log.Info("state rebuilt from the event log", "events", count, "workflows", st.Len())
+			if si.Seq > 0 {
+				e.log.Info("state rebuilt from a snapshot and the events after it", "snapshot", si.Name, "events", count,
+					"workflows", st.Len(), "retired", st.RetiredLen(), "took", time.Since(began))
+			} else if count > 0 {
+				e.log.Info("state rebuilt from the event log", "events", count, "workflows", st.Len(), "took", time.Since(began))
 			}
 			return nil
 		}
@@ -80,9 +84,21 @@ func (e *Engine) reload(ctx context.Context, wf string) error {
 // are logged and skipped.
 func (e *Engine) fold(ctx context.Context, subject string) (*statemachine.State, int, error) {
 	st := statemachine.New()
+	count, err := e.foldLog(ctx, subject, 1, st, st.Apply)
+	if err != nil {
+		return nil, 0, err
+	}
+	return st, count, nil
+}
+
+// foldLog reads the events on subject from sequence from on, folding each
+// with apply into st (st.Skip records those that do not decode). It
+// returns the number of events folded.
+func (e *Engine) foldLog(ctx context.Context, subject string, from uint64, st *statemachine.State,
+	apply func(eventlog.Event) error) (int, error) {
 	stream, err := e.bus.JS.Stream(ctx, protocol.StreamEvents)
 	if err != nil {
-		return nil, 0, fmt.Errorf("engine: replay events: %w", err)
+		return 0, fmt.Errorf("engine: replay events: %w", err)
 	}
 	var opts []jetstream.StreamInfoOpt
 	if subject != protocol.SubjectEvents {
@@ -90,18 +106,31 @@ func (e *Engine) fold(ctx context.Context, subject string) (*statemachine.State,
 	}
 	info, err := stream.Info(ctx, opts...)
 	if err != nil {
-		return nil, 0, fmt.Errorf("engine: replay events: %w", err)
+		return 0, fmt.Errorf("engine: replay events: %w", err)
 	}
 	if info.State.Msgs == 0 || (subject != protocol.SubjectEvents && info.State.Subjects[subject] == 0) {
-		return st, 0, nil // empty, purged or aged out: LastSeq names a message that is gone
+		return 0, nil // empty, purged or aged out: LastSeq names a message that is gone
 	}
 	last := info.State.LastSeq
-	cons, err := e.bus.JS.OrderedConsumer(ctx, protocol.StreamEvents, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subject},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-	})
+	if from > 1 {
+		// The last message there is: the log's last sequence may be a
+		// deleted one, and from past every message left.
+		lm, err := stream.GetLastMsgForSubject(ctx, subject)
+		if err != nil {
+			return 0, fmt.Errorf("engine: replay events: %w", err)
+		}
+		last = lm.Sequence
+	}
+	if from > last {
+		return 0, nil // nothing from there on
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if from > 1 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
+	}
+	cons, err := e.bus.JS.OrderedConsumer(ctx, protocol.StreamEvents, cfg)
 	if err != nil {
-		return nil, 0, fmt.Errorf("engine: replay events: %w", err)
+		return 0, fmt.Errorf("engine: replay events: %w", err)
 	}
 	// The iterator (unlike Next on an ordered consumer, which fails with
 	// "no responders" while the consumer is being recreated in a cluster)
@@ -109,7 +138,7 @@ func (e *Engine) fold(ctx context.Context, subject string) (*statemachine.State,
 	// when ctx ends or the log goes quiet before its last event.
 	it, err := cons.Messages()
 	if err != nil {
-		return nil, 0, fmt.Errorf("engine: replay events: %w", err)
+		return 0, fmt.Errorf("engine: replay events: %w", err)
 	}
 	defer it.Stop()
 	stopOnCancel := context.AfterFunc(ctx, it.Stop)
@@ -122,10 +151,10 @@ func (e *Engine) fold(ctx context.Context, subject string) (*statemachine.State,
 		msg, err := it.Next()
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, 0, ctx.Err()
+				return 0, ctx.Err()
 			}
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil, 0, fmt.Errorf("engine: replay events at seq %d of %d: no event for %s", seq, last, replayIdle)
+				return 0, fmt.Errorf("engine: replay events at seq %d of %d: no event for %s", seq, last, replayIdle)
 			}
 			// A missed heartbeat and the like: the iterator carries on,
 			// and the idle timer bounds how long.
@@ -136,7 +165,7 @@ func (e *Engine) fold(ctx context.Context, subject string) (*statemachine.State,
 		idle.Reset(replayIdle)
 		md, err := msg.Metadata()
 		if err != nil {
-			return nil, 0, fmt.Errorf("engine: replay events: %w", err)
+			return 0, fmt.Errorf("engine: replay events: %w", err)
 		}
 		seq = md.Sequence.Stream
 		ev, err := eventlog.Decode(msg.Data())
@@ -146,7 +175,7 @@ func (e *Engine) fold(ctx context.Context, subject string) (*statemachine.State,
 			st.Skip(strings.TrimPrefix(msg.Subject(), protocol.EventSubject("")), seq)
 		} else {
 			ev.Seq = seq
-			if err := st.Apply(ev); err != nil {
+			if err := apply(ev); err != nil {
 				e.log.Error("skipping event that does not fold", "seq", seq, "err", err)
 			} else {
 				count++
@@ -156,5 +185,5 @@ func (e *Engine) fold(ctx context.Context, subject string) (*statemachine.State,
 			break // the log's last message may have been deleted
 		}
 	}
-	return st, count, nil
+	return count, nil
 }

@@ -125,6 +125,8 @@ func (e *Engine) execute(ctx context.Context, wf string, effects []statemachine.
 // appended), the workflow is reloaded from the log and the append fails:
 // the next decision starts from the log's state.
 func (e *Engine) append(ctx context.Context, ev eventlog.Event, msgID string) (folded bool, err error) {
+	e.appendGate.RLock() // a snapshot's sequence is taken between appends
+	defer e.appendGate.RUnlock()
 	var last uint64
 	e.Read(func(s *statemachine.State) { last = s.LastSeq(ev.WorkflowID) })
 	began := time.Now()

@@ -82,6 +82,9 @@ type Options struct {
 	// MaxFailuresPerHour pauses the fleet past this many failed agent
 	// rounds within an hour (engine.Options).
 	MaxFailuresPerHour int
+	// RetainFinished and SnapshotInterval are the engine's (engine.Options;
+	// 0: their defaults).
+	RetainFinished, SnapshotInterval time.Duration
 	// Breakers is the circuit breakers' policy of the runners and the
 	// coordinator (zero fields: the defaults).
 	Breakers state.BreakerPolicy
@@ -166,6 +169,7 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 	f.engine, err = engine.New(f.bus, f.store, engine.Options{
 		DataDir: filepath.Join(dataDir, "coordinator"), ID: "dev", Log: o.Log, Tick: o.Tick, LeaderTTL: 10 * time.Second,
 		Notify: o.Notify, MaxFailuresPerHour: o.MaxFailuresPerHour, Prices: o.Prices, RepoRoots: o.RepoRoots,
+		RetainFinished: o.RetainFinished, SnapshotInterval: o.SnapshotInterval,
 	})
 	if err != nil {
 		f.closeConns()

@@ -112,7 +112,7 @@ func overrideNote(info api.GateInfo) string {
 func (s *Service) gateList(ctx context.Context, req api.GateListRequest) (api.GateListResponse, error) {
 	if req.WorkflowID != "" || req.NodeID != "" {
 		var out api.GateListResponse
-		err := s.readNode(req.WorkflowID, req.NodeID, func(w *statemachine.Workflow, n *statemachine.Node) error {
+		err := s.readNode(ctx, req.WorkflowID, req.NodeID, func(w *statemachine.Workflow, n *statemachine.Node) error {
 			out = nodeGateList(w, n)
 			return nil
 		})
@@ -295,11 +295,11 @@ func (s *Service) gateRemove(ctx context.Context, req api.GateRemoveRequest) (ap
 }
 
 // readNode calls fn with a workflow's node, read-locked.
-func (s *Service) readNode(wf, node string, fn func(*statemachine.Workflow, *statemachine.Node) error) error {
+func (s *Service) readNode(ctx context.Context, wf, node string, fn func(*statemachine.Workflow, *statemachine.Node) error) error {
 	if wf == "" || node == "" {
 		return api.BadRequest("name the task as WORKFLOW/NODE")
 	}
-	return s.readWorkflow(wf, func(w *statemachine.Workflow) error {
+	return s.readWorkflow(ctx, wf, func(w *statemachine.Workflow) error {
 		n := w.Nodes[node]
 		if n == nil {
 			return api.NotFound("workflow %s has no node %q", w.ID, node)
@@ -349,7 +349,7 @@ func (s *Service) changeNodeGates(ctx context.Context, wf, node string,
 	}
 	s.log.InfoContext(telemetry.WithTraceParent(ctx, tp), "node gates changed", "workflow", wf, "node", node, "gate", name, "removed", change.Remove != "")
 	var resp api.GateChangeResponse
-	err = s.readNode(wf, node, func(w *statemachine.Workflow, n *statemachine.Node) error {
+	err = s.readNode(ctx, wf, node, func(w *statemachine.Workflow, n *statemachine.Node) error {
 		for _, info := range nodeGateList(w, n).Gates {
 			if info.Name == name {
 				resp.Gate = info

@@ -56,7 +56,7 @@ func (s *Service) inbox(ctx context.Context, _ api.IDRequest) (api.InboxResponse
 // next attempt gets, and the candidate diff.
 func (s *Service) show(ctx context.Context, req api.IDRequest) (api.NodeDetail, error) {
 	var out api.NodeDetail
-	err := s.readWorkflow(req.WorkflowID, func(w *statemachine.Workflow) error {
+	err := s.readWorkflow(ctx, req.WorkflowID, func(w *statemachine.Workflow) error {
 		n := w.Nodes[req.NodeID]
 		if n == nil {
 			return api.NotFound("workflow %s has no node %q", w.ID, req.NodeID)
@@ -142,7 +142,7 @@ func (s *Service) decide(ctx context.Context, req api.DecisionRequest,
 	}
 	// Logged in the workflow's trace (TR-05), not the request's.
 	s.log.InfoContext(telemetry.WithTraceParent(ctx, tp), "human decision", "workflow", req.WorkflowID, "node", req.NodeID, "by", by)
-	return s.summary(req.WorkflowID)
+	return s.summary(ctx, req.WorkflowID)
 }
 
 func (s *Service) approve(ctx context.Context, req api.DecisionRequest) (api.WorkflowSummary, error) {

@@ -21,7 +21,7 @@ const replyHeadroom = 4 << 10
 // agent and gate logs), as long as they fit together in one reply.
 func (s *Service) logs(ctx context.Context, req api.IDRequest) (api.LogsResponse, error) {
 	var entries []api.LogEntry
-	err := s.readWorkflow(req.WorkflowID, func(w *statemachine.Workflow) error {
+	err := s.readWorkflow(ctx, req.WorkflowID, func(w *statemachine.Workflow) error {
 		n := w.Nodes[req.NodeID]
 		if n == nil {
 			return api.NotFound("workflow %s has no node %q", w.ID, req.NodeID)

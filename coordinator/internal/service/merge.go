@@ -30,7 +30,7 @@ func (s *Service) merge(ctx context.Context, req api.MergeRequest) (api.Workflow
 	if err != nil {
 		return api.WorkflowSummary{}, refusal(err)
 	}
-	return s.summary(req.WorkflowID)
+	return s.summary(ctx, req.WorkflowID)
 }
 
 // mergeSummary renders a workflow's latest merge for the API.

@@ -48,6 +48,9 @@ type Workflows interface {
 	// Command runs cmd on workflow wf in its queue and carries out the
 	// effects it returns.
 	Command(ctx context.Context, wf string, cmd func(*statemachine.Workflow, time.Time) ([]statemachine.Effect, error)) error
+	// Recall returns a workflow retired from memory as its events fold
+	// (a statemachine.ErrNotFound refusal if it is not retired either).
+	Recall(ctx context.Context, wf string) (*statemachine.Workflow, error)
 	// FleetCommand runs cmd in the fleet's queue and carries out the
 	// effects it returns.
 	FleetCommand(ctx context.Context, cmd func(*statemachine.State, time.Time) ([]statemachine.Effect, error)) error
@@ -251,25 +254,34 @@ func refusal(err error) error {
 	return err
 }
 
-// readWorkflow calls fn with workflow wf read-locked; an unknown workflow
-// is a 404.
-func (s *Service) readWorkflow(wf string, fn func(*statemachine.Workflow) error) error {
+// readWorkflow calls fn with workflow wf read-locked; a retired workflow
+// is read back from its events (Recall); an unknown workflow is a 404.
+func (s *Service) readWorkflow(ctx context.Context, wf string, fn func(*statemachine.Workflow) error) error {
 	var err error
+	found := false
 	s.wfs.Read(func(st *statemachine.State) {
 		w, ok := st.Workflow(wf)
-		if !ok {
-			err = api.NotFound("workflow %q not found", wf)
-			return
+		if found = ok; ok {
+			err = fn(w)
 		}
-		err = fn(w)
 	})
-	return err
+	if found {
+		return err
+	}
+	w, err := s.wfs.Recall(ctx, wf)
+	if errors.Is(err, statemachine.ErrNotFound) {
+		return api.NotFound("workflow %q not found", wf)
+	}
+	if err != nil {
+		return err
+	}
+	return fn(w)
 }
 
 // summary is workflow wf as the status API reports it.
-func (s *Service) summary(wf string) (api.WorkflowSummary, error) {
+func (s *Service) summary(ctx context.Context, wf string) (api.WorkflowSummary, error) {
 	var out api.WorkflowSummary
-	err := s.readWorkflow(wf, func(w *statemachine.Workflow) error {
+	err := s.readWorkflow(ctx, wf, func(w *statemachine.Workflow) error {
 		out = Summary(w, true)
 		return nil
 	})

@@ -87,6 +87,26 @@ func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
 
 // spend is s for the API (nil when no run reported), with its reviewers'
 // part when any reviewer reported.
+// RetiredSummary is a retired workflow as the workflow list shows it:
+// what Summary(w, false) showed of it before it was retired.
+func RetiredSummary(r *statemachine.Retired) api.WorkflowSummary {
+	s := api.WorkflowSummary{
+		ID: r.ID, Name: r.Name, Status: r.Status, Source: r.Source, RepoPath: r.RepoPath,
+		BaseCommit: r.BaseCommit, Branch: r.Branch, Head: r.Head, Reason: r.Reason,
+		SubmittedAt: r.SubmittedAt, FinishedAt: timePtr(r.FinishedAt), Counts: map[string]int{},
+		BaseBranch: r.BaseBranch, AutoMerge: r.AutoMerge, MergeInto: r.MergeInto, Merge: mergeSummary(r.Merge),
+		TraceID: telemetry.TraceID(r.TraceParent), MaxCostUSD: r.MaxCostUSD,
+	}
+	if r.Status == protocol.WorkflowSucceeded {
+		s.ResultBundle = statemachine.ResultBundleName(r.ID)
+	}
+	s.Spend = spend(r.Spend)
+	for st, n := range r.Counts {
+		s.Counts[string(st)] = n
+	}
+	return s
+}
+
 func spend(s statemachine.Spend) *api.Spend {
 	if s.Runs == 0 {
 		return nil

@@ -136,15 +136,19 @@ func (s *Service) repoPath(req api.SubmitRequest, spec *protocol.WorkflowSpec) (
 	return "", "", api.Forbidden("the coordinator writes branches only into repositories its configuration allows: %v", cerr)
 }
 
-func (s *Service) status(_ context.Context, req api.IDRequest) (api.WorkflowSummary, error) {
-	return s.summary(req.WorkflowID)
+func (s *Service) status(ctx context.Context, req api.IDRequest) (api.WorkflowSummary, error) {
+	return s.summary(ctx, req.WorkflowID)
 }
 
 func (s *Service) list(_ context.Context, _ api.IDRequest) (api.ListResponse, error) {
 	out := api.ListResponse{Workflows: []api.WorkflowSummary{}}
 	s.wfs.Read(func(st *statemachine.State) {
-		for _, w := range st.Workflows() {
-			out.Workflows = append(out.Workflows, Summary(w, false))
+		for _, e := range st.Listing() {
+			if e.Workflow != nil {
+				out.Workflows = append(out.Workflows, Summary(e.Workflow, false))
+			} else {
+				out.Workflows = append(out.Workflows, RetiredSummary(e.Retired))
+			}
 		}
 		out.Fleet = fleetStatus(st.Fleet(), time.Now())
 	})
@@ -186,7 +190,7 @@ func (s *Service) cancel(ctx context.Context, req api.IDRequest) (api.WorkflowSu
 	if err != nil {
 		return api.WorkflowSummary{}, refusal(err)
 	}
-	return s.summary(req.WorkflowID)
+	return s.summary(ctx, req.WorkflowID)
 }
 
 func (s *Service) gateRerun(ctx context.Context, req api.GateRerunRequest) (api.WorkflowSummary, error) {
@@ -196,5 +200,5 @@ func (s *Service) gateRerun(ctx context.Context, req api.GateRerunRequest) (api.
 	if err != nil {
 		return api.WorkflowSummary{}, refusal(err)
 	}
-	return s.summary(req.WorkflowID)
+	return s.summary(ctx, req.WorkflowID)
 }

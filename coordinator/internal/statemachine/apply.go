@@ -19,7 +19,7 @@ func (s *State) Apply(ev eventlog.Event) error {
 		return s.applyFleet(ev)
 	}
 	if b, ok := ev.Body.(eventlog.WorkflowSubmitted); ok {
-		if _, dup := s.wfs[ev.WorkflowID]; dup {
+		if s.known(ev.WorkflowID) {
 			return nil // a duplicate submission event
 		}
 		w, err := newWorkflow(ev.WorkflowID, b, ev.Time)
@@ -32,6 +32,10 @@ func (s *State) Apply(ev eventlog.Event) error {
 	}
 	w, ok := s.wfs[ev.WorkflowID]
 	if !ok {
+		if r, retired := s.retired[ev.WorkflowID]; retired {
+			r.LastSeq = max(r.LastSeq, ev.Seq)
+			return fmt.Errorf("event %s for workflow %s: %w", ev.Type(), ev.WorkflowID, ErrRetired)
+		}
 		return fmt.Errorf("event %s for unknown workflow %s", ev.Type(), ev.WorkflowID)
 	}
 	w.LastSeq = ev.Seq

@@ -52,6 +52,9 @@ func (s *State) LastSeq(id string) uint64 {
 	if w, ok := s.wfs[id]; ok {
 		return w.LastSeq
 	}
+	if r, ok := s.retired[id]; ok {
+		return r.LastSeq
+	}
 	return 0
 }
 

@@ -45,83 +45,7 @@ func queueScript(t *testing.T, script []byte) {
 			script = script[:300]
 		}
 		w, _ := newWorld(t, queueFuzzWorkflow, true)
-		for i := 0; i < len(script); i++ {
-			arg := func() int {
-				if i+1 < len(script) {
-					i++
-					return int(script[i])
-				}
-				return 0
-			}
-			wf := w.wf()
-			var running, gating, queued []string
-			for _, id := range wf.Order {
-				switch wf.Nodes[id].Status {
-				case protocol.NodeReady, protocol.NodeRunning:
-					running = append(running, id)
-				case protocol.NodeGating:
-					gating = append(gating, id)
-				case protocol.NodeIntegrating:
-					queued = append(queued, id)
-				}
-			}
-			pick := func(list []string) string {
-				if len(list) == 0 {
-					return ""
-				}
-				return list[arg()%len(list)]
-			}
-			statuses := []protocol.GateStatus{protocol.GatePassed, protocol.GatePassed, protocol.GateFailed, protocol.GateError}
-			switch script[i] % 7 {
-			case 0:
-				if n := pick(running); n != "" {
-					w.agentDone(n, uint64(i+1), protocol.AgentSucceeded, true)
-				}
-			case 1:
-				if n := pick(gating); n != "" && w.node(n).Gates["own"] != nil && w.node(n).Gates["own"].Dispatched {
-					w.gateDone(n, "own", uint64(i+1), statuses[arg()%2])
-				}
-			case 2, 3:
-				n := pick(queued)
-				if n == "" || w.node(n).Speculation == nil {
-					continue
-				}
-				s := w.node(n).Speculation
-				var names []string
-				for g, r := range s.Gates {
-					if r.Dispatched && !r.Terminal() {
-						names = append(names, g)
-					}
-				}
-				sort.Strings(names)
-				if len(names) == 0 {
-					continue
-				}
-				g := names[arg()%len(names)]
-				round := s.Gates[g].Round
-				if script[i]%7 == 3 && round > 1 {
-					round = 1 + arg()%(round-1) // an earlier round's: stale
-				}
-				w.integRound(n, g, round, uint64(i+1), statuses[arg()%4])
-			case 4:
-				w.later(time.Duration(arg()) * time.Second)
-			case 5:
-				for _, id := range wf.Order {
-					if st := wf.Nodes[id].Status; st == protocol.NodeAwaitingApproval || st == protocol.NodeEscalated {
-						switch arg() % 3 {
-						case 0:
-							w.command(statemachine.Approve(wf, id, "ada", "", w.now))
-						case 1:
-							w.command(statemachine.Retry(wf, id, "ada", "", 1, w.now))
-						}
-						break
-					}
-				}
-			case 6:
-				w.settle()
-			}
-		}
-		w.settle()
+		driveQueue(w, script)
 
 		// Replay, checking each landing through the queue as it comes: the
 		// node lands on exactly what its passing run assumed (the branch as
@@ -169,4 +93,87 @@ func queueScript(t *testing.T, script []byte) {
 			}
 		}
 	}
+}
+
+// driveQueue drives the queue fuzz workflow through a script: agents and
+// gates report (current and stale results, passing and failing), time
+// passes and humans decide, then the workflow settles.
+func driveQueue(w *world, script []byte) {
+	for i := 0; i < len(script); i++ {
+		arg := func() int {
+			if i+1 < len(script) {
+				i++
+				return int(script[i])
+			}
+			return 0
+		}
+		wf := w.wf()
+		var running, gating, queued []string
+		for _, id := range wf.Order {
+			switch wf.Nodes[id].Status {
+			case protocol.NodeReady, protocol.NodeRunning:
+				running = append(running, id)
+			case protocol.NodeGating:
+				gating = append(gating, id)
+			case protocol.NodeIntegrating:
+				queued = append(queued, id)
+			}
+		}
+		pick := func(list []string) string {
+			if len(list) == 0 {
+				return ""
+			}
+			return list[arg()%len(list)]
+		}
+		statuses := []protocol.GateStatus{protocol.GatePassed, protocol.GatePassed, protocol.GateFailed, protocol.GateError}
+		switch script[i] % 7 {
+		case 0:
+			if n := pick(running); n != "" {
+				w.agentDone(n, uint64(i+1), protocol.AgentSucceeded, true)
+			}
+		case 1:
+			if n := pick(gating); n != "" && w.node(n).Gates["own"] != nil && w.node(n).Gates["own"].Dispatched {
+				w.gateDone(n, "own", uint64(i+1), statuses[arg()%2])
+			}
+		case 2, 3:
+			n := pick(queued)
+			if n == "" || w.node(n).Speculation == nil {
+				continue
+			}
+			s := w.node(n).Speculation
+			var names []string
+			for g, r := range s.Gates {
+				if r.Dispatched && !r.Terminal() {
+					names = append(names, g)
+				}
+			}
+			sort.Strings(names)
+			if len(names) == 0 {
+				continue
+			}
+			g := names[arg()%len(names)]
+			round := s.Gates[g].Round
+			if script[i]%7 == 3 && round > 1 {
+				round = 1 + arg()%(round-1) // an earlier round's: stale
+			}
+			w.integRound(n, g, round, uint64(i+1), statuses[arg()%4])
+		case 4:
+			w.later(time.Duration(arg()) * time.Second)
+		case 5:
+			for _, id := range wf.Order {
+				if st := wf.Nodes[id].Status; st == protocol.NodeAwaitingApproval || st == protocol.NodeEscalated {
+					switch arg() % 3 {
+					case 0:
+						w.command(statemachine.Approve(wf, id, "ada", "", w.now))
+					case 1:
+						w.command(statemachine.Retry(wf, id, "ada", "", 1, w.now))
+					}
+					break
+				}
+			}
+		case 6:
+			w.settle()
+		}
+	}
+	w.settle()
 }

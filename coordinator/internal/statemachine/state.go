@@ -23,13 +23,19 @@ import (
 // State is every workflow the coordinator knows, in submission order.
 // It is not safe for concurrent use: the engine guards it.
 type State struct {
-	wfs   map[string]*Workflow
+	wfs map[string]*Workflow
+	// retired are the finished workflows dropped from memory (retire.go),
+	// by id: only their summaries stay.
+	retired map[string]*Retired
+	// order is every workflow's id, retired ones included.
 	order []string
 	fleet *Fleet
 }
 
 // New returns an empty state.
-func New() *State { return &State{wfs: map[string]*Workflow{}, fleet: &Fleet{}} }
+func New() *State {
+	return &State{wfs: map[string]*Workflow{}, retired: map[string]*Retired{}, fleet: &Fleet{}}
+}
 
 // Workflow returns the workflow with id.
 func (s *State) Workflow(id string) (*Workflow, bool) {
@@ -37,26 +43,40 @@ func (s *State) Workflow(id string) (*Workflow, bool) {
 	return w, ok
 }
 
-// Workflows returns every workflow, in submission order.
+// Workflows returns every workflow in memory, in submission order: not
+// the retired ones (Listing has them too).
 func (s *State) Workflows() []*Workflow {
-	out := make([]*Workflow, 0, len(s.order))
+	out := make([]*Workflow, 0, len(s.wfs))
 	for _, id := range s.order {
-		out = append(out, s.wfs[id])
+		if w, ok := s.wfs[id]; ok {
+			out = append(out, w)
+		}
 	}
 	return out
 }
 
-// Len is the number of workflows.
-func (s *State) Len() int { return len(s.order) }
+// Len is the number of workflows in memory (not the retired ones).
+func (s *State) Len() int { return len(s.wfs) }
 
 // Put adds w, or replaces the workflow of its id (after the engine has
-// rebuilt it from the log).
+// rebuilt it from the log); a retired workflow of its id is back in
+// memory, in its place in the order.
 func (s *State) Put(w *Workflow) {
-	if _, ok := s.wfs[w.ID]; !ok {
+	if !s.known(w.ID) {
 		s.order = append(s.order, w.ID)
 	}
+	delete(s.retired, w.ID)
 	w.fleet = s.fleet
 	s.wfs[w.ID] = w
+}
+
+// known reports whether the state has workflow id, in memory or retired.
+func (s *State) known(id string) bool {
+	if _, ok := s.wfs[id]; ok {
+		return true
+	}
+	_, ok := s.retired[id]
+	return ok
 }
 
 // Workflow is one workflow's state: a fold of its events.
@@ -442,5 +462,8 @@ func BranchName(wf string) string { return "supervisor/" + wf }
 func (s *State) Skip(wf string, seq uint64) {
 	if w, ok := s.wfs[wf]; ok && seq > w.LastSeq {
 		w.LastSeq = seq
+	}
+	if r, ok := s.retired[wf]; ok && seq > r.LastSeq {
+		r.LastSeq = seq
 	}
 }
