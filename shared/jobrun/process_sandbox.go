@@ -65,6 +65,7 @@ func processSandbox(s Settings, dataDir, host string, log *slog.Logger) (process
 		CacheDir:    filepath.Join(dataDir, "cache"),
 		ScratchRoot: scratch,
 		RunAs:       runAs,
+		Caches:      s.cacheOptions(dataDir, log),
 		// Runners sharing a host id differ by their data directory.
 		Owner: host + "\x00" + dataDir,
 	})

@@ -90,6 +90,21 @@ type Settings struct {
 	GPUs int
 	// Breakers is the circuit breakers' policy (zero fields: the defaults).
 	Breakers state.BreakerPolicy
+	// Caches are the warm-up of the sandbox's caches (sandbox.CacheOptions:
+	// Warmup, WarmCaches, WarmEnv); their directory is always
+	// CacheDir(DataDir) and their log the runner's.
+	Caches sandbox.CacheOptions
+}
+
+// CacheDir returns where a runner with data directory dataDir keeps its
+// sandbox's caches: trusted layers, operator seeds, throw-away layers.
+func CacheDir(dataDir string) string { return filepath.Join(dataDir, "sandbox-cache") }
+
+// cacheOptions are s.Caches with the runner's directory and log.
+func (s Settings) cacheOptions(dataDir string, log *slog.Logger) sandbox.CacheOptions {
+	c := s.Caches
+	c.Dir, c.Log = CacheDir(dataDir), log
+	return c
 }
 
 // DockerSettings configure the Docker sandbox (sandbox.DockerOptions).
@@ -273,6 +288,7 @@ func SelectSandbox(ctx context.Context, s Settings, dataDir, host string, log *s
 	opts := sandbox.DockerOptions{
 		Image: s.Docker.Image, Host: host, User: s.Docker.User, Path: s.Docker.Path,
 		Resources: s.Docker.Resources, PathMaps: maps, GPUs: s.GPUs,
+		Caches: s.cacheOptions(dataDir, log),
 	}
 	base, why := usableDocker(ctx, opts)
 	if why != nil {
