@@ -239,42 +239,64 @@ func (s *cacheStore) lowers(env string, c Cache) []string {
 	return out
 }
 
-// warm makes sure environment env has had its warm-up: the first caller
-// runs it with run (which runs one command with the given caches
-// writable at the given host directories), later ones wait for it. A
-// warm-up that a previous runner completed (trusted/<env>/.complete) is
-// not run again. Failures are logged, not returned: the caches are then
-// as warm as the warm-up got.
-func (s *cacheStore) warm(ctx context.Context, env string,
-	run func(ctx context.Context, argv []string, dirs map[string]string) (Result, error)) error {
-	if s.dir == "" || len(s.opts.Warmup) == 0 || len(s.opts.WarmCaches) == 0 {
-		return nil
-	}
+// warmFunc runs one warm-up command with the given caches writable at the
+// given host directories.
+type warmFunc func(ctx context.Context, argv []string, dirs map[string]string) (Result, error)
+
+// startWarm starts environment env's warm-up in the background unless it
+// has started already, and returns its state. Runs never wait for it:
+// until it has ended they get the trusted layers as they were (none, the
+// first time).
+func (s *cacheStore) startWarm(env string, run warmFunc) *warmState {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	st, ok := s.envs[env]
 	if !ok {
 		st = &warmState{done: make(chan struct{})}
 		s.envs[env] = st
+		go func() {
+			defer close(st.done)
+			s.runWarm(env, run)
+		}()
 	}
-	s.mu.Unlock()
-	if ok {
-		select {
-		case <-st.done:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	return st
+}
+
+// warm runs environment env's warm-up unless it ran already, and waits for
+// it to end (or for ctx).
+func (s *cacheStore) warm(ctx context.Context, env string, run warmFunc) error {
+	if !s.warms() {
+		return nil
 	}
-	defer close(st.done)
+	st := s.startWarm(env, run)
+	select {
+	case <-st.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// warms reports whether the store has a warm-up to run.
+func (s *cacheStore) warms() bool {
+	return s.dir != "" && len(s.opts.Warmup) > 0 && len(s.opts.WarmCaches) > 0
+}
+
+// runWarm runs environment env's warm-up with run, unless a previous
+// runner completed it (trusted/<env>/.complete), and publishes what it
+// wrote as the environment's trusted layers. Failures are logged: the
+// caches are then as warm as the warm-up got.
+func (s *cacheStore) runWarm(env string, run warmFunc) {
+	ctx := context.Background()
 	final := filepath.Join(s.dir, "trusted", env)
 	if _, err := os.Stat(filepath.Join(final, ".complete")); err == nil {
-		return nil
+		return
 	}
 	began := time.Now()
 	staging, err := os.MkdirTemp(filepath.Join(s.dir, "trusted"), env+".warming-")
 	if err != nil {
 		s.log.Warn("sandbox: cache warm-up: cannot make its directory", "env", env, "err", err)
-		return nil
+		return
 	}
 	defer removeScratch(staging)
 	dirs := map[string]string{}
@@ -287,12 +309,12 @@ func (s *cacheStore) warm(ctx context.Context, env string,
 		}
 		if err != nil {
 			s.log.Warn("sandbox: cache warm-up: cannot make its directory", "env", env, "err", err)
-			return nil
+			return
 		}
 		dirs[c.Path] = d
 	}
 	for _, argv := range s.opts.Warmup {
-		res, err := run(context.WithoutCancel(ctx), argv, dirs)
+		res, err := run(ctx, argv, dirs)
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("exit %d (timed out: %v): %s", res.ExitCode, res.TimedOut, strings.TrimSpace(string(res.Stderr)))
 		}
@@ -305,23 +327,22 @@ func (s *cacheStore) warm(ctx context.Context, env string,
 	for _, d := range dirs {
 		if err := sealTrusted(d); err != nil {
 			s.log.Warn("sandbox: cache warm-up: cannot make its layer read-only; not used", "env", env, "err", err)
-			return nil
+			return
 		}
 	}
 	if err := os.WriteFile(filepath.Join(staging, ".complete"), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o444); err != nil {
 		s.log.Warn("sandbox: cache warm-up: cannot record it", "env", env, "err", err)
-		return nil
+		return
 	}
 	if err := os.Chmod(staging, 0o755); err != nil {
-		return nil
+		return
 	}
 	removeScratch(final) // an incomplete earlier one
 	if err := os.Rename(staging, final); err != nil {
 		s.log.Warn("sandbox: cache warm-up: cannot publish its layer", "env", env, "err", err)
-		return nil
+		return
 	}
 	s.log.Info("sandbox: caches warmed", "env", env, "took", time.Since(began).Round(time.Millisecond), "dir", final)
-	return nil
 }
 
 // sealTrusted turns what a warm-up wrote into a trusted layer: owned by

@@ -69,10 +69,8 @@ func (d *Docker) addCaches(ctx context.Context, spec Spec, cfg *container.Config
 		return cacheRun{}, err
 	}
 	env0 := envKey(imageID)
-	if err := d.caches.warm(ctx, env0, func(ctx context.Context, argv []string, dirs map[string]string) (Result, error) {
-		return d.runWarmup(ctx, cfg.Image, argv, dirs)
-	}); err != nil {
-		return cacheRun{}, fmt.Errorf("sandbox: not started: %w", err)
+	if d.caches.warms() {
+		d.caches.startWarm(env0, d.warmFunc(cfg.Image))
 	}
 	runDir, err := os.MkdirTemp(filepath.Join(d.caches.dir, "runs"), "run-")
 	if err != nil {
@@ -125,6 +123,32 @@ func (d *Docker) addCaches(ctx context.Context, spec Spec, cfg *container.Config
 	}
 	hostCfg.Mounts = append(hostCfg.Mounts, mounts...)
 	return run, nil
+}
+
+// WarmCaches runs the caches' warm-up (CacheOptions.Warmup) for image (""
+// = the default image) unless it ran already, and waits for it to end or
+// for ctx. Runs never wait for a warm-up: the first run of an image
+// starts it in the background and runs with whatever trusted layers there
+// are. It does nothing without a cache directory or a warm-up.
+func (d *Docker) WarmCaches(ctx context.Context, image string) error {
+	if !d.caches.warms() {
+		return nil
+	}
+	if image == "" {
+		image = d.image
+	}
+	id, err := d.ImageDigest(ctx, image)
+	if err != nil {
+		return err
+	}
+	return d.caches.warm(ctx, envKey(id), d.warmFunc(image))
+}
+
+// warmFunc runs warm-up commands in image.
+func (d *Docker) warmFunc(image string) warmFunc {
+	return func(ctx context.Context, argv []string, dirs map[string]string) (Result, error) {
+		return d.runWarmup(ctx, image, argv, dirs)
+	}
 }
 
 // tmpfsCaches makes each cache of spec an empty tmpfs of the run.

@@ -207,7 +207,7 @@ func (p *Process) runSpec(ctx context.Context, spec Spec, warm map[string]string
 		return Result{}, err
 	}
 	extra := spec.Env
-	if spec.WorkspaceEnv != "" || len(files) > 0 || len(spec.Caches) > 0 {
+	if spec.WorkspaceEnv != "" || len(files) > 0 || len(cacheVars) > 0 {
 		extra = make(map[string]string, len(spec.Env)+1+len(files)+len(cacheVars))
 		for k, v := range spec.Env {
 			extra[k] = v
@@ -223,7 +223,7 @@ func (p *Process) runSpec(ctx context.Context, spec Spec, warm map[string]string
 		}
 	}
 	marker := newMarker(p.tag)
-	r, err := p.start(prog, dir, p.buildEnv(scratch, marker, extra, len(spec.Caches) > 0), spec, marker)
+	r, err := p.start(prog, dir, p.buildEnv(scratch, marker, extra, len(spec.Caches) > 0 && p.privateCaches()), spec, marker)
 	if err != nil {
 		endRun(marker)
 		return Result{}, err

@@ -27,10 +27,10 @@ func processCacheDirs(spec Spec, scratch string) func(Cache) (string, bool) {
 
 // prepareCaches gives a run of the process sandbox its caches, in its
 // scratch directory: with warm set (a warm-up run) nothing, the caches'
-// variables name the warm-up's directories; otherwise each relative cache
-// is a farm of hard links to the files of its trusted layers (see
-// cache.go), in directories of the run's own user. It runs the
-// environment's warm-up first if it has not run yet.
+// variables name the warm-up's directories; otherwise, when runs get
+// private caches, each relative cache is a farm of hard links to the
+// files of its trusted layers (see cache.go), in directories of the run's
+// own user. The first such run starts the warm-up in the background.
 func (p *Process) prepareCaches(ctx context.Context, spec Spec, scratch string, warm map[string]string) (map[string]string, error) {
 	if len(spec.Caches) == 0 {
 		return nil, nil
@@ -38,9 +38,12 @@ func (p *Process) prepareCaches(ctx context.Context, spec Spec, scratch string, 
 	if warm != nil {
 		return cacheEnv(spec, func(c Cache) (string, bool) { d, ok := warm[c.Path]; return d, ok }), nil
 	}
+	if !p.privateCaches() {
+		return nil, nil
+	}
 	where := processCacheDirs(spec, scratch)
-	if err := p.caches.warm(ctx, processEnvKey, p.runWarmup); err != nil {
-		return nil, fmt.Errorf("sandbox: not started: %w", err)
+	if p.caches.warms() {
+		p.caches.startWarm(processEnvKey, p.runWarmup)
 	}
 	for _, c := range spec.Caches {
 		dst, ok := where(c)
@@ -49,9 +52,6 @@ func (p *Process) prepareCaches(ctx context.Context, spec Spec, scratch string, 
 		}
 		if err := p.mkdirOwned(scratch, dst); err != nil {
 			return nil, fmt.Errorf("%w: cache %s: %w", ErrStart, c.Path, err)
-		}
-		if p.caches.dir == "" {
-			continue
 		}
 		lowers := p.caches.lowers(processEnvKey, c)
 		// The operator's seed first, so that the warm-up's layer wins.
@@ -62,6 +62,26 @@ func (p *Process) prepareCaches(ctx context.Context, spec Spec, scratch string, 
 		}
 	}
 	return cacheEnv(spec, where), nil
+}
+
+// privateCaches reports whether runs get Spec.Caches as trusted and
+// throw-away layers: with a cache directory and a sandbox user other than
+// the runner's (ProcessOptions.RunAs). A command running as the runner's
+// own user can write every file of the runner, trusted layers included,
+// so there is nothing to protect them with: its Spec.Caches are ignored,
+// and its tools keep their caches where they would anyway (Go's build
+// cache in the shared XDG_CACHE_HOME of ProcessOptions.CacheDir).
+func (p *Process) privateCaches() bool { return p.caches.dir != "" && p.runAs != nil }
+
+// WarmCaches runs the caches' warm-up (CacheOptions.Warmup) unless it ran
+// already, and waits for it to end or for ctx. Runs never wait for it
+// (see Docker.WarmCaches). It does nothing when runs get no private
+// caches (privateCaches) or there is no warm-up.
+func (p *Process) WarmCaches(ctx context.Context) error {
+	if !p.privateCaches() {
+		return nil
+	}
+	return p.caches.warm(ctx, processEnvKey, p.runWarmup)
 }
 
 // mkdirOwned creates dir and its missing parents below scratch, owned by
