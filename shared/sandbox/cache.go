@@ -161,6 +161,11 @@ type cacheStore struct {
 	opts CacheOptions
 	dir  string // absolute; "" = no persistent caches
 	log  *slog.Logger
+	// own: trusted layers become the runner's (when it is root), for the
+	// process sandbox's hard links; the Docker sandbox's stay the
+	// warm-up's user's, who is the gates' too, so that the directories
+	// an overlay copies up stay writable for them.
+	own bool
 
 	mu   sync.Mutex
 	envs map[string]*warmState
@@ -325,7 +330,7 @@ func (s *cacheStore) runWarm(env string, run warmFunc) {
 		}
 	}
 	for _, d := range dirs {
-		if err := sealTrusted(d); err != nil {
+		if err := sealTrusted(d, s.own); err != nil {
 			s.log.Warn("sandbox: cache warm-up: cannot make its layer read-only; not used", "env", env, "err", err)
 			return
 		}
@@ -345,13 +350,13 @@ func (s *cacheStore) runWarm(env string, run warmFunc) {
 	s.log.Info("sandbox: caches warmed", "env", env, "took", time.Since(began).Round(time.Millisecond), "dir", final)
 }
 
-// sealTrusted turns what a warm-up wrote into a trusted layer: owned by
-// the runner when it is root (so that no sandbox user owns, and could
-// change the mode of, a file it is given a hard link to), with no write
-// permission on files and group/other write permission removed from
+// sealTrusted turns what a warm-up wrote into a trusted layer: with own,
+// owned by the runner when it is root (so that no sandbox user owns, and
+// could change the mode of, a file it is given a hard link to); with no
+// write permission on files and group/other write permission removed from
 // directories. The top directory gets mode 0755.
-func sealTrusted(dir string) error {
-	root := os.Geteuid() == 0
+func sealTrusted(dir string, own bool) error {
+	root := own && os.Geteuid() == 0
 	return filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err

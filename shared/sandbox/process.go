@@ -111,6 +111,7 @@ func NewProcess(opts ProcessOptions) *Process {
 		}
 		caches, _ = newCacheStore(CacheOptions{Log: opts.Caches.Log})
 	}
+	caches.own = true
 	return &Process{
 		caches:      caches,
 		path:        strings.Join(dirs, string(filepath.ListSeparator)),
