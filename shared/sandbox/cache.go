@@ -304,6 +304,10 @@ func (s *cacheStore) runWarm(env string, run warmFunc) {
 		return
 	}
 	defer removeScratch(staging)
+	if err := os.Chmod(staging, 0o755); err != nil { // for a sandbox user to reach its caches
+		s.log.Warn("sandbox: cache warm-up: cannot make its directory", "env", env, "err", err)
+		return
+	}
 	dirs := map[string]string{}
 	for _, c := range s.opts.WarmCaches {
 		d := filepath.Join(staging, CacheKey(c.Path))
@@ -337,9 +341,6 @@ func (s *cacheStore) runWarm(env string, run warmFunc) {
 	}
 	if err := os.WriteFile(filepath.Join(staging, ".complete"), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o444); err != nil {
 		s.log.Warn("sandbox: cache warm-up: cannot record it", "env", env, "err", err)
-		return
-	}
-	if err := os.Chmod(staging, 0o755); err != nil {
 		return
 	}
 	removeScratch(final) // an incomplete earlier one
