@@ -313,7 +313,8 @@ func (s *cacheStore) runWarm(env string, run warmFunc) {
 		d := filepath.Join(staging, CacheKey(c.Path))
 		// Writable by whichever user the warm-up runs as; closed again
 		// before it becomes a trusted layer.
-		if err := os.Mkdir(d, 0o777); err == nil {
+		err := os.Mkdir(d, 0o777)
+		if err == nil {
 			err = os.Chmod(d, 0o777) // past the umask
 		}
 		if err != nil {
