@@ -64,7 +64,7 @@ func TestDockerGoCacheIsWarm(t *testing.T) {
 		}
 		res := runDocker(t, d, Spec{Argv: argv, Workspace: ws, Image: goImage, Env: e, Caches: goTestCaches, Timeout: 5 * time.Minute})
 		if res.ExitCode != 0 {
-			t.Fatalf("%v: exit %d\n%s", argv, res.ExitCode, res.Stderr)
+			t.Fatalf("%v: exit %d, signal %q, timed out %v, OOM %v\n%s", argv, res.ExitCode, res.Signal, res.TimedOut, res.OOMKilled, lastBytes(res.Stderr))
 		}
 		return res
 	}
@@ -83,4 +83,12 @@ func TestDockerGoCacheIsWarm(t *testing.T) {
 	if res := run(map[string]string{"GOCACHE": "/tmp/cold"}, build...); !compilesFmt.Match(res.Stderr) {
 		t.Errorf("a gate with a cold cache of its own did not compile fmt (the assertion above proves nothing):\n%s", res.Stderr)
 	}
+}
+
+// lastBytes returns the last 2000 bytes of b.
+func lastBytes(b []byte) []byte {
+	if len(b) > 2000 {
+		return b[len(b)-2000:]
+	}
+	return b
 }
