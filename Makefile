@@ -93,6 +93,8 @@ fuzz:
 
 ## test-unit: each binary built without go.work, go vet, and every package's tests but the e2e ones (race detector on)
 test-unit:
+	@# the Docker sandbox's real-Go cache test needs supervisor/sandbox-go
+	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory images; fi
 	@# each binary builds on its own module too, without go.work
 	for m in coordinator worker gaterunner; do (cd $$m && GOWORK=off $(GO) build -o /dev/null ./cmd/$$m) || exit 1; done
 	$(GO) vet $(PKGS)

@@ -163,6 +163,7 @@ type gateDef struct {
 	allowedWrites  []string
 	image          string
 	resources      *protocol.GateResources
+	cacheDirs      []string
 	// review is a review gate's reviewers and quorum (nil: a command gate).
 	review *protocol.ReviewSpec
 }
@@ -209,6 +210,7 @@ func definition(job *protocol.GateJob) gateDef {
 	d.allowedWrites = s.AllowedWrites
 	d.image = s.Image
 	d.resources = s.Resources
+	d.cacheDirs = s.CacheDirs
 	if s.IsReview() && s.Review != nil {
 		d.review, d.cache = s.Review, false
 	}
@@ -302,7 +304,8 @@ func (r *Runner) runIn(ctx context.Context, job *protocol.GateJob, token uint64,
 		// The workspace as the gate sees it: /workspace in a container.
 		WorkspaceEnv: "SUPERVISOR_REPO_PATH",
 		Timeout:      time.Duration(def.timeoutSeconds) * time.Second, Stdout: logw, Stderr: logw,
-		Image: def.image,
+		Image:  def.image,
+		Caches: gateCaches(def.cacheDirs),
 		Labels: map[string]string{"workflow": job.WorkflowID, "node": job.NodeID, "gate": job.Gate,
 			"attempt": strconv.Itoa(job.Attempt), "round": strconv.Itoa(job.Round)},
 	}
@@ -379,6 +382,32 @@ func (r *Runner) runIn(ctx context.Context, job *protocol.GateJob, token uint64,
 	r.deps.Log.InfoContext(ctx, "gate cache hit", "job", job.JobID, "gate", job.Gate, "key", key.ID,
 		"cached_at", entry.CachedAt, "cached_by", entry.Host, "log", stored.Log)
 	return jobrun.Outcome{Report: gateReport(g)}
+}
+
+// GoCaches are the caches every gate gets: Go's build cache (GOCACHE) and
+// module cache (GOMODCACHE), at Go's own default places under HOME.
+var GoCaches = []sandbox.Cache{{Path: ".cache/go-build", Env: "GOCACHE"}, {Path: "go/pkg/mod", Env: "GOMODCACHE"}}
+
+// gateCaches are a gate's caches: GoCaches and its cache_dirs.
+func gateCaches(dirs []string) []sandbox.Cache {
+	out := append([]sandbox.Cache{}, GoCaches...)
+	for _, d := range dirs {
+		out = append(out, sandbox.Cache{Path: d})
+	}
+	return out
+}
+
+// CacheWarmup is the warm-up of a gate runner's caches (--cache-warmup):
+// go build std and go vet std, run once per image with an empty
+// workspace, fill GoCaches' trusted layers, so that a gate compiles and
+// vets only its own module's packages. In an image without Go, the first
+// command cannot start and the warm-up ends there.
+func CacheWarmup() sandbox.CacheOptions {
+	return sandbox.CacheOptions{
+		Warmup:     [][]string{{"go", "build", "std"}, {"go", "vet", "std"}},
+		WarmCaches: GoCaches,
+		WarmEnv:    map[string]string{"GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod", "GOPROXY": "off"},
+	}
 }
 
 // environmentIdentifier is a sandbox that can identify the environment a

@@ -262,3 +262,61 @@ func TestGateIntegrityDocker(t *testing.T) {
 		t.Errorf("%d container(s) of the runner left after its gates (%v)", len(left), err)
 	}
 }
+
+// TestGateCachesDocker: through a gate runner with the Docker sandbox, a
+// gate's cache_dirs and Go's caches start with the warm-up's trusted
+// content, and what one gate writes there (a planted entry) does not reach
+// the next gate (PERF-20, PERF-23).
+func TestGateCachesDocker(t *testing.T) {
+	t.Parallel()
+	img := sandboxtest.ProbeImage(t)
+	h := newHarness(t)
+	host := fmt.Sprintf("gaterunner-test-%d-%s", os.Getpid(), t.Name())
+	sandboxtest.ExpectNoContainers(t, sandbox.LabelHost+"="+host)
+	dataDir := t.TempDir()
+	h.startRunnerOpts(Config{}, runnerOpts{
+		host: host,
+		settings: func(s *jobrun.Settings) {
+			s.Sandbox = jobrun.SandboxDocker
+			s.DataDir = dataDir
+			s.Docker = jobrun.DockerSettings{Image: img, Resources: DefaultResources}
+			s.Caches = sandbox.CacheOptions{
+				Warmup:     [][]string{{"probe", "write-text", "/tmp/.npm/entry", "trusted"}},
+				WarmCaches: []sandbox.Cache{{Path: ".npm"}},
+			}
+		},
+	})
+	// The runner warms its caches in the background as it starts: wait.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		m, _ := filepath.Glob(filepath.Join(jobrun.CacheDir(dataDir), "trusted", "*", ".complete"))
+		if len(m) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the runner's cache warm-up did not complete")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	gate := func(name string, round int, args ...string) *protocol.GateResult {
+		t.Helper()
+		no := false
+		def := protocol.GateSpec{Name: name, Pool: protocol.DefaultPool, TimeoutSeconds: 60, Cache: &no,
+			Command: append([]string{"probe"}, args...), CacheDirs: []string{".npm"}}
+		return h.run(h.defJob(def, round))
+	}
+	if g := gate("plant", 1, "write-text", "/tmp/.npm/new", "planted"); g.Status != protocol.GatePassed {
+		t.Fatalf("plant: %s %s", g.Status, g.Output)
+	}
+	g := gate("read", 2, "cat", "/tmp/.npm/entry", "/tmp/.npm/new")
+	if want := "/tmp/.npm/entry: trusted\n/tmp/.npm/new: <missing>"; g.Status != protocol.GatePassed || strings.TrimSpace(g.Stdout) != want {
+		t.Fatalf("the next gate: %s, stdout %q, want %q", g.Status, g.Stdout, want)
+	}
+	g = gate("env", 3, "env")
+	for _, kv := range []string{"GOCACHE=/tmp/.cache/go-build\n", "GOMODCACHE=/tmp/go/pkg/mod\n"} {
+		if !strings.Contains(g.Stdout, kv) {
+			t.Errorf("the gate's environment lacks %s:\n%s", strings.TrimSpace(kv), g.Stdout)
+		}
+	}
+}

@@ -231,6 +231,11 @@ type Gate struct {
 	Resources Resources
 	// Pool is the runner pool the gate's jobs go to (default "default").
 	Pool string
+	// CacheDirs are directories the gate's tools keep caches in, relative
+	// to HOME or absolute in the container (protocol.CheckCacheDir): each
+	// starts warm with trusted content and the gate's writes to it are
+	// thrown away after the run (PERF-23).
+	CacheDirs []string
 	// Source is where the gate was defined.
 	Source Source
 
@@ -289,6 +294,7 @@ func (g Gate) Spec() protocol.GateSpec {
 		PollIntervalSeconds:       seconds(g.PollInterval),
 		MaxPendingSeconds:         seconds(g.MaxPending),
 		Image:                     g.Image,
+		CacheDirs:                 cloneStrings(g.CacheDirs),
 		Source:                    g.Source.String(),
 	}
 	if s.Pool == "" {
@@ -333,6 +339,7 @@ func FromSpec(s protocol.GateSpec) Gate {
 	g.PollInterval = s.PollInterval()
 	g.MaxPending = s.MaxPending()
 	g.Image = s.Image
+	g.CacheDirs = cloneStrings(s.CacheDirs)
 	if s.Resources != nil {
 		g.Resources = *s.Resources
 	}

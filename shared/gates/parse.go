@@ -19,7 +19,7 @@ var gateFields = []string{
 	"name", "command", "description", "timeout", "timeout_secs", "depends_on", "severity", "env",
 	"working_dir", "parallel_safe", "cache", "cache_inputs", "force_hash_large_cache_inputs",
 	"skip_on_dependency_failure", "allowed_writes", "allow_shell", "max_retries", "poll_interval",
-	"poll_interval_secs", "max_pending", "max_pending_secs", "image", "resources", "pool",
+	"poll_interval_secs", "max_pending", "max_pending_secs", "image", "resources", "pool", "cache_dirs",
 	"type", "agent", "reviewers", "quorum", "prompt", "context", "role",
 }
 
@@ -342,6 +342,59 @@ func (c *Checker) Paths(n *yaml.Node, what string, protect bool) ([]string, bool
 	return out, len(c.Problems) == mark
 }
 
+// CacheDirs parses a gate's cache_dirs: at most protocol.MaxCacheDirs
+// directories, each relative to the command's HOME or absolute in the
+// container (protocol.CheckCacheDir), none the same as or under another,
+// nor one of the caches every gate gets (Go's build and module caches).
+func (c *Checker) CacheDirs(n *yaml.Node, what string) ([]string, bool) {
+	if IsNull(n) {
+		return nil, true
+	}
+	if n.Kind != yaml.SequenceNode {
+		c.Addf(n, "%s must be a list of directories, got %s", what, Describe(n))
+		return nil, false
+	}
+	if len(n.Content) > protocol.MaxCacheDirs {
+		c.Addf(n, "%s lists %d directories; at most %d are allowed", what, len(n.Content), protocol.MaxCacheDirs)
+		return nil, false
+	}
+	mark := len(c.Problems)
+	var out []string
+	for _, item := range n.Content {
+		s, good := c.Str(item, what+" entry")
+		if !good {
+			continue
+		}
+		p, err := protocol.CheckCacheDir(s)
+		if err != nil {
+			c.Addf(item, "%s entry %q %v", what, s, err)
+			continue
+		}
+		clash := ""
+		for _, b := range BuiltinCacheDirs {
+			if protocol.CacheDirsOverlap(p, b) {
+				clash = fmt.Sprintf("overlaps %s, a cache every gate gets already", b)
+			}
+		}
+		for _, q := range out {
+			if protocol.CacheDirsOverlap(p, q) {
+				clash = fmt.Sprintf("overlaps the earlier entry %q", q)
+			}
+		}
+		if clash != "" {
+			c.Addf(item, "%s entry %q %s", what, s, clash)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, len(c.Problems) == mark
+}
+
+// BuiltinCacheDirs are the caches every gate gets, relative to HOME: Go's
+// build cache (GOCACHE) and module cache (GOMODCACHE), where Go puts them
+// by default.
+var BuiltinCacheDirs = []string{".cache/go-build", "go/pkg/mod"}
+
 // Warnings are problems that do not make a definition invalid.
 func (c *Checker) Warnf(n *yaml.Node, format string, args ...any) {
 	line, col := c.pos(n)
@@ -585,6 +638,13 @@ func (c *Checker) Gate(n, key *yaml.Node, o ParseOptions) (Gate, bool) {
 	}
 	if x, ok := f["resources"]; ok {
 		g.Resources, _ = c.Resources(x.Val, what+" resources")
+	}
+	if x, ok := f["cache_dirs"]; ok {
+		if g.Type == protocol.GateTypeReview {
+			c.Addf(x.Key, "%s: cache_dirs is for command gates; a review gate runs no build tools", what)
+		} else {
+			g.CacheDirs, _ = c.CacheDirs(x.Val, what+" cache_dirs")
+		}
 	}
 	if x, ok := f["pool"]; ok {
 		if s, good := c.Str(x.Val, what+" pool"); good {

@@ -1,6 +1,7 @@
 package jobrun
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -65,11 +66,15 @@ func processSandbox(s Settings, dataDir, host string, log *slog.Logger) (process
 		CacheDir:    filepath.Join(dataDir, "cache"),
 		ScratchRoot: scratch,
 		RunAs:       runAs,
+		Caches:      s.cacheOptions(dataDir, log, true),
 		// Runners sharing a host id differ by their data directory.
 		Owner: host + "\x00" + dataDir,
 	})
 	if n := p.KillLeftovers(); n > 0 {
 		log.Warn("sandbox: process: killed processes a previous run of this runner left behind", "host", host, "count", n)
+	}
+	if len(s.Caches.Warmup) > 0 {
+		go func() { _ = p.WarmCaches(context.Background()) }() // gates run meanwhile, with colder caches
 	}
 	sb := processSB{Process: p, path: path, user: "the runner's own"}
 	if runAs != nil {

@@ -90,6 +90,27 @@ type Settings struct {
 	GPUs int
 	// Breakers is the circuit breakers' policy (zero fields: the defaults).
 	Breakers state.BreakerPolicy
+	// Caches are the warm-up of the sandbox's caches (sandbox.CacheOptions:
+	// Warmup, WarmCaches, WarmEnv); their directory is always
+	// CacheDir(DataDir) and their log the runner's.
+	Caches sandbox.CacheOptions
+}
+
+// CacheDir returns where a runner with data directory dataDir keeps its
+// sandbox's caches: trusted layers, operator seeds, throw-away layers.
+func CacheDir(dataDir string) string { return filepath.Join(dataDir, "sandbox-cache") }
+
+// cacheOptions are s.Caches with the runner's directory and log. The
+// process sandbox gets the directory only with a warm-up to fill it (the
+// gate runner binary): without one (the embedded fleet of coordinator dev
+// and demo) its gates keep the shared cache of the process sandbox.
+func (s Settings) cacheOptions(dataDir string, log *slog.Logger, process bool) sandbox.CacheOptions {
+	c := s.Caches
+	c.Log = log
+	if !process || len(c.Warmup) > 0 {
+		c.Dir = CacheDir(dataDir)
+	}
+	return c
 }
 
 // DockerSettings configure the Docker sandbox (sandbox.DockerOptions).
@@ -283,6 +304,7 @@ func SelectSandbox(ctx context.Context, s Settings, dataDir, host string, log *s
 	opts := sandbox.DockerOptions{
 		Image: s.Docker.Image, Host: host, User: s.Docker.User, Path: s.Docker.Path,
 		Resources: s.Docker.Resources, PathMaps: maps, GPUs: s.GPUs,
+		Caches: s.cacheOptions(dataDir, log, false),
 	}
 	base, why := usableDocker(ctx, opts)
 	if why != nil {
@@ -338,6 +360,14 @@ func SelectSandbox(ctx context.Context, s Settings, dataDir, host string, log *s
 		stopSweep()
 		_ = base.Close()
 		return Selected{}, err
+	}
+	if len(s.Caches.Warmup) > 0 {
+		// In the background: gates run meanwhile, with colder caches.
+		go func() {
+			if err := d.WarmCaches(context.WithoutCancel(ctx), ""); err != nil {
+				log.Warn("sandbox: cache warm-up", "err", err)
+			}
+		}()
 	}
 	res := d.Resources()
 	log.Info("sandbox: docker", "image", opts.Image, "host", host, "memory", res.MemoryBytes, "cpus", res.CPUs,

@@ -326,6 +326,11 @@ type GateSpec struct {
 	MaxPendingSeconds   int            `json:"max_pending_seconds,omitempty"`
 	Image               string         `json:"image,omitempty"`
 	Resources           *GateResources `json:"resources,omitempty"`
+	// CacheDirs are directories the gate's tools keep caches in (npm,
+	// pip, cargo), each relative to the command's HOME or absolute in the
+	// container (CheckCacheDir): the sandbox gives each a warm, trusted
+	// content that the gate's writes never reach past its run.
+	CacheDirs []string `json:"cache_dirs,omitempty"`
 	// Source is where the gate was defined, as file:line.
 	Source string `json:"source,omitempty"`
 }

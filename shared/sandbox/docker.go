@@ -221,6 +221,10 @@ type DockerOptions struct {
 	// docker run --gpus N); the engine's host needs the NVIDIA container
 	// toolkit. Containers running at once share the same GPUs.
 	GPUs int
+	// Caches configure the caches of Spec.Caches (see cache.go): where
+	// their trusted and throw-away layers live and the warm-up that fills
+	// the trusted ones.
+	Caches CacheOptions
 }
 
 // Docker is the Sandbox that runs each command in a fresh container of the
@@ -242,6 +246,7 @@ type Docker struct {
 	noProxy   string
 	maps      []PathMap
 	gpus      int
+	caches    *cacheStore
 
 	ncpuOnce sync.Once
 	ncpu     int // CPUs of the engine's host, 0 if unknown
@@ -314,6 +319,11 @@ func NewDocker(ctx context.Context, opts DockerOptions) (*Docker, error) {
 		}
 		d.maps = append(d.maps, PathMap{Container: filepath.Clean(m.Container), Host: filepath.Clean(m.Host)})
 	}
+	caches, err := newCacheStore(opts.Caches)
+	if err != nil {
+		return nil, err
+	}
+	d.caches = caches
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrEngine, err)
@@ -502,6 +512,12 @@ func pathWithin(p, dir string) bool {
 // init reports it; the container is removed), ErrEngine (see there), or the
 // context's error if ctx ended before the start.
 func (d *Docker) Run(ctx context.Context, spec Spec) (Result, error) {
+	return d.runSpec(ctx, spec, nil)
+}
+
+// runSpec is Run; warm, for a warm-up run, names the host directory each
+// cache of the spec is mounted from, writable.
+func (d *Docker) runSpec(ctx context.Context, spec Spec, warm map[string]string) (Result, error) {
 	if err := validateSpec(spec); err != nil {
 		return Result{}, err
 	}
@@ -520,6 +536,11 @@ func (d *Docker) Run(ctx context.Context, spec Spec) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("sandbox: not started: %w", err)
 	}
+	caches, err := d.addCaches(ctx, spec, cfg, hostCfg, warm)
+	if err != nil {
+		return Result{}, err
+	}
+	defer caches.cleanup()
 	if fixPerms {
 		if err := makeWritable(filepath.Clean(spec.Workspace)); err != nil {
 			return Result{}, fmt.Errorf("%w: making the workspace writable for %s: %w", ErrStart, cfg.User, err)

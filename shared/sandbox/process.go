@@ -45,6 +45,10 @@ type ProcessOptions struct {
 	// /proc entries) stays as the runner's umask and ownership make it:
 	// not writable by that user, and the runner's environment unreadable.
 	RunAs *RunAs
+	// Caches configure the caches of Spec.Caches (see cache.go). A command
+	// running as the runner's own user (no RunAs) could change the
+	// trusted layers' files: they are protected only from another user.
+	Caches CacheOptions
 	// Owner identifies the runner across restarts (its host id). Every
 	// run's marker then starts with a tag of it, and KillLeftovers finds
 	// the processes a previous runner of that identity left behind.
@@ -65,6 +69,7 @@ type Process struct {
 	scratchRoot string
 	runAs       *RunAs
 	tag         string // ownerTag(Owner)
+	caches      *cacheStore
 
 	cacheMu    sync.Mutex
 	cacheOwned bool // cacheDir exists and belongs to runAs
@@ -99,7 +104,16 @@ func NewProcess(opts ProcessOptions) *Process {
 		u := *opts.RunAs
 		runAs = &u
 	}
+	caches, err := newCacheStore(opts.Caches)
+	if err != nil {
+		if opts.Caches.Log != nil {
+			opts.Caches.Log.Warn("sandbox: process: no persistent caches", "err", err)
+		}
+		caches, _ = newCacheStore(CacheOptions{Log: opts.Caches.Log})
+	}
+	caches.own = true
 	return &Process{
+		caches:      caches,
 		path:        strings.Join(dirs, string(filepath.ListSeparator)),
 		dirs:        dirs,
 		cacheDir:    cacheDir,
@@ -151,6 +165,12 @@ func (p *Process) Name() string { return "process" }
 // os/exec. A failing spec.Stdout or spec.Stderr stops receiving data; the
 // Result tails are unaffected.
 func (p *Process) Run(ctx context.Context, spec Spec) (Result, error) {
+	return p.runSpec(ctx, spec, nil)
+}
+
+// runSpec is Run; warm, for a warm-up run, names the directory each cache
+// of the spec is, writable.
+func (p *Process) runSpec(ctx context.Context, spec Spec, warm map[string]string) (Result, error) {
 	if err := validateSpec(spec); err != nil {
 		return Result{}, err
 	}
@@ -183,13 +203,20 @@ func (p *Process) Run(ctx context.Context, spec Spec) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	cacheVars, err := p.prepareCaches(ctx, spec, scratch, warm)
+	if err != nil {
+		return Result{}, err
+	}
 	extra := spec.Env
-	if spec.WorkspaceEnv != "" || len(files) > 0 {
-		extra = make(map[string]string, len(spec.Env)+1+len(files))
+	if spec.WorkspaceEnv != "" || len(files) > 0 || len(cacheVars) > 0 {
+		extra = make(map[string]string, len(spec.Env)+1+len(files)+len(cacheVars))
 		for k, v := range spec.Env {
 			extra[k] = v
 		}
 		for k, v := range files {
+			extra[k] = v
+		}
+		for k, v := range cacheVars {
 			extra[k] = v
 		}
 		if spec.WorkspaceEnv != "" {
@@ -197,7 +224,7 @@ func (p *Process) Run(ctx context.Context, spec Spec) (Result, error) {
 		}
 	}
 	marker := newMarker(p.tag)
-	r, err := p.start(prog, dir, p.buildEnv(scratch, marker, extra), spec, marker)
+	r, err := p.start(prog, dir, p.buildEnv(scratch, marker, extra, len(spec.Caches) > 0 && p.privateCaches()), spec, marker)
 	if err != nil {
 		endRun(marker)
 		return Result{}, err
@@ -251,6 +278,9 @@ func validateSpec(spec Spec) error {
 		if strings.IndexByte(v, 0) >= 0 {
 			return fmt.Errorf("%w: environment variable %s contains a NUL byte", ErrInvalidSpec, k)
 		}
+	}
+	if err := validateCaches(spec.Caches); err != nil {
+		return err
 	}
 	switch {
 	case spec.Timeout < 0:
@@ -352,8 +382,10 @@ func deniedEnv(name string) bool {
 	return strings.HasPrefix(u, "LD_")
 }
 
-// buildEnv returns the command's environment, sorted by name.
-func (p *Process) buildEnv(scratch, marker string, extra map[string]string) []string {
+// buildEnv returns the command's environment, sorted by name. A run with
+// caches of its own (private) gets XDG_CACHE_HOME in its scratch
+// directory, thrown away with it, instead of the shared CacheDir.
+func (p *Process) buildEnv(scratch, marker string, extra map[string]string, private bool) []string {
 	env := map[string]string{
 		"PATH":   p.path,
 		"HOME":   scratch,
@@ -362,7 +394,10 @@ func (p *Process) buildEnv(scratch, marker string, extra map[string]string) []st
 		"TERM":   "dumb",
 		"USER":   "supervisor",
 	}
-	if p.cacheDir != "" {
+	switch {
+	case private:
+		env["XDG_CACHE_HOME"] = filepath.Join(scratch, ".cache")
+	case p.cacheDir != "":
 		env["XDG_CACHE_HOME"] = p.cacheDir
 	}
 	for k, v := range extra {

@@ -67,6 +67,12 @@ type Spec struct {
 	// (the host path in the process sandbox; a read-only mount under
 	// ContainerFiles in a container).
 	Files []File
+	// Caches are directories the command's tools may keep caches in: each
+	// starts with the trusted content of that cache (what the sandbox's
+	// warm-up and an operator put there, never what a command wrote), and
+	// whatever the command writes there is thrown away with the run (see
+	// cache.go).
+	Caches []Cache
 	// Stdin, if set, is fed to the command's standard input.
 	Stdin io.Reader
 	// Timeout bounds the run; 0 means no timeout (the context still applies).

@@ -236,6 +236,7 @@ var gateFieldFlags = []gateFlag{
 	{"max-pending", "max_pending", flagDuration},
 	{"image", "image", flagString},
 	{"pool", "pool", flagString},
+	{"cache-dirs", "cache_dirs", flagPaths},
 }
 
 // addGateFieldFlags adds the gate's field flags. --timeout shadows the
@@ -260,6 +261,7 @@ func addGateFieldFlags(fs *pflag.FlagSet) {
 	fs.String("max-pending", "", "how long a gate may stay pending: duration or seconds (default 24h)")
 	fs.String("image", "", "container image the gate runs in")
 	fs.String("pool", "", "runner pool of the gate's jobs (default: default)")
+	fs.StringArray("cache-dirs", nil, "directory the gate's tools keep a cache in, relative to HOME or absolute in the container (repeat): warm, trusted content; the gate's writes are thrown away")
 }
 
 // gateFields returns the field flags given on the command line, as gate

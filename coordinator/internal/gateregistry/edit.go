@@ -222,5 +222,8 @@ func specFields(s protocol.GateSpec) []api.GateField {
 	if s.Pool != "" && s.Pool != protocol.DefaultPool {
 		add("pool", s.Pool)
 	}
+	if len(s.CacheDirs) > 0 {
+		add("cache_dirs", s.CacheDirs)
+	}
 	return f
 }

@@ -36,7 +36,13 @@ Settings come from flags, then SUPERVISOR_* environment variables (--redis-url i
 SUPERVISOR_REDIS_URL), then the --config file, then defaults.
 On SIGTERM it stops taking jobs, lets running ones finish for --drain-timeout,
 and hands back whatever is still running.`,
-		jobrun.Profile{Resources: gaterunner.DefaultResources, MetricsListen: metrics.DefaultGateRunner},
+		jobrun.Profile{Resources: gaterunner.DefaultResources, MetricsListen: metrics.DefaultGateRunner,
+			Prepare: func(v *viper.Viper, s *jobrun.Settings) error {
+				if v.GetBool("cache-warmup") {
+					s.Caches = gaterunner.CacheWarmup()
+				}
+				return nil
+			}},
 		func(ctx context.Context, deps jobrun.Deps, v *viper.Viper) error {
 			var creds map[string][]string
 			if v.IsSet("credentials") {
@@ -52,6 +58,7 @@ and hands back whatever is still running.`,
 			}).Run(ctx)
 		})
 	cmd.Flags().String("secrets-file", "", "KEY=VALUE file of provider keys for review gates' reviewers (mode 0600 or stricter)")
+	cmd.Flags().Bool("cache-warmup", true, "warm the gates' Go caches once per sandbox image (go build std, go vet std, with no workspace code) into read-only trusted layers under --data-dir/sandbox-cache")
 	cmd.Flags().Duration("cache-ttl", gatecache.DefaultTTL, "how long a passing gate result stays in the fleet's gate cache")
 	if err := cmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "gaterunner:", err)

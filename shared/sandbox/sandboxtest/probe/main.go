@@ -66,6 +66,44 @@ func main() {
 			}
 			fmt.Println("wrote", p)
 		}
+	case "write-text": // PATH TEXT: create or truncate PATH, then write TEXT
+		if err := os.WriteFile(arg(0), []byte(arg(1)), 0o644); err != nil {
+			fail("write-text: %v", err)
+		}
+		fmt.Println("wrote", arg(0))
+	case "append": // PATH TEXT: write TEXT at the end of an existing file, in place
+		f, err := os.OpenFile(arg(0), os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			fail("append: %v", err)
+		}
+		if _, err := f.WriteString(arg(1)); err != nil {
+			fail("append: %v", err)
+		}
+		if err := f.Close(); err != nil {
+			fail("append: %v", err)
+		}
+		fmt.Println("appended to", arg(0))
+	case "chmod": // PATH MODE (octal)
+		mode, err := strconv.ParseUint(arg(1), 8, 32)
+		if err != nil {
+			fail("chmod: %v", err)
+		}
+		if err := os.Chmod(arg(0), os.FileMode(mode)); err != nil {
+			fail("chmod: %v", err)
+		}
+		fmt.Println("chmod", arg(0))
+	case "cat": // PATH...: each file's content, or "<missing>" for one that does not exist
+		for _, p := range args {
+			b, err := os.ReadFile(p)
+			switch {
+			case errors.Is(err, os.ErrNotExist):
+				fmt.Printf("%s: <missing>\n", p)
+			case err != nil:
+				fail("cat: %v", err)
+			default:
+				fmt.Printf("%s: %s\n", p, b)
+			}
+		}
 	case "remove": // PATH
 		if err := os.Remove(arg(0)); err != nil {
 			fail("remove: %v", err)

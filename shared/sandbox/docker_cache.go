@@ -1,0 +1,189 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+)
+
+// cacheTarget is where a container sees cache c: its absolute path, or
+// its path under HOME (/tmp).
+func cacheTarget(c Cache) string {
+	if path.IsAbs(c.Path) {
+		return c.Path
+	}
+	return path.Join("/tmp", c.Path)
+}
+
+// cacheRun is what a container run's caches need cleaned up afterwards.
+type cacheRun struct {
+	dir string // the run's throw-away layers ("" = none)
+}
+
+func (r cacheRun) cleanup() {
+	if r.dir != "" {
+		removeScratch(r.dir)
+	}
+}
+
+// addCaches gives the container of spec its caches (see cache.go):
+//
+//   - with warm set (a warm-up run), each cache of the warm-up is the
+//     host directory warm names for it, mounted writable;
+//   - with no cache directory configured, each cache is an empty tmpfs;
+//   - otherwise each cache is an anonymous local volume of type overlay,
+//     mounted by the engine, whose lower layers are the trusted layers of
+//     the image (the warm-up's, then the operator's seed) and whose upper
+//     layer is a fresh directory of the run, removed afterwards (a cache
+//     with no trusted layer at all is that directory alone, bind-mounted).
+//
+// It sets each cache's variable (Cache.Env) in cfg.Env unless spec.Env
+// sets it.
+func (d *Docker) addCaches(ctx context.Context, spec Spec, cfg *container.Config, hostCfg *container.HostConfig,
+	warm map[string]string) (cacheRun, error) {
+	if len(spec.Caches) == 0 {
+		return cacheRun{}, nil
+	}
+	env := cacheEnv(spec, func(c Cache) (string, bool) { return cacheTarget(c), true })
+	for k, v := range env {
+		cfg.Env = setEnv(cfg.Env, k, v)
+	}
+	if warm != nil {
+		for _, c := range spec.Caches {
+			hostCfg.Mounts = append(hostCfg.Mounts, mount.Mount{Type: mount.TypeBind, Source: d.HostPath(warm[c.Path]), Target: cacheTarget(c)})
+		}
+		return cacheRun{}, nil
+	}
+	if d.caches.dir == "" {
+		d.tmpfsCaches(spec, hostCfg)
+		return cacheRun{}, nil
+	}
+	imageID, err := d.ImageDigest(ctx, cfg.Image)
+	if err != nil {
+		return cacheRun{}, err
+	}
+	env0 := envKey(imageID)
+	if d.caches.warms() {
+		d.caches.startWarm(env0, d.warmFunc(cfg.Image))
+	}
+	runDir, err := os.MkdirTemp(filepath.Join(d.caches.dir, "runs"), "run-")
+	if err != nil {
+		return cacheRun{}, fmt.Errorf("%w: cache layers: %w", ErrStart, err)
+	}
+	run := cacheRun{dir: runDir}
+	uid, gid, chown := parseUser(cfg.User)
+	chown = chown && os.Geteuid() == 0
+	var mounts []mount.Mount
+	for _, c := range spec.Caches {
+		base := filepath.Join(runDir, CacheKey(c.Path))
+		upper, work := filepath.Join(base, "upper"), filepath.Join(base, "work")
+		for _, dir := range []string{upper, work} {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				run.cleanup()
+				return cacheRun{}, fmt.Errorf("%w: cache layers: %w", ErrStart, err)
+			}
+		}
+		if chown {
+			if err := os.Chown(upper, uid, gid); err != nil {
+				run.cleanup()
+				return cacheRun{}, fmt.Errorf("%w: cache layers: %w", ErrStart, err)
+			}
+		}
+		lowers := d.caches.lowers(env0, c)
+		if len(lowers) == 0 {
+			mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: d.HostPath(upper), Target: cacheTarget(c)})
+			continue
+		}
+		hl := make([]string, len(lowers))
+		for i, l := range lowers {
+			hl[i] = d.HostPath(l)
+		}
+		hu, hw := d.HostPath(upper), d.HostPath(work)
+		if strings.ContainsAny(strings.Join(hl, "")+hu+hw, ",:") {
+			run.cleanup()
+			d.caches.log.Warn("sandbox: caches are empty for this run", "err", errNoOverlay, "dir", d.caches.dir)
+			d.tmpfsCaches(spec, hostCfg)
+			return cacheRun{}, nil
+		}
+		mounts = append(mounts, mount.Mount{
+			Type:   mount.TypeVolume,
+			Target: cacheTarget(c),
+			VolumeOptions: &mount.VolumeOptions{DriverConfig: &mount.Driver{Name: "local", Options: map[string]string{
+				"type":   "overlay",
+				"device": "overlay",
+				"o":      "lowerdir=" + strings.Join(hl, ":") + ",upperdir=" + hu + ",workdir=" + hw,
+			}}},
+		})
+	}
+	hostCfg.Mounts = append(hostCfg.Mounts, mounts...)
+	return run, nil
+}
+
+// WarmCaches runs the caches' warm-up (CacheOptions.Warmup) for image (""
+// = the default image) unless it ran already, and waits for it to end or
+// for ctx. Runs never wait for a warm-up: the first run of an image
+// starts it in the background and runs with whatever trusted layers there
+// are. It does nothing without a cache directory or a warm-up.
+func (d *Docker) WarmCaches(ctx context.Context, image string) error {
+	if !d.caches.warms() {
+		return nil
+	}
+	if image == "" {
+		image = d.image
+	}
+	id, err := d.ImageDigest(ctx, image)
+	if err != nil {
+		return err
+	}
+	return d.caches.warm(ctx, envKey(id), d.warmFunc(image))
+}
+
+// warmFunc runs warm-up commands in image.
+func (d *Docker) warmFunc(image string) warmFunc {
+	return func(ctx context.Context, argv []string, dirs map[string]string) (Result, error) {
+		return d.runWarmup(ctx, image, argv, dirs)
+	}
+}
+
+// tmpfsCaches makes each cache of spec an empty tmpfs of the run.
+func (d *Docker) tmpfsCaches(spec Spec, hostCfg *container.HostConfig) {
+	for _, c := range spec.Caches {
+		hostCfg.Tmpfs[cacheTarget(c)] = fmt.Sprintf("rw,exec,nosuid,nodev,size=%d,mode=1777", d.tmpfsSize)
+	}
+}
+
+// runWarmup runs one warm-up command in image: an empty workspace, no
+// network, the warm-up's caches writable at the host directories dirs.
+func (d *Docker) runWarmup(ctx context.Context, image string, argv []string, dirs map[string]string) (Result, error) {
+	ws, err := os.MkdirTemp(filepath.Join(d.caches.dir, "runs"), "warm-")
+	if err != nil {
+		return Result{}, err
+	}
+	defer removeScratch(ws)
+	timeout := d.caches.opts.WarmTimeout
+	if timeout <= 0 {
+		timeout = DefaultWarmTimeout
+	}
+	spec := Spec{
+		Argv: argv, Workspace: ws, Env: d.caches.opts.WarmEnv, Image: image, Timeout: timeout,
+		Caches: d.caches.opts.WarmCaches, Labels: map[string]string{"warmup": "1"},
+	}
+	return d.runSpec(ctx, spec, dirs)
+}
+
+// setEnv sets k=v in a sorted KEY=VALUE list, replacing an earlier value.
+func setEnv(env []string, k, v string) []string {
+	for i, kv := range env {
+		if strings.HasPrefix(kv, k+"=") {
+			env[i] = k + "=" + v
+			return env
+		}
+	}
+	return append(env, k+"="+v)
+}

@@ -1,0 +1,147 @@
+package sandbox
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Tests of the caches' trusted and throw-away layers in the Docker
+// sandbox (PERF-20…PERF-22), against the real engine.
+
+// toolCaches are the caches of the poisoning tests: one relative to HOME,
+// one absolute.
+var toolCaches = []Cache{{Path: ".cache/tool", Env: "TOOL_CACHE"}, {Path: "/var/cache/npm", Env: "NPM_CACHE"}}
+
+// readFile returns a file's content, failing the test if it cannot.
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestDockerCachesCannotBePoisoned: a gate that overwrites, appends to,
+// chmods, removes and adds entries of its caches sees its own writes, but
+// the next gate sees the trusted content only (the warm-up's and the
+// operator's seed), and the trusted layers on the host are unchanged.
+func TestDockerCachesCannotBePoisoned(t *testing.T) {
+	dir := t.TempDir()
+	d, img := dockerTest(t, DockerOptions{Caches: CacheOptions{
+		Dir: dir,
+		Warmup: [][]string{
+			{"probe", "write-text", "/tmp/.cache/tool/entry", "trusted"},
+			{"probe", "write-text", "/var/cache/npm/entry", "trusted npm"},
+		},
+		WarmCaches: toolCaches,
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	seed := filepath.Join(dir, "seed", CacheKey(".cache/tool"))
+	if err := os.MkdirAll(seed, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(seed, "seeded"), []byte("operator"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.WarmCaches(ctx, img); err != nil {
+		t.Fatal(err)
+	}
+	id, err := d.ImageDigest(ctx, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trusted := filepath.Join(dir, "trusted", envKey(id))
+	entry := filepath.Join(trusted, CacheKey(".cache/tool"), "entry")
+	if got := readFile(t, entry); got != "trusted" {
+		t.Fatalf("trusted layer: entry %q, want the warm-up's", got)
+	}
+	if fi, err := os.Stat(entry); err != nil || fi.Mode().Perm()&0o222 != 0 {
+		t.Fatalf("trusted entry: %v, mode %v; want read-only", err, fi.Mode())
+	}
+
+	run := func(argv ...string) Result {
+		t.Helper()
+		return runDocker(t, d, Spec{Argv: argv, Workspace: newWorkspace(t), Image: img, Caches: toolCaches})
+	}
+	// The poisoner. Writing a trusted file in place is refused (it is
+	// read-only) or, where the gate may change it (chmod as its owner),
+	// lands in the gate's own layer; new entries and removals do too.
+	for _, step := range []struct {
+		argv    []string
+		mustRun bool
+	}{
+		{[]string{"probe", "append", "/tmp/.cache/tool/entry", " poisoned in place"}, false},
+		{[]string{"probe", "chmod", "/tmp/.cache/tool/entry", "666"}, false},
+		{[]string{"probe", "write-text", "/tmp/.cache/tool/entry", "poisoned"}, false},
+		{[]string{"probe", "write-text", "/var/cache/npm/entry", "poisoned npm"}, false},
+		{[]string{"probe", "write-text", "/tmp/.cache/tool/new", "planted"}, true},
+		{[]string{"probe", "remove", "/tmp/.cache/tool/seeded"}, true},
+		{[]string{"probe", "write-text", "/var/cache/npm/new", "planted"}, true},
+	} {
+		res := run(step.argv...)
+		t.Logf("%v: exit %d %s%s", step.argv, res.ExitCode, res.Stdout, res.Stderr)
+		if step.mustRun && res.ExitCode != 0 {
+			t.Fatalf("%v: exit %d, stderr %s; the gate should be able to write its own view", step.argv, res.ExitCode, res.Stderr)
+		}
+	}
+	// The next gate sees the trusted content only.
+	res := run("probe", "cat", "/tmp/.cache/tool/entry", "/tmp/.cache/tool/new", "/tmp/.cache/tool/seeded",
+		"/var/cache/npm/entry", "/var/cache/npm/new")
+	want := "/tmp/.cache/tool/entry: trusted\n/tmp/.cache/tool/new: <missing>\n/tmp/.cache/tool/seeded: operator\n" +
+		"/var/cache/npm/entry: trusted npm\n/var/cache/npm/new: <missing>\n"
+	if string(res.Stdout) != want {
+		t.Errorf("the next gate read\n%s\nwant\n%s(stderr %s)", res.Stdout, want, res.Stderr)
+	}
+	if got := readFile(t, entry); got != "trusted" {
+		t.Errorf("trusted layer on the host: entry %q, want it unchanged", got)
+	}
+	if got := readFile(t, filepath.Join(seed, "seeded")); got != "operator" {
+		t.Errorf("seed on the host: %q, want it unchanged", got)
+	}
+	// The caches' variables, and nothing left of the runs' layers.
+	env := string(run("probe", "env").Stdout)
+	for _, kv := range []string{"TOOL_CACHE=/tmp/.cache/tool", "NPM_CACHE=/var/cache/npm"} {
+		if !strings.Contains(env, kv+"\n") {
+			t.Errorf("environment lacks %s:\n%s", kv, env)
+		}
+	}
+	if ents, err := os.ReadDir(filepath.Join(dir, "runs")); err != nil || len(ents) != 0 {
+		t.Errorf("runs: %v, %d entries left; want none", err, len(ents))
+	}
+}
+
+// TestDockerCachesOwnVariable: a spec that sets a cache's variable itself
+// keeps its value (the cache goes unused).
+func TestDockerCachesOwnVariable(t *testing.T) {
+	d, img := dockerTest(t, DockerOptions{Caches: CacheOptions{Dir: t.TempDir()}})
+	res := runDocker(t, d, Spec{Argv: []string{"probe", "env"}, Workspace: newWorkspace(t), Image: img,
+		Caches: toolCaches, Env: map[string]string{"TOOL_CACHE": "/tmp/mine"}})
+	if env := string(res.Stdout); !strings.Contains(env, "TOOL_CACHE=/tmp/mine\n") || !strings.Contains(env, "NPM_CACHE=/var/cache/npm\n") {
+		t.Errorf("environment:\n%s\nwant TOOL_CACHE=/tmp/mine and NPM_CACHE=/var/cache/npm", env)
+	}
+}
+
+// TestCachesInvalid: caches that break protocol.CheckCacheDir, overlap or
+// name a denied variable are refused before anything runs.
+func TestCachesInvalid(t *testing.T) {
+	for _, caches := range [][]Cache{
+		{{Path: "../x"}},
+		{{Path: "/workspace/x"}},
+		{{Path: "a,b"}},
+		{{Path: "./a"}},
+		{{Path: ".npm"}, {Path: ".npm/x"}},
+		{{Path: ".npm", Env: "LD_PRELOAD"}},
+	} {
+		p := NewProcess(ProcessOptions{})
+		_, err := p.Run(context.Background(), Spec{Argv: []string{"true"}, Workspace: t.TempDir(), Caches: caches})
+		if err == nil || !strings.Contains(err.Error(), "invalid spec") {
+			t.Errorf("caches %+v: error %v, want ErrInvalidSpec", caches, err)
+		}
+	}
+}

@@ -1,0 +1,101 @@
+package sandbox
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestProcessCachesCannotBePoisoned: in the process sandbox with a sandbox
+// user, a cache is a farm of hard links to the runner's read-only trusted
+// files: the command cannot change them in place, may replace them and
+// add entries in its own farm, and the next run sees the trusted content
+// only; an absolute cache is skipped, and XDG_CACHE_HOME is the run's own.
+func TestProcessCachesCannotBePoisoned(t *testing.T) {
+	needRoot(t)
+	dir := reachableDir(t)
+	caches := []Cache{{Path: ".cache/tool", Env: "TOOL_CACHE"}, {Path: "/var/cache/npm", Env: "NPM_CACHE"}}
+	u := DefaultRunAs
+	p := NewProcess(ProcessOptions{ScratchRoot: reachableDir(t), CacheDir: filepath.Join(dir, "shared"), RunAs: &u,
+		Caches: CacheOptions{
+			Dir:        filepath.Join(dir, "caches"),
+			Warmup:     [][]string{{"sh", "-c", `mkdir -p "$TOOL_CACHE/sub" && printf trusted > "$TOOL_CACHE/sub/entry"`}},
+			WarmCaches: caches[:1],
+		}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := p.WarmCaches(ctx); err != nil {
+		t.Fatal(err)
+	}
+	entry := filepath.Join(dir, "caches", "trusted", processEnvKey, CacheKey(".cache/tool"), "sub", "entry")
+	if got := readFile(t, entry); got != "trusted" {
+		t.Fatalf("trusted layer: entry %q, want the warm-up's", got)
+	}
+
+	run := func(script string) Result {
+		t.Helper()
+		ws := reachableDir(t)
+		res, err := p.Run(ctx, Spec{Argv: []string{"sh", "-c", script}, Workspace: ws, Caches: caches})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	// In place: refused.
+	for _, script := range []string{
+		`printf ' poisoned' >> "$TOOL_CACHE/sub/entry"`,
+		`chmod 666 "$TOOL_CACHE/sub/entry"`,
+	} {
+		if res := run(script); res.ExitCode == 0 {
+			t.Errorf("%s: exit 0, want a refusal", script)
+		}
+	}
+	// In its own farm: allowed.
+	res := run(`rm "$TOOL_CACHE/sub/entry" && printf poisoned > "$TOOL_CACHE/sub/entry" && printf planted > "$TOOL_CACHE/new" && cat "$TOOL_CACHE/sub/entry"`)
+	if res.ExitCode != 0 || string(res.Stdout) != "poisoned" {
+		t.Fatalf("replacing in its own farm: exit %d, %q %s", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	res = run(`cat "$TOOL_CACHE/sub/entry"; echo; ls "$TOOL_CACHE"; echo "npm=${NPM_CACHE-unset} xdg=$XDG_CACHE_HOME home=$HOME"`)
+	out := string(res.Stdout)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || lines[0] != "trusted" || lines[1] != "sub" || !strings.HasPrefix(lines[2], "npm=unset xdg=") {
+		t.Fatalf("the next run saw:\n%s(stderr %s)\nwant the trusted entry alone, no NPM_CACHE", out, res.Stderr)
+	}
+	var xdg, home string
+	for _, f := range strings.Fields(lines[2]) {
+		if v, ok := strings.CutPrefix(f, "xdg="); ok {
+			xdg = v
+		}
+		if v, ok := strings.CutPrefix(f, "home="); ok {
+			home = v
+		}
+	}
+	if xdg != filepath.Join(home, ".cache") {
+		t.Errorf("XDG_CACHE_HOME %q, want the run's own %s/.cache", xdg, home)
+	}
+	if got := readFile(t, entry); got != "trusted" {
+		t.Errorf("trusted layer on the host: entry %q, want it unchanged", got)
+	}
+	if fi, err := os.Stat(entry); err != nil || fi.Mode().Perm()&0o222 != 0 {
+		t.Errorf("trusted entry: %v, mode %v; want read-only", err, fi.Mode())
+	}
+}
+
+// TestProcessCachesOwnUser: without a sandbox user the process sandbox
+// cannot protect a cache, so it ignores Spec.Caches: the command keeps the
+// shared XDG_CACHE_HOME, and no cache variable is set.
+func TestProcessCachesOwnUser(t *testing.T) {
+	shared := t.TempDir()
+	p := NewProcess(ProcessOptions{CacheDir: shared, Caches: CacheOptions{Dir: t.TempDir()}})
+	res, err := p.Run(context.Background(), Spec{Argv: []string{"sh", "-c", `echo "xdg=$XDG_CACHE_HOME tool=${TOOL_CACHE-unset}"`},
+		Workspace: t.TempDir(), Caches: toolCaches})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.TrimSpace(string(res.Stdout)), "xdg="+shared+" tool=unset"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
