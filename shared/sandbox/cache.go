@@ -18,7 +18,7 @@ import (
 	"github.com/supervisorhq/supervisor/shared/protocol"
 )
 
-// Warm caches that the code under test cannot poison (PERF-20…PERF-29).
+// Warm caches that the code under test cannot poison (PERF-20…PERF-26).
 //
 // A Spec's Caches are directories a command's tools keep caches in (Go's
 // build and module caches, npm's, pip's, cargo's). Each one the command
