@@ -59,7 +59,7 @@ test: lint
 	scripts/with-redis.sh $(MAKE) --no-print-directory test-unit test-e2e
 	$(MAKE) --no-print-directory fuzz
 
-## fuzz: every fuzz target of a parser that takes outside input (FUZZ_TARGETS: workflow and gate files, task front matter, the shell detector, git status -z, patch stats, path globs, jobs, reports and events off the bus, the agent CLIs' output, the JSON block extractor, context strategies, the egress proxy's requests and allow-list, the redactor, feature descriptions), FUZZTIME each (default 5s; `make fuzz FUZZTIME=5m` to run longer)
+## fuzz: every fuzz target of a parser that takes outside input (FUZZ_TARGETS: workflow and gate files, task front matter, the shell detector, git's index, git status -z, patch stats, path globs, jobs, reports and events off the bus, the agent CLIs' output, the JSON block extractor, context strategies, the egress proxy's requests and allow-list, the redactor, feature descriptions), FUZZTIME each (default 5s; `make fuzz FUZZTIME=5m` to run longer)
 FUZZTIME ?= 5s
 FUZZ_TARGETS = \
 	shared/agentcli:FuzzClaudeStream shared/agentcli:FuzzClaudeJSON shared/agentcli:FuzzCodex \
@@ -68,6 +68,7 @@ FUZZ_TARGETS = \
 	shared/contextpack:FuzzParseFile \
 	shared/egress:FuzzConnect shared/egress:FuzzAllowList \
 	shared/gates:FuzzParseFile shared/gates:FuzzFrontMatter shared/gates:FuzzShellCommand \
+	shared/gitindex:FuzzParse \
 	shared/integrity:FuzzParseStatusZ \
 	shared/patchstat:FuzzParse \
 	shared/pathglob:FuzzMatch shared/pathglob:FuzzOverlapConservative \
