@@ -16,14 +16,26 @@
 // same key. A gate whose outcome depends on history (git describe, a
 // changelog from git log) must therefore set cache: false.
 //
-// The tree is computed without touching the workspace: the index is copied
-// to a temporary file (or, if it carries assume-unchanged, skip-worktree or
-// unmerged entries, a fresh one is read from HEAD), `git add -A` stages the
-// whole worktree into the copy (so .gitignore is honoured and untracked,
-// not ignored files are included) and `git write-tree` names the result.
-// New blobs and trees go to a temporary object directory with the
-// repository's objects as an alternate, so the object store is not written
-// either.
+// The tree is computed without touching the workspace, in Go where it can
+// be (PERF-13): the index is read with gitindex, every entry's stat data
+// compared with the work tree as git compares it (an entry whose stat data
+// differs or that is racily clean is re-read), the changed files and the
+// untracked, not ignored ones (`git ls-files -o --exclude-standard`, the
+// only git process besides `git rev-parse`) hashed as git hashes blobs,
+// and the tree ids computed by gitindex.TreeID. That is the tree `git add
+// -A` and `git write-tree` would give. Where it might not be (content
+// conversion by .gitattributes, info/attributes, core.autocrlf or
+// core.eol; a repository configuration that changes how files are added;
+// an index with unmerged, assume-unchanged, skip-worktree or intent-to-add
+// entries, submodules, or a split or sparse index; no index; paths git
+// might refuse; see fastTree), the key takes the git path and Key.GitPath
+// says why. The git path copies the index to a temporary file (or, if it
+// carries assume-unchanged, skip-worktree or unmerged entries, reads a
+// fresh one from HEAD), stages the whole worktree into the copy with `git
+// add -A` (so .gitignore is honoured and untracked, not ignored files are
+// included) and names the result with `git write-tree`. New blobs and
+// trees go to a temporary object directory with the repository's objects
+// as an alternate, so the object store is not written either.
 //
 // Whenever the key could be unsound (too many or too large untracked files,
 // submodules not at their recorded commit or with changes, a cache_inputs
@@ -42,6 +54,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -125,6 +138,11 @@ type Key struct {
 	Tree string
 	// Took is how long the computation took.
 	Took time.Duration
+	// GitPath says why the tree was computed by git (`git add -A` into a
+	// copy of the index and `git write-tree`) rather than in Go from the
+	// index and the work tree's stat data; "" when it was computed in Go
+	// or not at all.
+	GitPath string
 }
 
 // keyVersion is mixed into every key; bump it when the key's meaning
@@ -146,12 +164,12 @@ func disable(format string, args ...any) error {
 // Key with Disabled set and a nil error; the error is non-nil only when ctx
 // itself is done or in.Dir is empty.
 func ComputeKey(ctx context.Context, in KeyInput) (Key, error) {
-	return computeKey(ctx, in, false)
+	return computeKey(ctx, in, treeAuto)
 }
 
-// computeKey is ComputeKey; freshIndex forces a fresh index read from HEAD
-// instead of a copy of the workspace's (for benchmarks).
-func computeKey(ctx context.Context, in KeyInput, freshIndex bool) (Key, error) {
+// computeKey is ComputeKey with the tree computed as mode says (tests and
+// benchmarks compare the modes).
+func computeKey(ctx context.Context, in KeyInput, mode treeMode) (Key, error) {
 	start := time.Now()
 	if in.Dir == "" {
 		return Key{}, errors.New("gatecache: KeyInput.Dir is empty")
@@ -167,7 +185,7 @@ func computeKey(ctx context.Context, in KeyInput, freshIndex bool) (Key, error) 
 	defer cancel()
 
 	var k Key
-	err := k.compute(kctx, in, freshIndex)
+	err := k.compute(kctx, in, mode)
 	k.Took = time.Since(start)
 	if err == nil {
 		return k, nil
@@ -189,11 +207,12 @@ func computeKey(ctx context.Context, in KeyInput, freshIndex bool) (Key, error) 
 	return k, nil
 }
 
-func (k *Key) compute(ctx context.Context, in KeyInput, freshIndex bool) error {
+func (k *Key) compute(ctx context.Context, in KeyInput, mode treeMode) error {
 	if in.EnvironmentID == "" {
 		return disable("no execution environment id (image digest or executable identity) (CD-19)")
 	}
-	tree, root, err := treeOf(ctx, in, freshIndex)
+	tree, root, gitPath, err := treeOf(ctx, in, mode)
+	k.GitPath = gitPath
 	if err != nil {
 		return err
 	}
@@ -259,69 +278,150 @@ func sorted(s []string) []string {
 	return c
 }
 
+// treeMode chooses how treeOf computes the tree.
+type treeMode int
+
+const (
+	// treeAuto computes the tree in Go from the index and the work tree's
+	// stat data (fastTree) and falls back to git when that does not apply.
+	treeAuto treeMode = iota
+	// treeGit always takes the git path: `git add -A` into a copy of the
+	// index, then `git write-tree`.
+	treeGit
+	// treeGitFresh is treeGit with an index read fresh from HEAD, so every
+	// file is hashed (for benchmarks and tests).
+	treeGitFresh
+)
+
+// repoLocation is where a workspace's repository keeps what the key reads,
+// as `git rev-parse` reports it.
+type repoLocation struct {
+	// root is the worktree's top directory, symlinks resolved.
+	root string
+	// base runs git in the workspace.
+	base gitexec.Runner
+	// index, objects and attributes are the index file, the object
+	// directory and info/attributes.
+	index, objects, attributes string
+	// configs are the repository's configuration files: the common one
+	// and the worktree's config.worktree (either may be absent).
+	configs []string
+	// format is the object format ("sha1" or "sha256").
+	format string
+}
+
 // treeOf returns the git tree id of the worktree's content and the
-// worktree's top directory (symlinks resolved).
-func treeOf(ctx context.Context, in KeyInput, freshIndex bool) (tree, root string, err error) {
+// worktree's top directory (symlinks resolved). With treeAuto, gitPath is
+// why the tree was not computed in Go ("" when it was).
+func treeOf(ctx context.Context, in KeyInput, mode treeMode) (tree, root, gitPath string, err error) {
 	dir, err := filepath.Abs(in.Dir)
 	if err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
 	root, err = filepath.EvalSymlinks(dir)
 	if err != nil {
-		return "", "", disable("workspace %s: %v", in.Dir, err)
+		return "", "", "", disable("workspace %s: %v", in.Dir, err)
 	}
 	base := gitexec.Runner{Dir: root}
 	if in.GitDir != "" {
 		base.GitDir, base.WorkTree = in.GitDir, root
 	}
-	out, err := base.Output(ctx, "rev-parse", "--show-toplevel", "--git-path", "index", "--git-path", "objects")
+	var untracked chan untrackedList
+	if mode == treeAuto {
+		// The untracked listing runs while rev-parse runs and the work
+		// tree is examined; the channel is buffered, so the goroutine
+		// never blocks, and cancel stops git if treeOf returns first.
+		lctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		untracked = make(chan untrackedList, 1)
+		go func() {
+			paths, err := listUntracked(lctx, base)
+			untracked <- untrackedList{paths, err}
+		}()
+	}
+	loc, err := locate(ctx, in, root, base)
 	if err != nil {
-		return "", "", disable("not a usable git worktree (CD-02): %v", err)
+		return "", "", "", err
+	}
+	if mode == treeAuto {
+		tree, err := fastTree(ctx, loc, untracked)
+		var fb *fallback
+		if !errors.As(err, &fb) {
+			return tree, root, "", err
+		}
+		gitPath = fb.reason
+	}
+	tree, err = gitTree(ctx, loc, mode == treeGitFresh)
+	return tree, root, gitPath, err
+}
+
+// locate asks git where the workspace's repository is and checks that the
+// workspace is the top of its worktree.
+func locate(ctx context.Context, in KeyInput, root string, base gitexec.Runner) (repoLocation, error) {
+	out, err := base.Output(ctx, "rev-parse", "--show-toplevel", "--git-path", "index", "--git-path", "objects",
+		"--git-path", "info/attributes", "--git-path", "config", "--git-path", "config.worktree", "--show-object-format")
+	if err != nil {
+		return repoLocation{}, disable("not a usable git worktree (CD-02): %v", err)
 	}
 	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
-	if len(lines) != 3 {
-		return "", "", disable("git rev-parse: unexpected output %q (CD-02)", out)
+	if len(lines) != 7 {
+		return repoLocation{}, disable("git rev-parse: unexpected output %q (CD-02)", out)
 	}
-	top, index, objects := lines[0], abs(root, lines[1]), abs(root, lines[2])
+	top := lines[0]
 	if topReal, err := filepath.EvalSymlinks(top); err != nil || topReal != root {
-		return "", "", disable("workspace %s is not the top of its git worktree (%s)", in.Dir, top)
+		return repoLocation{}, disable("workspace %s is not the top of its git worktree (%s)", in.Dir, top)
 	}
+	return repoLocation{
+		root: root, base: base,
+		index: abs(root, lines[1]), objects: abs(root, lines[2]), attributes: abs(root, lines[3]),
+		configs: []string{abs(root, lines[4]), abs(root, lines[5])},
+		format:  lines[6],
+	}, nil
+}
 
+// gitTree computes the tree with git: the index copied to a temporary
+// file (or read fresh from HEAD), `git add -A` into it and `git
+// write-tree`, new objects going to a temporary object directory.
+func gitTree(ctx context.Context, loc repoLocation, freshIndex bool) (string, error) {
 	tmp, err := os.MkdirTemp("", "supervisor-gatecache-")
 	if err != nil {
-		return "", "", err
+		return "", err
 	}
 	defer os.RemoveAll(tmp)
 	if err := os.Mkdir(filepath.Join(tmp, "objects"), 0o700); err != nil {
-		return "", "", err
+		return "", err
 	}
-	g := base
+	g := loc.base
 	g.Env = []string{
 		"GIT_INDEX_FILE=" + filepath.Join(tmp, "index"),
 		"GIT_OBJECT_DIRECTORY=" + filepath.Join(tmp, "objects"),
-		"GIT_ALTERNATE_OBJECT_DIRECTORIES=" + objects,
+		"GIT_ALTERNATE_OBJECT_DIRECTORIES=" + loc.objects,
 	}
 
-	gitlinks, err := prepareIndex(ctx, g, index, filepath.Join(tmp, "index"), freshIndex)
+	gitlinks, err := prepareIndex(ctx, g, loc.index, filepath.Join(tmp, "index"), freshIndex)
 	if err != nil {
-		return "", "", err
+		return "", err
 	}
 	if gitlinks { // `git submodule status` costs ~100 ms even with none
-		if err := checkSubmodules(ctx, g, root); err != nil {
-			return "", "", err
+		if err := checkSubmodules(ctx, g, loc.root); err != nil {
+			return "", err
 		}
 	}
-	if err := checkUntracked(ctx, g, root); err != nil {
-		return "", "", err
+	paths, err := listUntracked(ctx, g)
+	if err != nil {
+		return "", err
+	}
+	if _, err := checkUntracked(ctx, loc.root, paths); err != nil {
+		return "", err
 	}
 	if _, err := g.Output(ctx, "add", "-A", "--", "."); err != nil {
-		return "", "", disable("git add (CD-04): %v", err)
+		return "", disable("git add (CD-04): %v", err)
 	}
-	tree, err = g.Text(ctx, "write-tree")
+	tree, err := g.Text(ctx, "write-tree")
 	if err != nil {
-		return "", "", disable("git write-tree (CD-04): %v", err)
+		return "", disable("git write-tree (CD-04): %v", err)
 	}
-	return tree, root, nil
+	return tree, nil
 }
 
 func abs(dir, p string) string {
@@ -451,14 +551,18 @@ func submodulePath(line string) (string, bool) {
 	return path, path != ""
 }
 
-// checkUntracked applies the limits on untracked, not ignored files
-// (CD-10, CD-11, CD-13). A nested git repository (listed as "dir/") would
-// enter the tree as a bare gitlink, without its content: it disables
-// caching too.
-func checkUntracked(ctx context.Context, g gitexec.Runner, root string) error {
+// untrackedList is the outcome of listUntracked.
+type untrackedList struct {
+	paths []string
+	err   error
+}
+
+// listUntracked lists the untracked, not ignored files with `git ls-files
+// -o --exclude-standard` (a nested repository is listed as "dir/").
+func listUntracked(ctx context.Context, g gitexec.Runner) ([]string, error) {
 	out, err := g.Output(ctx, "ls-files", "-o", "--exclude-standard", "-z")
 	if err != nil {
-		return disable("git ls-files -o (CD-04): %v", err)
+		return nil, disable("git ls-files -o (CD-04): %v", err)
 	}
 	var paths []string
 	for rec := range bytes.SplitSeq(out, []byte{0}) {
@@ -466,28 +570,44 @@ func checkUntracked(ctx context.Context, g gitexec.Runner, root string) error {
 			paths = append(paths, string(rec))
 		}
 	}
+	return paths, nil
+}
+
+// untrackedFile is an untracked file checkUntracked accepted.
+type untrackedFile struct {
+	path string
+	mode fs.FileMode
+}
+
+// checkUntracked applies the limits on untracked, not ignored files
+// (CD-10, CD-11, CD-13) and returns them. A nested git repository (listed
+// as "dir/") would enter the tree as a bare gitlink, without its content:
+// it disables caching too.
+func checkUntracked(ctx context.Context, root string, paths []string) ([]untrackedFile, error) {
 	if len(paths) > MaxUntrackedFiles {
-		return disable("%d untracked files, more than %d (CD-10); commit them or add them to .gitignore", len(paths), MaxUntrackedFiles)
+		return nil, disable("%d untracked files, more than %d (CD-10); commit them or add them to .gitignore", len(paths), MaxUntrackedFiles)
 	}
+	files := make([]untrackedFile, 0, len(paths))
 	for i, p := range paths {
 		if i%64 == 0 && ctx.Err() != nil {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 		if strings.HasSuffix(p, "/") {
-			return disable("untracked nested git repository %s", p)
+			return nil, disable("untracked nested git repository %s", p)
 		}
 		info, err := os.Lstat(filepath.Join(root, filepath.FromSlash(p)))
 		if err != nil {
-			return disable("untracked file %s: %v", p, err)
+			return nil, disable("untracked file %s: %v", p, err)
 		}
 		switch {
 		case info.Mode()&os.ModeSymlink != 0:
-			return disable("untracked file %s is a symlink (CD-11)", p)
+			return nil, disable("untracked file %s is a symlink (CD-11)", p)
 		case !info.Mode().IsRegular():
-			return disable("untracked file %s is not a regular file", p)
+			return nil, disable("untracked file %s is not a regular file", p)
 		case info.Size() >= MaxUntrackedFileSize:
-			return disable("untracked file %s is %d bytes, at least %d (CD-13)", p, info.Size(), MaxUntrackedFileSize)
+			return nil, disable("untracked file %s is %d bytes, at least %d (CD-13)", p, info.Size(), MaxUntrackedFileSize)
 		}
+		files = append(files, untrackedFile{path: p, mode: info.Mode()})
 	}
-	return nil
+	return files, nil
 }

@@ -68,7 +68,7 @@ func TestKeyStable(t *testing.T) {
 		t.Fatalf("key not stable: %s then %s", k1.ID, k2.ID)
 	}
 	// The fresh-index path computes the same tree as the copied index.
-	k3, err := computeKey(context.Background(), baseInput(dir), true)
+	k3, err := computeKey(context.Background(), baseInput(dir), treeGitFresh)
 	if err != nil || k3.ID != k1.ID || k3.Tree != k1.Tree {
 		t.Fatalf("fresh index: %+v, %v; want %s (tree %s)", k3, err, k1.ID, k1.Tree)
 	}
