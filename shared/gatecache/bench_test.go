@@ -5,13 +5,15 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/supervisorhq/supervisor/shared/gatecache/repogen"
 	"github.com/supervisorhq/supervisor/shared/gitexec"
 )
 
 // benchRepo is a generated repository of 10,000 files with 5 uncommitted
-// changes, shared by the benchmarks of one test binary.
+// changes and an index written after them, shared by the benchmarks of one
+// test binary.
 var benchRepo = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "gatecache-bench-")
 	if err != nil {
@@ -21,7 +23,15 @@ var benchRepo = sync.OnceValues(func() (string, error) {
 	if err := repogen.Generate(dir, 10_000); err != nil {
 		return "", err
 	}
-	return dir, repogen.Modify(dir, 5, "changed")
+	if err := repogen.Modify(dir, 5, "changed"); err != nil {
+		return "", err
+	}
+	// Rewrite the index more than a second after the files were written,
+	// as in a workspace not touched this instant: no entry is racily
+	// clean, so neither git status nor the key re-reads unchanged files.
+	time.Sleep(1100 * time.Millisecond)
+	_, err = gitexec.Runner{Dir: dir}.Output(context.Background(), "update-index", "-q", "--refresh", "--force-write-index")
+	return dir, err
 })
 
 // benchDir is the generated repository, once made, removed by TestMain.

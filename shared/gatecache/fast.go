@@ -137,8 +137,8 @@ func readIndex(file string, format gitindex.Format) (*gitindex.Index, time.Time,
 	if !fi.Mode().IsRegular() || fi.Size() > maxIndexSize {
 		return nil, time.Time{}, fallBack("index: not a regular file of at most %d bytes", maxIndexSize)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, maxIndexSize+1))
-	if err != nil {
+	data := make([]byte, fi.Size())
+	if _, err := io.ReadFull(f, data); err != nil {
 		return nil, time.Time{}, fallBack("index: %v", err)
 	}
 	ix, err := gitindex.Parse(data, format)

@@ -3,6 +3,7 @@ package gitindex
 import (
 	"encoding/hex"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -254,4 +255,33 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestTreeIDOrder gives TreeID the entries of names that sort differently
+// as files and as directories, in shuffled order, and compares the id with
+// `git write-tree`.
+func TestTreeIDOrder(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "repo")
+	testkit.Git(t, "", "init", "-q", dir)
+	for _, rel := range []string{"fo", "foo-", "foo.c", "foo/x", "foo/bar/y", "foo/bar.txt", "foo0", "foo/bar0/z", "g"} {
+		testkit.WriteFile(t, filepath.Join(dir, filepath.FromSlash(rel)), rel+"\n")
+	}
+	testkit.Git(t, dir, "add", "-A")
+	ix := readIndex(t, dir, SHA1)
+	var entries []TreeEntry
+	for _, e := range ix.Entries {
+		entries = append(entries, TreeEntry{Path: e.Path, Mode: e.Stat.Mode, ID: e.ID})
+	}
+	want := testkit.Git(t, dir, "write-tree")
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20 {
+		id, err := TreeID(SHA1, entries)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hex.EncodeToString(id) != want {
+			t.Fatalf("TreeID of %v = %x; git write-tree %s", entries, id, want)
+		}
+		rng.Shuffle(len(entries), func(i, j int) { entries[i], entries[j] = entries[j], entries[i] })
+	}
 }

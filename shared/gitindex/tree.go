@@ -1,9 +1,10 @@
 package gitindex
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -21,9 +22,11 @@ type TreeEntry struct {
 // without writing any. A path that is both a file and a directory's prefix
 // is an error, as it is for git.
 func TreeID(f Format, entries []TreeEntry) ([]byte, error) {
-	sorted := make([]TreeEntry, len(entries))
-	copy(sorted, entries)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
+	sorted := entries // index order is path order: usually no sort, no copy
+	if !slices.IsSortedFunc(entries, byPath) {
+		sorted = slices.Clone(entries)
+		slices.SortFunc(sorted, byPath)
+	}
 	id, rest, err := buildTree(f, sorted, "")
 	if err != nil {
 		return nil, err
@@ -70,7 +73,9 @@ func buildTree(f Format, es []TreeEntry, prefix string) ([]byte, []TreeEntry, er
 	}
 	// git orders a tree's entries by name, a directory's name compared as
 	// if it ended in "/".
-	sort.SliceStable(items, func(i, j int) bool { return sortName(items[i]) < sortName(items[j]) })
+	if !slices.IsSortedFunc(items, compareItems) {
+		slices.SortStableFunc(items, compareItems)
+	}
 	var body []byte
 	for _, it := range items {
 		if len(it.id) != f.Size() {
@@ -88,9 +93,27 @@ func buildTree(f Format, es []TreeEntry, prefix string) ([]byte, []TreeEntry, er
 	return h.Sum(nil), es, nil
 }
 
-func sortName(it treeItem) string {
-	if it.dir {
-		return it.name + "/"
+func byPath(a, b TreeEntry) int { return strings.Compare(a.Path, b.Path) }
+
+// compareItems orders tree items as git does: by name, a directory's name
+// compared as if it ended in "/" (names hold no "/", so the first byte
+// after the shorter name decides).
+func compareItems(a, b treeItem) int {
+	n := min(len(a.name), len(b.name))
+	if c := strings.Compare(a.name[:n], b.name[:n]); c != 0 {
+		return c
 	}
-	return it.name
+	return cmp.Compare(after(a, n), after(b, n))
+}
+
+// after is the byte of it's name at n as git compares it: -1 past the
+// end of a file's name, '/' just past a directory's.
+func after(it treeItem, n int) int {
+	switch {
+	case n < len(it.name):
+		return int(it.name[n])
+	case it.dir:
+		return '/'
+	}
+	return -1
 }

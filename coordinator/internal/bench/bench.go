@@ -146,7 +146,8 @@ type Config struct {
 	WorkDir string
 	// FleetLog is the in-process fleets' logger (nil: discarded).
 	FleetLog *slog.Logger
-	// MaxWait bounds each scenario (default 10 minutes).
+	// MaxWait bounds each scenario, and each repository size of cache-key
+	// (default 10 minutes).
 	MaxWait time.Duration
 	// Progress receives one line per step (nil: discarded).
 	Progress io.Writer
@@ -154,8 +155,11 @@ type Config struct {
 	Log *slog.Logger
 
 	// RepoFiles is the size of the cache-key scenario's generated
-	// repository, in files.
+	// repository, in files, unless RepoSizes is set.
 	RepoFiles int
+	// RepoSizes, if set, are the sizes (increasing) of the repositories
+	// the cache-key scenario measures in turn, instead of RepoFiles alone.
+	RepoSizes []int
 	// ChangedFiles is how many of them are modified (uncommitted) before
 	// the measurement.
 	ChangedFiles int
@@ -252,11 +256,18 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("concurrency must be at least 1, got %d", c.Concurrency))
 	}
 	if want[ScenarioCacheKey] {
-		if c.RepoFiles < 1 {
-			errs = append(errs, fmt.Errorf("repository files must be at least 1, got %d", c.RepoFiles))
+		sizes := c.repoSizes()
+		for i, n := range sizes {
+			if n < 1 {
+				errs = append(errs, fmt.Errorf("repository files must be at least 1, got %d", n))
+			}
+			if i > 0 && n <= sizes[i-1] {
+				errs = append(errs, fmt.Errorf("repository sizes must increase, got %v", sizes))
+				break
+			}
 		}
-		if c.ChangedFiles < 0 || c.ChangedFiles > c.RepoFiles {
-			errs = append(errs, fmt.Errorf("changed files must be between 0 and the repository's %d, got %d", c.RepoFiles, c.ChangedFiles))
+		if c.ChangedFiles < 0 || c.ChangedFiles > sizes[0] {
+			errs = append(errs, fmt.Errorf("changed files must be between 0 and the smallest repository's %d, got %d", sizes[0], c.ChangedFiles))
 		}
 		if c.KeyIterations < 1 {
 			errs = append(errs, fmt.Errorf("key iterations must be at least 1, got %d", c.KeyIterations))
@@ -310,6 +321,15 @@ func (c *Config) validateScale(scenario, binary, what string, counts []int) []er
 		errs = append(errs, err)
 	}
 	return errs
+}
+
+// repoSizes are the cache-key scenario's repository sizes: RepoSizes, or
+// RepoFiles alone.
+func (c *Config) repoSizes() []int {
+	if len(c.RepoSizes) > 0 {
+		return c.RepoSizes
+	}
+	return []int{c.RepoFiles}
 }
 
 // checkBinary checks that BinDir holds the executable name that scenario

@@ -246,6 +246,9 @@ func TestValidate(t *testing.T) {
 		"no repository files":     func(c *bench.Config) { c.RepoFiles = 0 },
 		"more changed than files": func(c *bench.Config) { c.ChangedFiles = 11 },
 		"no key iterations":       func(c *bench.Config) { c.KeyIterations = 0 },
+		"sizes not increasing":    func(c *bench.Config) { c.RepoSizes = []int{20, 20} },
+		"a size of 0":             func(c *bench.Config) { c.RepoSizes = []int{0, 10} },
+		"more changed than size":  func(c *bench.Config) { c.RepoSizes = []int{10, 20}; c.ChangedFiles = 11 },
 		"unknown sandbox":         func(c *bench.Config) { c.GateSandbox = "vm" },
 		"no sandbox runs":         func(c *bench.Config) { c.SandboxRuns = 0 },
 		"no sandbox image":        func(c *bench.Config) { c.SandboxImage = "" },
@@ -262,6 +265,11 @@ func TestValidate(t *testing.T) {
 		if err := bad.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	sizes := ok
+	sizes.RepoFiles, sizes.RepoSizes = 0, []int{10, 100} // the sizes replace RepoFiles
+	if err := sizes.Validate(); err != nil {
+		t.Errorf("repository sizes 10,100 rejected: %v", err)
 	}
 	noGateScale := ok
 	noGateScale.BinDir = ""
@@ -316,10 +324,10 @@ func testRedis(t *testing.T) string {
 	return testkit.Redis(t)
 }
 
-// TestGateEngineTiny runs the gate engine's scenarios at a tiny size: a
-// 200-file repository with 2 iterations, and 4 tasks of a 0.1 s sleep gate
-// with 1 and 2 gate runner processes. It checks that the report is
-// complete and consistent, never timing.
+// TestGateEngineTiny runs the gate engine's scenarios at a tiny size: two
+// repositories of 100 and 200 files with 2 iterations, and 4 tasks of a
+// 0.1 s sleep gate with 1 and 2 gate runner processes. It checks that the
+// report is complete and consistent, never timing.
 func TestGateEngineTiny(t *testing.T) {
 	needGit(t)
 	binDir := buildGateRunner(t)
@@ -329,7 +337,7 @@ func TestGateEngineTiny(t *testing.T) {
 	var progress bytes.Buffer
 	rep, err := bench.Run(ctx, bench.Config{
 		Concurrency: 2, Scenarios: []string{bench.ScenarioCacheKey, bench.ScenarioGateScale},
-		RepoFiles: 200, ChangedFiles: 3, KeyIterations: 2, RedisURL: redisURL,
+		RepoSizes: []int{100, 200}, ChangedFiles: 3, KeyIterations: 2, RedisURL: redisURL,
 		GateTasks: 4, GateSleep: 100 * time.Millisecond, GateRunners: []int{1, 2}, BinDir: binDir,
 		WorkDir: t.TempDir(), FleetLog: quiet(), Progress: &progress,
 	})
@@ -344,51 +352,51 @@ func TestGateEngineTiny(t *testing.T) {
 	if ck == nil {
 		t.Fatal("no cache-key figures")
 	}
-	wantOps := []string{bench.OpGitStatus, bench.OpComputeKey, bench.OpCacheHitKV}
+	if ck.Iterations != 2 || ck.Reference != bench.OpGitStatus || ck.EntryBytes <= 0 {
+		t.Errorf("cache-key header: %d iterations, reference %q, entry %d bytes", ck.Iterations, ck.Reference, ck.EntryBytes)
+	}
+	if len(ck.Sizes) != 2 {
+		t.Fatalf("%d sizes, want 2", len(ck.Sizes))
+	}
+	// The inline figures are the first size's, as when one size ran.
+	if ck.Files != 100 || ck.Key != ck.Sizes[0].Key || len(ck.Ops) != len(ck.Sizes[0].Ops) {
+		t.Errorf("inline figures (%d files, key %s) are not the first size's (%d files, key %s)", ck.Files, ck.Key, ck.Sizes[0].Files, ck.Sizes[0].Key)
+	}
+	hitOps := []string{bench.OpGitStatus, bench.OpComputeKey, bench.OpCacheHitKV}
 	if redisURL != "" {
-		wantOps = append(wantOps, bench.OpCacheHitRedis)
+		hitOps = append(hitOps, bench.OpCacheHitRedis)
 	}
-	wantOps = append(wantOps, bench.OpIntegrity)
-	if len(ck.Ops) != len(wantOps) {
-		t.Fatalf("cache-key operations %+v, want %v", ck.Ops, wantOps)
-	}
-	if ck.Files != 200 || ck.ChangedFiles != 3 || ck.Iterations != 2 || ck.Reference != bench.OpGitStatus {
-		t.Errorf("cache-key header %+v", ck)
-	}
-	ref := ck.Op(bench.OpGitStatus)
-	for i, op := range ck.Ops {
-		if op.Name != wantOps[i] {
-			t.Errorf("operation %d is %q, want %q", i, op.Name, wantOps[i])
+	hitOps = append(hitOps, bench.OpIntegrity)
+	for i, files := range []int{100, 200} {
+		wantOps := []string{bench.OpGitStatus, bench.OpComputeKey, bench.OpIntegrity}
+		if i == 0 {
+			wantOps = hitOps // the cache hits on the first size only
 		}
-		if op.Count != 2 || op.WallSeconds <= 0 || op.Description == "" {
-			t.Errorf("%s: count %d, wall %v, description %q", op.Name, op.Count, op.WallSeconds, op.Description)
-		}
-		if op.P50Micros <= 0 || op.P99Micros < op.P50Micros || op.MeanMicros <= 0 {
-			t.Errorf("%s: p50 %v, p99 %v, mean %v; want 0 < p50 <= p99, mean > 0", op.Name, op.P50Micros, op.P99Micros, op.MeanMicros)
-		}
-		if !near(op.Ratio, op.P50Micros/ref.P50Micros) {
-			t.Errorf("%s: ratio %v, want p50/git-status p50 = %v", op.Name, op.Ratio, op.P50Micros/ref.P50Micros)
-		}
-		if op.Memory.Mallocs == 0 || op.Memory.AllocsPerOp <= 0 {
-			t.Errorf("%s: memory %+v; want allocations counted", op.Name, op.Memory)
-		}
+		checkKeySize(t, &ck.Sizes[i], files, 3, wantOps)
 	}
-	if ref.Ratio != 1 {
-		t.Errorf("git-status ratio to itself %v, want 1", ref.Ratio)
+	if ck.Sizes[0].Tree == ck.Sizes[1].Tree {
+		t.Errorf("two repositories of different sizes have the same tree %s", ck.Sizes[0].Tree)
 	}
-	if len(ck.Key) != 64 || len(ck.Tree) < 40 || ck.EntryBytes <= 0 {
-		t.Errorf("key %q, tree %q, entry %d bytes", ck.Key, ck.Tree, ck.EntryBytes)
+	if len(ck.Growth) != 3 {
+		t.Fatalf("growth %+v; want git-status, compute-key and integrity", ck.Growth)
 	}
-	if ck.IntegrityFiles < 200 || ck.IntegrityHashed < 200 || ck.IntegrityCaptureP50Micros <= 0 || ck.IntegrityCheckP50Micros <= 0 {
-		t.Errorf("integrity: %d files, %d hashed, capture %vµs, check %vµs", ck.IntegrityFiles, ck.IntegrityHashed,
-			ck.IntegrityCaptureP50Micros, ck.IntegrityCheckP50Micros)
+	for i, g := range ck.Growth {
+		small, big := ck.Sizes[0].Op(g.Op), ck.Sizes[1].Op(g.Op)
+		if small == nil || big == nil || g.Op != []string{bench.OpGitStatus, bench.OpComputeKey, bench.OpIntegrity}[i] {
+			t.Fatalf("growth %d of %q", i, g.Op)
+		}
+		if g.FromFiles != 100 || g.ToFiles != 200 || !near(g.P50, big.P50Micros/small.P50Micros) ||
+			!near(g.CPU, big.Memory.CPUPerOpMicros/small.Memory.CPUPerOpMicros) || g.RatioFrom != small.Ratio || g.RatioTo != big.Ratio {
+			t.Errorf("growth %+v inconsistent with %+v and %+v", g, small, big)
+		}
 	}
 
 	checkScale(t, rep.GateScale, "gate", []int{1, 2}, 4, 0.1)
 
 	var table bytes.Buffer
 	bench.PrintTable(&table, rep)
-	for _, want := range append(wantOps, bench.ScenarioCacheKey, bench.ScenarioGateScale, "2 runners:", "of linear", "CPUs") {
+	for _, want := range append(hitOps, bench.ScenarioCacheKey, "repository of 100 files", "repository of 200 files",
+		"Growth from 100 to 200 files", "against git-status's growth", "computed in Go", bench.ScenarioGateScale, "2 runners:", "of linear", "CPUs") {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -399,8 +407,49 @@ func TestGateEngineTiny(t *testing.T) {
 	}
 	var back bench.Report
 	if err := json.Unmarshal(js, &back); err != nil || back.CacheKey == nil || back.GateScale == nil ||
-		len(back.GateScale.Runs) != 2 || len(back.CacheKey.Ops) != len(wantOps) {
+		len(back.GateScale.Runs) != 2 || len(back.CacheKey.Ops) != len(hitOps) || back.CacheKey.Files != 100 ||
+		len(back.CacheKey.Sizes) != 2 || len(back.CacheKey.Growth) != 3 {
 		t.Errorf("JSON round trip lost the gate engine figures (%v):\n%s", err, js)
+	}
+}
+
+// checkKeySize checks one repository size's cache-key figures: the
+// operations in order, each consistent, the key computed in Go.
+func checkKeySize(t *testing.T, sz *bench.CacheKeySize, files, changed int, wantOps []string) {
+	t.Helper()
+	if sz.Files != files || sz.ChangedFiles != changed || sz.GenerateSeconds <= 0 {
+		t.Errorf("size %d: %d files, %d changed, generated in %vs", files, sz.Files, sz.ChangedFiles, sz.GenerateSeconds)
+	}
+	if len(sz.Ops) != len(wantOps) {
+		t.Fatalf("size %d: operations %+v, want %v", files, sz.Ops, wantOps)
+	}
+	ref := sz.Op(bench.OpGitStatus)
+	for i, op := range sz.Ops {
+		if op.Name != wantOps[i] {
+			t.Errorf("size %d: operation %d is %q, want %q", files, i, op.Name, wantOps[i])
+		}
+		if op.Count != 2 || op.WallSeconds <= 0 || op.Description == "" {
+			t.Errorf("size %d: %s: count %d, wall %v, description %q", files, op.Name, op.Count, op.WallSeconds, op.Description)
+		}
+		if op.P50Micros <= 0 || op.P99Micros < op.P50Micros || op.MeanMicros <= 0 {
+			t.Errorf("size %d: %s: p50 %v, p99 %v, mean %v; want 0 < p50 <= p99, mean > 0", files, op.Name, op.P50Micros, op.P99Micros, op.MeanMicros)
+		}
+		if !near(op.Ratio, op.P50Micros/ref.P50Micros) {
+			t.Errorf("size %d: %s: ratio %v, want p50/git-status p50 = %v", files, op.Name, op.Ratio, op.P50Micros/ref.P50Micros)
+		}
+		if op.Memory.Mallocs == 0 || op.Memory.AllocsPerOp <= 0 {
+			t.Errorf("size %d: %s: memory %+v; want allocations counted", files, op.Name, op.Memory)
+		}
+	}
+	if ref.Ratio != 1 {
+		t.Errorf("size %d: git-status ratio to itself %v, want 1", files, ref.Ratio)
+	}
+	if len(sz.Key) != 64 || len(sz.Tree) < 40 || sz.KeyGitPath != "" {
+		t.Errorf("size %d: key %q, tree %q, computed by git because %q", files, sz.Key, sz.Tree, sz.KeyGitPath)
+	}
+	if sz.IntegrityFiles < files || sz.IntegrityHashed < files || sz.IntegrityCaptureP50Micros <= 0 || sz.IntegrityCheckP50Micros <= 0 {
+		t.Errorf("size %d: integrity: %d files, %d hashed, capture %vµs, check %vµs", files, sz.IntegrityFiles, sz.IntegrityHashed,
+			sz.IntegrityCaptureP50Micros, sz.IntegrityCheckP50Micros)
 	}
 }
 
@@ -482,5 +531,18 @@ func TestFeedbackTiny(t *testing.T) {
 	if err := json.Unmarshal(js, &back); err != nil || len(back.Results) != 2 || back.Results[1].Feedback == nil ||
 		*back.Results[1].Feedback != *fb {
 		t.Errorf("JSON round trip lost the feedback figures (%v):\n%s", err, js)
+	}
+}
+
+// TestCommandRepoSizesAndFiles: --repo-sizes replaces --repo-files; both
+// at once is a usage error, before anything runs.
+func TestCommandRepoSizesAndFiles(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := bench.Main([]string{"--scenarios", "cache-key", "--repo-files", "5", "--repo-sizes", "10,20", "--dir", t.TempDir()}, &out, &errb)
+	if code != bench.ExitUsage || !strings.Contains(errb.String(), "give one of them") {
+		t.Fatalf("--repo-files with --repo-sizes: exit %d, %q; want a usage error", code, errb.String())
+	}
+	if out.Len() != 0 {
+		t.Errorf("something ran:\n%s", out.String())
 	}
 }

@@ -44,26 +44,42 @@ const keyEnvironmentID = "process:bench:/usr/local/bin:/usr/bin:/bin"
 
 // CacheKeyReport is the cache-key scenario's figures: the gate cache's
 // operations on a generated repository, each against `git status` on the
-// same tree.
+// same tree. Its inline figures (CacheKeySize) are the first, smallest
+// repository's, as when one size ran; with several sizes (--repo-sizes)
+// Sizes holds every size's and Growth how each operation grew.
 type CacheKeyReport struct {
+	CacheKeySize
+	// Iterations is how many times each operation was measured (after one
+	// unmeasured warm-up run).
+	Iterations int `json:"iterations"`
+	// EntryBytes is the size of the cached entry the hits read (measured
+	// on the first size only: a hit does not depend on the repository).
+	EntryBytes int `json:"entry_bytes"`
+	// Reference is the operation each ratio is relative to (git-status).
+	Reference string `json:"reference"`
+	// Sizes is every size's figures, the first included, when more than
+	// one size ran.
+	Sizes []CacheKeySize `json:"sizes,omitempty"`
+	// Growth compares each larger size with the first, per operation.
+	Growth []KeyGrowth `json:"growth,omitempty"`
+}
+
+// CacheKeySize is the cache-key scenario's figures on one repository.
+type CacheKeySize struct {
 	// Files is the generated repository's size; ChangedFiles of them are
 	// modified and left uncommitted.
 	Files        int `json:"files"`
 	ChangedFiles int `json:"changed_files"`
-	// Iterations is how many times each operation was measured (after one
-	// unmeasured warm-up run).
-	Iterations int `json:"iterations"`
 	// GenerateSeconds is how long writing and committing the repository
 	// took (not part of any figure).
 	GenerateSeconds float64 `json:"generate_seconds"`
 	// Key and Tree are the computed cache key and the tree id it covers.
 	Key  string `json:"key"`
 	Tree string `json:"tree"`
-	// EntryBytes is the size of the cached entry the hits read.
-	EntryBytes int `json:"entry_bytes"`
-	// Reference is the operation each ratio is relative to (git-status).
-	Reference string  `json:"reference"`
-	Ops       []KeyOp `json:"ops"`
+	// KeyGitPath is why the key's tree was computed by git rather than in
+	// Go (gatecache.Key.GitPath); "" when it was computed in Go.
+	KeyGitPath string  `json:"key_git_path,omitempty"`
+	Ops        []KeyOp `json:"ops"`
 	// IntegrityCaptureP50Micros and IntegrityCheckP50Micros split the
 	// integrity operation in its two halves.
 	IntegrityCaptureP50Micros float64 `json:"integrity_capture_p50_us"`
@@ -72,6 +88,22 @@ type CacheKeyReport struct {
 	// paths, and files whose content it hashed.
 	IntegrityFiles  int `json:"integrity_files"`
 	IntegrityHashed int `json:"integrity_hashed"`
+}
+
+// KeyGrowth is how one operation grew from the first repository size to a
+// larger one, beside git status's growth.
+type KeyGrowth struct {
+	Op        string `json:"op"`
+	FromFiles int    `json:"from_files"`
+	ToFiles   int    `json:"to_files"`
+	// P50 and CPU are the larger size's p50 and CPU per operation over
+	// the first size's.
+	P50 float64 `json:"p50_growth"`
+	CPU float64 `json:"cpu_growth"`
+	// RatioFrom and RatioTo are the operation's p50 ratio to git status at
+	// each size.
+	RatioFrom float64 `json:"ratio_from"`
+	RatioTo   float64 `json:"ratio_to"`
 }
 
 // KeyOp is one operation's figures in the cache-key scenario.
@@ -91,18 +123,40 @@ type KeyOp struct {
 }
 
 // Op returns the named operation's figures, or nil.
-func (c *CacheKeyReport) Op(name string) *KeyOp {
+func (c *CacheKeySize) Op(name string) *KeyOp {
 	return named(c.Ops, name, func(o *KeyOp) string { return o.Name })
 }
 
 // computeRatios fills in each operation's ratio to the reference.
-func (c *CacheKeyReport) computeRatios() {
+func (c *CacheKeySize) computeRatios(reference string) {
 	var ref float64
-	if r := c.Op(c.Reference); r != nil {
+	if r := c.Op(reference); r != nil {
 		ref = r.P50Micros
 	}
 	for i := range c.Ops {
 		c.Ops[i].Ratio = ratioTo(c.Ops[i].P50Micros, ref)
+	}
+}
+
+// computeGrowth compares every larger size with the first, for each
+// operation measured at both.
+func (c *CacheKeyReport) computeGrowth() {
+	c.Growth = nil
+	if len(c.Sizes) < 2 {
+		return
+	}
+	first := &c.Sizes[0]
+	for i := 1; i < len(c.Sizes); i++ {
+		big := &c.Sizes[i]
+		for _, op := range first.Ops {
+			b := big.Op(op.Name)
+			if b == nil {
+				continue
+			}
+			c.Growth = append(c.Growth, KeyGrowth{Op: op.Name, FromFiles: first.Files, ToFiles: big.Files,
+				P50: ratioTo(b.P50Micros, op.P50Micros), CPU: ratioTo(b.Memory.CPUPerOpMicros, op.Memory.CPUPerOpMicros),
+				RatioFrom: op.Ratio, RatioTo: b.Ratio})
+		}
 	}
 }
 
@@ -139,18 +193,48 @@ func (r *runner) runGateEngine(ctx context.Context, want map[string]bool, rep *R
 	return nil
 }
 
-// runCacheKey generates the repository, modifies a few files and measures
-// each operation in turn on the same tree.
+// runCacheKey measures the scenario's operations on a generated repository
+// of each size in turn; the cache hits, which do not depend on the
+// repository, on the first only.
 func (r *runner) runCacheKey(ctx context.Context, fs *fleetSession) (*CacheKeyReport, error) {
+	rep := &CacheKeyReport{Iterations: r.cfg.KeyIterations, Reference: OpGitStatus}
+	sizes := r.cfg.repoSizes()
+	for i, files := range sizes {
+		sz, err := r.runCacheKeySize(ctx, fs, files, i == 0, rep)
+		if err != nil {
+			return nil, fmt.Errorf("%s files: %w", thousands(int64(files)), err)
+		}
+		if i == 0 {
+			rep.CacheKeySize = *sz
+		}
+		if len(sizes) > 1 {
+			rep.Sizes = append(rep.Sizes, *sz)
+		}
+	}
+	rep.computeGrowth()
+	return rep, nil
+}
+
+// runCacheKeySize generates a repository of files files, modifies a few
+// and measures each operation in turn on the same tree; with hits, the
+// cache hits too (their entry size goes to rep). The repository is removed
+// afterwards unless the work directory is kept.
+func (r *runner) runCacheKeySize(ctx context.Context, fs *fleetSession, files int, hits bool, rep *CacheKeyReport) (*CacheKeySize, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.MaxWait)
 	defer cancel()
 	dir := filepath.Join(r.dir, "cache-key", "repo")
+	if len(r.cfg.RepoSizes) > 1 {
+		dir = filepath.Join(r.dir, "cache-key", fmt.Sprintf("repo-%d", files))
+	}
 	if err := os.RemoveAll(dir); err != nil { // a kept --dir from an earlier run
 		return nil, err
 	}
-	r.progress("%s: generating a repository of %d files, %d changed", ScenarioCacheKey, r.cfg.RepoFiles, r.cfg.ChangedFiles)
+	if len(r.cfg.RepoSizes) > 1 && r.cfg.WorkDir == "" {
+		defer os.RemoveAll(dir) // the next size needs the disk more than this one
+	}
+	r.progress("%s: generating a repository of %d files, %d changed", ScenarioCacheKey, files, r.cfg.ChangedFiles)
 	began := time.Now()
-	if err := repogen.Generate(dir, r.cfg.RepoFiles); err != nil {
+	if err := repogen.Generate(dir, files); err != nil {
 		return nil, fmt.Errorf("generate the repository: %w", err)
 	}
 	if err := repogen.Modify(dir, r.cfg.ChangedFiles, "bench"); err != nil {
@@ -167,8 +251,7 @@ func (r *runner) runCacheKey(ctx context.Context, fs *fleetSession) (*CacheKeyRe
 	case <-time.After(1100 * time.Millisecond):
 	}
 
-	rep := &CacheKeyReport{Files: r.cfg.RepoFiles, ChangedFiles: r.cfg.ChangedFiles, Iterations: r.cfg.KeyIterations,
-		GenerateSeconds: generated.Seconds(), Reference: OpGitStatus}
+	sz := &CacheKeySize{Files: files, ChangedFiles: r.cfg.ChangedFiles, GenerateSeconds: generated.Seconds()}
 	n := r.cfg.KeyIterations
 
 	status, err := r.measureOp(ctx, OpGitStatus, n, func(ctx context.Context) error {
@@ -185,7 +268,7 @@ func (r *runner) runCacheKey(ctx context.Context, fs *fleetSession) (*CacheKeyRe
 		return nil, err
 	}
 	status.Description = "`git status --porcelain` on the tree (the reference): the index's stat data spares unchanged files"
-	rep.Ops = append(rep.Ops, status)
+	sz.Ops = append(sz.Ops, status)
 
 	in := gatecache.KeyInput{Dir: dir, Gate: "test", Command: []string{"go", "test", "./..."}, TimeoutSeconds: 300,
 		EnvironmentID: keyEnvironmentID}
@@ -197,44 +280,24 @@ func (r *runner) runCacheKey(ctx context.Context, fs *fleetSession) (*CacheKeyRe
 		if k.Disabled != "" {
 			return fmt.Errorf("caching disabled: %s", k.Disabled)
 		}
-		if rep.Key != "" && (k.ID != rep.Key || k.Tree != rep.Tree) {
-			return fmt.Errorf("the key changed between runs on the same tree: %s (tree %s), then %s (tree %s)", rep.Key, rep.Tree, k.ID, k.Tree)
+		if sz.Key != "" && (k.ID != sz.Key || k.Tree != sz.Tree) {
+			return fmt.Errorf("the key changed between runs on the same tree: %s (tree %s), then %s (tree %s)", sz.Key, sz.Tree, k.ID, k.Tree)
 		}
-		rep.Key, rep.Tree = k.ID, k.Tree
+		sz.Key, sz.Tree, sz.KeyGitPath = k.ID, k.Tree, k.GitPath
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	keyOp.Description = "gatecache.ComputeKey: `git add -A` into a copy of the index, `git write-tree`, the key document hashed"
-	rep.Ops = append(rep.Ops, keyOp)
+	keyOp.Description = "gatecache.ComputeKey: the index read in Go, the work tree's stat data compared, changed and untracked files hashed, `git ls-files -o`, the tree ids and the key document hashed"
+	sz.Ops = append(sz.Ops, keyOp)
 
-	entry := benchEntry(rep.Key, rep.Tree)
-	if b, err := json.Marshal(entry); err == nil {
-		rep.EntryBytes = len(b)
-	}
-	kv, err := kvstate.New(ctx, fs.bus.JS)
-	if err != nil {
-		return nil, fmt.Errorf("the fleet's KV state store: %w", err)
-	}
-	hit, err := r.measureHit(ctx, OpCacheHitKV, kv, entry, n)
-	if err != nil {
-		return nil, err
-	}
-	hit.Description = "gatecache.Cache.Get of a stored entry from the fleet's JetStream KV bucket, over a NATS client connection"
-	rep.Ops = append(rep.Ops, hit)
-	if r.cfg.RedisURL != "" {
-		rs, err := redisstate.Open(ctx, r.cfg.RedisURL, append(append([]redisstate.Option(nil), r.cfg.Redis...), redisstate.WithPrefix("sup-bench-"+randomHex(6)+":"))...)
+	if hits {
+		hitOps, err := r.measureHits(ctx, fs, sz, rep)
 		if err != nil {
 			return nil, err
 		}
-		hit, err := r.measureHit(ctx, OpCacheHitRedis, rs, entry, n)
-		rs.Close()
-		if err != nil {
-			return nil, err
-		}
-		hit.Description = "the same Get from Redis (--redis-url)"
-		rep.Ops = append(rep.Ops, hit)
+		sz.Ops = append(sz.Ops, hitOps...)
 	}
 
 	var capture, check []time.Duration
@@ -254,20 +317,54 @@ func (r *runner) runCacheKey(ctx context.Context, fs *fleetSession) (*CacheKeyRe
 			return fmt.Errorf("integrity check of an untouched tree: %s", res.Summary())
 		}
 		st := base.Stats()
-		rep.IntegrityFiles, rep.IntegrityHashed = st.Files, st.Hashed
+		sz.IntegrityFiles, sz.IntegrityHashed = st.Files, st.Hashed
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	integ.Description = "integrity.Capture then Baseline.Check: the index and a directory walk, every file stat'ed twice, read only where the stat data changed"
-	rep.Ops = append(rep.Ops, integ)
+	sz.Ops = append(sz.Ops, integ)
 	// The first sample of each half is the warm-up's.
-	rep.IntegrityCaptureP50Micros, _ = quantiles(capture[1:])
-	rep.IntegrityCheckP50Micros, _ = quantiles(check[1:])
+	sz.IntegrityCaptureP50Micros, _ = quantiles(capture[1:])
+	sz.IntegrityCheckP50Micros, _ = quantiles(check[1:])
 
-	rep.computeRatios()
-	return rep, nil
+	sz.computeRatios(rep.Reference)
+	return sz, nil
+}
+
+// measureHits measures cache hits of sz's key from the fleet's KV bucket
+// and, with a Redis URL, from Redis.
+func (r *runner) measureHits(ctx context.Context, fs *fleetSession, sz *CacheKeySize, rep *CacheKeyReport) ([]KeyOp, error) {
+	n := r.cfg.KeyIterations
+	entry := benchEntry(sz.Key, sz.Tree)
+	if b, err := json.Marshal(entry); err == nil {
+		rep.EntryBytes = len(b)
+	}
+	kv, err := kvstate.New(ctx, fs.bus.JS)
+	if err != nil {
+		return nil, fmt.Errorf("the fleet's KV state store: %w", err)
+	}
+	hit, err := r.measureHit(ctx, OpCacheHitKV, kv, entry, n)
+	if err != nil {
+		return nil, err
+	}
+	hit.Description = "gatecache.Cache.Get of a stored entry from the fleet's JetStream KV bucket, over a NATS client connection"
+	ops := []KeyOp{hit}
+	if r.cfg.RedisURL != "" {
+		rs, err := redisstate.Open(ctx, r.cfg.RedisURL, append(append([]redisstate.Option(nil), r.cfg.Redis...), redisstate.WithPrefix("sup-bench-"+randomHex(6)+":"))...)
+		if err != nil {
+			return nil, err
+		}
+		hit, err := r.measureHit(ctx, OpCacheHitRedis, rs, entry, n)
+		rs.Close()
+		if err != nil {
+			return nil, err
+		}
+		hit.Description = "the same Get from Redis (--redis-url)"
+		ops = append(ops, hit)
+	}
+	return ops, nil
 }
 
 // measureOp runs fn once to warm up, then n times, and returns the

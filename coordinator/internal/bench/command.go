@@ -101,7 +101,9 @@ repository of --repo-files files, changes --changed-files of them, and times
 --key-iterations runs of each of: 'git status --porcelain' (the reference),
 the gate cache key, a cache hit from the fleet's KV store (and from Redis with
 --redis-url), and the workspace integrity capture and check, each with its
-ratio to git status. gate-scale starts gaterunner processes (from --bin-dir,
+ratio to git status. With --repo-sizes (e.g. 10000,100000) it does so on a
+repository of each size in turn (the cache hits on the first only) and says
+how the key and the integrity check grow against git status. gate-scale starts gaterunner processes (from --bin-dir,
 by default this executable's directory, as 'make build' lays out bin/), each
 with --concurrency 1, and measures the gate throughput of workflows of
 --gate-tasks no-op tasks with one uncached 'sleep --gate-sleep' gate each, for
@@ -171,6 +173,13 @@ kept in memory.
 			if err != nil {
 				return usage(fmt.Errorf("--worker-runners: %w", err))
 			}
+			sizes, err := cmd.Flags().GetIntSlice("repo-sizes")
+			if err != nil {
+				return usage(fmt.Errorf("--repo-sizes: %w", err))
+			}
+			if len(sizes) > 0 && cmd.Flags().Changed("repo-files") {
+				return usage(errors.New("--repo-files and --repo-sizes: give one of them"))
+			}
 			command, err := cmd.Flags().GetStringArray("sandbox-command")
 			if err != nil {
 				return usage(fmt.Errorf("--sandbox-command: %w", err))
@@ -180,7 +189,7 @@ kept in memory.
 				PayloadBytes: v.GetInt("payload"), Concurrency: v.GetInt("concurrency"), Scenarios: scenarios,
 				WorkDir: v.GetString("dir"), MaxWait: v.GetDuration("max-wait"),
 				FleetLog: fleetLog, Progress: cmd.ErrOrStderr(),
-				RepoFiles: v.GetInt("repo-files"), ChangedFiles: v.GetInt("changed-files"),
+				RepoFiles: v.GetInt("repo-files"), RepoSizes: sizes, ChangedFiles: v.GetInt("changed-files"),
 				KeyIterations: v.GetInt("key-iterations"), RedisURL: v.GetString("redis-url"), Redis: jobrun.RedisOptions(v),
 				GateTasks: v.GetInt("gate-tasks"), GateSleep: v.GetDuration("gate-sleep"), GateRunners: runners,
 				WorkerRunners: workers, BinDir: binDir, GateSandbox: v.GetString("gate-sandbox"),
@@ -237,6 +246,7 @@ kept in memory.
 	fs.String("cpuprofile", "", "write a CPU profile of the whole run (every scenario, the in-process fleets included) to this file")
 	fs.String("memprofile", "", "write a heap profile (allocations since the start) to this file at the end of the run")
 	fs.Int("repo-files", 10000, "files in the cache-key scenario's generated repository")
+	fs.IntSlice("repo-sizes", nil, "sizes of the cache-key scenario's repositories, increasing (e.g. 10000,100000), measured in turn instead of --repo-files alone, with how each operation grows against git status")
 	fs.Int("changed-files", 5, "files of that repository changed, and left uncommitted, before measuring")
 	fs.Int("key-iterations", 20, "runs of each cache-key operation")
 	fs.String("redis-url", "", "also measure a cache hit against this Redis (keys under a prefix of the bench's own, removed; a user with a role's ACL cannot write them)")

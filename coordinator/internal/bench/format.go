@@ -119,15 +119,33 @@ func printFeedback(w io.Writer, r Result) {
 		fb.Retries, r.Count, fb.GateResults, fb.CachedGates, fb.DistinctKeys)
 }
 
-// printCacheKey writes the cache-key scenario's figures.
+// printCacheKey writes the cache-key scenario's figures: each size's, then
+// how the operations grew.
 func printCacheKey(w io.Writer, c *CacheKeyReport) {
+	sizes := c.Sizes
+	if len(sizes) == 0 {
+		sizes = []CacheKeySize{c.CacheKeySize}
+	}
+	for i := range sizes {
+		printCacheKeySize(w, c, &sizes[i], i == 0)
+	}
+	printKeyGrowth(w, c)
+	for _, op := range c.Ops {
+		fmt.Fprintf(w, "  %-15s %s\n", op.Name, op.Description)
+	}
+	fmt.Fprintln(w, "CPU/OP is the process's and its children's (git) CPU per operation; CHILDREN is the children's share.")
+}
+
+// printCacheKeySize writes one repository size's figures; first says it is
+// the one the cache hits were measured on.
+func printCacheKeySize(w io.Writer, c *CacheKeyReport, sz *CacheKeySize, first bool) {
 	fmt.Fprintf(w, "\nGate cache key (%s): a generated repository of %s files, %d of them changed (uncommitted);\n",
-		ScenarioCacheKey, thousands(int64(c.Files)), c.ChangedFiles)
+		ScenarioCacheKey, thousands(int64(sz.Files)), sz.ChangedFiles)
 	fmt.Fprintf(w, "each operation %d times after a warm-up, on the same tree; /%s is p50 over %s's p50:\n",
 		c.Iterations, strings.ToUpper(c.Reference), c.Reference)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "OPERATION\tCOUNT\tP50\tP99\tMEAN\t/%s\tCPU/OP\tCHILDREN\tALLOC/OP\t\n", strings.ToUpper(c.Reference))
-	for _, op := range c.Ops {
+	for _, op := range sz.Ops {
 		m := op.Memory
 		children := "-"
 		if m.CPUSeconds > 0 {
@@ -138,13 +156,50 @@ func printCacheKey(w io.Writer, c *CacheKeyReport) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "integrity: capture p50 %s, check p50 %s; a capture records %s paths and hashes %s files\n",
-		dur(c.IntegrityCaptureP50Micros), dur(c.IntegrityCheckP50Micros), thousands(int64(c.IntegrityFiles)), thousands(int64(c.IntegrityHashed)))
-	fmt.Fprintf(w, "key %s (tree %s); the cached entry is %s; generating the repository took %s\n",
-		short(c.Key), short(c.Tree), byteSize(float64(c.EntryBytes)), secs(c.GenerateSeconds))
-	for _, op := range c.Ops {
-		fmt.Fprintf(w, "  %-15s %s\n", op.Name, op.Description)
+		dur(sz.IntegrityCaptureP50Micros), dur(sz.IntegrityCheckP50Micros), thousands(int64(sz.IntegrityFiles)), thousands(int64(sz.IntegrityHashed)))
+	how := "computed in Go"
+	if sz.KeyGitPath != "" {
+		how = "computed by git: " + sz.KeyGitPath
 	}
-	fmt.Fprintln(w, "CPU/OP is the process's and its children's (git) CPU per operation; CHILDREN is the children's share.")
+	entry := ""
+	if first {
+		entry = "; the cached entry is " + byteSize(float64(c.EntryBytes))
+	}
+	fmt.Fprintf(w, "key %s (tree %s, %s)%s; generating the repository took %s\n",
+		short(sz.Key), short(sz.Tree), how, entry, secs(sz.GenerateSeconds))
+}
+
+// printKeyGrowth writes how each operation grew from the first size to
+// each larger one, and how much faster or slower than git status.
+func printKeyGrowth(w io.Writer, c *CacheKeyReport) {
+	for i := 0; i < len(c.Growth); {
+		g0 := c.Growth[i]
+		fmt.Fprintf(w, "\nGrowth from %s to %s files (%.3gx): the larger size's p50 and CPU per operation over the smaller's:\n",
+			thousands(int64(g0.FromFiles)), thousands(int64(g0.ToFiles)), float64(g0.ToFiles)/float64(g0.FromFiles))
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "OPERATION\tP50 GROWTH\tCPU GROWTH\t/%s AT %s\tAT %s\t\n", strings.ToUpper(c.Reference),
+			thousands(int64(g0.FromFiles)), thousands(int64(g0.ToFiles)))
+		var ref *KeyGrowth
+		var others []KeyGrowth
+		for ; i < len(c.Growth) && c.Growth[i].ToFiles == g0.ToFiles; i++ {
+			g := c.Growth[i]
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", g.Op, ratio(g.P50), ratio(g.CPU), ratio(g.RatioFrom), ratio(g.RatioTo))
+			if g.Op == c.Reference {
+				ref = &c.Growth[i]
+			} else {
+				others = append(others, g)
+			}
+		}
+		tw.Flush()
+		if ref == nil || ref.P50 <= 0 || ref.CPU <= 0 {
+			continue
+		}
+		parts := make([]string, 0, len(others))
+		for _, g := range others {
+			parts = append(parts, fmt.Sprintf("%s %s (CPU %s)", g.Op, ratio(g.P50/ref.P50), ratio(g.CPU/ref.CPU)))
+		}
+		fmt.Fprintf(w, "against %s's growth (p50, CPU): %s\n", c.Reference, strings.Join(parts, ", "))
+	}
 }
 
 // printScaleOut writes a scale-out scenario's figures (gate-scale,

@@ -159,10 +159,10 @@ func TestComputeScaling(t *testing.T) {
 }
 
 func TestCacheKeyRatios(t *testing.T) {
-	c := &CacheKeyReport{Reference: OpGitStatus, Ops: []KeyOp{
+	c := &CacheKeySize{Ops: []KeyOp{
 		{Name: OpGitStatus, P50Micros: 20_000}, {Name: OpComputeKey, P50Micros: 50_000}, {Name: OpCacheHitKV, P50Micros: 200},
 	}}
-	c.computeRatios()
+	c.computeRatios(OpGitStatus)
 	for name, want := range map[string]float64{OpGitStatus: 1, OpComputeKey: 2.5, OpCacheHitKV: 0.01} {
 		if got := c.Op(name).Ratio; math.Abs(got-want) > 1e-12 {
 			t.Errorf("%s: ratio %v, want %v", name, got, want)
@@ -170,6 +170,55 @@ func TestCacheKeyRatios(t *testing.T) {
 	}
 	if c.Op(OpIntegrity) != nil {
 		t.Error("an operation that did not run was found")
+	}
+}
+
+// TestCacheKeyGrowth: each larger size's operations are compared with the
+// first size's, only for operations measured at both (the cache hits run
+// on the first size only).
+func TestCacheKeyGrowth(t *testing.T) {
+	op := func(name string, p50, cpu float64) KeyOp {
+		return KeyOp{Name: name, P50Micros: p50, Memory: Memory{CPUPerOpMicros: cpu}}
+	}
+	sizes := []CacheKeySize{
+		{Files: 100, Ops: []KeyOp{op(OpGitStatus, 10, 20), op(OpComputeKey, 12, 30), op(OpCacheHitKV, 1, 1), op(OpIntegrity, 20, 40)}},
+		{Files: 1000, Ops: []KeyOp{op(OpGitStatus, 100, 200), op(OpComputeKey, 150, 330), op(OpIntegrity, 300, 400)}},
+		{Files: 5000, Ops: []KeyOp{op(OpGitStatus, 400, 800), op(OpComputeKey, 480, 1200), op(OpIntegrity, 800, 1600)}},
+	}
+	for i := range sizes {
+		sizes[i].computeRatios(OpGitStatus)
+	}
+	c := &CacheKeyReport{CacheKeySize: sizes[0], Reference: OpGitStatus, Sizes: sizes}
+	c.computeGrowth()
+	want := []KeyGrowth{
+		{Op: OpGitStatus, FromFiles: 100, ToFiles: 1000, P50: 10, CPU: 10, RatioFrom: 1, RatioTo: 1},
+		{Op: OpComputeKey, FromFiles: 100, ToFiles: 1000, P50: 12.5, CPU: 11, RatioFrom: 1.2, RatioTo: 1.5},
+		{Op: OpIntegrity, FromFiles: 100, ToFiles: 1000, P50: 15, CPU: 10, RatioFrom: 2, RatioTo: 3},
+		{Op: OpGitStatus, FromFiles: 100, ToFiles: 5000, P50: 40, CPU: 40, RatioFrom: 1, RatioTo: 1},
+		{Op: OpComputeKey, FromFiles: 100, ToFiles: 5000, P50: 40, CPU: 40, RatioFrom: 1.2, RatioTo: 1.2},
+		{Op: OpIntegrity, FromFiles: 100, ToFiles: 5000, P50: 40, CPU: 40, RatioFrom: 2, RatioTo: 2},
+	}
+	if len(c.Growth) != len(want) {
+		t.Fatalf("growth %+v; want %+v", c.Growth, want)
+	}
+	for i, g := range c.Growth {
+		w := want[i]
+		if g.Op != w.Op || g.FromFiles != w.FromFiles || g.ToFiles != w.ToFiles || math.Abs(g.P50-w.P50) > 1e-9 ||
+			math.Abs(g.CPU-w.CPU) > 1e-9 || math.Abs(g.RatioFrom-w.RatioFrom) > 1e-9 || math.Abs(g.RatioTo-w.RatioTo) > 1e-9 {
+			t.Errorf("growth %d = %+v; want %+v", i, g, w)
+		}
+	}
+	var table bytes.Buffer
+	printCacheKey(&table, c)
+	for _, s := range []string{"Growth from 100 to 1,000 files (10x)", "Growth from 100 to 5,000 files (50x)",
+		"against git-status's growth (p50, CPU): compute-key 1.25x (CPU 1.10x), integrity 1.50x (CPU 1.00x)"} {
+		if !strings.Contains(table.String(), s) {
+			t.Errorf("table lacks %q:\n%s", s, table.String())
+		}
+	}
+	c.Sizes = c.Sizes[:1]
+	if c.computeGrowth(); c.Growth != nil {
+		t.Errorf("growth with one size: %+v", c.Growth)
 	}
 }
 
