@@ -285,3 +285,26 @@ func TestTreeIDOrder(t *testing.T) {
 		rng.Shuffle(len(entries), func(i, j int) { entries[i], entries[j] = entries[j], entries[i] })
 	}
 }
+
+// TestTreeIDErrors: entries git could not write as a tree are refused.
+func TestTreeIDErrors(t *testing.T) {
+	id := make([]byte, SHA1.Size())
+	e := func(p string) TreeEntry { return TreeEntry{Path: p, Mode: 0o100644, ID: id} }
+	for name, entries := range map[string][]TreeEntry{
+		"file and directory":            {e("a"), e("a-b"), e("a.c/x"), e("a/x")},
+		"file and directory, reordered": {e("a/x"), e("a")},
+		"the same file twice":           {e("x/y"), e("x/y")},
+		"empty component":               {e("a//b")},
+		"trailing slash":                {e("a/")},
+		"leading slash":                 {e("/a")},
+		"empty path":                    {e("")},
+		"short id":                      {{Path: "a", Mode: 0o100644, ID: id[:5]}},
+	} {
+		if _, err := TreeID(SHA1, entries); err == nil {
+			t.Errorf("%s: TreeID accepted %v", name, entries)
+		}
+	}
+	if _, err := TreeID(SHA1, []TreeEntry{e("a"), e("a-b"), e("a.c/x"), e("ab/x")}); err != nil {
+		t.Errorf("names sharing a prefix: %v", err)
+	}
+}

@@ -27,7 +27,8 @@ func TreeID(f Format, entries []TreeEntry) ([]byte, error) {
 		sorted = slices.Clone(entries)
 		slices.SortFunc(sorted, byPath)
 	}
-	id, rest, err := buildTree(f, sorted, "")
+	arena := make([]treeItem, 0, 256)
+	id, rest, err := buildTree(f, sorted, "", &arena)
 	if err != nil {
 		return nil, err
 	}
@@ -45,51 +46,67 @@ type treeItem struct {
 }
 
 // buildTree consumes the entries below prefix (sorted) and returns the
-// tree's id and the entries after them.
-func buildTree(f Format, es []TreeEntry, prefix string) ([]byte, []TreeEntry, error) {
-	var items []treeItem
-	names := make(map[string]bool)
+// tree's id and the entries after them. The tree's items are appended to
+// arena and removed again before it returns, so that the items of a
+// subtree, built in the middle, are gone when the tree's next one is
+// appended: one slice serves every tree.
+func buildTree(f Format, es []TreeEntry, prefix string, arena *[]treeItem) ([]byte, []TreeEntry, error) {
+	base := len(*arena)
+	defer func() { *arena = (*arena)[:base] }()
 	for len(es) > 0 && strings.HasPrefix(es[0].Path, prefix) {
 		rel := es[0].Path[len(prefix):]
 		if rel == "" || strings.HasPrefix(rel, "/") || strings.HasSuffix(rel, "/") || strings.Contains(rel, "//") {
 			return nil, nil, fmt.Errorf("gitindex: tree: bad path %q", es[0].Path)
 		}
 		name, _, isDir := strings.Cut(rel, "/")
-		if names[name] {
-			return nil, nil, fmt.Errorf("gitindex: tree: %q is both a file and a directory", prefix+name)
+		// In path order, the items before this one whose names start with
+		// name come right before it: a file of the same name (a duplicate,
+		// or a file where this is a directory) is among them.
+		for k := len(*arena) - 1; k >= base && strings.HasPrefix((*arena)[k].name, name); k-- {
+			if (*arena)[k].name == name {
+				return nil, nil, fmt.Errorf("gitindex: tree: %q is both a file and a directory, or twice a file", prefix+name)
+			}
 		}
-		names[name] = true
 		if !isDir {
-			items = append(items, treeItem{name: name, mode: es[0].Mode, id: es[0].ID})
+			*arena = append(*arena, treeItem{name: name, mode: es[0].Mode, id: es[0].ID})
 			es = es[1:]
 			continue
 		}
-		id, rest, err := buildTree(f, es, prefix+name+"/")
+		id, rest, err := buildTree(f, es, prefix+name+"/", arena)
 		if err != nil {
 			return nil, nil, err
 		}
-		items = append(items, treeItem{name: name, mode: 0o40000, id: id, dir: true})
+		*arena = append(*arena, treeItem{name: name, mode: 0o40000, id: id, dir: true})
 		es = rest
 	}
+	items := (*arena)[base:]
 	// git orders a tree's entries by name, a directory's name compared as
 	// if it ended in "/".
 	if !slices.IsSortedFunc(items, compareItems) {
 		slices.SortStableFunc(items, compareItems)
 	}
-	var body []byte
+	size := 0
 	for _, it := range items {
 		if len(it.id) != f.Size() {
 			return nil, nil, errors.New("gitindex: tree: object id of the wrong size")
 		}
-		body = strconv.AppendUint(body, uint64(it.mode), 8)
-		body = append(body, ' ')
-		body = append(body, it.name...)
-		body = append(body, 0)
-		body = append(body, it.id...)
+		digits := 1 // of the mode in octal
+		for m := it.mode >> 3; m > 0; m >>= 3 {
+			digits++
+		}
+		size += digits + 1 + len(it.name) + 1 + len(it.id)
 	}
 	h := f.New()
-	fmt.Fprintf(h, "tree %d\x00", len(body))
-	h.Write(body)
+	fmt.Fprintf(h, "tree %d\x00", size)
+	var buf [512]byte // an item's bytes, unless its name is longer
+	for _, it := range items {
+		b := strconv.AppendUint(buf[:0], uint64(it.mode), 8)
+		b = append(b, ' ')
+		b = append(b, it.name...)
+		b = append(b, 0)
+		b = append(b, it.id...)
+		h.Write(b)
+	}
 	return h.Sum(nil), es, nil
 }
 

@@ -268,8 +268,9 @@ func convertible(l gitLayout) bool {
 // a path whose stat data is unchanged (see unchanged) is not read, any
 // other goes through scanner.restat. A directory that cannot be opened
 // that way has its paths examined one by one by scanner.restat, which
-// reports them missing or behind a symlink. It returns every path's
-// current state and whether every directory is unchanged.
+// reports them missing or behind a symlink. It returns the current state
+// of every path it re-read (any path not returned is unchanged) and
+// whether every directory is unchanged.
 func (b *Baseline) checkFast(ctx context.Context, s *scanner) (map[string]fileState, bool, error) {
 	type dirWork struct {
 		rel   string
@@ -299,11 +300,17 @@ func (b *Baseline) checkFast(ctx context.Context, s *scanner) (map[string]fileSt
 	} else {
 		defer closeDir(rootFd)
 	}
-	states := make([][]fileState, len(work))
+	// reread[i] holds the paths of work[i] that were re-read, and their
+	// states: unchanged paths are left out.
+	type reread struct {
+		paths  []string
+		states []fileState
+	}
+	rereads := make([]reread, len(work))
 	same := make([]bool, len(work))
 	if err := parallel(ctx, len(work), func(i int) {
 		w := work[i]
-		states[i] = make([]fileState, len(w.names))
+		rr := &rereads[i]
 		path := func(name string) string {
 			if w.rel == "" {
 				return name
@@ -317,35 +324,32 @@ func (b *Baseline) checkFast(ctx context.Context, s *scanner) (map[string]fileSt
 			}
 		}
 		if fd < 0 {
-			for j, n := range w.names {
-				states[i][j] = s.restat(ctx, path(n), b.files[path(n)])
+			for _, n := range w.names {
+				p := path(n)
+				rr.paths = append(rr.paths, p)
+				rr.states = append(rr.states, s.restat(ctx, p, b.files[p]))
 			}
 			return
 		}
 		defer closeDir(fd)
 		same[i] = unchanged(b.dirs[w.rel], statFd(fd))
-		for j, n := range w.names {
+		for _, n := range w.names {
 			p := path(n)
 			old := b.files[p]
-			if cur := statAt(fd, n); unchanged(old, cur) {
-				states[i][j] = old
-			} else {
-				states[i][j] = s.restat(ctx, p, old)
+			if cur := statAt(fd, n); !unchanged(old, cur) {
+				rr.paths = append(rr.paths, p)
+				rr.states = append(rr.states, s.restat(ctx, p, old))
 			}
 		}
 	}); err != nil {
 		return nil, false, err
 	}
-	out := make(map[string]fileState, len(b.files))
+	out := make(map[string]fileState)
 	allSame := true
-	for i, w := range work {
+	for i := range work {
 		allSame = allSame && same[i]
-		for j, n := range w.names {
-			if w.rel == "" {
-				out[n] = states[i][j]
-			} else {
-				out[w.rel+"/"+n] = states[i][j]
-			}
+		for j, p := range rereads[i].paths {
+			out[p] = rereads[i].states[j]
 		}
 	}
 	for _, p := range loose {

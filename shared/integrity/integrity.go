@@ -615,31 +615,37 @@ func (b *Baseline) Check(ctx context.Context) (*Report, error) {
 		}
 	}
 
-	// 2. Recorded paths.
+	// 2. Recorded paths. After a fast capture, checkFast returns only the
+	// paths whose stat data changed (or that were recorded racily), with
+	// their current state: every other path is as recorded.
 	s := newScanner(b.root, nil)
-	paths := make([]string, 0, len(b.files))
-	for p := range b.files {
-		paths = append(paths, p)
-	}
-	states := make([]fileState, len(paths))
+	var current map[string]fileState
 	dirsSame := false
 	if b.dirs != nil {
 		cur, same, err := b.checkFast(ctx, s)
 		if err != nil {
 			return nil, fmt.Errorf("integrity: check %s: %w", b.root, err)
 		}
-		for i, p := range paths {
-			states[i] = cur[p]
+		current, dirsSame = cur, same
+	} else {
+		paths := make([]string, 0, len(b.files))
+		for p := range b.files {
+			paths = append(paths, p)
 		}
-		dirsSame = same
-	} else if err := parallel(ctx, len(paths), func(i int) {
-		states[i] = s.restat(ctx, paths[i], b.files[paths[i]])
-	}); err != nil {
-		return nil, fmt.Errorf("integrity: check %s: %w", b.root, err)
+		states := make([]fileState, len(paths))
+		if err := parallel(ctx, len(paths), func(i int) {
+			states[i] = s.restat(ctx, paths[i], b.files[paths[i]])
+		}); err != nil {
+			return nil, fmt.Errorf("integrity: check %s: %w", b.root, err)
+		}
+		current = make(map[string]fileState, len(paths))
+		for i, p := range paths {
+			current[p] = states[i]
+		}
 	}
 	var cands []candidate
-	for i, p := range paths {
-		old, now := b.files[p], states[i]
+	for p, now := range current {
+		old := b.files[p]
 		changed, detail := diff(old, now)
 		if !changed {
 			continue
