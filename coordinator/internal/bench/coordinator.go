@@ -195,8 +195,10 @@ func (r *runner) runCoordinator(ctx context.Context) ([]Result, error) {
 	return []Result{burst, chain}, nil
 }
 
-// measureWorkflows submits files (count nodes in all) and measures them
-// from the first submit to the last workflow.finished, like runScenario.
+// measureWorkflows validates files (count nodes in all) as the CLI does,
+// submits them, and measures them from the first submit to the last
+// workflow.finished; the full-path scenarios and the coordinator scenario
+// share it.
 func (r *runner) measureWorkflows(ctx context.Context, fs *fleetSession, name string, count int, files []workflowFile) (Result, error) {
 	for _, f := range files {
 		if _, err := workflow.Parse(f.name, f.yaml); err != nil {
@@ -235,6 +237,7 @@ func (r *runner) measureWorkflows(ctx context.Context, fs *fleetSession, name st
 	}
 	res.LatencyP50Micros, res.LatencyP99Micros = quantiles(st.nodeLatency)
 	res.TurnaroundP50Micros, res.TurnaroundP99Micros = quantiles(st.turnaround)
+	res.GateLatencyP50Micros, res.GateLatencyP99Micros = quantiles(st.gateLatency)
 	res.RunP50Micros, res.RunP99Micros = quantiles(st.run)
 	res.SettleP50Micros, res.SettleP99Micros = quantiles(st.settle)
 	return res, nil

@@ -19,7 +19,6 @@ import (
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
 	"github.com/supervisorhq/supervisor/coordinator/internal/fleet"
 	"github.com/supervisorhq/supervisor/coordinator/internal/reporoots"
-	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
 	"github.com/supervisorhq/supervisor/shared/protocol"
@@ -303,46 +302,10 @@ func (r *runner) runScenario(ctx context.Context, fs *fleetSession, scenario str
 			files = append(files, workflowFile{name + ".yaml", workflowYAML(name, size, false, gated)})
 		}
 	}
-	// Validate locally first, as the CLI does, outside the measurement.
-	for _, f := range files {
-		if _, err := workflow.Parse(f.name, f.yaml); err != nil {
-			return Result{}, fmt.Errorf("generated workflow %s: %w", f.name, err)
-		}
-	}
-
-	r.progress("%s: %d nodes in %d workflow(s)", scenario, count, len(files))
-	mem := startMem()
-	start := time.Now()
-	ids := make([]string, 0, len(files))
-	for _, f := range files {
-		id, err := submit(ctx, fs.client, fs.repo, f.name, f.yaml)
-		if err != nil {
-			return Result{}, err
-		}
-		ids = append(ids, id)
-	}
-	end, err := fs.watcher.wait(ctx, ids)
+	res, err := r.measureWorkflows(ctx, fs, scenario, count, files)
 	if err != nil {
 		return Result{}, err
 	}
-	wall := end.Sub(start)
-	memory := mem.stop(count)
-	st := fs.watcher.collect(ids)
-	if st.succeeded != count {
-		return Result{}, fmt.Errorf("%d of %d nodes succeeded", st.succeeded, count)
-	}
-	r.progress("%s: %d nodes in %.2fs", scenario, count, wall.Seconds())
-
-	res := Result{
-		Scenario: scenario, Unit: "node", Count: count, Workflows: len(ids),
-		WallSeconds: wall.Seconds(), Throughput: float64(count) / wall.Seconds(),
-		Latency: "ready→started", Memory: memory,
-	}
-	res.LatencyP50Micros, res.LatencyP99Micros = quantiles(st.nodeLatency)
-	res.TurnaroundP50Micros, res.TurnaroundP99Micros = quantiles(st.turnaround)
-	res.GateLatencyP50Micros, res.GateLatencyP99Micros = quantiles(st.gateLatency)
-	res.RunP50Micros, res.RunP99Micros = quantiles(st.run)
-	res.SettleP50Micros, res.SettleP99Micros = quantiles(st.settle)
 	noop := strings.Join(NoopCommand, " ")
 	switch scenario {
 	case ScenarioNodes:
