@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -354,34 +355,25 @@ func (s *scanner) restat(ctx context.Context, rel string, old fileState) fileSta
 // following a symlink and without blocking, and must still be a regular
 // file once open.
 func (s *scanner) hash(ctx context.Context, full string) (string, error) {
-	f, err := openNoFollow(full)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("not a regular file")
-	}
-	h := sha256.New()
-	buf := bufPool.Get().(*[]byte)
-	defer bufPool.Put(buf)
-	n, err := io.CopyBuffer(h, ctxReader{ctx: ctx, r: f}, *buf)
-	if err != nil {
-		return "", err
-	}
-	s.hashed.Add(n)
-	s.files.Add(1)
-	return string(h.Sum(nil)), nil
+	return s.digest(ctx, full, func(int64) hash.Hash { return sha256.New() }, false)
 }
 
 // blobHash computes the git object id (of format) of a regular file's
 // content as a blob, opened as hash opens it; no conversion is applied
 // (captureFast trusts the index only where none can apply).
 func (s *scanner) blobHash(ctx context.Context, full string, format gitindex.Format) (string, error) {
+	return s.digest(ctx, full, func(size int64) hash.Hash {
+		h := format.New()
+		fmt.Fprintf(h, "blob %d\x00", size)
+		return h
+	}, true)
+}
+
+// digest opens full as hash documents, streams it through the hash newHash
+// returns for its size, and counts it; with sameSize a file whose length
+// changed while it was read is an error (the blob header named the old
+// length).
+func (s *scanner) digest(ctx context.Context, full string, newHash func(size int64) hash.Hash, sameSize bool) (string, error) {
 	f, err := openNoFollow(full)
 	if err != nil {
 		return "", err
@@ -394,15 +386,14 @@ func (s *scanner) blobHash(ctx context.Context, full string, format gitindex.For
 	if !fi.Mode().IsRegular() {
 		return "", fmt.Errorf("not a regular file")
 	}
-	h := format.New()
-	fmt.Fprintf(h, "blob %d\x00", fi.Size())
+	h := newHash(fi.Size())
 	buf := bufPool.Get().(*[]byte)
 	defer bufPool.Put(buf)
 	n, err := io.CopyBuffer(h, ctxReader{ctx: ctx, r: f}, *buf)
 	if err != nil {
 		return "", err
 	}
-	if n != fi.Size() {
+	if sameSize && n != fi.Size() {
 		return "", fmt.Errorf("size changed while reading")
 	}
 	s.hashed.Add(n)
