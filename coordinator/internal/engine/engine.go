@@ -102,8 +102,10 @@ type Engine struct {
 	queues *serial
 	// kicked marks workflows with a decision queued and not yet started.
 	kicked sync.Map
-	out    *outbox
-	wakes  *wakeups
+	// inbox holds reports not yet folded, by workflow.
+	inbox *inbox
+	out   *outbox
+	wakes *wakeups
 	// ctx is the leader's context while Run leads.
 	ctx context.Context
 
@@ -158,7 +160,7 @@ func New(b *bus.Bus, store state.Store, opts Options) (*Engine, error) {
 	}
 	return &Engine{
 		bus: b, store: store, opts: opts, log: opts.Log, integ: integ,
-		st: statemachine.New(), queues: newSerial(), out: newOutbox(), wakes: newWakeups(),
+		st: statemachine.New(), queues: newSerial(), inbox: newInbox(), out: newOutbox(), wakes: newWakeups(),
 		ready: make(chan struct{}),
 	}, nil
 }

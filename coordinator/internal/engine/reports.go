@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/pricing"
 	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
@@ -77,7 +78,7 @@ func (e *Engine) settle(ctx context.Context, msg jetstream.Msg, what string, err
 	_ = msg.Ack()
 }
 
-// handleReportMsg queues a report in its workflow's queue; it is acked
+// handleReportMsg hands a report to its workflow's inbox; it is acked
 // once the events it caused are in the log.
 func (e *Engine) handleReportMsg(ctx context.Context, msg jetstream.Msg) {
 	// The runner's job span context, which the report carries.
@@ -93,19 +94,60 @@ func (e *Engine) handleReportMsg(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.Ack()
 		return
 	}
-	if !e.queues.Go(r.WorkflowID(), func() {
-		sctx, span := e.startSpan(ctx, r.WorkflowID(), SpanReport, attribute.String("supervisor.report_type", string(r.Type)))
-		err := e.handleReport(sctx, &r)
-		telemetry.End(span, err)
-		e.settle(sctx, msg, "reports", err)
-	}) {
+	if !e.inbox.put(r.WorkflowID(), inboxReport{ctx: ctx, r: r, msg: msg}, e.queues, e.foldReports) {
 		_ = msg.Nak() // stopping: the next leader folds it
+	}
+}
+
+// foldReports folds every report waiting in workflow wf's inbox, in the
+// order they arrived, then decides the workflow once for all of them (a
+// burst of reports costs one decision, not one each), then settles them:
+// each is acked once its events and the decision's are in the log, or
+// handed back if it could not be folded. It runs in wf's queue.
+func (e *Engine) foldReports(wf string) {
+	batch := e.inbox.take(wf)
+	if len(batch) == 0 {
+		return
+	}
+	type folded struct {
+		ctx  context.Context
+		span trace.Span
+		err  error
+	}
+	done := make([]folded, len(batch))
+	decide := false
+	for i := range batch {
+		p := &batch[i]
+		sctx, span := e.startSpan(p.ctx, wf, SpanReport, attribute.String("supervisor.report_type", string(p.r.Type)))
+		err := e.foldReport(sctx, &p.r)
+		done[i] = folded{ctx: sctx, span: span, err: err}
+		decide = decide || err == nil
+	}
+	if decide && e.ctx != nil && e.ctx.Err() == nil {
+		last := done[len(done)-1].ctx
+		e.advance(e.workflowContext(last, wf), wf)
+	}
+	for i, f := range done {
+		telemetry.End(f.span, f.err)
+		e.settle(f.ctx, batch[i].msg, "reports", f.err)
 	}
 }
 
 // handleReport folds one report and decides the workflow again; it runs in
 // the workflow's queue, and logs in the workflow's trace.
 func (e *Engine) handleReport(ctx context.Context, r *protocol.Report) error {
+	if err := e.foldReport(ctx, r); err != nil {
+		return err
+	}
+	e.advance(e.workflowContext(ctx, r.WorkflowID()), r.WorkflowID())
+	return nil
+}
+
+// foldReport turns one report into the events it causes and appends them,
+// without deciding the workflow again (the caller does, once); it runs in
+// the workflow's queue. A report of a workflow this engine does not know
+// is looked for in the log first; a stale one is ignored.
+func (e *Engine) foldReport(ctx context.Context, r *protocol.Report) error {
 	ctx = e.workflowContext(ctx, r.WorkflowID())
 	if err := e.summarizePatch(ctx, r); err != nil {
 		return err
@@ -130,17 +172,14 @@ func (e *Engine) handleReport(ctx context.Context, r *protocol.Report) error {
 			return nil
 		}
 		e.log.WarnContext(ctx, "report for a workflow this coordinator did not know; loaded it from the log", "workflow", r.WorkflowID())
-		return e.handleReport(ctx, r)
+		return e.foldReport(ctx, r)
 	}
 	if stale != "" {
 		e.log.InfoContext(ctx, "stale report ignored", "workflow", r.WorkflowID(), "type", r.Type, "why", stale)
 		return nil
 	}
-	if _, err := e.execute(ctx, r.WorkflowID(), effects); err != nil {
-		return err
-	}
-	e.advance(ctx, r.WorkflowID())
-	return nil
+	_, err := e.execute(ctx, r.WorkflowID(), effects)
+	return err
 }
 
 // estimateCost prices the runs of a report whose CLIs reported no cost

@@ -201,11 +201,11 @@ func (e *Engine) notify(ev eventlog.Event) {
 
 // pendingJob is a job published and not yet acknowledged.
 type pendingJob struct {
-	id   string
-	kind protocol.JobKind
-	pool string
-	ack  jetstream.PubAckFuture
-	span trace.Span
+	id, node, gate string
+	kind           protocol.JobKind
+	pool           string
+	ack            jetstream.PubAckFuture
+	span           trace.Span
 }
 
 // jobAckTimeout bounds the wait for a published job's acknowledgement.
@@ -220,12 +220,14 @@ func (e *Engine) publishAsync(ctx context.Context, wf string, p statemachine.Pub
 		err  error
 		kind protocol.JobKind
 		pool string
+		node string
+		gate string
 	)
 	if p.Agent != nil {
-		kind, pool = protocol.KindAgent, p.Agent.Pool
+		kind, pool, node = protocol.KindAgent, p.Agent.Pool, p.Agent.NodeID
 		data, err = protocol.Encode(p.Agent)
 	} else {
-		kind, pool = protocol.KindGate, p.Gate.Pool
+		kind, pool, node, gate = protocol.KindGate, p.Gate.Pool, p.Gate.NodeID, p.Gate.Gate
 		data, err = protocol.Encode(p.Gate)
 	}
 	if err != nil {
@@ -238,7 +240,7 @@ func (e *Engine) publishAsync(ctx context.Context, wf string, p statemachine.Pub
 		telemetry.End(span, err)
 		return pendingJob{}, err
 	}
-	return pendingJob{id: p.JobID(), kind: kind, pool: pool, ack: ack, span: span}, nil
+	return pendingJob{id: p.JobID(), node: node, gate: gate, kind: kind, pool: pool, ack: ack, span: span}, nil
 }
 
 // awaitJobs waits for the acknowledgements of jobs and records those the
@@ -248,9 +250,22 @@ func (e *Engine) awaitJobs(ctx context.Context, wf string, jobs []pendingJob) er
 	if len(jobs) == 0 {
 		return nil
 	}
-	var first error
+	var (
+		first error
+		done  []pendingJob
+	)
 	wctx, cancel := context.WithTimeout(ctx, jobAckTimeout)
 	defer cancel()
+	defer func() {
+		if len(done) == 0 {
+			return
+		}
+		e.mu.Lock()
+		for _, j := range done {
+			e.st.MarkPublished(wf, j.node, j.gate, j.id)
+		}
+		e.mu.Unlock()
+	}()
 	for _, j := range jobs {
 		var err error
 		select {
@@ -268,6 +283,7 @@ func (e *Engine) awaitJobs(ctx context.Context, wf string, jobs []pendingJob) er
 			continue
 		}
 		e.out.add(wf, j.id)
+		done = append(done, j)
 		observePublished(j.kind, j.pool)
 	}
 	return first

@@ -42,8 +42,7 @@ func Decide(w *Workflow, now time.Time, published func(jobID string) bool) Decis
 		d.cancel()
 		return d.Decision
 	}
-	for _, id := range w.Order {
-		n := w.Nodes[id]
+	for _, n := range w.ordered() {
 		switch n.Status {
 		case protocol.NodePending:
 			d.pending(n)
@@ -94,7 +93,7 @@ func (d *decider) publishAgent(n *Node, attempt int, at time.Time) {
 	if attempt != n.Attempt || id == "" {
 		id = protocol.AgentJobID(d.w.ID, n.ID, attempt)
 	}
-	if d.published != nil && d.published(id) {
+	if id == n.publishedJob || (d.published != nil && d.published(id)) {
 		return
 	}
 	d.Effects = append(d.Effects, Publish{Agent: d.w.agentJob(n, attempt, at)})
@@ -107,7 +106,7 @@ func (d *decider) publishGate(n *Node, g *GateRun, round int) {
 	if round != g.Round || id == "" {
 		id = protocol.GateJobID(d.w.ID, n.ID, n.Attempt, g.Name, round)
 	}
-	if d.published != nil && d.published(id) {
+	if id == g.publishedJob || (d.published != nil && d.published(id)) {
 		return
 	}
 	d.Effects = append(d.Effects, Publish{Gate: d.w.gateJob(n, g, round, d.now)})

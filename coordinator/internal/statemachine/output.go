@@ -211,6 +211,7 @@ func (w *Workflow) addNodes(planner *Node, b eventlog.NodesAdded) error {
 		w.Nodes[n.ID] = n
 	}
 	w.Spec, w.Order = spec, g.TopoOrder()
+	w.ordered()
 	planner.Expanded = len(b.Tasks)
 	if planner.Expanded == 0 {
 		planner.Expanded = -1 // expanded, into nothing

@@ -43,6 +43,49 @@ func (s *State) Workflow(id string) (*Workflow, bool) {
 	return w, ok
 }
 
+// MarkPublished records that the engine published job jobID of node
+// nodeID of workflow wf, so that deciding again need not ask the engine
+// (Decide's published function) about that job. It is a hint kept in
+// memory only: a job it does not name is looked up as before. Unknown
+// workflows and nodes are ignored.
+func (s *State) MarkPublished(wf, nodeID, gate, jobID string) {
+	w, ok := s.wfs[wf]
+	if !ok {
+		return
+	}
+	n := w.Nodes[nodeID]
+	if n == nil {
+		return
+	}
+	if gate == "" {
+		n.publishedJob = jobID
+		return
+	}
+	if g := n.Gates[gate]; g != nil {
+		g.publishedJob = jobID
+	}
+}
+
+// ordered returns w's nodes in Order. The slice is built once per Order
+// (a new Order, as nodes added by a plan make, builds it again), so
+// deciding walks the nodes without a map lookup each. Put and a plan's
+// expansion build it at once, so that states folded from the same events
+// are equal whether or not they have been decided on.
+func (w *Workflow) ordered() []*Node {
+	if len(w.orderNodes) == len(w.Order) && (len(w.Order) == 0 || w.orderKey == &w.Order[0]) {
+		return w.orderNodes
+	}
+	nodes := make([]*Node, len(w.Order))
+	for i, id := range w.Order {
+		nodes[i] = w.Nodes[id]
+	}
+	w.orderNodes = nodes
+	if len(w.Order) > 0 {
+		w.orderKey = &w.Order[0]
+	}
+	return nodes
+}
+
 // Workflows returns every workflow in memory, in submission order: not
 // the retired ones (Listing has them too).
 func (s *State) Workflows() []*Workflow {
@@ -67,6 +110,7 @@ func (s *State) Put(w *Workflow) {
 	}
 	delete(s.retired, w.ID)
 	w.fleet = s.fleet
+	w.ordered()
 	s.wfs[w.ID] = w
 }
 
@@ -93,6 +137,10 @@ type Workflow struct {
 	Nodes       map[string]*Node
 	// Order is the nodes' topological order (ties in declaration order).
 	Order []string
+	// orderNodes is Order's nodes, built by ordered for the Order whose
+	// first element orderKey points at.
+	orderNodes []*Node
+	orderKey   *string
 	// Branch receives the accepted patches; Head is its tip ("" = base).
 	Branch string
 	Head   string
@@ -218,6 +266,10 @@ type Node struct {
 	// jobID is the current attempt's agent job id, kept so that deciding
 	// again does not build it anew for every node in flight.
 	jobID string
+	// publishedJob is the agent job id the engine last said it published
+	// (MarkPublished): deciding again skips the engine's lookup for it.
+	// Memory only: a state rebuilt from the log asks the engine again.
+	publishedJob string
 	// integRounds numbers each integration gate's rounds in the attempt,
 	// across speculations, so every run has a job id of its own.
 	integRounds map[string]int
@@ -279,6 +331,9 @@ type GateRun struct {
 
 	// OOMs counts the gate's out-of-memory kills in this attempt.
 	OOMs int
+	// publishedJob is the gate job id the engine last said it published
+	// (MarkPublished); memory only, as Node's.
+	publishedJob string
 	// Waiting is set while a runner holds the current round's job back on
 	// an open circuit breaker.
 	Waiting *BreakerWait
