@@ -15,7 +15,7 @@ import (
 func TestEstimateCost(t *testing.T) {
 	prices := pricing.Table{"gpt-5-codex": {Input: 1.25, CachedInput: 0.125, Output: 10}}
 	w := &statemachine.Workflow{Nodes: map[string]*statemachine.Node{
-		"a": {ID: "a", Task: protocol.TaskSpec{Agent: &protocol.AgentSpec{Adapter: "codex", Model: "gpt-5-codex"}}},
+		"a": {ID: "a", Task: &protocol.TaskSpec{Agent: &protocol.AgentSpec{Adapter: "codex", Model: "gpt-5-codex"}}},
 	}}
 	orig := &protocol.AgentRun{Adapter: "codex", Usage: protocol.TokenUsage{Input: 2_000_000, Output: 100_000}}
 	r := &protocol.Report{Type: protocol.ReportAgentResult, Agent: &protocol.AgentResult{NodeID: "a", Run: orig}}

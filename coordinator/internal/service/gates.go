@@ -374,7 +374,7 @@ func (s *Service) changeNodeGates(ctx context.Context, wf, node string,
 // task's own, with g added.
 func nodeGates(w *statemachine.Workflow, n *statemachine.Node, g gates.Gate) *gates.Set {
 	set := &gates.Set{}
-	for _, d := range w.Spec.GateDefinitions(n.Task) {
+	for _, d := range w.Spec.GateDefinitions(*n.Task) {
 		set.Add(gates.FromSpec(d))
 	}
 	set.Add(g)
@@ -420,7 +420,7 @@ func (s *Service) nodeGateAdd(ctx context.Context, req api.GateAddRequest, file 
 			spec = g.Spec()
 		} else {
 			found := false
-			for _, d := range w.Spec.GateDefinitions(n.Task) {
+			for _, d := range w.Spec.GateDefinitions(*n.Task) {
 				if d.Name == req.Name {
 					spec, found = d, true
 				}

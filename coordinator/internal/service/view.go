@@ -170,7 +170,7 @@ func nodeGateInfo(n *statemachine.Node, name string, layer int) api.GateInfo {
 // nodeGateList is a node's gates in dispatch order.
 func nodeGateList(w *statemachine.Workflow, n *statemachine.Node) api.GateListResponse {
 	out := api.GateListResponse{WorkflowID: w.ID, NodeID: n.ID, NodeStatus: n.Status, Gates: []api.GateInfo{}}
-	layers, _ := workflow.GateLayers(w.Spec.GateDefinitions(n.Task), n.Task.Gates)
+	layers, _ := workflow.GateLayers(w.Spec.GateDefinitions(*n.Task), n.Task.Gates)
 	for i, layer := range layers {
 		for _, name := range layer {
 			out.Gates = append(out.Gates, nodeGateInfo(n, name, i))

@@ -68,7 +68,7 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		n.Status, n.Attempt, n.ReadyAt = protocol.NodeReady, b.Attempt, ev.Time
 		n.jobID = protocol.AgentJobID(w.ID, n.ID, b.Attempt)
 		n.LeaseToken, n.Host, n.Agent, n.Patch, n.Output = 0, "", nil, nil, nil
-		n.Gates = map[string]*GateRun{}
+		n.Gates = nil
 		n.Approved, n.ApprovedBy, n.RetryAt, n.NextAttempt, n.AcceptedConfig = false, "", time.Time{}, 0, nil
 		n.Waiting, n.Speculation, n.integRounds = nil, nil, nil
 		n.Given = AttemptStart{}
@@ -94,6 +94,9 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		}
 		if n.AgentSucceeded() {
 			n.Status, n.Patch = protocol.NodeGating, b.Result.Patch
+			if n.Gates == nil && len(n.GateOrder) > 0 {
+				n.Gates = make(map[string]*GateRun, len(n.GateOrder))
+			}
 			for _, g := range n.GateOrder {
 				n.Gates[g] = &GateRun{Name: g}
 			}
@@ -177,7 +180,7 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		}
 	case eventlog.NodeRetryGranted:
 		// A human's retry starts the count of each gate's failures afresh.
-		n.Budget, n.GateFailures = n.Budget+b.Attempts, map[string]int{}
+		n.Budget, n.GateFailures = n.Budget+b.Attempts, nil
 		n.Status, n.RetryAt, n.NextAttempt, n.Feedback = protocol.NodeRetrying, ev.Time, b.Attempt+1, b.Feedback
 		n.Reason = fmt.Sprintf("retry granted by %s (%d more attempts)", b.By, b.Attempts)
 		n.grant = &AttemptStart{RetriedBy: b.By, Note: b.Note}
@@ -247,6 +250,9 @@ func (n *Node) record(ev eventlog.Event, reason string, feedback json.RawMessage
 // countFailures counts a round's failure against each gate that caused it.
 func (n *Node) countFailures(gates []string) {
 	for _, g := range gates {
+		if n.GateFailures == nil {
+			n.GateFailures = map[string]int{}
+		}
 		n.GateFailures[g]++
 	}
 }

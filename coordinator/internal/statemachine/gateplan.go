@@ -3,18 +3,144 @@ package statemachine
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
+	"github.com/supervisorhq/supervisor/shared/gates"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
 )
+
+// gatePlan is a node's gate plan (PERF-38): its gates in dependency
+// layers, their definitions and what each one's failure does. It is
+// derived from the task and the workflow's gates, never changed once
+// built, and shared by the nodes whose tasks give the same one.
+type gatePlan struct {
+	order  []string
+	specs  map[string]protocol.GateSpec
+	onFail map[string]gates.FailAction
+}
+
+// newGatePlan computes task t's gate plan in workflow spec.
+func newGatePlan(spec *protocol.WorkflowSpec, t *protocol.TaskSpec) (*gatePlan, error) {
+	defs := spec.GateDefinitions(*t)
+	layers, err := workflow.GateLayers(defs, t.Gates)
+	if err != nil {
+		return nil, err
+	}
+	byName := make(map[string]protocol.GateSpec, len(defs))
+	for _, d := range defs {
+		byName[d.Name] = d
+	}
+	p := &gatePlan{specs: map[string]protocol.GateSpec{}, onFail: map[string]gates.FailAction{}}
+	for _, layer := range layers {
+		p.order = append(p.order, layer...)
+		for _, g := range layer {
+			p.specs[g] = byName[g]
+			p.onFail[g] = gates.TaskOnFail(*t, byName[g])
+		}
+	}
+	return p, nil
+}
+
+// gatePlans shares the gate plans of one workflow's tasks, by planKey.
+type gatePlans map[string]*gatePlan
+
+// planKey is what task t's gate plan depends on besides the workflow's
+// gates: its gate list, required and optional lists and on_fail, nil and
+// empty told apart. A task with gate definitions of its own has none
+// (false): its plan is its own.
+func planKey(t *protocol.TaskSpec) (string, bool) {
+	if len(t.GateDefs) > 0 {
+		return "", false
+	}
+	var b strings.Builder
+	list := func(l []string) {
+		if l == nil {
+			b.WriteString("-;")
+			return
+		}
+		b.WriteString(strconv.Itoa(len(l)) + ":")
+		for _, x := range l {
+			b.WriteString(strconv.Itoa(len(x)) + ":" + x)
+		}
+		b.WriteString(";")
+	}
+	list(t.Gates)
+	list(t.Required)
+	list(t.Optional)
+	if t.OnFail == nil {
+		b.WriteString("-;")
+	} else {
+		keys := make([]string, 0, len(t.OnFail))
+		for k := range t.OnFail {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		b.WriteString(strconv.Itoa(len(keys)) + ":")
+		for _, k := range keys {
+			v := t.OnFail[k]
+			b.WriteString(strconv.Itoa(len(k)) + ":" + k + strconv.Itoa(len(v)) + ":" + v)
+		}
+	}
+	return b.String(), true
+}
+
+// setTask points the node at task t, which it must never write through,
+// and gives it t's gate plan in workflow spec: one from plans when a task
+// of the same workflow had the same gates (plans may be nil: none
+// shared).
+func (n *Node) setTask(spec *protocol.WorkflowSpec, t *protocol.TaskSpec, plans gatePlans) error {
+	key, shareable := planKey(t)
+	shareable = shareable && plans != nil
+	p := plans[key]
+	if !shareable || p == nil {
+		var err error
+		if p, err = newGatePlan(spec, t); err != nil {
+			return err
+		}
+		if shareable {
+			plans[key] = p
+		}
+	}
+	n.Task, n.GateOrder, n.GateSpecs, n.OnFail = t, p.order, p.specs, p.onFail
+	return nil
+}
+
+// relink derives again what a snapshot leaves out of the workflow's
+// nodes: each node's task (its own, or its entry in the spec) and its
+// gate plan, shared as a fold shares them, and shares the spec's equal
+// agent definitions again.
+func (w *Workflow) relink() error {
+	shareAgents(w.Spec.Tasks)
+	plans := gatePlans{}
+	for i := range w.Spec.Tasks {
+		t := &w.Spec.Tasks[i]
+		n := w.Nodes[t.ID]
+		if n == nil {
+			continue
+		}
+		if n.ownTask != nil {
+			t = n.ownTask
+		}
+		if err := n.setTask(w.Spec, t, plans); err != nil {
+			return fmt.Errorf("node %s: %w", n.ID, err)
+		}
+	}
+	for id, n := range w.Nodes {
+		if n == nil || n.Task == nil {
+			return fmt.Errorf("node %s is not a task of the spec", id)
+		}
+	}
+	return nil
+}
 
 // PlanGateChange computes the task and gate layers node n has after change
 // c, without changing anything. A removal is refused while another of the
 // node's gates depends on the gate.
 func (w *Workflow) PlanGateChange(n *Node, c eventlog.GateChange) (protocol.TaskSpec, [][]string, error) {
-	t := cloneTask(n.Task)
+	t := cloneTask(*n.Task)
 	switch {
 	case (c.Definition == nil) == (c.Remove == ""):
 		return t, nil, fmt.Errorf("node.gates_changed for %s/%s must either define or remove one gate", w.ID, n.ID)
@@ -99,9 +225,12 @@ func (w *Workflow) applyGateChange(n *Node, c eventlog.GateChange) error {
 		return err
 	}
 	before := n.GateSpecs
-	if err := n.setTask(w.Spec, t); err != nil {
+	// The node's own task from now on: the spec's entry, and the plan
+	// the node shared with others, stay as they were.
+	if err := n.setTask(w.Spec, &t, nil); err != nil {
 		return err
 	}
+	n.ownTask = &t
 	for name, g := range n.Gates {
 		_, was := before[name]
 		_, is := n.GateSpecs[name]

@@ -26,7 +26,7 @@ import (
 // without a parsed run, or run by the command adapter, the tail of its
 // standard output. It returns nil
 // when the task has no schema or the agent did not succeed.
-func checkOutput(t protocol.TaskSpec, a *protocol.AgentResult) *protocol.AgentOutput {
+func checkOutput(t *protocol.TaskSpec, a *protocol.AgentResult) *protocol.AgentOutput {
 	if t.Output == "" || a == nil || a.Status != protocol.AgentSucceeded {
 		return nil
 	}
@@ -192,19 +192,31 @@ func (w *Workflow) addNodes(planner *Node, b eventlog.NodesAdded) error {
 	if err != nil {
 		return fmt.Errorf("nodes added by %s/%s: %w", w.ID, planner.ID, err)
 	}
+	// The grown spec's tasks are the old ones (a dependent's depends_on
+	// grown) and then the added ones, which the new nodes point at; the
+	// nodes already there point at their entry in it, or, with a task of
+	// their own, at a copy of it with the new depends_on.
 	added := make([]*Node, 0, len(b.Tasks))
-	for _, t := range b.Tasks {
-		n := &Node{ID: t.ID, Status: protocol.NodePending, Gates: map[string]*GateRun{}, Budget: t.Attempts(),
-			GateFailures: map[string]int{}}
-		if err := n.setTask(spec, t); err != nil {
+	plans := gatePlans{}
+	for i := len(spec.Tasks) - len(b.Tasks); i < len(spec.Tasks); i++ {
+		t := &spec.Tasks[i]
+		n := &Node{ID: t.ID, Status: protocol.NodePending, Budget: t.Attempts()}
+		if err := n.setTask(spec, t, plans); err != nil {
 			return fmt.Errorf("nodes added by %s/%s: task %s: %w", w.ID, planner.ID, t.ID, err)
 		}
 		added = append(added, n)
 	}
-	for _, t := range spec.Tasks {
+	for i := range spec.Tasks {
+		t := &spec.Tasks[i]
 		w.deps[t.ID] = t.DependsOn
-		if n := w.Nodes[t.ID]; n != nil {
-			n.Task.DependsOn = t.DependsOn
+		switch n := w.Nodes[t.ID]; {
+		case n == nil:
+		case n.ownTask == nil:
+			n.Task = t
+		default:
+			own := *n.ownTask
+			own.DependsOn = t.DependsOn
+			n.Task, n.ownTask = &own, &own
 		}
 	}
 	for _, n := range added {

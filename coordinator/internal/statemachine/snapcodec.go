@@ -28,12 +28,13 @@ import (
 
 // skipped are fields the codec leaves out, by struct type and field name:
 // what the state derives again when it takes the value in (the workflow's
-// fleet, set by Put) or recomputes on demand (the overlap cache, its lock,
+// fleet, set by Put; a node's task and gate plan, from its own task or the
+// spec's, by relink) or recomputes on demand (the overlap cache, its lock,
 // the nodes in order), and the engine's hints about published jobs, which
 // a state read back asks the engine about again.
 var skipped = map[reflect.Type]map[string]bool{
 	reflect.TypeFor[Workflow](): {"fleet": true, "overlaps": true, "overlapMu": true, "orderNodes": true, "orderKey": true},
-	reflect.TypeFor[Node]():     {"publishedJob": true},
+	reflect.TypeFor[Node]():     {"Task": true, "GateOrder": true, "GateSpecs": true, "OnFail": true, "publishedJob": true},
 	reflect.TypeFor[GateRun]():  {"publishedJob": true},
 }
 

@@ -100,6 +100,9 @@ func DecodeSnapshot(r io.Reader, size int64) (*State, error) {
 			if w.ID == "" || w.Spec == nil || w.Nodes == nil || st.known(w.ID) {
 				return nil, fmt.Errorf("statemachine: snapshot record %d: workflow %q without its id, spec or nodes, or twice", i, w.ID)
 			}
+			if err := w.relink(); err != nil {
+				return nil, fmt.Errorf("statemachine: snapshot record %d: workflow %s: %w", i, w.ID, err)
+			}
 			st.Put(w)
 		case kind == recRetired && i > 0:
 			rt := &Retired{}

@@ -11,6 +11,7 @@ package statemachine
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -180,8 +181,12 @@ type Workflow struct {
 
 // Node is one task's state.
 type Node struct {
-	ID         string
-	Task       protocol.TaskSpec
+	ID string
+	// Task is the node's task, read-only: the entry of the workflow's spec
+	// (Spec.Tasks) until a change of the node's gates gives it a task of
+	// its own (ownTask). Changing a node's task replaces the pointer
+	// (setTask); nothing writes through it.
+	Task       *protocol.TaskSpec
 	Status     protocol.NodeStatus
 	Attempt    int
 	LeaseToken uint64
@@ -203,13 +208,16 @@ type Node struct {
 	Spend   Spend
 	// GateOrder is the node's gates in dispatch order (dependency layers,
 	// ties alphabetical), including gates pulled in through depends_on.
-	GateOrder []string
-	Gates     map[string]*GateRun
 	// GateSpecs are the definitions in effect for this node (workflow
 	// gates, with the task's own front-matter gates replacing them), and
-	// OnFail what each gate's failure does to it.
+	// OnFail what each gate's failure does to it. The three are the node's
+	// gate plan (gatePlan), derived from its task and read-only: nodes of
+	// a workflow with the same gates share one; setTask replaces them.
+	GateOrder []string
 	GateSpecs map[string]protocol.GateSpec
 	OnFail    map[string]gates.FailAction
+	// Gates are the runs of the current attempt's gates (nil until one).
+	Gates map[string]*GateRun
 	// Integrated is set once the node's patch is on the branch, Commit
 	// being the branch's tip then and CommitTime the date it was made with.
 	Integrated bool
@@ -237,7 +245,7 @@ type Node struct {
 	// ready.
 	grant *AttemptStart
 	// GateFailures counts, per gate, the rounds whose retry or escalation
-	// it caused.
+	// it caused (nil until one did).
 	GateFailures map[string]int
 	// Transients counts the transient re-runs in a row.
 	Transients int
@@ -270,6 +278,10 @@ type Node struct {
 	// (MarkPublished): deciding again skips the engine's lookup for it.
 	// Memory only: a state rebuilt from the log asks the engine again.
 	publishedJob string
+	// ownTask is the node's task once it is no longer the spec's entry
+	// (after a change of its gates), nil before: what a snapshot keeps,
+	// Task (and the gate plan) being derived again from it or the spec.
+	ownTask *protocol.TaskSpec
 	// integRounds numbers each integration gate's rounds in the attempt,
 	// across speculations, so every run has a job id of its own.
 	integRounds map[string]int
@@ -371,19 +383,26 @@ func newWorkflow(id string, b eventlog.WorkflowSubmitted, at time.Time) (*Workfl
 	if err != nil {
 		return nil, fmt.Errorf("workflow %s: %w", id, err)
 	}
+	// The spec's own copy, its Tasks trimmed to their number: a decoded
+	// list keeps the spare capacity its growth left, and the nodes point
+	// into this one.
+	spec := *b.Workflow
+	spec.Tasks = append(make([]protocol.TaskSpec, 0, len(b.Workflow.Tasks)), b.Workflow.Tasks...)
+	shareAgents(spec.Tasks)
 	w := &Workflow{
-		ID: id, Spec: b.Workflow, Repo: b.Repo, RepoPath: b.RepoPath, Source: b.Source,
-		Status: protocol.WorkflowRunning, SubmittedAt: at, Nodes: map[string]*Node{},
-		Order: g.TopoOrder(), Branch: BranchName(id), deps: map[string][]string{}, BaseBranch: b.BaseBranch,
-		TraceParent: b.TraceParent,
+		ID: id, Spec: &spec, Repo: b.Repo, RepoPath: b.RepoPath, Source: b.Source,
+		Status: protocol.WorkflowRunning, SubmittedAt: at, Nodes: make(map[string]*Node, len(spec.Tasks)),
+		Order: g.TopoOrder(), Branch: BranchName(id), deps: make(map[string][]string, len(spec.Tasks)),
+		BaseBranch: b.BaseBranch, TraceParent: b.TraceParent,
 	}
 	if err := w.setIntegrationGates(); err != nil {
 		return nil, fmt.Errorf("workflow %s: %w", id, err)
 	}
-	for _, t := range b.Workflow.Tasks {
-		n := &Node{ID: t.ID, Status: protocol.NodePending, Gates: map[string]*GateRun{}, Budget: t.Attempts(),
-			GateFailures: map[string]int{}}
-		if err := n.setTask(b.Workflow, t); err != nil {
+	plans := gatePlans{}
+	for i := range spec.Tasks {
+		t := &spec.Tasks[i]
+		n := &Node{ID: t.ID, Status: protocol.NodePending, Budget: t.Attempts()}
+		if err := n.setTask(&spec, t, plans); err != nil {
 			return nil, fmt.Errorf("workflow %s task %s: %w", id, t.ID, err)
 		}
 		w.Nodes[t.ID] = n
@@ -392,28 +411,33 @@ func newWorkflow(id string, b eventlog.WorkflowSubmitted, at time.Time) (*Workfl
 	return w, nil
 }
 
-// setTask sets the node's task and recomputes its gate plan: the gates in
-// dependency layers, their definitions and what each one's failure does.
-func (n *Node) setTask(spec *protocol.WorkflowSpec, t protocol.TaskSpec) error {
-	defs := spec.GateDefinitions(t)
-	layers, err := workflow.GateLayers(defs, t.Gates)
-	if err != nil {
-		return err
-	}
-	byName := make(map[string]protocol.GateSpec, len(defs))
-	for _, d := range defs {
-		byName[d.Name] = d
-	}
-	n.Task, n.GateOrder = t, nil
-	n.GateSpecs, n.OnFail = map[string]protocol.GateSpec{}, map[string]gates.FailAction{}
-	for _, layer := range layers {
-		n.GateOrder = append(n.GateOrder, layer...)
-		for _, g := range layer {
-			n.GateSpecs[g] = byName[g]
-			n.OnFail[g] = gates.TaskOnFail(t, byName[g])
+// sharedAgents bounds the distinct agent definitions shareAgents compares
+// a task's with.
+const sharedAgents = 4
+
+// shareAgents points the tasks whose agent definitions are equal (nil and
+// empty told apart) at one of them, as a workflow's defaults give every
+// task the same: decoded, each has a copy of its own. Nothing writes
+// through a task's Agent. Only the first few distinct definitions are
+// compared with, which keeps it linear.
+func shareAgents(tasks []protocol.TaskSpec) {
+	var seen []*protocol.AgentSpec
+	for i := range tasks {
+		a := tasks[i].Agent
+		if a == nil {
+			continue
+		}
+		shared := false
+		for _, s := range seen {
+			if reflect.DeepEqual(a, s) {
+				tasks[i].Agent, shared = s, true
+				break
+			}
+		}
+		if !shared && len(seen) < sharedAgents {
+			seen = append(seen, a)
 		}
 	}
-	return nil
 }
 
 // Gate returns the node's run of gate name, creating an empty one.
@@ -421,6 +445,9 @@ func (n *Node) Gate(name string) *GateRun {
 	g := n.Gates[name]
 	if g == nil {
 		g = &GateRun{Name: name}
+		if n.Gates == nil {
+			n.Gates = map[string]*GateRun{}
+		}
 		n.Gates[name] = g
 	}
 	return g
