@@ -112,28 +112,30 @@ type procInfo struct {
 // self (only the runner's children are judged by their uid), real uid
 // (-1 otherwise).
 func readProc(pid, self int) (procInfo, bool) {
-	dir := "/proc/" + strconv.Itoa(pid)
-	stat, err := os.ReadFile(dir + "/stat")
-	if err != nil {
+	var buf [statBufSize]byte
+	return readProcInto(strconv.Itoa(pid), self, buf[:])
+}
+
+// statBufSize holds /proc/PID/stat up to and past the fields read (the
+// command name is at most 64 bytes; pgrp is the fifth field).
+const statBufSize = 512
+
+// readProcInto is readProc for the process whose /proc directory is name,
+// reading into buf: one open, one read and one close, no allocation,
+// since a sweep reads every process of the host.
+func readProcInto(name string, self int, buf []byte) (procInfo, bool) {
+	n, ok := readSmall("/proc/"+name+"/stat", buf)
+	if !ok {
 		return procInfo{}, false
 	}
-	// pid (comm) state ppid pgrp ...; comm may contain anything but ')'
-	// is searched from the end.
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
+	info, ok := parseStat(buf[:n])
+	if !ok {
 		return procInfo{}, false
 	}
-	f := strings.Fields(string(stat[i+1:]))
-	if len(f) < 3 {
-		return procInfo{}, false
-	}
-	info := procInfo{zombie: f[0] == "Z" || f[0] == "X", uid: -1}
-	info.ppid, _ = strconv.Atoi(f[1])
-	info.pgrp, _ = strconv.Atoi(f[2])
 	if info.ppid != self {
 		return info, true
 	}
-	if status, err := os.ReadFile(dir + "/status"); err == nil {
+	if status, err := os.ReadFile("/proc/" + name + "/status"); err == nil {
 		for line := range strings.Lines(string(status)) {
 			if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
 				if u := strings.Fields(rest); len(u) > 0 {
@@ -144,6 +146,65 @@ func readProc(pid, self int) (procInfo, bool) {
 		}
 	}
 	return info, true
+}
+
+// parseStat reads the state, parent and process group of a process from
+// its /proc/PID/stat line; uid is left -1.
+func parseStat(stat []byte) (procInfo, bool) {
+	// pid (comm) state ppid pgrp ...; comm may contain anything but ')'
+	// is searched from the end.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return procInfo{}, false
+	}
+	state, rest, ok := nextField(stat[i+1:])
+	if !ok {
+		return procInfo{}, false
+	}
+	ppid, rest, ok := nextField(rest)
+	if !ok {
+		return procInfo{}, false
+	}
+	pgrp, _, ok := nextField(rest)
+	if !ok {
+		return procInfo{}, false
+	}
+	info := procInfo{zombie: string(state) == "Z" || string(state) == "X", uid: -1}
+	var err1, err2 error
+	info.ppid, err1 = strconv.Atoi(string(ppid))
+	info.pgrp, err2 = strconv.Atoi(string(pgrp))
+	return info, err1 == nil && err2 == nil
+}
+
+// nextField returns the first field of b (fields are separated by spaces,
+// the line ends with a newline) and what follows it; ok is false when b
+// has none.
+func nextField(b []byte) (field, rest []byte, ok bool) {
+	b = bytes.TrimLeft(b, " \n")
+	if len(b) == 0 {
+		return nil, nil, false
+	}
+	if j := bytes.IndexAny(b, " \n"); j >= 0 {
+		return b[:j], b[j:], true
+	}
+	return b, nil, true
+}
+
+// readSmall reads the start of a /proc file into buf with one read: the
+// files read here are generated whole by the kernel on the first read.
+func readSmall(path string, buf []byte) (int, bool) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, false
+	}
+	defer unix.Close(fd)
+	for {
+		n, err := unix.Read(fd, buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		return n, err == nil && n > 0
+	}
 }
 
 // markerOf returns the run marker in pid's environment ("" if it has none
@@ -163,17 +224,20 @@ func markerOf(pid int) string {
 
 // allProcs reads every process of the host (of the runner's pid namespace).
 func allProcs(self int) map[int]procInfo {
-	out := map[int]procInfo{}
-	entries, err := os.ReadDir("/proc")
+	d, err := os.Open("/proc")
 	if err != nil {
-		return out
+		return map[int]procInfo{}
 	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
+	names, _ := d.Readdirnames(-1)
+	_ = d.Close()
+	out := make(map[int]procInfo, len(names))
+	var buf [statBufSize]byte
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
 		if err != nil {
 			continue
 		}
-		if info, ok := readProc(pid, self); ok {
+		if info, ok := readProcInto(name, self, buf[:]); ok {
 			out[pid] = info
 		}
 	}
