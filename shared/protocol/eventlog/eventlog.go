@@ -548,6 +548,13 @@ func Encode(e Event) ([]byte, error) {
 // unknown fields, unknown types and a body that does not match its type
 // are errors.
 func Decode(data []byte) (Event, error) {
+	// An event of this version is read in one pass of its envelope (then
+	// its body); anything else takes the probe below, which gives the
+	// older version's reading or the error.
+	var env eventEnvelope
+	if err := strictUnmarshal(data, &env); err == nil && env.V == Version {
+		return decodeBody(env)
+	}
 	var probe struct {
 		V int `json:"v"`
 	}
@@ -561,10 +568,15 @@ func Decode(data []byte) (Event, error) {
 	default:
 		return Event{}, fmt.Errorf("decode event: version %d: %w", probe.V, protocol.ErrUnsupportedVersion)
 	}
-	var env eventEnvelope
+	env = eventEnvelope{}
 	if err := strictUnmarshal(data, &env); err != nil {
 		return Event{}, fmt.Errorf("decode event: %w", err)
 	}
+	return decodeBody(env)
+}
+
+// decodeBody decodes the body of an envelope of this version.
+func decodeBody(env eventEnvelope) (Event, error) {
 	body, err := newBody(env.Type)
 	if err != nil {
 		return Event{}, fmt.Errorf("decode event: %w", err)
