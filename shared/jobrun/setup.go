@@ -291,7 +291,7 @@ func SelectSandbox(ctx context.Context, s Settings, dataDir, host string, log *s
 		}
 		sb.warn(log, "sandbox: process: commands run as plain processes of this host, with no file-system or network isolation")
 		warnUnrestricted(s, log)
-		return Selected{Sandbox: sb.Process, Off: sb.off, Close: func() {}}, nil
+		return Selected{Sandbox: sb.Process, Off: sb.off, Close: func() { _ = sb.Close() }}, nil
 	case SandboxAuto, SandboxDocker:
 	default:
 		return Selected{}, fmt.Errorf("sandbox %q: want %s, %s or %s", mode, SandboxAuto, SandboxDocker, SandboxProcess)
@@ -320,7 +320,7 @@ func SelectSandbox(ctx context.Context, s Settings, dataDir, host string, log *s
 			"(--sandbox=docker refuses to start instead; --sandbox=process chooses this knowingly)",
 			"reason", why.Error())
 		warnUnrestricted(s, log)
-		return Selected{Sandbox: sb.Process, Fallback: why.Error(), Off: sb.off, Close: func() {}}, nil
+		return Selected{Sandbox: sb.Process, Fallback: why.Error(), Off: sb.off, Close: func() { _ = sb.Close() }}, nil
 	}
 
 	if n, err := base.RemoveOrphans(ctx, host); err != nil {

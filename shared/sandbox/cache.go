@@ -169,6 +169,11 @@ type cacheStore struct {
 
 	mu   sync.Mutex
 	envs map[string]*warmState
+	// stopCtx ends with stop: a warm-up still running is cancelled (its
+	// command killed, its container removed) and publishes nothing.
+	stopCtx context.Context
+	stopFn  context.CancelFunc
+	running sync.WaitGroup
 }
 
 // warmState is one environment's warm-up: done is closed once it ended.
@@ -178,6 +183,7 @@ type warmState struct {
 
 func newCacheStore(opts CacheOptions) (*cacheStore, error) {
 	s := &cacheStore{opts: opts, log: opts.Log, envs: map[string]*warmState{}}
+	s.stopCtx, s.stopFn = context.WithCancel(context.Background())
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -259,12 +265,29 @@ func (s *cacheStore) startWarm(env string, run warmFunc) *warmState {
 	if !ok {
 		st = &warmState{done: make(chan struct{})}
 		s.envs[env] = st
+		if s.stopCtx.Err() != nil {
+			close(st.done) // stopped: no warm-up starts any more
+			return st
+		}
+		s.running.Add(1)
 		go func() {
+			defer s.running.Done()
 			defer close(st.done)
 			s.runWarm(env, run)
 		}()
 	}
 	return st
+}
+
+// stop cancels the warm-ups still running and waits for them to end:
+// their commands are killed (a Docker warm-up's container removed), and
+// nothing they wrote becomes a trusted layer, so that the next runner
+// warms up again. No warm-up starts afterwards.
+func (s *cacheStore) stop() {
+	s.mu.Lock()
+	s.stopFn()
+	s.mu.Unlock()
+	s.running.Wait()
 }
 
 // warm runs environment env's warm-up unless it ran already, and waits for
@@ -292,7 +315,7 @@ func (s *cacheStore) warms() bool {
 // wrote as the environment's trusted layers. Failures are logged: the
 // caches are then as warm as the warm-up got.
 func (s *cacheStore) runWarm(env string, run warmFunc) {
-	ctx := context.Background()
+	ctx := s.stopCtx
 	final := filepath.Join(s.dir, "trusted", env)
 	if _, err := os.Stat(filepath.Join(final, ".complete")); err == nil {
 		return
@@ -325,6 +348,11 @@ func (s *cacheStore) runWarm(env string, run warmFunc) {
 	}
 	for _, argv := range s.opts.Warmup {
 		res, err := run(ctx, argv, dirs)
+		if ctx.Err() != nil {
+			s.log.Info("sandbox: cache warm-up stopped with its runner; nothing kept", "env", env,
+				"command", strings.Join(argv, " "))
+			return
+		}
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("exit %d (timed out: %v): %s", res.ExitCode, res.TimedOut, strings.TrimSpace(string(res.Stderr)))
 		}

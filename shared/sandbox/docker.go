@@ -342,8 +342,14 @@ func (d *Docker) Client() *client.Client { return d.cli }
 // Resources returns the default limits of a container, defaults applied.
 func (d *Docker) Resources() Resources { return d.resources }
 
-// Close releases the engine client.
-func (d *Docker) Close() error { return d.cli.Close() }
+// Close stops a cache warm-up still running (its container is removed and
+// nothing it wrote is kept), then releases the engine client.
+func (d *Docker) Close() error {
+	if d.caches != nil {
+		d.caches.stop()
+	}
+	return d.cli.Close()
+}
 
 // Available reports whether the engine answers; the error wraps ErrEngine.
 func (d *Docker) Available(ctx context.Context) error {

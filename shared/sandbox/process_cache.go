@@ -84,6 +84,16 @@ func (p *Process) WarmCaches(ctx context.Context) error {
 	return p.caches.warm(ctx, processEnvKey, p.runWarmup)
 }
 
+// Close stops a cache warm-up still running: its command is killed and
+// nothing it wrote is kept. Runs still work afterwards, with the caches
+// as they are; no warm-up starts any more.
+func (p *Process) Close() error {
+	if p.caches != nil {
+		p.caches.stop()
+	}
+	return nil
+}
+
 // mkdirOwned creates dir and its missing parents below scratch, owned by
 // the sandbox user if there is one.
 func (p *Process) mkdirOwned(scratch, dir string) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -97,5 +98,61 @@ func TestProcessCachesOwnUser(t *testing.T) {
 	}
 	if got, want := strings.TrimSpace(string(res.Stdout)), "xdg="+shared+" tool=unset"; got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// TestCloseStopsWarmup (PERF-49): a warm-up still running when its sandbox
+// is closed is stopped: Close returns without waiting for the command to
+// end, the command is gone, nothing it wrote becomes a trusted layer, and
+// no warm-up starts afterwards.
+func TestCloseStopsWarmup(t *testing.T) {
+	needRoot(t)
+	dir, out := reachableDir(t), reachableDir(t)
+	if err := os.Chmod(out, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	u := DefaultRunAs
+	p := NewProcess(ProcessOptions{ScratchRoot: reachableDir(t), RunAs: &u,
+		Caches: CacheOptions{
+			Dir:        filepath.Join(dir, "caches"),
+			Warmup:     [][]string{{"sh", "-c", `echo partial > "$TOOL_CACHE/entry"; echo $$ > ` + out + `/pid; exec sleep 60`}},
+			WarmCaches: toolCaches,
+		}})
+	warmed := make(chan error, 1)
+	go func() { warmed <- p.WarmCaches(context.Background()) }()
+	var pid int
+	for deadline := time.Now().Add(30 * time.Second); pid == 0; {
+		if b, err := os.ReadFile(filepath.Join(out, "pid")); err == nil && strings.HasSuffix(string(b), "\n") {
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the warm-up command did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	closed := make(chan struct{})
+	go func() { _ = p.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close waited for the warm-up's command to end")
+	}
+	if err := <-warmed; err != nil {
+		t.Fatalf("WarmCaches: %v", err)
+	}
+	if alive(pid) {
+		t.Errorf("the warm-up's command (pid %d) is still running", pid)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "caches", "trusted", processEnvKey)); !os.IsNotExist(err) {
+		t.Errorf("a stopped warm-up was published as a trusted layer (stat: %v)", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(dir, "caches", "trusted")); len(ents) != 0 {
+		t.Errorf("trusted/ holds %d entries after a stopped warm-up, want none", len(ents))
+	}
+	if err := p.WarmCaches(context.Background()); err != nil {
+		t.Fatalf("WarmCaches after Close: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "caches", "trusted", processEnvKey)); !os.IsNotExist(err) {
+		t.Error("a warm-up ran after Close")
 	}
 }
