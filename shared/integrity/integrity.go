@@ -55,16 +55,30 @@ type Baseline struct {
 	skips   []string
 	// unsafe is why .git could not be trusted at capture (GI-04); then
 	// nothing else is recorded and every check is a violation.
-	unsafe  string
-	layout  gitLayout
-	git     gitState
+	unsafe string
+	layout gitLayout
+	git    gitState
+	// files holds the recorded paths; after a fast capture only those
+	// outside fast (below .supervisor/).
 	files   map[string]fileState
 	ignored map[string]fileState
-	// dirs holds every directory of the work tree when the capture took
-	// the fast path (captureFast), nil otherwise: while none of them
-	// changed, no path can have appeared, and Check does not run git.
-	dirs  map[string]fileState
+	// fast holds every directory of the work tree and the tracked paths in
+	// each when the capture took the fast path (captureFast), nil
+	// otherwise: while none of the directories changed, no path can have
+	// appeared, and Check does not run git.
+	fast  *fastTree
 	stats Stats
+}
+
+// file returns the recorded state of the path p, if it was recorded.
+func (b *Baseline) file(p string) (fileState, bool) {
+	if st, ok := b.files[p]; ok {
+		return st, true
+	}
+	if b.fast != nil {
+		return b.fast.lookup(p)
+	}
+	return fileState{}, false
 }
 
 // Stats returns figures about the capture.
@@ -131,16 +145,26 @@ func Capture(ctx context.Context, dir string, opts Options) (*Baseline, error) {
 		return b, nil
 	}
 	b.layout = l
-	if b.git, err = collectGit(ctx, root, l, opts.MaxHashSize); err != nil {
-		return nil, fmt.Errorf("integrity: capture %s: .git state: %w", root, err)
+	// The .git state is recorded while captureFast reads the index and
+	// walks the work tree alongside (neither writes anything); git runs
+	// only once both are done (PERF-15).
+	var gitErr error
+	gitDone := make(chan struct{})
+	go func() {
+		defer close(gitDone)
+		b.git, gitErr = collectGit(ctx, root, l, opts.MaxHashSize)
+	}()
+	s := newScanner(root, newBudget(opts.MaxHashBytes))
+	s.since, s.maxHash = start.Add(-racyMargin), opts.MaxHashSize
+	ft, err := captureFast(ctx, b, s)
+	<-gitDone
+	if gitErr != nil {
+		return nil, fmt.Errorf("integrity: capture %s: .git state: %w", root, gitErr)
 	}
 	// The check may need git even when the capture does not.
 	if _, err := exec.LookPath(cmp.Or(opts.Git, "git")); err != nil {
 		return nil, fmt.Errorf("integrity: capture %s: git: %w", root, err)
 	}
-	s := newScanner(root, newBudget(opts.MaxHashBytes))
-	s.since, s.maxHash = start.Add(-racyMargin), opts.MaxHashSize
-	ft, err := captureFast(ctx, b, s)
 	var why *errSlowPath
 	switch {
 	case err == nil:
@@ -259,14 +283,13 @@ func (b *Baseline) recordFast(ctx context.Context, s *scanner, ft *fastTree) err
 	if !complete {
 		return fmt.Errorf(".supervisor/ has more than %d entries", maxProtectedEntries)
 	}
-	b.files = ft.files
+	b.fast = ft
 	for _, p := range prot {
-		if _, ok := b.files[p]; !ok {
+		if _, ok := b.file(p); !ok {
 			b.files[p] = s.stat(ctx, p, b.opts.HashThreshold)
 		}
 	}
-	b.dirs = ft.dirs
-	for _, st := range b.files {
+	count := func(st fileState) {
 		switch {
 		case st.kind != kindRegular:
 		case st.hash == "":
@@ -279,8 +302,12 @@ func (b *Baseline) recordFast(ctx context.Context, s *scanner, ft *fastTree) err
 			}
 		}
 	}
+	ft.each(count)
+	for _, st := range b.files {
+		count(st)
+	}
 	b.stats.Tracked = ft.tracked
-	b.stats.Files = len(b.files)
+	b.stats.Files = ft.tracked + len(b.files)
 	b.stats.GitItems = len(b.git)
 	return ctx.Err()
 }
@@ -288,9 +315,9 @@ func (b *Baseline) recordFast(ctx context.Context, s *scanner, ft *fastTree) err
 // Check examines the work tree again after the gate and reports every
 // change against the baseline:
 //
-//  1. The .git state is re-read first, before git runs, from the git
-//     directories recorded at capture (a rewritten .git file never
-//     redirects the check). Any difference, mtime included, is a KindGit
+//  1. The .git state is re-read before git runs (after a fast capture,
+//     while step 2 runs alongside), from the git directories recorded at
+//     capture (a rewritten .git file never redirects the check). Any difference, mtime included, is a KindGit
 //     violation that no allowed_writes pattern can lift (GI-06, PP-01), as
 //     is a .git that is unsafe now (GI-04).
 //  2. Every recorded path is compared with the file system, whatever git
@@ -327,6 +354,24 @@ func (b *Baseline) Check(ctx context.Context) (*Report, error) {
 	if b.unsafe != "" {
 		r.Violations = append(r.Violations, Violation{Path: ".git", Kind: KindGit, Detail: "unsafe: " + b.unsafe})
 		return r, nil
+	}
+
+	// 2 (after a fast capture) runs alongside 1: both only read.
+	s := newScanner(b.root, nil)
+	var fast struct {
+		current map[string]fileState
+		same    bool
+		err     error
+	}
+	fastDone := make(chan struct{})
+	if b.fast != nil {
+		go func() {
+			defer close(fastDone)
+			fast.current, fast.same, fast.err = b.checkFast(ctx, s)
+		}()
+		defer func() { <-fastDone }()
+	} else {
+		close(fastDone)
 	}
 
 	// 1. .git.
@@ -373,15 +418,14 @@ func (b *Baseline) Check(ctx context.Context) (*Report, error) {
 	// 2. Recorded paths. After a fast capture, checkFast returns only the
 	// paths whose stat data changed (or that were recorded racily), with
 	// their current state: every other path is as recorded.
-	s := newScanner(b.root, nil)
 	var current map[string]fileState
 	dirsSame := false
-	if b.dirs != nil {
-		cur, same, err := b.checkFast(ctx, s)
-		if err != nil {
-			return nil, fmt.Errorf("integrity: check %s: %w", b.root, err)
+	if b.fast != nil {
+		<-fastDone
+		if fast.err != nil {
+			return nil, fmt.Errorf("integrity: check %s: %w", b.root, fast.err)
 		}
-		current, dirsSame = cur, same
+		current, dirsSame = fast.current, fast.same
 	} else {
 		paths := make([]string, 0, len(b.files))
 		for p := range b.files {
@@ -400,7 +444,7 @@ func (b *Baseline) Check(ctx context.Context) (*Report, error) {
 	}
 	var cands []candidate
 	for p, now := range current {
-		old := b.files[p]
+		old, _ := b.file(p)
 		changed, detail := diff(old, now)
 		if !changed {
 			continue
@@ -419,7 +463,7 @@ func (b *Baseline) Check(ctx context.Context) (*Report, error) {
 	// that none can have appeared: nothing else changed, and no directory
 	// of the work tree has a different stat (every entry created, removed
 	// or renamed in a directory sets its ctime) or was recorded racily.
-	seen := func(p string) bool { _, ok := b.files[p]; return ok }
+	seen := func(p string) bool { _, ok := b.file(p); return ok }
 	curIgnored := make(map[string]bool)
 	if runGit && len(cands) == 0 && len(r.Violations) == 0 && dirsSame {
 		r.skippedGit = true
@@ -445,7 +489,7 @@ func (b *Baseline) Check(ctx context.Context) (*Report, error) {
 				switch st := s.stat(ctx, p, -1); {
 				case st.kind != kindMissing:
 					cands = append(cands, candidate{Violation{Path: p, Kind: KindNew}})
-				case !e.Untracked() && (b.dirs == nil || indexChanged):
+				case !e.Untracked() && (b.fast == nil || indexChanged):
 					// A tracked path the capture did not know: the index
 					// itself changed (also a KindGit violation). A fast
 					// capture recorded the index's paths only, not those
