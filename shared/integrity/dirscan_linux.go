@@ -82,7 +82,7 @@ func scanDir(fd int, buf []byte, fn func(name []byte, typ uint8) error) error {
 				return errors.New("directory entry name not NUL-terminated")
 			}
 			name = name[:end]
-			if !(len(name) == 1 && name[0] == '.') && !(len(name) == 2 && name[0] == '.' && name[1] == '.') {
+			if dot := string(name); dot != "." && dot != ".." {
 				if err := fn(name, b[18]); err != nil {
 					return err
 				}
