@@ -158,6 +158,10 @@ func Parse(data []byte, f Format) (*Index, error) {
 		return nil, fmt.Errorf("gitindex: implausible entry count %d", n)
 	}
 	ix.Entries = make([]Entry, 0, n)
+	// Every path goes into one buffer, made a string once at the end: one
+	// allocation for the paths instead of one per entry.
+	var paths []byte
+	ends := make([]int, 0, n)
 	off := headerSize
 	var prev []byte
 	for i := 0; i < int(n); i++ {
@@ -166,16 +170,23 @@ func Parse(data []byte, f Format) (*Index, error) {
 			return nil, fmt.Errorf("gitindex: entry %d: %w", i, err)
 		}
 		if e.Stat.Mode&0o170000 == modeTypeDir {
-			return nil, fmt.Errorf("%w: sparse directory entry %q", ErrUnsupported, e.Path)
+			return nil, fmt.Errorf("%w: sparse directory entry %q", ErrUnsupported, name)
 		}
 		if len(ix.Entries) > 0 {
 			last := &ix.Entries[len(ix.Entries)-1]
-			if last.Path > e.Path || (last.Path == e.Path && last.Stage >= e.Stage) {
-				return nil, fmt.Errorf("gitindex: entry %d: %q out of order", i, e.Path)
+			if c := bytes.Compare(prev, name); c > 0 || (c == 0 && last.Stage >= e.Stage) {
+				return nil, fmt.Errorf("gitindex: entry %d: %q out of order", i, name)
 			}
 		}
 		ix.Entries = append(ix.Entries, e)
+		paths = append(paths, name...)
+		ends = append(ends, len(paths))
 		prev, off = name, next
+	}
+	all, start := string(paths), 0
+	for i, end := range ends {
+		ix.Entries[i].Path = all[start:end]
+		start = end
 	}
 	for off < len(body) {
 		if len(body)-off < 8 {
@@ -195,8 +206,9 @@ func Parse(data []byte, f Format) (*Index, error) {
 	return ix, nil
 }
 
-// parseEntry decodes the entry at off; it returns the entry, the offset
-// of the next one and the raw path (for v4's prefix compression).
+// parseEntry decodes the entry at off; it returns the entry (without its
+// Path, which Parse sets), the offset of the next one and the raw path
+// (for v4's prefix compression).
 func parseEntry(b []byte, off, version, hs int, prev []byte) (Entry, int, []byte, error) {
 	var e Entry
 	start := off
@@ -265,7 +277,6 @@ func parseEntry(b []byte, off, version, hs int, prev []byte) (Entry, int, []byte
 		// Only a split index's replacement entries have no path.
 		return e, 0, nil, fmt.Errorf("%w: entry without a path (split index)", ErrUnsupported)
 	}
-	e.Path = string(name)
 	return e, off, name, nil
 }
 

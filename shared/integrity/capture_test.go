@@ -219,7 +219,7 @@ func TestHashLimits(t *testing.T) {
 		big := strings.Repeat("u", 200<<10)
 		testkit.WriteFile(t, f.path("untracked.bin"), big)
 		b := capture(t, f, Options{})
-		if st := b.files["untracked.bin"]; st.hash != "" {
+		if st := recorded(t, b, "untracked.bin"); st.hash != "" {
 			t.Fatalf("untracked file above the threshold was hashed")
 		}
 		p := f.path("untracked.bin")
@@ -239,10 +239,10 @@ func TestHashLimits(t *testing.T) {
 	t.Run("tracked file above MaxHashSize", func(t *testing.T) {
 		f := newRepo(t)
 		b := capture(t, f, Options{MaxHashSize: 1000, HashThreshold: 10})
-		if st := b.files["big.dat"]; st.hash != "" {
+		if st := recorded(t, b, "big.dat"); st.hash != "" {
 			t.Fatal("big.dat hashed despite MaxHashSize")
 		}
-		if st := b.files["src/a.go"]; st.hash == "" {
+		if st := recorded(t, b, "src/a.go"); st.hash == "" {
 			t.Fatal("src/a.go not hashed although tracked and below MaxHashSize")
 		}
 		p := f.path("big.dat")

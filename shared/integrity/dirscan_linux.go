@@ -3,6 +3,7 @@
 package integrity
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"strings"
@@ -14,12 +15,6 @@ import (
 // dirScanSupported: the fast capture and check read directories and stat
 // data through directory descriptors (openat, getdents64, fstatat).
 const dirScanSupported = true
-
-// dirent is one directory entry as getdents64 returns it.
-type dirent struct {
-	name string
-	typ  uint8 // unix.DT_*
-}
 
 // openDir opens a directory for reading without following a symbolic link
 // (a symlink or non-directory there is an error).
@@ -60,34 +55,37 @@ func openDirAt(rootFd int, rel string) (int, error) {
 	return fd, nil
 }
 
-// readDir lists a directory's entries ("." and ".." left out).
-func readDir(fd int, buf []byte) ([]dirent, error) {
-	var out []dirent
+// scanDir calls fn for each entry of the directory fd ("." and ".." left
+// out) with its name and d_type (unix.DT_*). name points into buf and is
+// valid only during the call; the byte after it is the NUL that ends it
+// in the directory record. fn's error stops the scan and is returned.
+func scanDir(fd int, buf []byte, fn func(name []byte, typ uint8) error) error {
 	for {
 		n, err := unix.Getdents(fd, buf)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if n <= 0 {
-			return out, nil
+			return nil
 		}
 		for b := buf[:n]; len(b) >= 19; {
 			reclen := int(*(*uint16)(unsafe.Pointer(&b[16])))
 			if reclen < 19 || reclen > len(b) {
-				return nil, errors.New("malformed directory entry")
+				return errors.New("malformed directory entry")
 			}
 			name := b[19:reclen]
-			for i, c := range name {
-				if c == 0 {
-					name = name[:i]
-					break
-				}
+			end := bytes.IndexByte(name, 0)
+			if end < 0 {
+				return errors.New("directory entry name not NUL-terminated")
 			}
-			if s := string(name); s != "." && s != ".." {
-				out = append(out, dirent{name: s, typ: b[18]})
+			name = name[:end]
+			if dot := string(name); dot != "." && dot != ".." {
+				if err := fn(name, b[18]); err != nil {
+					return err
+				}
 			}
 			b = b[reclen:]
 		}
@@ -103,12 +101,15 @@ func statFd(fd int) fileState {
 	return fromStat(&st)
 }
 
-// statAt examines name in the directory fd without following a symbolic
-// link, as scanner.stat examines a path (without hashing).
-func statAt(fd int, name string) fileState {
+// statAt examines the name nameZ[:len(nameZ)-1] (nameZ ends in a NUL) in
+// the directory fd without following a symbolic link, as scanner.stat
+// examines a path (without hashing). With readLink a symbolic link's
+// target is read too; without, it is left empty (the stat data alone
+// decides whether the link is unchanged).
+func statAt(fd int, nameZ []byte, readLink bool) fileState {
 	var st unix.Stat_t
 	for {
-		err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+		err := fstatatZ(fd, nameZ, &st)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -121,9 +122,9 @@ func statAt(fd int, name string) fileState {
 		break
 	}
 	fsSt := fromStat(&st)
-	if fsSt.kind == kindSymlink {
+	if fsSt.kind == kindSymlink && readLink {
 		buf := make([]byte, 4096)
-		n, err := unix.Readlinkat(fd, name, buf)
+		n, err := unix.Readlinkat(fd, string(nameZ[:len(nameZ)-1]), buf)
 		if err != nil {
 			fsSt.err = err.Error()
 		} else {
@@ -153,3 +154,9 @@ func fromStat(st *unix.Stat_t) fileState {
 	}
 	return f
 }
+
+// d_type values scanDir passes.
+const (
+	dtDir     = unix.DT_DIR
+	dtUnknown = unix.DT_UNKNOWN
+)

@@ -8,15 +8,19 @@ import "errors"
 // with git status and the check re-reads every hashed file.
 const dirScanSupported = false
 
-type dirent struct {
-	name string
-	typ  uint8
-}
-
 var errNoDirScan = errors.New("directory descriptors are not used on this platform")
 
-func openDir(string) (int, error)           { return -1, errNoDirScan }
-func closeDir(int)                          {}
-func readDir(int, []byte) ([]dirent, error) { return nil, errNoDirScan }
-func statFd(int) fileState                  { return fileState{kind: kindError, err: errNoDirScan.Error()} }
-func statAt(int, string) fileState          { return fileState{kind: kindError, err: errNoDirScan.Error()} }
+func openDir(string) (int, error)        { return -1, errNoDirScan }
+func openDirAt(int, string) (int, error) { return -1, errNoDirScan }
+func closeDir(int)                       {}
+func statFd(int) fileState               { return fileState{kind: kindError, err: errNoDirScan.Error()} }
+func statAt(int, []byte, bool) fileState {
+	return fileState{kind: kindError, err: errNoDirScan.Error()}
+}
+func scanDir(int, []byte, func([]byte, uint8) error) error { return errNoDirScan }
+
+// d_type values (unused: scanDir is never called here).
+const (
+	dtDir     = 4
+	dtUnknown = 0
+)

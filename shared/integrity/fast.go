@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/supervisorhq/supervisor/shared/gitindex"
 )
@@ -30,11 +32,89 @@ func slow(format string, args ...any) error {
 // maxIndexSize caps the index file captureFast reads.
 const maxIndexSize = 512 << 20
 
-// fastTree is what captureFast found.
+// fastTree is what captureFast recorded: every directory of the work
+// tree with the tracked paths directly in it, in one record per directory
+// rather than one map entry per path (PERF-15).
 type fastTree struct {
+	// tracked is the number of paths in the index.
 	tracked int
-	files   map[string]fileState
-	dirs    map[string]fileState
+	dirs    []fastDir
+	// byRel maps a directory's path ("" for the root) to its index in dirs.
+	byRel map[string]int
+}
+
+// fastDir is one directory of a fast capture.
+type fastDir struct {
+	rel string
+	// walked: the capture listed the directory through its descriptor and
+	// recorded its stat data in self. A directory of the index's paths that
+	// was not walked (missing at capture, below a symbolic link, or below
+	// .supervisor/) has its paths examined one by one, by full path.
+	walked bool
+	self   fileState
+	// names are the tracked paths directly in the directory (their last
+	// component), sorted; states[i] is the record of names[i].
+	names  []string
+	states []fileState
+}
+
+// path is the work tree path of name in d.
+func (d *fastDir) path(name string) string {
+	if d.rel == "" {
+		return name
+	}
+	return d.rel + "/" + name
+}
+
+// splitPath splits a work tree path into its directory ("" at the root)
+// and its last component.
+func splitPath(p string) (dir, name string) {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i], p[i+1:]
+	}
+	return "", p
+}
+
+// dir returns the index of the directory rel in t.dirs, adding it if new.
+func (t *fastTree) dir(rel string) int {
+	k, ok := t.byRel[rel]
+	if !ok {
+		k = len(t.dirs)
+		t.byRel[rel] = k
+		t.dirs = append(t.dirs, fastDir{rel: rel})
+	}
+	return k
+}
+
+// lookup returns the record of the tracked path p.
+func (t *fastTree) lookup(p string) (fileState, bool) {
+	rel, name := splitPath(p)
+	k, ok := t.byRel[rel]
+	if !ok {
+		return fileState{}, false
+	}
+	d := &t.dirs[k]
+	j, ok := slices.BinarySearch(d.names, name)
+	if !ok {
+		return fileState{}, false
+	}
+	return d.states[j], true
+}
+
+// each calls fn with every recorded path's state.
+func (t *fastTree) each(fn func(fileState)) {
+	for i := range t.dirs {
+		for _, st := range t.dirs[i].states {
+			fn(st)
+		}
+	}
+}
+
+// indexSlot is what the walk needs of a tracked path's index entry.
+type indexSlot struct {
+	e       *gitindex.Entry
+	trusted bool // a plain stage-0 regular file: its id may stand for its content
+	found   bool // the walk found and recorded the path
 }
 
 // captureFast records the work tree without running git, when the work
@@ -45,6 +125,12 @@ type fastTree struct {
 // (its mtime or ctime not before the index file's), has the content the
 // index names: its git object id is its hash, and it is not read. Every
 // other tracked file is hashed as Capture hashes (PERF-11).
+//
+// The index's paths are grouped by directory first; the walk then lists
+// each directory through its descriptor, finds each name among the
+// directory's tracked names by binary search and examines it with fstatat
+// by that name, directories of a level in parallel on up to GOMAXPROCS
+// goroutines (PERF-15).
 //
 // It returns an errSlowPath when any path is not tracked (untracked or
 // ignored files, a nested repository, a symbolic link where the index has
@@ -63,107 +149,176 @@ func captureFast(ctx context.Context, b *Baseline, s *scanner) (*fastTree, error
 	if convertible(b.layout) {
 		return nil, slow("content conversion may apply (core.autocrlf, core.eol or info/attributes)")
 	}
-	type entry struct {
-		e       *gitindex.Entry
-		trusted bool
+	t, slots, bases, err := groupIndex(ix)
+	if err != nil {
+		return nil, err
 	}
-	tracked := make(map[string]entry, len(ix.Entries))
-	for i := range ix.Entries {
-		e := &ix.Entries[i]
-		if prev, dup := tracked[e.Path]; dup {
-			prev.trusted = false // unmerged: several stages
-			tracked[e.Path] = prev
-			continue
-		}
-		if e.Path == ".gitattributes" || strings.HasSuffix(e.Path, "/.gitattributes") {
-			return nil, slow(".gitattributes: content conversion may apply")
-		}
-		tracked[e.Path] = entry{e: e, trusted: e.Stage == 0 && e.Flags == 0 && (e.Stat.Mode == gitindex.ModeFile || e.Stat.Mode == gitindex.ModeExecutable)}
+	// One string holds every path's object id, so a path's recorded hash
+	// is a slice of it rather than an allocation of its own.
+	hs := format.Size()
+	idBuf := make([]byte, len(slots)*hs)
+	for g := range slots {
+		copy(idBuf[g*hs:], slots[g].e.ID)
 	}
+	ids := string(idBuf)
 
 	// Walk, a level of directories at a time, each level's directories in
 	// parallel: every name must be a tracked path or a directory (holding
 	// tracked paths, or empty ones only); .git and .supervisor at the top
 	// are recorded elsewhere. Tracked paths are examined through the
 	// directory's descriptor.
-	ft := &fastTree{tracked: len(tracked), files: make(map[string]fileState, len(tracked)), dirs: make(map[string]fileState)}
-	type dirResult struct {
-		self    fileState
-		files   []string
-		states  []fileState
-		subdirs []string
-		slow    error
-	}
 	rootFd, err := openDir(b.root)
 	if err != nil {
 		return nil, slow("open the work tree: %v", err)
 	}
 	defer closeDir(rootFd)
-	level := []string{""}
+	level := []int{t.dir("")}
 	for len(level) > 0 {
-		results := make([]dirResult, len(level))
+		for len(bases) < len(t.dirs) {
+			bases = append(bases, 0) // a directory without tracked paths of its own
+		}
+		subdirs := make([][]string, len(level))
+		errs := make([]error, len(level))
 		if err := parallel(ctx, len(level), func(i int) {
-			rel := level[i]
-			res := &results[i]
-			fd, err := openDirAt(rootFd, rel)
+			d := &t.dirs[level[i]]
+			base := bases[level[i]]
+			fd, err := openDirAt(rootFd, d.rel)
 			if err != nil {
-				res.slow = slow("open directory %s: %v", rel, err)
+				errs[i] = slow("open directory %s: %v", d.rel, err)
 				return
 			}
 			defer closeDir(fd)
-			res.self = statFd(fd)
-			res.self.racy = s.racy(res.self)
+			d.walked = true
+			d.self = statFd(fd)
+			d.self.racy = s.racy(d.self)
 			buf := dirBufPool.Get().(*[]byte)
-			names, err := readDir(fd, *buf)
-			dirBufPool.Put(buf)
-			if err != nil {
-				res.slow = slow("read directory %s: %v", rel, err)
-				return
-			}
-			for _, d := range names {
-				p := d.name
-				if rel != "" {
-					p = rel + "/" + p
-				} else if p == ".git" || p == ".supervisor" {
-					continue
+			defer dirBufPool.Put(buf)
+			err = scanDir(fd, *buf, func(raw []byte, typ uint8) error {
+				// name is valid during this call only: whatever is kept is
+				// copied (d.names' own strings, string(raw)).
+				name := unsafe.String(unsafe.SliceData(raw), len(raw))
+				if d.rel == "" && (name == ".git" || name == ".supervisor") {
+					return nil
 				}
-				t, ok := tracked[p]
-				st := statAt(fd, d.name)
-				st.racy = s.racy(st)
-				switch {
-				case ok:
-					res.files = append(res.files, p)
-					res.states = append(res.states, s.identify(ctx, p, st, t.e, t.trusted, indexMtime, format))
-				case st.kind == kindDir && d.name != ".git":
-					res.subdirs = append(res.subdirs, p)
-				default:
-					res.slow = slow("%s is not tracked", p)
-					return
+				nameZ := raw[:len(raw)+1] // the record's NUL after the name
+				if j, ok := slices.BinarySearch(d.names, name); ok {
+					st := statAt(fd, nameZ, true)
+					st.racy = s.racy(st)
+					g := base + j
+					d.states[j] = s.identify(ctx, d, d.names[j], st, slots[g], ids[g*hs:(g+1)*hs], indexMtime, format)
+					slots[g].found = true
+					return nil
 				}
+				isDir := typ == dtDir
+				if typ == dtUnknown {
+					isDir = statAt(fd, nameZ, false).kind == kindDir
+				}
+				if isDir && name != ".git" {
+					subdirs[i] = append(subdirs[i], d.path(string(raw)))
+					return nil
+				}
+				return slow("%s is not tracked", d.path(string(raw)))
+			})
+			var why *errSlowPath
+			switch {
+			case errors.As(err, &why):
+				errs[i] = err
+			case err != nil:
+				errs[i] = slow("read directory %s: %v", d.rel, err)
 			}
 		}); err != nil {
 			return nil, err
 		}
-		cur := level
-		level = nil
-		for i := range results {
-			if results[i].slow != nil {
-				return nil, results[i].slow
+		var next []int
+		for i := range level {
+			if errs[i] != nil {
+				return nil, errs[i]
 			}
-			ft.dirs[cur[i]] = results[i].self
-			for j, p := range results[i].files {
-				ft.files[p] = results[i].states[j]
+			for _, rel := range subdirs[i] {
+				next = append(next, t.dir(rel))
 			}
-			level = append(level, results[i].subdirs...)
+		}
+		level = next
+	}
+	for len(bases) < len(t.dirs) {
+		bases = append(bases, 0)
+	}
+	// Tracked paths the walk did not find (deleted ones, those below
+	// .supervisor/) are recorded too.
+	for k := range t.dirs {
+		d := &t.dirs[k]
+		for j, name := range d.names {
+			g := bases[k] + j
+			if !slots[g].found {
+				d.states[j] = s.identify(ctx, d, name, s.stat(ctx, d.path(name), -1), slots[g], ids[g*hs:(g+1)*hs], indexMtime, format)
+			}
 		}
 	}
-	// Tracked paths the walk did not find (deleted ones) are recorded too.
-	for p, t := range tracked {
-		if _, ok := ft.files[p]; !ok {
-			ft.files[p] = s.identify(ctx, p, s.stat(ctx, p, -1), t.e, t.trusted, indexMtime, format)
+	return t, nil
+}
+
+// groupIndex groups the index's paths by directory: a fastTree whose
+// directories hold the names of their tracked paths (sorted, as the index
+// is) with room for their states, and for each path, at
+// bases[directory]+position, its index entry. A path with several stages
+// (unmerged) is one path whose entry is not trusted. A .gitattributes file
+// anywhere is an errSlowPath.
+func groupIndex(ix *gitindex.Index) (*fastTree, []indexSlot, []int, error) {
+	ents := ix.Entries
+	t := &fastTree{byRel: make(map[string]int)}
+	dirOf := make([]int32, len(ents)) // -1: a further stage of the previous path
+	var counts []int
+	lastDir, last := "", -1
+	for i := range ents {
+		p := ents[i].Path
+		if i > 0 && ents[i-1].Path == p {
+			dirOf[i] = -1
+			continue
 		}
+		rel, name := splitPath(p)
+		if name == ".gitattributes" {
+			return nil, nil, nil, slow(".gitattributes: content conversion may apply")
+		}
+		if last < 0 || rel != lastDir {
+			last, lastDir = t.dir(rel), rel
+			for len(counts) < len(t.dirs) {
+				counts = append(counts, 0)
+			}
+		}
+		dirOf[i] = int32(last) //nolint:gosec // at most gitindex's entry limit
+		counts[last]++
+		t.tracked++
 	}
-	return ft, nil
+	names := make([]string, t.tracked)
+	states := make([]fileState, t.tracked)
+	slots := make([]indexSlot, t.tracked)
+	bases := make([]int, len(t.dirs))
+	off := 0
+	for k := range t.dirs {
+		bases[k] = off
+		n := counts[k]
+		t.dirs[k].names = names[off : off : off+n]
+		t.dirs[k].states = states[off : off+n : off+n]
+		off += n
+	}
+	prev := -1
+	for i := range ents {
+		e := &ents[i]
+		k := dirOf[i]
+		if k < 0 {
+			slots[prev].trusted = false // unmerged: several stages
+			continue
+		}
+		d := &t.dirs[k]
+		_, name := splitPath(e.Path)
+		if n := len(d.names); n > 0 && d.names[n-1] >= name {
+			return nil, nil, nil, slow("index: %s out of order", e.Path)
+		}
+		prev = bases[k] + len(d.names)
+		d.names = append(d.names, name)
+		slots[prev] = indexSlot{e: e, trusted: e.Stage == 0 && e.Flags == 0 && (e.Stat.Mode == gitindex.ModeFile || e.Stat.Mode == gitindex.ModeExecutable)}
+	}
+	return t, slots, bases, nil
 }
 
 // dirBufPool holds getdents buffers.
@@ -172,19 +327,19 @@ var dirBufPool = sync.Pool{New: func() any {
 	return &b
 }}
 
-// identify completes the stat data st of the tracked path rel with its
-// content hash: the index's object id when the stat data matches the
-// index entry and the entry is not racily clean, the file read otherwise
-// (within the limits and budget of the capture).
-func (s *scanner) identify(ctx context.Context, rel string, st fileState, e *gitindex.Entry, trusted bool, indexMtime time.Time, format gitindex.Format) fileState {
+// identify completes the stat data st of the tracked path name in d with
+// its content hash: the index's object id (id) when the stat data matches
+// the index entry and the entry is not racily clean, the file read
+// otherwise (within the limits and budget of the capture).
+func (s *scanner) identify(ctx context.Context, d *fastDir, name string, st fileState, slot indexSlot, id string, indexMtime time.Time, format gitindex.Format) fileState {
 	if st.kind != kindRegular || st.size > s.maxHash || st.err != "" || !s.budget.take(st.size) {
 		return st
 	}
-	if cur, ok := gitStat(st); ok && trusted && e.Matches(cur) && !e.Racy(indexMtime) {
-		st.hash, st.blob, st.format = string(e.ID), true, format
+	if cur, ok := gitStat(st); ok && slot.trusted && slot.e.Matches(cur) && !slot.e.Racy(indexMtime) {
+		st.hash, st.blob, st.format = id, true, format
 		return st
 	}
-	if h, err := s.hash(ctx, s.full(rel)); err != nil {
+	if h, err := s.hash(ctx, s.full(d.path(name))); err != nil {
 		st.err = errText(err)
 	} else {
 		st.hash = h
@@ -260,100 +415,4 @@ func convertible(l gitLayout) bool {
 		}
 	}
 	return false
-}
-
-// checkFast is Check's step 2 for a fast capture: each recorded directory
-// is opened through its parents without following a symbolic link, and
-// each recorded path in it examined through the directory's descriptor;
-// a path whose stat data is unchanged (see unchanged) is not read, any
-// other goes through scanner.restat. A directory that cannot be opened
-// that way has its paths examined one by one by scanner.restat, which
-// reports them missing or behind a symlink. It returns the current state
-// of every path it re-read (any path not returned is unchanged) and
-// whether every directory is unchanged.
-func (b *Baseline) checkFast(ctx context.Context, s *scanner) (map[string]fileState, bool, error) {
-	type dirWork struct {
-		rel   string
-		names []string
-	}
-	work := make([]dirWork, 0, len(b.dirs))
-	index := make(map[string]int, len(b.dirs))
-	for d := range b.dirs {
-		index[d] = len(work)
-		work = append(work, dirWork{rel: d})
-	}
-	var loose []string
-	for p := range b.files {
-		d, name := "", p
-		if i := strings.LastIndexByte(p, '/'); i >= 0 {
-			d, name = p[:i], p[i+1:]
-		}
-		if i, ok := index[d]; ok && !strings.HasPrefix(p, ".supervisor/") {
-			work[i].names = append(work[i].names, name)
-		} else {
-			loose = append(loose, p)
-		}
-	}
-	rootFd, err := openDir(b.root)
-	if err != nil {
-		rootFd = -1
-	} else {
-		defer closeDir(rootFd)
-	}
-	// reread[i] holds the paths of work[i] that were re-read, and their
-	// states: unchanged paths are left out.
-	type reread struct {
-		paths  []string
-		states []fileState
-	}
-	rereads := make([]reread, len(work))
-	same := make([]bool, len(work))
-	if err := parallel(ctx, len(work), func(i int) {
-		w := work[i]
-		rr := &rereads[i]
-		path := func(name string) string {
-			if w.rel == "" {
-				return name
-			}
-			return w.rel + "/" + name
-		}
-		fd := -1
-		if rootFd >= 0 {
-			if d, err := openDirAt(rootFd, w.rel); err == nil {
-				fd = d
-			}
-		}
-		if fd < 0 {
-			for _, n := range w.names {
-				p := path(n)
-				rr.paths = append(rr.paths, p)
-				rr.states = append(rr.states, s.restat(ctx, p, b.files[p]))
-			}
-			return
-		}
-		defer closeDir(fd)
-		same[i] = unchanged(b.dirs[w.rel], statFd(fd))
-		for _, n := range w.names {
-			p := path(n)
-			old := b.files[p]
-			if cur := statAt(fd, n); !unchanged(old, cur) {
-				rr.paths = append(rr.paths, p)
-				rr.states = append(rr.states, s.restat(ctx, p, old))
-			}
-		}
-	}); err != nil {
-		return nil, false, err
-	}
-	out := make(map[string]fileState)
-	allSame := true
-	for i := range work {
-		allSame = allSame && same[i]
-		for j, p := range rereads[i].paths {
-			out[p] = rereads[i].states[j]
-		}
-	}
-	for _, p := range loose {
-		out[p] = s.restat(ctx, p, b.files[p])
-	}
-	return out, allSame, ctx.Err()
 }

@@ -55,8 +55,8 @@ func TestFastCaptureStatTrust(t *testing.T) {
 	testkit.WriteFile(t, f.path("src/b.go"), "package a\n\nfunc B() int { return 3 }\n") // modified before capture
 	settled()
 	b := capture(t, f, Options{})
-	if !b.files["src/a.go"].blob || b.files["src/b.go"].blob || b.files["src/b.go"].hash == "" {
-		t.Fatalf("src/a.go should come from the index, src/b.go be hashed: %+v / %+v", b.files["src/a.go"], b.files["src/b.go"])
+	if !recorded(t, b, "src/a.go").blob || recorded(t, b, "src/b.go").blob || recorded(t, b, "src/b.go").hash == "" {
+		t.Fatalf("src/a.go should come from the index, src/b.go be hashed: %+v / %+v", recorded(t, b, "src/a.go"), recorded(t, b, "src/b.go"))
 	}
 	for _, rel := range []string{"src/a.go", "src/b.go"} {
 		p := f.path(rel)
@@ -91,7 +91,7 @@ func TestFastCaptureRacy(t *testing.T) {
 		}
 		must(t, os.Chtimes(indexPath, at, at))
 		b := capture(t, f, Options{})
-		if got := b.files["README.md"].blob; got == racy {
+		if got := recorded(t, b, "README.md").blob; got == racy {
 			t.Fatalf("racy=%v: README.md taken from the index = %v", racy, got)
 		}
 		if racy {

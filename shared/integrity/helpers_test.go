@@ -144,3 +144,14 @@ func must(t testing.TB, err error) {
 		t.Fatal(err)
 	}
 }
+
+// recorded returns the baseline's record of the path rel, failing the test
+// when rel was not recorded.
+func recorded(t testing.TB, b *Baseline, rel string) fileState {
+	t.Helper()
+	st, ok := b.file(rel)
+	if !ok {
+		t.Fatalf("%s not recorded", rel)
+	}
+	return st
+}

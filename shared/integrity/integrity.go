@@ -6,259 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 )
-
-// Defaults for Options.
-const (
-	// DefaultGitTimeout bounds each git invocation, at capture and at check
-	// (WI-07's 10 s; see Options.GitTimeout for why the check does not use
-	// WI-15's 5 s).
-	DefaultGitTimeout = 10 * time.Second
-	// DefaultHashThreshold: every recorded regular file up to this size is
-	// hashed in full (WI-10, BASELINE_CONTENT_HASH_THRESHOLD).
-	DefaultHashThreshold int64 = 100 << 10
-	// DefaultMaxHashSize: tracked files up to this size are hashed too,
-	// streaming (WI-10, BASELINE_GIT_HASH_MAX_SIZE).
-	DefaultMaxHashSize int64 = 1 << 30
-	// DefaultMaxHashBytes caps the bytes one capture hashes in total.
-	DefaultMaxHashBytes int64 = 4 << 30
-)
-
-// maxProtectedEntries caps the walk of .supervisor/.
-const maxProtectedEntries = 10000
-
-// Options configure Capture.
-type Options struct {
-	// AllowedWrites are the gate's allowed_writes, pathglob patterns
-	// relative to the work tree root. A change to a matching path is not a
-	// violation, except below .git/ or .supervisor/ (at any depth), which no
-	// pattern can allow, and except a path that resolves outside the work
-	// tree (WI-22). Listing a skip candidate turns skipping off for it
-	// (WI-05).
-	AllowedWrites []string
-	// GitDir, if set, is the only git directory the work tree's .git may
-	// name besides one inside the work tree (GI-04). If empty, a .git file
-	// must name a git directory inside the work tree or a linked-worktree
-	// git directory registered (by its "gitdir" file) for this work tree.
-	GitDir string
-	// GitTimeout bounds each git invocation (default DefaultGitTimeout).
-	// The check uses it too: a check timing out is a violation (fail safe,
-	// WI-15), so it must not be tighter than the capture that succeeded.
-	GitTimeout time.Duration
-	// HashThreshold: regular files up to this size are hashed in full
-	// (default DefaultHashThreshold). Larger untracked files are compared
-	// by size and mtime only.
-	HashThreshold int64
-	// MaxHashSize: tracked files up to this size are hashed, streaming
-	// (default DefaultMaxHashSize). Larger ones are compared by size and
-	// mtime only, as are top-level files of the git directories.
-	MaxHashSize int64
-	// MaxHashBytes caps the bytes a capture hashes in total (default
-	// DefaultMaxHashBytes); once it is spent, further files are recorded
-	// by size and mtime only. The check re-hashes exactly the files the
-	// capture hashed, so it is bounded by the same amount.
-	MaxHashBytes int64
-	// Git is the git binary (default "git", looked up in PATH).
-	Git string
-	// Logger receives a line when the index cannot be read and the slower
-	// git status path is taken (default slog.Default()).
-	Logger *slog.Logger
-}
-
-func (o Options) withDefaults() Options {
-	if o.GitTimeout <= 0 {
-		o.GitTimeout = DefaultGitTimeout
-	}
-	if o.HashThreshold <= 0 {
-		o.HashThreshold = DefaultHashThreshold
-	}
-	if o.MaxHashSize <= 0 {
-		o.MaxHashSize = DefaultMaxHashSize
-	}
-	if o.MaxHashBytes <= 0 {
-		o.MaxHashBytes = DefaultMaxHashBytes
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	o.AllowedWrites = slices.Clone(o.AllowedWrites)
-	return o
-}
-
-// Kind classifies a violation.
-type Kind string
-
-// Violation kinds.
-const (
-	// KindModified: a recorded path changed (content, size, mode, type, link
-	// target; without a content hash: size or mtime).
-	KindModified Kind = "modified"
-	// KindNew: a path that did not exist at capture, untracked and not
-	// ignored (or tracked by now).
-	KindNew Kind = "new"
-	// KindDeleted: a recorded path no longer exists (WI-19).
-	KindDeleted Kind = "deleted"
-	// KindGit: the .git state changed or is unsafe (GI-04, GI-06); Path
-	// names the entry, as if under .git/.
-	KindGit Kind = "git"
-	// KindUnknown: the work tree could not be examined; the check fails
-	// safe (WI-15).
-	KindUnknown Kind = "unknown"
-)
-
-// Placeholder paths of KindUnknown violations.
-const (
-	// UnknownGitStatusFailed: git status failed after the gate (WI-15).
-	UnknownGitStatusFailed = "<unknown - git status failed>"
-	// UnknownNotRescanned: git was not run after the gate because the
-	// configuration it would read changed (see Baseline.Check).
-	UnknownNotRescanned = "<unknown - .git changed, new files not scanned>"
-	// UnknownGitState: the .git state could not be read after the gate.
-	UnknownGitState = "<unknown - .git state unreadable>"
-	// UnknownProtectedWalk: .supervisor/ has too many entries to examine.
-	UnknownProtectedWalk = "<unknown - .supervisor/ too large to examine>"
-)
-
-// Violation is one unexpected change.
-type Violation struct {
-	// Path is relative to the work tree root, with "/" separators; for
-	// KindGit a path under .git/ (".git" for the .git entry itself), for
-	// KindUnknown one of the Unknown* placeholders.
-	Path string `json:"path"`
-	Kind Kind   `json:"kind"`
-	// Detail explains an unusual case ("resolves outside the workspace",
-	// "content changed with size and mtime unchanged", "unsafe: …"); for
-	// KindGit it is "changed", "created", "removed" or "unsafe: …".
-	Detail string `json:"detail,omitempty"`
-}
-
-// String renders the violation for people: "modified src/a.go",
-// "deleted x", ".git/config changed", "<unknown - git status failed> (…)".
-func (v Violation) String() string {
-	p := displayPath(v.Path)
-	switch v.Kind {
-	case KindGit:
-		d := v.Detail
-		if d == "" {
-			d = "changed"
-		}
-		return p + " " + d
-	case KindUnknown:
-		if v.Detail != "" {
-			return p + " (" + v.Detail + ")"
-		}
-		return p
-	}
-	s := string(v.Kind) + " " + p
-	if v.Detail != "" {
-		s += " (" + v.Detail + ")"
-	}
-	return s
-}
-
-// displayPath quotes a path that holds control characters or invalid UTF-8
-// so a summary stays one line and unambiguous.
-func displayPath(p string) string {
-	if !utf8.ValidString(p) || strings.IndexFunc(p, func(r rune) bool { return unicode.IsControl(r) }) >= 0 {
-		return strconv.Quote(p)
-	}
-	return p
-}
-
-// Report is the outcome of Baseline.Check.
-type Report struct {
-	// Violations, ordered by kind (modified, new, deleted, git, unknown),
-	// then path.
-	Violations []Violation `json:"violations,omitempty"`
-	// Ignored lists ignored paths (as git reports them: a whole ignored
-	// directory ends in "/") that appeared, changed or disappeared during
-	// the gate and match no allowed_writes pattern. They are reported, never
-	// violations: ignored files are outside what the gate's patch and the
-	// integrity check cover (tracked and untracked-not-ignored files), and
-	// a whole ignored directory is never treated as new files. The
-	// comparison is by type, size and mtime; content inside a directory
-	// that was already ignored at capture is not examined.
-	Ignored []string `json:"ignored,omitempty"`
-	// skippedGit: the check did not need git status (see Check, step 3).
-	skippedGit bool
-}
-
-// Clean reports whether there is no violation.
-func (r *Report) Clean() bool { return r == nil || len(r.Violations) == 0 }
-
-// Strings renders each violation (Violation.String), e.g. for
-// protocol.GateResult.Violations.
-func (r *Report) Strings() []string {
-	if r == nil {
-		return nil
-	}
-	out := make([]string, len(r.Violations))
-	for i, v := range r.Violations {
-		out[i] = v.String()
-	}
-	return out
-}
-
-// maxSummary caps the violations a summary spells out.
-const maxSummary = 20
-
-// Summary is one line naming the offending paths, e.g.
-// "integrity violation: modified src/a.go; new x.txt; .git/config changed",
-// or "integrity: clean".
-func (r *Report) Summary() string {
-	var b strings.Builder
-	if r.Clean() {
-		b.WriteString("integrity: clean")
-	} else {
-		b.WriteString("integrity violation: ")
-		for i, v := range r.Violations {
-			if i == maxSummary {
-				fmt.Fprintf(&b, "; … and %d more", len(r.Violations)-maxSummary)
-				break
-			}
-			if i > 0 {
-				b.WriteString("; ")
-			}
-			b.WriteString(v.String())
-		}
-	}
-	if r != nil && len(r.Ignored) > 0 {
-		names := make([]string, 0, min(len(r.Ignored), maxSummary))
-		for i, p := range r.Ignored {
-			if i == maxSummary {
-				names = append(names, fmt.Sprintf("… and %d more", len(r.Ignored)-maxSummary))
-				break
-			}
-			names = append(names, displayPath(p))
-		}
-		b.WriteString(" [ignored paths written, not violations: " + strings.Join(names, ", ") + "]")
-	}
-	return b.String()
-}
-
-var kindOrder = map[Kind]int{KindModified: 0, KindNew: 1, KindDeleted: 2, KindGit: 3, KindUnknown: 4}
-
-func (r *Report) sort() {
-	sort.Slice(r.Violations, func(i, j int) bool {
-		a, b := r.Violations[i], r.Violations[j]
-		if kindOrder[a.Kind] != kindOrder[b.Kind] {
-			return kindOrder[a.Kind] < kindOrder[b.Kind]
-		}
-		return a.Path < b.Path
-	})
-	sort.Strings(r.Ignored)
-}
 
 // Stats describe a capture.
 type Stats struct {
@@ -300,16 +55,30 @@ type Baseline struct {
 	skips   []string
 	// unsafe is why .git could not be trusted at capture (GI-04); then
 	// nothing else is recorded and every check is a violation.
-	unsafe  string
-	layout  gitLayout
-	git     gitState
+	unsafe string
+	layout gitLayout
+	git    gitState
+	// files holds the recorded paths; after a fast capture only those
+	// outside fast (below .supervisor/).
 	files   map[string]fileState
 	ignored map[string]fileState
-	// dirs holds every directory of the work tree when the capture took
-	// the fast path (captureFast), nil otherwise: while none of them
-	// changed, no path can have appeared, and Check does not run git.
-	dirs  map[string]fileState
+	// fast holds every directory of the work tree and the tracked paths in
+	// each when the capture took the fast path (captureFast), nil
+	// otherwise: while none of the directories changed, no path can have
+	// appeared, and Check does not run git.
+	fast  *fastTree
 	stats Stats
+}
+
+// file returns the recorded state of the path p, if it was recorded.
+func (b *Baseline) file(p string) (fileState, bool) {
+	if st, ok := b.files[p]; ok {
+		return st, true
+	}
+	if b.fast != nil {
+		return b.fast.lookup(p)
+	}
+	return fileState{}, false
 }
 
 // Stats returns figures about the capture.
@@ -376,16 +145,26 @@ func Capture(ctx context.Context, dir string, opts Options) (*Baseline, error) {
 		return b, nil
 	}
 	b.layout = l
-	if b.git, err = collectGit(ctx, root, l, opts.MaxHashSize); err != nil {
-		return nil, fmt.Errorf("integrity: capture %s: .git state: %w", root, err)
+	// The .git state is recorded while captureFast reads the index and
+	// walks the work tree alongside (neither writes anything); git runs
+	// only once both are done (PERF-15).
+	var gitErr error
+	gitDone := make(chan struct{})
+	go func() {
+		defer close(gitDone)
+		b.git, gitErr = collectGit(ctx, root, l, opts.MaxHashSize)
+	}()
+	s := newScanner(root, newBudget(opts.MaxHashBytes))
+	s.since, s.maxHash = start.Add(-racyMargin), opts.MaxHashSize
+	ft, err := captureFast(ctx, b, s)
+	<-gitDone
+	if gitErr != nil {
+		return nil, fmt.Errorf("integrity: capture %s: .git state: %w", root, gitErr)
 	}
 	// The check may need git even when the capture does not.
 	if _, err := exec.LookPath(cmp.Or(opts.Git, "git")); err != nil {
 		return nil, fmt.Errorf("integrity: capture %s: git: %w", root, err)
 	}
-	s := newScanner(root, newBudget(opts.MaxHashBytes))
-	s.since, s.maxHash = start.Add(-racyMargin), opts.MaxHashSize
-	ft, err := captureFast(ctx, b, s)
 	var why *errSlowPath
 	switch {
 	case err == nil:
@@ -504,14 +283,13 @@ func (b *Baseline) recordFast(ctx context.Context, s *scanner, ft *fastTree) err
 	if !complete {
 		return fmt.Errorf(".supervisor/ has more than %d entries", maxProtectedEntries)
 	}
-	b.files = ft.files
+	b.fast = ft
 	for _, p := range prot {
-		if _, ok := b.files[p]; !ok {
+		if _, ok := b.file(p); !ok {
 			b.files[p] = s.stat(ctx, p, b.opts.HashThreshold)
 		}
 	}
-	b.dirs = ft.dirs
-	for _, st := range b.files {
+	count := func(st fileState) {
 		switch {
 		case st.kind != kindRegular:
 		case st.hash == "":
@@ -524,8 +302,12 @@ func (b *Baseline) recordFast(ctx context.Context, s *scanner, ft *fastTree) err
 			}
 		}
 	}
+	ft.each(count)
+	for _, st := range b.files {
+		count(st)
+	}
 	b.stats.Tracked = ft.tracked
-	b.stats.Files = len(b.files)
+	b.stats.Files = ft.tracked + len(b.files)
 	b.stats.GitItems = len(b.git)
 	return ctx.Err()
 }
@@ -533,9 +315,9 @@ func (b *Baseline) recordFast(ctx context.Context, s *scanner, ft *fastTree) err
 // Check examines the work tree again after the gate and reports every
 // change against the baseline:
 //
-//  1. The .git state is re-read first, before git runs, from the git
-//     directories recorded at capture (a rewritten .git file never
-//     redirects the check). Any difference, mtime included, is a KindGit
+//  1. The .git state is re-read before git runs (after a fast capture,
+//     while step 2 runs alongside), from the git directories recorded at
+//     capture (a rewritten .git file never redirects the check). Any difference, mtime included, is a KindGit
 //     violation that no allowed_writes pattern can lift (GI-06, PP-01), as
 //     is a .git that is unsafe now (GI-04).
 //  2. Every recorded path is compared with the file system, whatever git
@@ -572,6 +354,24 @@ func (b *Baseline) Check(ctx context.Context) (*Report, error) {
 	if b.unsafe != "" {
 		r.Violations = append(r.Violations, Violation{Path: ".git", Kind: KindGit, Detail: "unsafe: " + b.unsafe})
 		return r, nil
+	}
+
+	// 2 (after a fast capture) runs alongside 1: both only read.
+	s := newScanner(b.root, nil)
+	var fast struct {
+		current map[string]fileState
+		same    bool
+		err     error
+	}
+	fastDone := make(chan struct{})
+	if b.fast != nil {
+		go func() {
+			defer close(fastDone)
+			fast.current, fast.same, fast.err = b.checkFast(ctx, s)
+		}()
+		defer func() { <-fastDone }()
+	} else {
+		close(fastDone)
 	}
 
 	// 1. .git.
@@ -618,15 +418,14 @@ func (b *Baseline) Check(ctx context.Context) (*Report, error) {
 	// 2. Recorded paths. After a fast capture, checkFast returns only the
 	// paths whose stat data changed (or that were recorded racily), with
 	// their current state: every other path is as recorded.
-	s := newScanner(b.root, nil)
 	var current map[string]fileState
 	dirsSame := false
-	if b.dirs != nil {
-		cur, same, err := b.checkFast(ctx, s)
-		if err != nil {
-			return nil, fmt.Errorf("integrity: check %s: %w", b.root, err)
+	if b.fast != nil {
+		<-fastDone
+		if fast.err != nil {
+			return nil, fmt.Errorf("integrity: check %s: %w", b.root, fast.err)
 		}
-		current, dirsSame = cur, same
+		current, dirsSame = fast.current, fast.same
 	} else {
 		paths := make([]string, 0, len(b.files))
 		for p := range b.files {
@@ -645,7 +444,7 @@ func (b *Baseline) Check(ctx context.Context) (*Report, error) {
 	}
 	var cands []candidate
 	for p, now := range current {
-		old := b.files[p]
+		old, _ := b.file(p)
 		changed, detail := diff(old, now)
 		if !changed {
 			continue
@@ -664,7 +463,7 @@ func (b *Baseline) Check(ctx context.Context) (*Report, error) {
 	// that none can have appeared: nothing else changed, and no directory
 	// of the work tree has a different stat (every entry created, removed
 	// or renamed in a directory sets its ctime) or was recorded racily.
-	seen := func(p string) bool { _, ok := b.files[p]; return ok }
+	seen := func(p string) bool { _, ok := b.file(p); return ok }
 	curIgnored := make(map[string]bool)
 	if runGit && len(cands) == 0 && len(r.Violations) == 0 && dirsSame {
 		r.skippedGit = true
@@ -690,7 +489,7 @@ func (b *Baseline) Check(ctx context.Context) (*Report, error) {
 				switch st := s.stat(ctx, p, -1); {
 				case st.kind != kindMissing:
 					cands = append(cands, candidate{Violation{Path: p, Kind: KindNew}})
-				case !e.Untracked() && (b.dirs == nil || indexChanged):
+				case !e.Untracked() && (b.fast == nil || indexChanged):
 					// A tracked path the capture did not know: the index
 					// itself changed (also a KindGit violation). A fast
 					// capture recorded the index's paths only, not those
