@@ -79,7 +79,7 @@ func (e *Engine) MetricsSnapshot(ctx context.Context) (metrics.CoordinatorSnapsh
 			snap.Workflows[string(w.Status)]++
 			for _, n := range w.Nodes {
 				// The inbox lists these nodes (service/inbox.go).
-				if (n.Status == protocol.NodeEscalated || n.Status == protocol.NodeAwaitingApproval) && !n.Approved {
+				if (n.Status == protocol.NodeEscalated || n.Status == protocol.NodeAwaitingApproval) && !n.Approved() {
 					snap.Inbox[string(n.Status)]++
 				}
 			}

@@ -19,7 +19,7 @@ func queueEntry(w *statemachine.Workflow, n *statemachine.Node) *api.QueueEntry 
 		return nil
 	}
 	e := &api.QueueEntry{Position: pos + 1}
-	s := n.Speculation
+	s := n.Speculation()
 	if s == nil {
 		return e
 	}

@@ -340,7 +340,7 @@ func (d *decider) decideNode(n *Node) {
 	}
 	switch workflow.FoldGates(statuses) {
 	case workflow.OutcomePassed:
-		if !n.Integrated && !n.Approved {
+		if !n.Integrated && !n.Approved() {
 			if f, bad := n.trustedConfigViolation(); bad {
 				// Passing gates do not make a change to trusted
 				// configuration acceptable: a human decides.
@@ -348,7 +348,7 @@ func (d *decider) decideNode(n *Node) {
 				return
 			}
 		}
-		if n.Task.Approval != nil && !n.Approved {
+		if n.Task.Approval != nil && !n.Approved() {
 			d.approvalStep(n)
 			return
 		}
@@ -361,7 +361,7 @@ func (d *decider) decideNode(n *Node) {
 			return
 		}
 		reason := ""
-		if n.Approved { // by its approval policy
+		if n.Approved() { // by its approval policy
 			reason = n.Reason
 		}
 		d.finishNode(n, protocol.NodeSucceeded, reason)
@@ -449,18 +449,18 @@ func (w *Workflow) agentJob(n *Node, attempt int, publishedAt time.Time) *protoc
 	}
 	job.Context = w.contextSpec(n)
 	for id := range w.ancestors(n.ID) {
-		if a := w.Nodes[id]; a.Approved && a.ApprovedBy != "" {
+		if a := w.Nodes[id]; a.Approved() && a.ApprovedBy() != "" {
 			if job.Approvals == nil {
 				job.Approvals = map[string]string{}
 			}
-			job.Approvals[id] = a.ApprovedBy
+			job.Approvals[id] = a.ApprovedBy()
 		}
 	}
 	text := ""
 	if attempt > 1 {
 		job.StartFrom = n.startFrom()
-		job.Feedback = n.Feedback
-		text = renderFeedback(n.Feedback, n.Task.FeedbackTemplate)
+		job.Feedback = n.Feedback()
+		text = renderFeedback(n.Feedback(), n.Task.FeedbackTemplate)
 	}
 	job.Prompt = w.withDependencyReports(job.Prompt, n)
 	job.Prompt = withOutputInstructions(job.Prompt, n.Task.Output, text)

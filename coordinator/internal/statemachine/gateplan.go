@@ -121,8 +121,8 @@ func (w *Workflow) relink() error {
 		if n == nil {
 			continue
 		}
-		if n.ownTask != nil {
-			t = n.ownTask
+		if n.ownTask() != nil {
+			t = n.ownTask()
 		}
 		if err := n.setTask(w.Spec, t, plans); err != nil {
 			return fmt.Errorf("node %s: %w", n.ID, err)
@@ -230,7 +230,7 @@ func (w *Workflow) applyGateChange(n *Node, c eventlog.GateChange) error {
 	if err := n.setTask(w.Spec, &t, nil); err != nil {
 		return err
 	}
-	n.ownTask = &t
+	n.setOwnTask(&t)
 	for name, g := range n.Gates {
 		_, was := before[name]
 		_, is := n.GateSpecs[name]

@@ -42,7 +42,7 @@ type nodeView struct {
 
 func viewOf(n *statemachine.Node) nodeView {
 	v := nodeView{Task: *n.Task, GateOrder: slices.Clone(n.GateOrder), GateSpecs: maps.Clone(n.GateSpecs),
-		OnFail: maps.Clone(n.OnFail), Failures: maps.Clone(n.GateFailures)}
+		OnFail: maps.Clone(n.OnFail), Failures: maps.Clone(n.GateFailures())}
 	v.Task.Gates, v.Task.DependsOn = slices.Clone(v.Task.Gates), slices.Clone(v.Task.DependsOn)
 	v.Task.OnFail, v.Task.GateDefs = maps.Clone(v.Task.OnFail), slices.Clone(v.Task.GateDefs)
 	if n.Task.Agent != nil {
@@ -175,8 +175,8 @@ func TestSharingLeaksNoChange(t *testing.T) {
 	foldAll(t, st,
 		ev("b", eventlog.NodeReady{Attempt: 1}),
 		ev("b", eventlog.NodeEscalated{Attempt: 1, Reason: "vet failed", FailedGates: []string{"vet"}}))
-	if w.Nodes["b"].GateFailures["vet"] != 1 || w.Nodes["c"].GateFailures != nil {
-		t.Fatalf("gate failures: b %v, c %v", w.Nodes["b"].GateFailures, w.Nodes["c"].GateFailures)
+	if w.Nodes["b"].GateFailures()["vet"] != 1 || w.Nodes["c"].GateFailures() != nil {
+		t.Fatalf("gate failures: b %v, c %v", w.Nodes["b"].GateFailures(), w.Nodes["c"].GateFailures())
 	}
 	unchanged("b escalated", "b")
 	foldAll(t, st, ev("b", eventlog.NodeRetryGranted{Attempt: 1, Attempts: 2, By: "ann"}))
