@@ -48,7 +48,7 @@ func (e *Engine) observeFolded(ev eventlog.Event) {
 				return
 			}
 			if n := w.Nodes[ev.NodeID]; n != nil && n.Gates[b.Gate] != nil {
-				since = n.Gates[b.Gate].PendingSince
+				since = n.Gates[b.Gate].PendingSince()
 			}
 		})
 		if !since.IsZero() {

@@ -42,7 +42,7 @@ func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
 		}
 		ns := api.NodeSummary{
 			ID: id, Status: n.Status, Attempt: n.Attempt, Host: n.Host, DependsOn: n.Task.DependsOn,
-			Commit: n.Commit, Reason: n.Reason, StartedAt: timePtr(n.StartedAt), EndedAt: timePtr(n.EndedAt),
+			Commit: n.Commit(), Reason: n.Reason, StartedAt: timePtr(n.StartedAt), EndedAt: timePtr(n.EndedAt()),
 			MaxAttempts: n.Budget, Output: n.Output, ReviewRejected: n.ReviewRejected(), Planner: n.Task.Planner,
 			Expanded: max(n.Expanded(), 0),
 		}
@@ -72,7 +72,7 @@ func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
 				gs = gateSummary(g, n.Attempt, gr.Result)
 				gs.Status, gs.Host, gs.Round = gr.Status, gr.Host, gr.Round
 				if gr.Awaiting {
-					gs.Waiting = breakerWait(gr.Waiting)
+					gs.Waiting = breakerWait(gr.Waiting())
 				}
 			} else {
 				gs = gateSummary(g, n.Attempt, nil)

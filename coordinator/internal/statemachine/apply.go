@@ -115,7 +115,8 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		// A new round is a new job, whose lease (lease/<job-id>) has
 		// fencing tokens of its own; it is out until its result arrives.
 		g.Dispatched, g.Round, g.NoCache = true, g.Round+1, b.NoCache
-		g.LeaseToken, g.Awaiting, g.Waiting = 0, true, nil
+		g.LeaseToken, g.Awaiting = 0, true
+		g.setWaiting(nil)
 		if b.Rerun != "" {
 			g.Status, g.Result = "", nil
 		}
@@ -125,42 +126,44 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		// dispatches it again in its layer.
 		g := n.Gate(b.Gate)
 		g.Dispatched, g.Status, g.Result, g.NoCache = false, "", nil, b.NoCache
-		g.PendingSince, g.NextPollAt, g.Waiting = time.Time{}, time.Time{}, nil
+		if m := g.more; m != nil {
+			m.PendingSince, m.NextPollAt, m.Waiting = time.Time{}, time.Time{}, nil
+			tidy(&g.more)
+		}
 	case eventlog.GateWaiting:
 		if g := n.Gate(b.Gate); b.Round == 0 || b.Round == g.Round {
-			g.Waiting = &BreakerWait{Scope: b.Scope, Until: b.Until, Host: b.Host}
+			g.setWaiting(&BreakerWait{Scope: b.Scope, Until: b.Until, Host: b.Host})
 		}
 	case eventlog.GateStarted:
 		g := n.Gate(b.Gate)
-		g.LeaseToken, g.Host, g.Waiting = b.LeaseToken, b.Host, nil
+		g.LeaseToken, g.Host = b.LeaseToken, b.Host
+		g.setWaiting(nil)
 	case eventlog.GateFinished:
 		g := n.Gate(b.Gate)
-		g.Status, g.Result, g.Awaiting, g.Waiting = b.Result.Status, b.Result, false, nil
+		g.Status, g.Result, g.Awaiting = b.Result.Status, b.Result, false
+		g.setWaiting(nil)
 		if b.Result.Review != nil {
 			part(&n.spent).Spend.addReview(b.Result.Review)
 			tidy(&n.spent)
 		}
 		if b.Result.OOMKilled {
-			g.OOMs++
+			part(&g.more).OOMs++
 		}
 		if b.Result.Host != "" {
 			g.Host = b.Result.Host
 		}
 		if g.Status == protocol.GatePending {
-			if g.PendingSince.IsZero() {
-				g.PendingSince = ev.Time
-			}
-			g.NextPollAt = ev.Time.Add(n.GateSpecs[b.Gate].PollInterval())
+			g.setPending(ev.Time, ev.Time.Add(n.GateSpecs[b.Gate].PollInterval()))
 		}
 	case eventlog.NodeIntegrated:
-		n.Integrated, n.Commit, w.Head = true, b.Commit, b.Commit
-		part(&n.rare).CommitTime = b.CommitTime
-		tidy(&n.rare)
+		d := part(&n.done)
+		d.Integrated, d.Commit, d.CommitTime, w.Head = true, b.Commit, b.CommitTime, b.Commit
 		w.Integrated = append(w.Integrated, n.ID)
 	case eventlog.NodeReopened:
 		w.reopen(n)
 	case eventlog.NodeFinished:
-		n.Status, n.Reason, n.EndedAt = b.Status, b.Reason, ev.Time
+		n.Status, n.Reason = b.Status, b.Reason
+		n.setEnded(ev.Time)
 		n.setWaiting(nil)
 	case eventlog.NodeGatesChanged:
 		return w.applyGateChange(n, b.Change)
@@ -188,7 +191,8 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		tidy(&n.rare)
 		n.Attempt = max(n.Attempt, b.Attempt)
 	case eventlog.NodeRejected:
-		n.Status, n.Reason, n.EndedAt = protocol.NodeFailed, fmt.Sprintf("rejected by %s: %s", b.By, b.Reason), ev.Time
+		n.Status, n.Reason = protocol.NodeFailed, fmt.Sprintf("rejected by %s: %s", b.By, b.Reason)
+		n.setEnded(ev.Time)
 	case eventlog.NodeIntegrationQueued, eventlog.IntegrationDispatched, eventlog.IntegrationFinished:
 		w.applyIntegration(n, ev)
 	case eventlog.NodesAdded:
@@ -282,7 +286,8 @@ func (n *Node) countFailures(gates []string) {
 // pending and the workflow back to running (a gate rerun after failure).
 func (w *Workflow) reopen(n *Node) {
 	w.Generation++
-	n.Status, n.Reason, n.EndedAt = protocol.NodeGating, "", time.Time{}
+	n.Status, n.Reason = protocol.NodeGating, ""
+	n.setEnded(time.Time{})
 	changed := true
 	for changed { // dependents skipped because of n, transitively
 		changed = false
@@ -293,7 +298,8 @@ func (w *Workflow) reopen(n *Node) {
 			}
 			for _, dep := range w.dependsOn(id) {
 				if st := w.Nodes[dep].Status; !st.Terminal() || dep == n.ID {
-					d.Status, d.Reason, d.EndedAt = protocol.NodePending, "", time.Time{}
+					d.Status, d.Reason = protocol.NodePending, ""
+					d.setEnded(time.Time{})
 					changed = true
 					break
 				}

@@ -51,8 +51,8 @@ func TestBreakerWaits(t *testing.T) {
 				lines("gate.waiting a/vet r1 " + gateScope)},
 			{"another round's wait is stale", func(w *world) []string { return w.waiting("a", "vet", 2, gateScope) }, nil},
 			{"the gate shows it until it starts", func(w *world) []string {
-				if g := w.node("a").Gates["vet"]; g.Waiting == nil || g.Waiting.Scope != gateScope {
-					w.t.Errorf("gate vet: waiting %+v", g.Waiting)
+				if g := w.node("a").Gates["vet"]; g.Waiting() == nil || g.Waiting().Scope != gateScope {
+					w.t.Errorf("gate vet: waiting %+v", g.Waiting())
 				}
 				if n := w.node("a"); n.Waiting() != nil {
 					w.t.Errorf("node a waiting %+v though its agent finished", n.Waiting())
@@ -61,8 +61,8 @@ func TestBreakerWaits(t *testing.T) {
 					WorkflowID: testWF, NodeID: "a", Gate: "vet", Attempt: 1, LeaseToken: 3}})
 			}, lines("gate.started a/vet")},
 			{"started, the gate waits no more", func(w *world) []string {
-				if g := w.node("a").Gates["vet"]; g.Waiting != nil {
-					w.t.Errorf("gate vet still waiting: %+v", g.Waiting)
+				if g := w.node("a").Gates["vet"]; g.Waiting() != nil {
+					w.t.Errorf("gate vet still waiting: %+v", g.Waiting())
 				}
 				return nil
 			}, nil},
@@ -99,7 +99,7 @@ func TestBreakerWaitsRoundTrip(t *testing.T) {
 	w.started("a", 1)
 	w.agentDone("a", 1, protocol.AgentSucceeded, false)
 	check(t, "gate", w.waiting("a", "vet", 1, "gate:vet:00"), lines("gate.waiting a/vet r1 gate:vet:00"))
-	if g := w.node("a").Gates["vet"]; g.Waiting == nil || g.Waiting.Scope != "gate:vet:00" || g.Waiting.Host != "h" {
-		t.Errorf("gate vet waiting %+v", g.Waiting)
+	if g := w.node("a").Gates["vet"]; g.Waiting() == nil || g.Waiting().Scope != "gate:vet:00" || g.Waiting().Host != "h" {
+		t.Errorf("gate vet waiting %+v", g.Waiting())
 	}
 }

@@ -242,7 +242,7 @@ func (d *decider) gating(n *Node) {
 		}
 		if g.Dispatched {
 			switch {
-			case g.Status == protocol.GateError && g.Result != nil && g.Result.OOMKilled && g.OOMs == 1:
+			case g.Status == protocol.GateError && g.Result != nil && g.Result.OOMKilled && g.OOMs() == 1:
 				// A resource error, not the code's: it gets one more run.
 				d.rerun(n, g, "out of memory")
 				appended = true
@@ -295,9 +295,9 @@ func (d *decider) rerun(n *Node, g *GateRun, why string) {
 // appended an event.
 func (d *decider) pendingGate(n *Node, g *GateRun, spec protocol.GateSpec) bool {
 	limit := spec.MaxPending()
-	deadline := g.PendingSince.Add(limit)
+	deadline := g.PendingSince().Add(limit)
 	if d.now.After(deadline) {
-		reason := fmt.Sprintf("pending since %s, longer than max_pending %s", g.PendingSince.UTC().Format(time.RFC3339), limit)
+		reason := fmt.Sprintf("pending since %s, longer than max_pending %s", g.PendingSince().UTC().Format(time.RFC3339), limit)
 		res := &protocol.GateResult{WorkflowID: d.w.ID, NodeID: n.ID, Gate: g.Name, Attempt: n.Attempt,
 			Status: protocol.GateTimeout, Error: reason, Round: g.Round}
 		if g.Result != nil {
@@ -311,8 +311,8 @@ func (d *decider) pendingGate(n *Node, g *GateRun, spec protocol.GateSpec) bool 
 	switch {
 	case g.Awaiting: // the last poll has not reported yet
 		d.publishGate(n, g, g.Round)
-	case d.now.Before(g.NextPollAt):
-		d.wakeAt(g.NextPollAt)
+	case d.now.Before(g.NextPollAt()):
+		d.wakeAt(g.NextPollAt())
 	default:
 		d.dispatch(n, g, true)
 		return true
@@ -340,7 +340,7 @@ func (d *decider) decideNode(n *Node) {
 	}
 	switch workflow.FoldGates(statuses) {
 	case workflow.OutcomePassed:
-		if !n.Integrated && !n.Approved() {
+		if !n.Integrated() && !n.Approved() {
 			if f, bad := n.trustedConfigViolation(); bad {
 				// Passing gates do not make a change to trusted
 				// configuration acceptable: a human decides.
@@ -352,11 +352,11 @@ func (d *decider) decideNode(n *Node) {
 			d.approvalStep(n)
 			return
 		}
-		if !n.Integrated && d.w.Gated() {
+		if !n.Integrated() && d.w.Gated() {
 			d.queueForIntegration(n)
 			return
 		}
-		if !n.Integrated {
+		if !n.Integrated() {
 			d.Effects = append(d.Effects, Integrate{Node: n.ID, CommitTime: d.w.commitTime(n)})
 			return
 		}

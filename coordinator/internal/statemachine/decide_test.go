@@ -99,8 +99,8 @@ func TestScheduling(t *testing.T) {
 			if len(job.Effects) != 0 {
 				t.Errorf("finished workflow decided %v", job.Effects)
 			}
-			if w.wf().Head != strings.Repeat("0", 39)+"2" || c.Commit != w.wf().Head || !c.Integrated {
-				t.Errorf("head %s, c's commit %s", w.wf().Head, c.Commit)
+			if w.wf().Head != strings.Repeat("0", 39)+"2" || c.Commit() != w.wf().Head || !c.Integrated() {
+				t.Errorf("head %s, c's commit %s", w.wf().Head, c.Commit())
 			}
 			if got := w.wf().Integrated; strings.Join(got, ",") != "a,b,c" {
 				t.Errorf("integrated %v", got)

@@ -101,7 +101,7 @@ func (w *Workflow) Gated() bool { return len(w.IntegrationOrder) > 0 }
 func (w *Workflow) IntegrationQueue() []string {
 	var out []string
 	for _, id := range w.queue {
-		if n := w.Nodes[id]; n.Status == protocol.NodeIntegrating && !n.Integrated {
+		if n := w.Nodes[id]; n.Status == protocol.NodeIntegrating && !n.Integrated() {
 			out = append(out, id)
 		}
 	}
@@ -153,10 +153,7 @@ func (w *Workflow) applyIntegration(n *Node, ev eventlog.Event) {
 			g.Host = b.Host
 		}
 		if g.Status == protocol.GatePending {
-			if g.PendingSince.IsZero() {
-				g.PendingSince = ev.Time
-			}
-			g.NextPollAt = ev.Time.Add(w.IntegrationSpecs[b.Gate].PollInterval())
+			g.setPending(ev.Time, ev.Time.Add(w.IntegrationSpecs[b.Gate].PollInterval()))
 		}
 	}
 }
@@ -235,7 +232,7 @@ func (d *decider) integrationQueue() {
 		if n.Status != protocol.NodeIntegrating {
 			continue
 		}
-		if n.Integrated {
+		if n.Integrated() {
 			d.finishNode(n, protocol.NodeSucceeded, "")
 			continue
 		}
@@ -380,9 +377,9 @@ func speculationDepState(s *Speculation, spec protocol.GateSpec) (blocked string
 // past its max_pending, as pendingGate does for a node's gate.
 func (d *decider) pendingIntegration(n *Node, g *GateRun, spec protocol.GateSpec, ahead []string) bool {
 	limit := spec.MaxPending()
-	deadline := g.PendingSince.Add(limit)
+	deadline := g.PendingSince().Add(limit)
 	if d.now.After(deadline) {
-		reason := fmt.Sprintf("pending since %s, longer than max_pending %s", g.PendingSince.UTC().Format(time.RFC3339), limit)
+		reason := fmt.Sprintf("pending since %s, longer than max_pending %s", g.PendingSince().UTC().Format(time.RFC3339), limit)
 		res := &protocol.GateResult{WorkflowID: d.w.ID, NodeID: n.ID, Gate: g.Name, Attempt: n.Attempt,
 			Status: protocol.GateTimeout, Error: reason, Round: g.Round}
 		d.append(n, eventlog.IntegrationFinished{Attempt: n.Attempt, Gate: g.Name, Round: g.Round,
@@ -394,8 +391,8 @@ func (d *decider) pendingIntegration(n *Node, g *GateRun, spec protocol.GateSpec
 	switch {
 	case g.Awaiting:
 		d.publishIntegration(n, g.Name, g.Round, ahead)
-	case d.now.Before(g.NextPollAt):
-		d.wakeAt(g.NextPollAt)
+	case d.now.Before(g.NextPollAt()):
+		d.wakeAt(g.NextPollAt())
 	default:
 		d.dispatchIntegration(n, g.Name, n.Speculation().ID, ahead, true)
 		return true

@@ -268,7 +268,7 @@ func (d *decider) escalated(n *Node) {
 	if !n.Approved() {
 		return
 	}
-	if !n.Integrated {
+	if !n.Integrated() {
 		d.Effects = append(d.Effects, Integrate{Node: n.ID, CommitTime: d.w.commitTime(n)})
 		return
 	}
@@ -291,7 +291,7 @@ func (d *decider) awaitApproval(n *Node, attempt int, reason string) {
 // on_timeout happens: approve, reject, or escalate (the default).
 func (d *decider) awaiting(n *Node) {
 	if n.Approved() {
-		if d.w.Gated() && !n.Integrated && n.Task.Type != protocol.TaskHuman {
+		if d.w.Gated() && !n.Integrated() && n.Task.Type != protocol.TaskHuman {
 			// Approved work lands through the integration queue.
 			d.queueForIntegration(n)
 			return

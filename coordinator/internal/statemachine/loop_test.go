@@ -187,8 +187,8 @@ func TestLoop(t *testing.T) {
 			}, lines("refused conflict: node a is succeeded: only an escalated node, or one awaiting approval, waits for a human")},
 		},
 		after: func(t *testing.T, w *world) {
-			if n := w.node("a"); n.Reason != "approved by ada" || !n.Integrated || w.wf().Status != protocol.WorkflowRunning {
-				t.Errorf("a: %s %q integrated %v; workflow %s", n.Status, n.Reason, n.Integrated, w.wf().Status)
+			if n := w.node("a"); n.Reason != "approved by ada" || !n.Integrated() || w.wf().Status != protocol.WorkflowRunning {
+				t.Errorf("a: %s %q integrated %v; workflow %s", n.Status, n.Reason, n.Integrated(), w.wf().Status)
 			}
 		},
 	}, {

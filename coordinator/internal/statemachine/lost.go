@@ -36,7 +36,7 @@ func RunningJobs(w *Workflow) []RunningJob {
 		case n.Status == protocol.NodeGating:
 			for _, name := range n.GateOrder {
 				g := n.Gates[name]
-				if g == nil || !g.Dispatched || !g.Awaiting || g.LeaseToken == 0 || g.Waiting != nil {
+				if g == nil || !g.Dispatched || !g.Awaiting || g.LeaseToken == 0 || g.Waiting() != nil {
 					continue
 				}
 				jobs = append(jobs, RunningJob{JobID: protocol.GateJobID(w.ID, n.ID, n.Attempt, g.Name, g.Round),

@@ -69,8 +69,6 @@ type nodeRare struct {
 	// Expanded counts the nodes the node's plan added (-1: a plan of no
 	// components; 0: none added yet).
 	Expanded int
-	// CommitTime is the date the node's integration commit was made with.
-	CommitTime time.Time
 	// QueuedAt is when the node joined the integration queue, and
 	// Speculation its current speculative run of the integration gates.
 	QueuedAt    time.Time
@@ -82,6 +80,30 @@ type nodeRare struct {
 	// (after a change of its gates), nil before: what a snapshot keeps,
 	// Task (and the gate plan) being derived again from it or the spec.
 	ownTask *protocol.TaskSpec
+}
+
+// nodeDone is how a node ended: when, and the commit its patch landed as.
+type nodeDone struct {
+	// Integrated is set once the node's patch is on the branch, Commit
+	// being the branch's tip then and CommitTime the date it was made with.
+	Integrated bool
+	Commit     string
+	CommitTime time.Time
+	// EndedAt is when the node reached its final status.
+	EndedAt time.Time
+}
+
+// gateMore is a gate run's rarely set state.
+type gateMore struct {
+	// PendingSince is when the gate first reported pending in this
+	// attempt (the pending clock); NextPollAt when it runs again.
+	PendingSince time.Time
+	NextPollAt   time.Time
+	// OOMs counts the gate's out-of-memory kills in this attempt.
+	OOMs int
+	// Waiting is set while a runner holds the current round's job back on
+	// an open circuit breaker.
+	Waiting *BreakerWait
 }
 
 // part returns *p, allocating it first if it is nil.
@@ -104,6 +126,7 @@ func (n *Node) tidyParts() {
 	tidy(&n.spent)
 	tidy(&n.retry)
 	tidy(&n.rare)
+	tidy(&n.done)
 }
 
 // Spend is what all the node's runs and its review gates' reviewers used,
@@ -241,13 +264,100 @@ func (n *Node) Expanded() int {
 	return n.rare.Expanded
 }
 
+// Integrated reports whether the node's patch is on the branch.
+func (n *Node) Integrated() bool { return n.done != nil && n.done.Integrated }
+
+// Commit is the branch's tip once the node's patch landed on it ("" before).
+func (n *Node) Commit() string {
+	if n.done == nil {
+		return ""
+	}
+	return n.done.Commit
+}
+
 // CommitTime is the date the node's integration commit was made with
 // (zero before it was integrated).
 func (n *Node) CommitTime() time.Time {
-	if n.rare == nil {
+	if n.done == nil {
 		return time.Time{}
 	}
-	return n.rare.CommitTime
+	return n.done.CommitTime
+}
+
+// EndedAt is when the node reached its final status (zero while it has
+// none).
+func (n *Node) EndedAt() time.Time {
+	if n.done == nil {
+		return time.Time{}
+	}
+	return n.done.EndedAt
+}
+
+// setEnded records when the node ended (zero: it has not, again).
+func (n *Node) setEnded(at time.Time) {
+	if at.IsZero() && n.done == nil {
+		return
+	}
+	part(&n.done).EndedAt = at
+	tidy(&n.done)
+}
+
+// PendingSince is when the gate first reported pending in this attempt
+// (the pending clock; zero: it has not).
+func (g *GateRun) PendingSince() time.Time {
+	if g.more == nil {
+		return time.Time{}
+	}
+	return g.more.PendingSince
+}
+
+// NextPollAt is when a pending gate runs again.
+func (g *GateRun) NextPollAt() time.Time {
+	if g.more == nil {
+		return time.Time{}
+	}
+	return g.more.NextPollAt
+}
+
+// OOMs counts the gate's out-of-memory kills in this attempt.
+func (g *GateRun) OOMs() int {
+	if g.more == nil {
+		return 0
+	}
+	return g.more.OOMs
+}
+
+// Waiting is set while a runner holds the current round's job back on an
+// open circuit breaker (nil otherwise).
+func (g *GateRun) Waiting() *BreakerWait {
+	if g.more == nil {
+		return nil
+	}
+	return g.more.Waiting
+}
+
+// setWaiting sets (or, with nil, clears) the breaker the gate's job waits
+// on.
+func (g *GateRun) setWaiting(b *BreakerWait) {
+	if b == nil {
+		if g.more != nil && g.more.Waiting != nil {
+			g.more.Waiting = nil
+			tidy(&g.more)
+		}
+		return
+	}
+	part(&g.more).Waiting = b
+}
+
+// setPending starts the gate's pending clock at at, unless it runs, and
+// polls it again at next.
+func (g *GateRun) setPending(at, next time.Time) {
+	m := part(&g.more)
+	if m.PendingSince.IsZero() {
+		m.PendingSince = at
+	}
+	m.NextPollAt = next
+	tidy(&g.more)
 }
 
 // QueuedAt is when the node joined the integration queue (zero: never).

@@ -207,15 +207,10 @@ type Node struct {
 	GateSpecs map[string]protocol.GateSpec
 	OnFail    map[string]gates.FailAction
 	// Gates are the runs of the current attempt's gates (nil until one).
-	Gates map[string]*GateRun
-	// Integrated is set once the node's patch is on the branch, Commit
-	// being the branch's tip then (CommitTime the date it was made with).
-	Integrated bool
-	Commit     string
-	Reason     string
-	ReadyAt    time.Time
-	StartedAt  time.Time
-	EndedAt    time.Time
+	Gates     map[string]*GateRun
+	Reason    string
+	ReadyAt   time.Time
+	StartedAt time.Time
 
 	// Budget is the node's budget of agent rounds: the task's, plus what
 	// humans granted.
@@ -236,6 +231,7 @@ type Node struct {
 	spent *nodeSpent
 	retry *nodeRetry
 	rare  *nodeRare
+	done  *nodeDone
 }
 
 // AttemptRecord is what one finished attempt of a node did and what came
@@ -282,27 +278,19 @@ type GateRun struct {
 	LeaseToken uint64
 	Host       string
 	Result     *protocol.GateResult
-	// PendingSince is when the gate first reported pending in this
-	// attempt (the pending clock); NextPollAt when it runs again.
-	PendingSince time.Time
-	NextPollAt   time.Time
 	// NoCache is set when a rerun asked to bypass the gate cache.
 	NoCache bool
 	// Awaiting is true from a round's dispatch until its result, so a
 	// pending gate is not polled again while a poll is out.
 	Awaiting bool
 
-	// OOMs counts the gate's out-of-memory kills in this attempt.
-	OOMs int
 	// publishedJob is the gate job id the engine last said it published
 	// (MarkPublished); memory only, as Node's.
 	publishedJob string
-	// Waiting is set while a runner holds the current round's job back on
-	// an open circuit breaker.
-	Waiting *BreakerWait
-
 	// jobID is the current round's job id.
 	jobID string
+	// more is the run's rarely set state, as a node's parts (nodeparts.go).
+	more *gateMore
 }
 
 // BreakerWait is a job a runner holds back, unrun, because the circuit

@@ -35,8 +35,8 @@ func TestTrustedConfigNeedsAHuman(t *testing.T) {
 	))
 	n := w.node("a")
 	wantReason := "integrity violation: the patch changes Supervisor's trusted configuration (.supervisor/gates.yaml); " + trustedTail
-	if n.Status != protocol.NodeEscalated || n.Reason != wantReason || n.Integrated {
-		t.Fatalf("node a: %s %q integrated=%v, want escalated %q", n.Status, n.Reason, n.Integrated, wantReason)
+	if n.Status != protocol.NodeEscalated || n.Reason != wantReason || n.Integrated() {
+		t.Fatalf("node a: %s %q integrated=%v, want escalated %q", n.Status, n.Reason, n.Integrated(), wantReason)
 	}
 	var fb feedback.Feedback
 	if err := json.Unmarshal(n.Feedback(), &fb); err != nil {
