@@ -111,9 +111,10 @@ func (n *Node) setTask(spec *protocol.WorkflowSpec, t *protocol.TaskSpec, plans 
 // relink derives again what a snapshot leaves out of the workflow's
 // nodes: each node's task (its own, or its entry in the spec) and its
 // gate plan, shared as a fold shares them, and shares the spec's equal
-// agent definitions again.
+// agent definitions, gate lists and pools again.
 func (w *Workflow) relink() error {
 	shareAgents(w.Spec.Tasks)
+	shareLists(w.Spec.Tasks)
 	plans := gatePlans{}
 	for i := range w.Spec.Tasks {
 		t := &w.Spec.Tasks[i]

@@ -44,6 +44,7 @@ func viewOf(n *statemachine.Node) nodeView {
 	v := nodeView{Task: *n.Task, GateOrder: slices.Clone(n.GateOrder), GateSpecs: maps.Clone(n.GateSpecs),
 		OnFail: maps.Clone(n.OnFail), Failures: maps.Clone(n.GateFailures())}
 	v.Task.Gates, v.Task.DependsOn = slices.Clone(v.Task.Gates), slices.Clone(v.Task.DependsOn)
+	v.Task.Required, v.Task.Optional = slices.Clone(v.Task.Required), slices.Clone(v.Task.Optional)
 	v.Task.OnFail, v.Task.GateDefs = maps.Clone(v.Task.OnFail), slices.Clone(v.Task.GateDefs)
 	if n.Task.Agent != nil {
 		v.Agent = *n.Task.Agent
@@ -90,6 +91,10 @@ func checkShared(t *testing.T, step string, w *statemachine.Workflow, own ...str
 		}
 		if x.Task.Agent != y.Task.Agent {
 			t.Errorf("%s: nodes %s and %s do not share their agent definition", step, shared[0], id)
+		}
+		// PERF-39: their equal gate lists are one.
+		if len(x.Task.Gates) == 0 || len(y.Task.Gates) == 0 || &x.Task.Gates[0] != &y.Task.Gates[0] {
+			t.Errorf("%s: nodes %s and %s do not share their gate list %v", step, shared[0], id, x.Task.Gates)
 		}
 	}
 	for _, id := range []string{"d", "e"} {

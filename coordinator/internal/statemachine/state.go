@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -328,6 +329,7 @@ func newWorkflow(id string, b eventlog.WorkflowSubmitted, at time.Time) (*Workfl
 	spec := *b.Workflow
 	spec.Tasks = append(make([]protocol.TaskSpec, 0, len(b.Workflow.Tasks)), b.Workflow.Tasks...)
 	shareAgents(spec.Tasks)
+	shareLists(spec.Tasks)
 	w := &Workflow{
 		ID: id, Spec: &spec, Repo: b.Repo, RepoPath: b.RepoPath, Source: b.Source,
 		Status: protocol.WorkflowRunning, SubmittedAt: at, Nodes: make(map[string]*Node, len(spec.Tasks)),
@@ -374,6 +376,48 @@ func shareAgents(tasks []protocol.TaskSpec) {
 		}
 		if !shared && len(seen) < sharedAgents {
 			seen = append(seen, a)
+		}
+	}
+}
+
+// sharedLists bounds the distinct gate lists shareLists compares a
+// task's with.
+const sharedLists = 8
+
+// shareLists points the tasks' gate lists (gates, required, optional)
+// that are equal at one of them, and their equal pools at one string, as
+// a workflow's tasks mostly name the same gates and pool: decoded, each
+// has a copy of its own (PERF-39). Nil and empty lists are told apart.
+// Nothing writes through a task's lists: a change of a node's gates
+// clones them (cloneTask), and growing a workflow copies a depends_on
+// before appending. Only the first few distinct lists are compared with,
+// which keeps it linear.
+func shareLists(tasks []protocol.TaskSpec) {
+	var seen [][]string
+	share := func(l *[]string) {
+		if *l == nil {
+			return
+		}
+		for _, s := range seen {
+			if slices.Equal(s, *l) {
+				*l = s
+				return
+			}
+		}
+		if len(seen) < sharedLists {
+			seen = append(seen, *l)
+		}
+	}
+	var pools []string
+	for i := range tasks {
+		t := &tasks[i]
+		share(&t.Gates)
+		share(&t.Required)
+		share(&t.Optional)
+		if j := slices.Index(pools, t.Pool); j >= 0 {
+			t.Pool = pools[j]
+		} else if len(pools) < sharedLists {
+			pools = append(pools, t.Pool)
 		}
 	}
 }
