@@ -1,10 +1,15 @@
 package statemachine
 
 import (
+	"encoding/json"
 	"fmt"
+	"reflect"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"weak"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
 	"github.com/supervisorhq/supervisor/shared/gates"
@@ -101,11 +106,49 @@ func (n *Node) setTask(spec *protocol.WorkflowSpec, t *protocol.TaskSpec, plans 
 			return err
 		}
 		if shareable {
+			p = internPlan(p)
 			plans[key] = p
 		}
 	}
 	n.Task, n.GateOrder, n.GateSpecs, n.OnFail = t, p.order, p.specs, p.onFail
 	return nil
+}
+
+// plansInUse are the shareable gate plans nodes point at, by content, so
+// that workflows with the same gates (the same repository's, say) share
+// one too (PERF-39). An entry holds its plan weakly: it goes once no node
+// points at the plan. Every State of the process shares it, hence the lock.
+var plansInUse = struct {
+	sync.Mutex
+	m map[string]weak.Pointer[gatePlan]
+}{m: map[string]weak.Pointer[gatePlan]{}}
+
+// internPlan returns the plan in use equal to p, or p, now in use.
+func internPlan(p *gatePlan) *gatePlan {
+	content, err := json.Marshal(struct {
+		Order  []string
+		Specs  map[string]protocol.GateSpec
+		OnFail map[string]gates.FailAction
+	}{p.order, p.specs, p.onFail})
+	if err != nil {
+		return p // not shared: the plan is still right
+	}
+	key := string(content)
+	plansInUse.Lock()
+	defer plansInUse.Unlock()
+	if q := plansInUse.m[key].Value(); q != nil && reflect.DeepEqual(p, q) {
+		return q
+	}
+	wp := weak.Make(p)
+	plansInUse.m[key] = wp
+	runtime.AddCleanup(p, func(key string) {
+		plansInUse.Lock()
+		defer plansInUse.Unlock()
+		if plansInUse.m[key] == wp {
+			delete(plansInUse.m, key)
+		}
+	}, key)
+	return p
 }
 
 // relink derives again what a snapshot leaves out of the workflow's

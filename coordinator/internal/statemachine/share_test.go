@@ -5,6 +5,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -240,4 +241,36 @@ func TestSharingLeaksNoChange(t *testing.T) {
 		t.Fatalf("the snapshot read back differs: %s", d)
 	}
 	checkShared(t, "read back", rw, "a")
+}
+
+// TestWorkflowsShareGatePlans (PERF-39): two workflows submitted with the
+// same gates, in one state or in two, point their nodes at one gate plan;
+// a workflow with other gates does not.
+func TestWorkflowsShareGatePlans(t *testing.T) {
+	at := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+	submit := func(st *statemachine.State, id, yaml string) *statemachine.Workflow {
+		t.Helper()
+		spec, err := workflow.Parse("wf.yaml", []byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		foldAll(t, st, statemachine.Submit(id, statemachine.Submission{Spec: spec, Source: "wf.yaml"}, at).Event)
+		w, _ := st.Workflow(id)
+		return w
+	}
+	one, two := statemachine.New(), statemachine.New()
+	w1, w2 := submit(one, "wf-one", shareWF), submit(one, "wf-two", shareWF)
+	w3 := submit(two, "wf-three", shareWF)
+	other := submit(two, "wf-other", strings.Replace(shareWF, "command: [test]", "command: [test, -race]", 1))
+	for _, w := range []*statemachine.Workflow{w2, w3} {
+		if a, b := w1.Nodes["a"], w.Nodes["a"]; !sameMap(a.GateSpecs, b.GateSpecs) || !sameMap(a.OnFail, b.OnFail) {
+			t.Errorf("node a of %s and of %s do not share their gate plan", w1.ID, w.ID)
+		}
+	}
+	if sameMap(w1.Nodes["a"].GateSpecs, other.Nodes["a"].GateSpecs) {
+		t.Errorf("node a of %s shares the plan of a workflow with other gates", other.ID)
+	}
+	if got := other.Nodes["a"].GateSpecs["test"].Command; !slices.Equal(got, []string{"test", "-race"}) {
+		t.Errorf("%s's gate test runs %v", other.ID, got)
+	}
 }
