@@ -330,8 +330,8 @@ tasks:
 	e.gateResult(r1, 2, gateReply{status: protocol.GatePending, exit: 75})
 	e.settle()
 	first := clk.Now()
-	if g := e.gate(wf, "n", "ci"); g.Status != protocol.GatePending || !g.PendingSince.Equal(first) ||
-		!g.NextPollAt.Equal(first.Add(10*time.Second)) {
+	if g := e.gate(wf, "n", "ci"); g.Status != protocol.GatePending || !g.PendingSince().Equal(first) ||
+		!g.NextPollAt().Equal(first.Add(10*time.Second)) {
 		t.Fatalf("after the first pending result: %+v", g)
 	}
 	if st := e.node(wf, "n").Status; st != protocol.NodeGating {
@@ -364,8 +364,8 @@ tasks:
 	e.started(r2, 1)
 	e.gateResult(r2, 1, gateReply{status: protocol.GatePending, exit: 75})
 	e.settle()
-	if g := e.gate(wf, "n", "ci"); g.Status != protocol.GatePending || !g.PendingSince.Equal(first) ||
-		!g.NextPollAt.Equal(clk.Now().Add(10*time.Second)) || g.Host != "test-runner" {
+	if g := e.gate(wf, "n", "ci"); g.Status != protocol.GatePending || !g.PendingSince().Equal(first) ||
+		!g.NextPollAt().Equal(clk.Now().Add(10*time.Second)) || g.Host != "test-runner" {
 		t.Fatalf("after round 2's pending result: %+v (the pending clock must still start at %s)", g, first)
 	}
 	clk.Advance(10*time.Second + time.Millisecond)

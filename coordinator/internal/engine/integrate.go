@@ -107,8 +107,8 @@ func (e *Engine) history(wf string) func() []landed {
 			}
 			for _, id := range w.Integrated {
 				n := w.Nodes[id]
-				out = append(out, landed{node: id, message: commitMessage(w, n), commit: n.Commit,
-					patch: n.Patch, time: n.CommitTime})
+				out = append(out, landed{node: id, message: commitMessage(w, n), commit: n.Commit(),
+					patch: n.Patch, time: n.CommitTime()})
 			}
 		})
 		return out

@@ -406,9 +406,9 @@ func TestRestartKeepsRetryDelayAndEscalation(t *testing.T) {
 	e.stopEng()
 	clk.Advance(delay / 2)
 	e.start(opts)
-	if n := e.node(wf, "a"); n.Status != protocol.NodeRetrying || !n.RetryAt.Equal(retryAt) || n.NextAttempt != 2 || n.Attempt != 1 {
+	if n := e.node(wf, "a"); n.Status != protocol.NodeRetrying || !n.RetryAt().Equal(retryAt) || n.NextAttempt() != 2 || n.Attempt != 1 {
 		t.Fatalf("a after the restart: %s, attempt %d, next %d at %s; want retrying, next 2 at %s",
-			n.Status, n.Attempt, n.NextAttempt, n.RetryAt, retryAt)
+			n.Status, n.Attempt, n.NextAttempt(), n.RetryAt(), retryAt)
 	}
 	e.noJob(protocol.KindAgent, "default", 500*time.Millisecond, "attempt 2 after the restart, half-way through the delay")
 	clk.Advance(retryAt.Sub(clk.Now()) - time.Millisecond)

@@ -48,7 +48,7 @@ func (e *Engine) observeFolded(ev eventlog.Event) {
 				return
 			}
 			if n := w.Nodes[ev.NodeID]; n != nil && n.Gates[b.Gate] != nil {
-				since = n.Gates[b.Gate].PendingSince
+				since = n.Gates[b.Gate].PendingSince()
 			}
 		})
 		if !since.IsZero() {
@@ -79,7 +79,7 @@ func (e *Engine) MetricsSnapshot(ctx context.Context) (metrics.CoordinatorSnapsh
 			snap.Workflows[string(w.Status)]++
 			for _, n := range w.Nodes {
 				// The inbox lists these nodes (service/inbox.go).
-				if (n.Status == protocol.NodeEscalated || n.Status == protocol.NodeAwaitingApproval) && !n.Approved {
+				if (n.Status == protocol.NodeEscalated || n.Status == protocol.NodeAwaitingApproval) && !n.Approved() {
 					snap.Inbox[string(n.Status)]++
 				}
 			}

@@ -23,19 +23,19 @@ func (s *Service) inbox(ctx context.Context, _ api.IDRequest) (api.InboxResponse
 		for _, w := range st.Workflows() {
 			for _, id := range w.Order {
 				n := w.Nodes[id]
-				if (n.Status != protocol.NodeEscalated && n.Status != protocol.NodeAwaitingApproval) || n.Approved {
+				if (n.Status != protocol.NodeEscalated && n.Status != protocol.NodeAwaitingApproval) || n.Approved() {
 					continue
 				}
 				item := api.InboxItem{WorkflowID: w.ID, WorkflowName: w.Spec.Name, NodeID: n.ID, Status: n.Status,
 					Reason: n.Reason, Attempt: n.Attempt, Budget: n.Budget, Patch: n.Patch,
 					TraceID: telemetry.TraceID(w.TraceParent)}
 				if n.Status == protocol.NodeAwaitingApproval {
-					item.Since, item.Deadline = n.AwaitingSince, timePtr(n.ApprovalDeadline)
+					item.Since, item.Deadline = n.AwaitingSince(), timePtr(n.ApprovalDeadline())
 					if a := n.Task.Approval; a != nil {
 						item.Approvers = a.Approvers
 					}
-				} else if len(n.History) > 0 {
-					item.Since = n.History[len(n.History)-1].At
+				} else if len(n.History()) > 0 {
+					item.Since = n.History()[len(n.History())-1].At
 				}
 				out.Items = append(out.Items, item)
 			}
@@ -67,16 +67,16 @@ func (s *Service) show(ctx context.Context, req api.IDRequest) (api.NodeDetail, 
 				out.Node = ns
 			}
 		}
-		out.WorkflowID, out.Budget, out.Feedback = w.ID, n.Budget, n.Feedback
+		out.WorkflowID, out.Budget, out.Feedback = w.ID, n.Budget, n.Feedback()
 		if n.Task.Type == protocol.TaskHuman {
 			out.Instructions = n.Task.Prompt
 		}
-		for _, r := range n.History {
+		for _, r := range n.History() {
 			out.Attempts = append(out.Attempts, attemptDetail(r))
 		}
-		if n.Attempt > 0 && (len(n.History) == 0 || n.History[len(n.History)-1].Attempt != n.Attempt) {
+		if n.Attempt > 0 && (len(n.History()) == 0 || n.History()[len(n.History())-1].Attempt != n.Attempt) {
 			cur := api.AttemptDetail{Attempt: n.Attempt, Patch: n.Patch, Gates: out.Node.Gates, Output: n.Output}
-			withStart(&cur, n.Given)
+			withStart(&cur, n.Given())
 			if n.Agent != nil {
 				cur.AgentStatus, cur.AgentExit = n.Agent.Status, n.Agent.ExitCode
 			}

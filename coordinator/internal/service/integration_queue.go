@@ -11,7 +11,7 @@ import (
 // queueEntry is node n's place in w's integration queue for the API, nil
 // when it does not wait in it.
 func queueEntry(w *statemachine.Workflow, n *statemachine.Node) *api.QueueEntry {
-	if n.Status != protocol.NodeIntegrating || n.Integrated {
+	if n.Status != protocol.NodeIntegrating || n.Integrated() {
 		return nil
 	}
 	pos := slices.Index(w.IntegrationQueue(), n.ID)
@@ -19,7 +19,7 @@ func queueEntry(w *statemachine.Workflow, n *statemachine.Node) *api.QueueEntry 
 		return nil
 	}
 	e := &api.QueueEntry{Position: pos + 1}
-	s := n.Speculation
+	s := n.Speculation()
 	if s == nil {
 		return e
 	}

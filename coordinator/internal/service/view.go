@@ -42,37 +42,37 @@ func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
 		}
 		ns := api.NodeSummary{
 			ID: id, Status: n.Status, Attempt: n.Attempt, Host: n.Host, DependsOn: n.Task.DependsOn,
-			Commit: n.Commit, Reason: n.Reason, StartedAt: timePtr(n.StartedAt), EndedAt: timePtr(n.EndedAt),
+			Commit: n.Commit(), Reason: n.Reason, StartedAt: timePtr(n.StartedAt), EndedAt: timePtr(n.EndedAt()),
 			MaxAttempts: n.Budget, Output: n.Output, ReviewRejected: n.ReviewRejected(), Planner: n.Task.Planner,
-			Expanded: max(n.Expanded, 0),
+			Expanded: max(n.Expanded(), 0),
 		}
 		if n.Status == protocol.NodeRetrying {
-			ns.RetryAt = timePtr(n.RetryAt)
+			ns.RetryAt = timePtr(n.RetryAt())
 		}
 		ns.WaitingForFiles = w.WaitingForFiles(id)
-		if n.Status == protocol.NodeAwaitingApproval && !n.Approved {
-			ns.ApprovalDeadline = timePtr(n.ApprovalDeadline)
+		if n.Status == protocol.NodeAwaitingApproval && !n.Approved() {
+			ns.ApprovalDeadline = timePtr(n.ApprovalDeadline())
 		}
 		if n.Status == protocol.NodeReady || n.Status == protocol.NodeRunning {
-			ns.Waiting = breakerWait(n.Waiting)
+			ns.Waiting = breakerWait(n.Waiting())
 		}
 		if n.Agent != nil {
 			ns.Sandbox = n.Agent.Sandbox
 			ns.Context = n.Agent.Context
 		}
-		if n.LastRun != nil {
-			r := *n.LastRun
+		if n.LastRun() != nil {
+			r := *n.LastRun()
 			r.Text = ""
 			ns.LastRun = &r
 		}
-		ns.Spend, ns.MaxCostUSD = spend(n.Spend), n.Task.MaxCostUSD
+		ns.Spend, ns.MaxCostUSD = spend(n.Spend()), n.Task.MaxCostUSD
 		for _, g := range n.GateOrder {
 			var gs api.GateSummary
 			if gr := n.Gates[g]; gr != nil {
 				gs = gateSummary(g, n.Attempt, gr.Result)
 				gs.Status, gs.Host, gs.Round = gr.Status, gr.Host, gr.Round
 				if gr.Awaiting {
-					gs.Waiting = breakerWait(gr.Waiting)
+					gs.Waiting = breakerWait(gr.Waiting())
 				}
 			} else {
 				gs = gateSummary(g, n.Attempt, nil)

@@ -69,28 +69,37 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		n.jobID = protocol.AgentJobID(w.ID, n.ID, b.Attempt)
 		n.LeaseToken, n.Host, n.Agent, n.Patch, n.Output = 0, "", nil, nil, nil
 		n.Gates = nil
-		n.Approved, n.ApprovedBy, n.RetryAt, n.NextAttempt, n.AcceptedConfig = false, "", time.Time{}, 0, nil
-		n.Waiting, n.Speculation, n.integRounds = nil, nil, nil
-		n.Given = AttemptStart{}
-		if b.Attempt > 1 {
-			// The attempt's agent job carries Feedback (agentJob).
-			n.Given.Feedback = n.Feedback
+		if r := n.rare; r != nil {
+			r.Approved, r.ApprovedBy, r.AcceptedConfig = false, "", nil
+			r.Waiting, r.Speculation, r.integRounds = nil, nil, nil
 		}
-		if n.grant != nil {
-			n.Given.RetriedBy, n.Given.Note, n.grant = n.grant.RetriedBy, n.grant.Note, nil
+		if r := n.retry; r != nil {
+			r.RetryAt, r.NextAttempt = time.Time{}, 0
+			r.Given = AttemptStart{}
+			if b.Attempt > 1 {
+				// The attempt's agent job carries Feedback (agentJob).
+				r.Given.Feedback = r.Feedback
+			}
+			if r.grant != nil {
+				r.Given.RetriedBy, r.Given.Note, r.grant = r.grant.RetriedBy, r.grant.Note, nil
+			}
 		}
+		n.tidyParts()
 	case eventlog.NodeWaiting:
-		n.Waiting = &BreakerWait{Scope: b.Scope, Until: b.Until, Host: b.Host}
+		n.setWaiting(&BreakerWait{Scope: b.Scope, Until: b.Until, Host: b.Host})
 	case eventlog.NodeStarted:
-		n.Status, n.LeaseToken, n.Host, n.Waiting = protocol.NodeRunning, b.LeaseToken, b.Host, nil
+		n.Status, n.LeaseToken, n.Host = protocol.NodeRunning, b.LeaseToken, b.Host
+		n.setWaiting(nil)
 		if n.StartedAt.IsZero() {
 			n.StartedAt = ev.Time
 		}
 	case eventlog.NodeAgentDone:
-		n.Agent, n.Waiting, n.Output = b.Result, nil, b.Output
+		n.Agent, n.Output = b.Result, b.Output
+		n.setWaiting(nil)
 		if b.Result != nil && b.Result.Run != nil {
-			n.LastRun = b.Result.Run
-			n.Spend.add(b.Result.Run)
+			sp := part(&n.spent)
+			sp.LastRun = b.Result.Run
+			sp.Spend.add(b.Result.Run)
 		}
 		if n.AgentSucceeded() {
 			n.Status, n.Patch = protocol.NodeGating, b.Result.Patch
@@ -106,7 +115,8 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		// A new round is a new job, whose lease (lease/<job-id>) has
 		// fencing tokens of its own; it is out until its result arrives.
 		g.Dispatched, g.Round, g.NoCache = true, g.Round+1, b.NoCache
-		g.LeaseToken, g.Awaiting, g.Waiting = 0, true, nil
+		g.LeaseToken, g.Awaiting = 0, true
+		g.setWaiting(nil)
 		if b.Rerun != "" {
 			g.Status, g.Result = "", nil
 		}
@@ -116,62 +126,73 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		// dispatches it again in its layer.
 		g := n.Gate(b.Gate)
 		g.Dispatched, g.Status, g.Result, g.NoCache = false, "", nil, b.NoCache
-		g.PendingSince, g.NextPollAt, g.Waiting = time.Time{}, time.Time{}, nil
+		if m := g.more; m != nil {
+			m.PendingSince, m.NextPollAt, m.Waiting = time.Time{}, time.Time{}, nil
+			tidy(&g.more)
+		}
 	case eventlog.GateWaiting:
 		if g := n.Gate(b.Gate); b.Round == 0 || b.Round == g.Round {
-			g.Waiting = &BreakerWait{Scope: b.Scope, Until: b.Until, Host: b.Host}
+			g.setWaiting(&BreakerWait{Scope: b.Scope, Until: b.Until, Host: b.Host})
 		}
 	case eventlog.GateStarted:
 		g := n.Gate(b.Gate)
-		g.LeaseToken, g.Host, g.Waiting = b.LeaseToken, b.Host, nil
+		g.LeaseToken, g.Host = b.LeaseToken, b.Host
+		g.setWaiting(nil)
 	case eventlog.GateFinished:
 		g := n.Gate(b.Gate)
-		g.Status, g.Result, g.Awaiting, g.Waiting = b.Result.Status, b.Result, false, nil
-		n.Spend.addReview(b.Result.Review)
+		g.Status, g.Result, g.Awaiting = b.Result.Status, b.Result, false
+		g.setWaiting(nil)
+		if b.Result.Review != nil {
+			part(&n.spent).Spend.addReview(b.Result.Review)
+			tidy(&n.spent)
+		}
 		if b.Result.OOMKilled {
-			g.OOMs++
+			part(&g.more).OOMs++
 		}
 		if b.Result.Host != "" {
 			g.Host = b.Result.Host
 		}
 		if g.Status == protocol.GatePending {
-			if g.PendingSince.IsZero() {
-				g.PendingSince = ev.Time
-			}
-			g.NextPollAt = ev.Time.Add(n.GateSpecs[b.Gate].PollInterval())
+			g.setPending(ev.Time, ev.Time.Add(n.GateSpecs[b.Gate].PollInterval()))
 		}
 	case eventlog.NodeIntegrated:
-		n.Integrated, n.Commit, n.CommitTime, w.Head = true, b.Commit, b.CommitTime, b.Commit
+		d := part(&n.done)
+		d.Integrated, d.Commit, d.CommitTime, w.Head = true, b.Commit, b.CommitTime, b.Commit
 		w.Integrated = append(w.Integrated, n.ID)
 	case eventlog.NodeReopened:
 		w.reopen(n)
 	case eventlog.NodeFinished:
-		n.Status, n.Reason, n.EndedAt, n.Waiting = b.Status, b.Reason, ev.Time, nil
+		n.Status, n.Reason = b.Status, b.Reason
+		n.setEnded(ev.Time)
+		n.setWaiting(nil)
 	case eventlog.NodeGatesChanged:
 		return w.applyGateChange(n, b.Change)
 	case eventlog.NodeRetryScheduled:
-		n.record(ev, b.Reason, b.Feedback)
-		n.History[len(n.History)-1].Signature = b.Signature
-		n.Status, n.Reason, n.RetryAt, n.NextAttempt, n.Feedback = protocol.NodeRetrying, b.Reason, b.NotBefore, b.Next, b.Feedback
+		n.record(ev, b.Reason, b.Feedback, b.Signature)
+		r := n.retry
+		n.Status, n.Reason, r.RetryAt, r.NextAttempt, r.Feedback = protocol.NodeRetrying, b.Reason, b.NotBefore, b.Next, b.Feedback
 		n.countFailures(b.FailedGates)
 		if b.Class == "transient" {
 			// It uses no attempt: the budget grows by the round it takes.
-			n.Budget, n.Transients = n.Budget+1, n.Transients+1
+			n.Budget, r.Transients = n.Budget+1, r.Transients+1
 		} else {
-			n.Transients = 0
+			r.Transients = 0
 		}
 	case eventlog.NodeEscalated:
-		n.record(ev, b.Reason, b.Feedback)
-		n.History[len(n.History)-1].Signature = b.Signature
-		n.Status, n.Reason, n.Feedback = protocol.NodeEscalated, b.Reason, b.Feedback
+		n.record(ev, b.Reason, b.Feedback, b.Signature)
+		n.Status, n.Reason, n.retry.Feedback = protocol.NodeEscalated, b.Reason, b.Feedback
 		n.countFailures(b.FailedGates)
 	case eventlog.NodeApproved:
-		n.Approved, n.ApprovedBy, n.Reason, n.AcceptedConfig = true, b.By, "approved by "+b.By, b.AcceptedConfig
+		r := part(&n.rare)
+		r.Approved, r.ApprovedBy, n.Reason, r.AcceptedConfig = true, b.By, "approved by "+b.By, b.AcceptedConfig
 	case eventlog.NodeAwaitingApproval:
-		n.Status, n.Reason, n.AwaitingSince, n.ApprovalDeadline = protocol.NodeAwaitingApproval, b.Reason, ev.Time, b.Deadline
+		r := part(&n.rare)
+		n.Status, n.Reason, r.AwaitingSince, r.ApprovalDeadline = protocol.NodeAwaitingApproval, b.Reason, ev.Time, b.Deadline
+		tidy(&n.rare)
 		n.Attempt = max(n.Attempt, b.Attempt)
 	case eventlog.NodeRejected:
-		n.Status, n.Reason, n.EndedAt = protocol.NodeFailed, fmt.Sprintf("rejected by %s: %s", b.By, b.Reason), ev.Time
+		n.Status, n.Reason = protocol.NodeFailed, fmt.Sprintf("rejected by %s: %s", b.By, b.Reason)
+		n.setEnded(ev.Time)
 	case eventlog.NodeIntegrationQueued, eventlog.IntegrationDispatched, eventlog.IntegrationFinished:
 		w.applyIntegration(n, ev)
 	case eventlog.NodesAdded:
@@ -180,10 +201,11 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		}
 	case eventlog.NodeRetryGranted:
 		// A human's retry starts the count of each gate's failures afresh.
-		n.Budget, n.GateFailures = n.Budget+b.Attempts, nil
-		n.Status, n.RetryAt, n.NextAttempt, n.Feedback = protocol.NodeRetrying, ev.Time, b.Attempt+1, b.Feedback
+		r := part(&n.retry)
+		n.Budget, r.GateFailures = n.Budget+b.Attempts, nil
+		n.Status, r.RetryAt, r.NextAttempt, r.Feedback = protocol.NodeRetrying, ev.Time, b.Attempt+1, b.Feedback
 		n.Reason = fmt.Sprintf("retry granted by %s (%d more attempts)", b.By, b.Attempts)
-		n.grant = &AttemptStart{RetriedBy: b.By, Note: b.Note}
+		r.grant = &AttemptStart{RetriedBy: b.By, Note: b.Note}
 	default:
 		return fmt.Errorf("unknown event type %q", ev.Type())
 	}
@@ -216,7 +238,7 @@ func (w *Workflow) refreshStatusAfter(ev eventlog.Event, n *Node) {
 
 // waitsForHuman reports whether n waits for a human's decision.
 func (n *Node) waitsForHuman() bool {
-	return (n.Status == protocol.NodeEscalated || n.Status == protocol.NodeAwaitingApproval) && !n.Approved
+	return (n.Status == protocol.NodeEscalated || n.Status == protocol.NodeAwaitingApproval) && !n.Approved()
 }
 
 // refreshStatus keeps a running workflow's status in step with its nodes:
@@ -234,26 +256,29 @@ func (w *Workflow) refreshStatus() {
 	}
 }
 
-// record closes the node's current attempt in its history.
-func (n *Node) record(ev eventlog.Event, reason string, feedback json.RawMessage) {
+// record closes the node's current attempt in its history, the failure
+// it ended with having signature sig.
+func (n *Node) record(ev eventlog.Event, reason string, feedback json.RawMessage, sig string) {
 	r := AttemptRecord{Attempt: n.Attempt, Agent: n.Agent, Patch: n.Patch, Output: n.Output, Outcome: ev.Type(), Reason: reason,
-		At: ev.Time, Feedback: feedback, Given: n.Given}
+		At: ev.Time, Feedback: feedback, Given: n.Given(), Signature: sig}
 	for _, name := range n.GateOrder {
 		if g := n.Gates[name]; g != nil && g.Result != nil {
 			r.Gates = append(r.Gates, *g.Result)
 		}
 	}
 	r.Gates = append(r.Gates, n.speculationResults()...)
-	n.History = append(n.History, r)
+	rt := part(&n.retry)
+	rt.History = append(rt.History, r)
 }
 
 // countFailures counts a round's failure against each gate that caused it.
 func (n *Node) countFailures(gates []string) {
 	for _, g := range gates {
-		if n.GateFailures == nil {
-			n.GateFailures = map[string]int{}
+		r := part(&n.retry)
+		if r.GateFailures == nil {
+			r.GateFailures = map[string]int{}
 		}
-		n.GateFailures[g]++
+		r.GateFailures[g]++
 	}
 }
 
@@ -261,7 +286,8 @@ func (n *Node) countFailures(gates []string) {
 // pending and the workflow back to running (a gate rerun after failure).
 func (w *Workflow) reopen(n *Node) {
 	w.Generation++
-	n.Status, n.Reason, n.EndedAt = protocol.NodeGating, "", time.Time{}
+	n.Status, n.Reason = protocol.NodeGating, ""
+	n.setEnded(time.Time{})
 	changed := true
 	for changed { // dependents skipped because of n, transitively
 		changed = false
@@ -270,9 +296,10 @@ func (w *Workflow) reopen(n *Node) {
 			if d.Status != protocol.NodeSkipped {
 				continue
 			}
-			for _, dep := range w.deps[id] {
+			for _, dep := range w.dependsOn(id) {
 				if st := w.Nodes[dep].Status; !st.Terminal() || dep == n.ID {
-					d.Status, d.Reason, d.EndedAt = protocol.NodePending, "", time.Time{}
+					d.Status, d.Reason = protocol.NodePending, ""
+					d.setEnded(time.Time{})
 					changed = true
 					break
 				}

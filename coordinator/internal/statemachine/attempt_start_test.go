@@ -25,24 +25,24 @@ func TestAttemptKeepsWhatItWasGiven(t *testing.T) {
 	const note = "use strings.ToUpper"
 	w.command(statemachine.Retry(w.wf(), "a", "ada", note, 1, w.now))
 	job := w.job("a")
-	if n := w.node("a"); n.Given.RetriedBy != "ada" || n.Given.Note != note || string(n.Given.Feedback) != string(job.Feedback) {
-		t.Errorf("attempt 2 in flight was given %+v; its job carries %s", n.Given, job.Feedback)
+	if n := w.node("a"); n.Given().RetriedBy != "ada" || n.Given().Note != note || string(n.Given().Feedback) != string(job.Feedback) {
+		t.Errorf("attempt 2 in flight was given %+v; its job carries %s", n.Given(), job.Feedback)
 	}
 	w.agentDone("a", 3, protocol.AgentSucceeded, true)
 	w.gateDone("a", "test", 4, protocol.GateFailed)
 	w.later(time.Minute)
 
 	n := w.node("a")
-	if n.Status != protocol.NodeEscalated || n.Attempt != 2 || len(n.History) != 2 {
-		t.Fatalf("a: %s at attempt %d, %d attempts recorded; want escalated at 2, 2 recorded", n.Status, n.Attempt, len(n.History))
+	if n.Status != protocol.NodeEscalated || n.Attempt != 2 || len(n.History()) != 2 {
+		t.Fatalf("a: %s at attempt %d, %d attempts recorded; want escalated at 2, 2 recorded", n.Status, n.Attempt, len(n.History()))
 	}
-	if f := feedbackOf(t, n.Feedback); f.Note != nil || f.Attempt != 2 {
-		t.Errorf("the node's feedback after attempt 2 = %s; want attempt 2's, without the note", n.Feedback)
+	if f := feedbackOf(t, n.Feedback()); f.Note != nil || f.Attempt != 2 {
+		t.Errorf("the node's feedback after attempt 2 = %s; want attempt 2's, without the note", n.Feedback())
 	}
-	if g := n.History[0].Given; g.RetriedBy != "" || g.Note != "" || len(g.Feedback) != 0 {
+	if g := n.History()[0].Given; g.RetriedBy != "" || g.Note != "" || len(g.Feedback) != 0 {
 		t.Errorf("attempt 1 was given %+v, want nothing", g)
 	}
-	g := n.History[1].Given
+	g := n.History()[1].Given
 	if g.RetriedBy != "ada" || g.Note != note || string(g.Feedback) != string(job.Feedback) {
 		t.Errorf("attempt 2's record: given %+v; want ada's retry and the feedback its job carried, %s", g, job.Feedback)
 	}
@@ -57,7 +57,7 @@ func TestAttemptKeepsWhatItWasGiven(t *testing.T) {
 		}
 	}
 	wf, _ := replayed.Workflow(testWF)
-	if got := wf.Nodes["a"].History; !reflect.DeepEqual(got, n.History) {
-		t.Errorf("replayed history differs:\n%+v\nwant\n%+v", got, n.History)
+	if got := wf.Nodes["a"].History(); !reflect.DeepEqual(got, n.History()) {
+		t.Errorf("replayed history differs:\n%+v\nwant\n%+v", got, n.History())
 	}
 }

@@ -23,9 +23,9 @@ func TestBreakerWaits(t *testing.T) {
 				lines("node.waiting a " + agentScope)},
 			{"the node shows it; nothing else happens", func(w *world) []string {
 				n := w.node("a")
-				if n.Status != protocol.NodeReady || n.Waiting == nil || n.Waiting.Scope != agentScope ||
-					!n.Waiting.Until.Equal(w.now.Add(time.Minute)) || n.Waiting.Host != "h" || n.Attempt != 1 || n.Budget != 3 {
-					w.t.Errorf("node a: status %s attempt %d budget %d waiting %+v", n.Status, n.Attempt, n.Budget, n.Waiting)
+				if n.Status != protocol.NodeReady || n.Waiting() == nil || n.Waiting().Scope != agentScope ||
+					!n.Waiting().Until.Equal(w.now.Add(time.Minute)) || n.Waiting().Host != "h" || n.Attempt != 1 || n.Budget != 3 {
+					w.t.Errorf("node a: status %s attempt %d budget %d waiting %+v", n.Status, n.Attempt, n.Budget, n.Waiting())
 				}
 				return w.later(time.Hour)
 			}, nil},
@@ -35,8 +35,8 @@ func TestBreakerWaits(t *testing.T) {
 			}, lines("publish agent a a1")},
 			{"it starts: no longer waiting", func(w *world) []string {
 				out := w.started("a", 1)
-				if n := w.node("a"); n.Waiting != nil {
-					w.t.Errorf("node a still waiting after its start: %+v", n.Waiting)
+				if n := w.node("a"); n.Waiting() != nil {
+					w.t.Errorf("node a still waiting after its start: %+v", n.Waiting())
 				}
 				return out
 			}, lines("node.started a")},
@@ -51,18 +51,18 @@ func TestBreakerWaits(t *testing.T) {
 				lines("gate.waiting a/vet r1 " + gateScope)},
 			{"another round's wait is stale", func(w *world) []string { return w.waiting("a", "vet", 2, gateScope) }, nil},
 			{"the gate shows it until it starts", func(w *world) []string {
-				if g := w.node("a").Gates["vet"]; g.Waiting == nil || g.Waiting.Scope != gateScope {
-					w.t.Errorf("gate vet: waiting %+v", g.Waiting)
+				if g := w.node("a").Gates["vet"]; g.Waiting() == nil || g.Waiting().Scope != gateScope {
+					w.t.Errorf("gate vet: waiting %+v", g.Waiting())
 				}
-				if n := w.node("a"); n.Waiting != nil {
-					w.t.Errorf("node a waiting %+v though its agent finished", n.Waiting)
+				if n := w.node("a"); n.Waiting() != nil {
+					w.t.Errorf("node a waiting %+v though its agent finished", n.Waiting())
 				}
 				return w.report(&protocol.Report{Type: protocol.ReportStarted, Started: &protocol.Started{Kind: protocol.KindGate,
 					WorkflowID: testWF, NodeID: "a", Gate: "vet", Attempt: 1, LeaseToken: 3}})
 			}, lines("gate.started a/vet")},
 			{"started, the gate waits no more", func(w *world) []string {
-				if g := w.node("a").Gates["vet"]; g.Waiting != nil {
-					w.t.Errorf("gate vet still waiting: %+v", g.Waiting)
+				if g := w.node("a").Gates["vet"]; g.Waiting() != nil {
+					w.t.Errorf("gate vet still waiting: %+v", g.Waiting())
 				}
 				return nil
 			}, nil},
@@ -83,8 +83,8 @@ func TestBreakerWaits(t *testing.T) {
 			}, nil},
 			{"attempt 2 starts without a wait", func(w *world) []string {
 				out := w.later(time.Hour)
-				if n := w.node("a"); n.Attempt != 2 || n.Waiting != nil {
-					w.t.Errorf("attempt %d waiting %+v", n.Attempt, n.Waiting)
+				if n := w.node("a"); n.Attempt != 2 || n.Waiting() != nil {
+					w.t.Errorf("attempt %d waiting %+v", n.Attempt, n.Waiting())
 				}
 				return out
 			}, lines("node.ready a", "publish agent a a2")},
@@ -99,7 +99,7 @@ func TestBreakerWaitsRoundTrip(t *testing.T) {
 	w.started("a", 1)
 	w.agentDone("a", 1, protocol.AgentSucceeded, false)
 	check(t, "gate", w.waiting("a", "vet", 1, "gate:vet:00"), lines("gate.waiting a/vet r1 gate:vet:00"))
-	if g := w.node("a").Gates["vet"]; g.Waiting == nil || g.Waiting.Scope != "gate:vet:00" || g.Waiting.Host != "h" {
-		t.Errorf("gate vet waiting %+v", g.Waiting)
+	if g := w.node("a").Gates["vet"]; g.Waiting() == nil || g.Waiting().Scope != "gate:vet:00" || g.Waiting().Host != "h" {
+		t.Errorf("gate vet waiting %+v", g.Waiting())
 	}
 }

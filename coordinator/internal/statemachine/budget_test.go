@@ -50,11 +50,11 @@ func TestBudgets(t *testing.T) {
 			if !strings.HasPrefix(n.Reason, "budget spent: the node's agent runs cost $0.0600, its max_cost_usd is $0.05") {
 				t.Errorf("reason %q", n.Reason)
 			}
-			if s := n.Spend; s.Runs != 2 || s.Usage.Input != 2000 || s.Usage.Output != 200 || s.CostEstimated {
+			if s := n.Spend(); s.Runs != 2 || s.Usage.Input != 2000 || s.Usage.Output != 200 || s.CostEstimated {
 				t.Errorf("spend %+v", s)
 			}
-			if n.LastRun == nil || n.LastRun.SessionID != "s2" {
-				t.Errorf("last run %+v, want round 2's", n.LastRun)
+			if n.LastRun() == nil || n.LastRun().SessionID != "s2" {
+				t.Errorf("last run %+v, want round 2's", n.LastRun())
 			}
 		},
 	}, {
@@ -144,8 +144,8 @@ func TestReviewSpendCountsTowardBudgets(t *testing.T) {
 				SpendPart: statemachine.SpendPart{Runs: 3, Usage: protocol.TokenUsage{Input: 2000, Output: 200}, CostUSD: 0.06, CostEstimated: true},
 				Review:    statemachine.SpendPart{Runs: 2, Usage: protocol.TokenUsage{Input: 1000, Output: 100}, CostUSD: 0.04, CostEstimated: true},
 			}
-			if !spendNear(n.Spend, want) || !spendNear(w.wf().Spend(), want) {
-				t.Errorf("node spend %+v, workflow spend %+v, want %+v", n.Spend, w.wf().Spend(), want)
+			if !spendNear(n.Spend(), want) || !spendNear(w.wf().Spend(), want) {
+				t.Errorf("node spend %+v, workflow spend %+v, want %+v", n.Spend(), w.wf().Spend(), want)
 			}
 			// The spend is the log's: a replay gives it again.
 			st := statemachine.New()
@@ -155,7 +155,7 @@ func TestReviewSpendCountsTowardBudgets(t *testing.T) {
 				}
 			}
 			re, _ := st.Workflow(w.id)
-			if got := re.Nodes["a"].Spend; !spendNear(got, want) {
+			if got := re.Nodes["a"].Spend(); !spendNear(got, want) {
 				t.Errorf("replayed spend %+v, want %+v", got, want)
 			}
 		})

@@ -77,7 +77,7 @@ func Cancel(w *Workflow, now time.Time) ([]Effect, error) {
 // GatesRerunnable reports whether a node's gates may run again: its agent
 // succeeded, and it is gating, or failed or escalated on its gates.
 func GatesRerunnable(n *Node) bool {
-	return n.AgentSucceeded() && !n.Approved &&
+	return n.AgentSucceeded() && !n.Approved() &&
 		(n.Status == protocol.NodeGating || n.Status == protocol.NodeFailed || n.Status == protocol.NodeEscalated)
 }
 

@@ -242,7 +242,7 @@ func (d *decider) gating(n *Node) {
 		}
 		if g.Dispatched {
 			switch {
-			case g.Status == protocol.GateError && g.Result != nil && g.Result.OOMKilled && g.OOMs == 1:
+			case g.Status == protocol.GateError && g.Result != nil && g.Result.OOMKilled && g.OOMs() == 1:
 				// A resource error, not the code's: it gets one more run.
 				d.rerun(n, g, "out of memory")
 				appended = true
@@ -295,9 +295,9 @@ func (d *decider) rerun(n *Node, g *GateRun, why string) {
 // appended an event.
 func (d *decider) pendingGate(n *Node, g *GateRun, spec protocol.GateSpec) bool {
 	limit := spec.MaxPending()
-	deadline := g.PendingSince.Add(limit)
+	deadline := g.PendingSince().Add(limit)
 	if d.now.After(deadline) {
-		reason := fmt.Sprintf("pending since %s, longer than max_pending %s", g.PendingSince.UTC().Format(time.RFC3339), limit)
+		reason := fmt.Sprintf("pending since %s, longer than max_pending %s", g.PendingSince().UTC().Format(time.RFC3339), limit)
 		res := &protocol.GateResult{WorkflowID: d.w.ID, NodeID: n.ID, Gate: g.Name, Attempt: n.Attempt,
 			Status: protocol.GateTimeout, Error: reason, Round: g.Round}
 		if g.Result != nil {
@@ -311,8 +311,8 @@ func (d *decider) pendingGate(n *Node, g *GateRun, spec protocol.GateSpec) bool 
 	switch {
 	case g.Awaiting: // the last poll has not reported yet
 		d.publishGate(n, g, g.Round)
-	case d.now.Before(g.NextPollAt):
-		d.wakeAt(g.NextPollAt)
+	case d.now.Before(g.NextPollAt()):
+		d.wakeAt(g.NextPollAt())
 	default:
 		d.dispatch(n, g, true)
 		return true
@@ -340,7 +340,7 @@ func (d *decider) decideNode(n *Node) {
 	}
 	switch workflow.FoldGates(statuses) {
 	case workflow.OutcomePassed:
-		if !n.Integrated && !n.Approved {
+		if !n.Integrated() && !n.Approved() {
 			if f, bad := n.trustedConfigViolation(); bad {
 				// Passing gates do not make a change to trusted
 				// configuration acceptable: a human decides.
@@ -348,20 +348,20 @@ func (d *decider) decideNode(n *Node) {
 				return
 			}
 		}
-		if n.Task.Approval != nil && !n.Approved {
+		if n.Task.Approval != nil && !n.Approved() {
 			d.approvalStep(n)
 			return
 		}
-		if !n.Integrated && d.w.Gated() {
+		if !n.Integrated() && d.w.Gated() {
 			d.queueForIntegration(n)
 			return
 		}
-		if !n.Integrated {
+		if !n.Integrated() {
 			d.Effects = append(d.Effects, Integrate{Node: n.ID, CommitTime: d.w.commitTime(n)})
 			return
 		}
 		reason := ""
-		if n.Approved { // by its approval policy
+		if n.Approved() { // by its approval policy
 			reason = n.Reason
 		}
 		d.finishNode(n, protocol.NodeSucceeded, reason)
@@ -449,18 +449,18 @@ func (w *Workflow) agentJob(n *Node, attempt int, publishedAt time.Time) *protoc
 	}
 	job.Context = w.contextSpec(n)
 	for id := range w.ancestors(n.ID) {
-		if a := w.Nodes[id]; a.Approved && a.ApprovedBy != "" {
+		if a := w.Nodes[id]; a.Approved() && a.ApprovedBy() != "" {
 			if job.Approvals == nil {
 				job.Approvals = map[string]string{}
 			}
-			job.Approvals[id] = a.ApprovedBy
+			job.Approvals[id] = a.ApprovedBy()
 		}
 	}
 	text := ""
 	if attempt > 1 {
 		job.StartFrom = n.startFrom()
-		job.Feedback = n.Feedback
-		text = renderFeedback(n.Feedback, n.Task.FeedbackTemplate)
+		job.Feedback = n.Feedback()
+		text = renderFeedback(n.Feedback(), n.Task.FeedbackTemplate)
 	}
 	job.Prompt = w.withDependencyReports(job.Prompt, n)
 	job.Prompt = withOutputInstructions(job.Prompt, n.Task.Output, text)

@@ -99,8 +99,8 @@ func TestScheduling(t *testing.T) {
 			if len(job.Effects) != 0 {
 				t.Errorf("finished workflow decided %v", job.Effects)
 			}
-			if w.wf().Head != strings.Repeat("0", 39)+"2" || c.Commit != w.wf().Head || !c.Integrated {
-				t.Errorf("head %s, c's commit %s", w.wf().Head, c.Commit)
+			if w.wf().Head != strings.Repeat("0", 39)+"2" || c.Commit() != w.wf().Head || !c.Integrated() {
+				t.Errorf("head %s, c's commit %s", w.wf().Head, c.Commit())
 			}
 			if got := w.wf().Integrated; strings.Join(got, ",") != "a,b,c" {
 				t.Errorf("integrated %v", got)
@@ -122,7 +122,7 @@ func TestScheduling(t *testing.T) {
 				"finish failed deliver"),
 		},
 		after: func(t *testing.T, w *world) {
-			if r := w.node("a").History[0].Reason; r != "1 of 1 attempts used (agent failed (exit 3): boom)" {
+			if r := w.node("a").History()[0].Reason; r != "1 of 1 attempts used (agent failed (exit 3): boom)" {
 				t.Errorf("a's escalation %q", r)
 			}
 			if r := w.node("a").Reason; r != "rejected by ops: not fixable" {
@@ -217,7 +217,7 @@ func TestGateFanOutAndFold(t *testing.T) {
 			rejectStep("a rejected: d skipped, workflow fails", "a", "node.rejected a", "node.finished d skipped", "finish failed"),
 		},
 		after: func(t *testing.T, w *world) {
-			if r := w.node("a").History[0].Reason; r != "1 of 1 attempts used (gates did not pass: vet failed)" {
+			if r := w.node("a").History()[0].Reason; r != "1 of 1 attempts used (gates did not pass: vet failed)" {
 				t.Errorf("reason %q", r)
 			}
 		},
@@ -238,7 +238,7 @@ func TestGateFanOutAndFold(t *testing.T) {
 			rejectStep("rejected: the workflow fails", "a", "node.rejected a", "finish failed"),
 		},
 		after: func(t *testing.T, w *world) {
-			if r := w.node("a").History[0].Reason; r != "1 of 1 attempts used (gates did not pass: vet timeout)" {
+			if r := w.node("a").History()[0].Reason; r != "1 of 1 attempts used (gates did not pass: vet timeout)" {
 				t.Errorf("reason %q", r)
 			}
 		},
@@ -296,7 +296,7 @@ func TestGateFanOutAndFold(t *testing.T) {
 		after: func(t *testing.T, w *world) {
 			// Escalated at once, though the node had attempts left.
 			want := "gate audit changed the workspace outside its allowed_writes (integrity violation: modified README.md) (gates did not pass: audit failed)"
-			if r := w.node("v").History[0].Reason; r != want {
+			if r := w.node("v").History()[0].Reason; r != want {
 				t.Errorf("reason %q", r)
 			}
 		},

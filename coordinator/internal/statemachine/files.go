@@ -128,7 +128,7 @@ func (w *Workflow) fileLocks(n *Node) []string {
 func (w *Workflow) builtOn(id string) map[string]bool {
 	on := w.ancestors(id)
 	for _, other := range w.fileConflicts(id) {
-		if w.Nodes[other].Integrated {
+		if w.Nodes[other].Integrated() {
 			on[other] = true
 		}
 	}

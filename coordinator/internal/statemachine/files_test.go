@@ -188,10 +188,10 @@ func TestInterfaceLocking(t *testing.T) {
 		after: func(t *testing.T, w *world) {
 			impl := w.node("impl")
 			want := "interface_locked: the patch changes locked interface files (api/openapi.yaml) defined by api"
-			if r := impl.History[0].Reason; !strings.HasPrefix(r, want) {
+			if r := impl.History()[0].Reason; !strings.HasPrefix(r, want) {
 				t.Errorf("impl's failed round: %q, want it to start %q", r, want)
 			}
-			f := feedbackOf(t, impl.History[0].Feedback)
+			f := feedbackOf(t, impl.History()[0].Feedback)
 			if len(f.Gates) != 1 || f.Gates[0].Name != "interfaces" || !f.Gates[0].IntegrityViolation ||
 				!strings.Contains(f.Gates[0].Error, "defined by api") {
 				t.Fatalf("feedback %+v", f.Gates)

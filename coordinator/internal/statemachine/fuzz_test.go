@@ -229,7 +229,7 @@ func checkStatus(t *testing.T, st *statemachine.State, after string) {
 	}
 	want := protocol.WorkflowRunning
 	for _, n := range w.Nodes {
-		if (n.Status == protocol.NodeEscalated || n.Status == protocol.NodeAwaitingApproval) && !n.Approved {
+		if (n.Status == protocol.NodeEscalated || n.Status == protocol.NodeAwaitingApproval) && !n.Approved() {
 			want = protocol.WorkflowNeedsAttention
 		}
 	}

@@ -1,10 +1,15 @@
 package statemachine
 
 import (
+	"encoding/json"
 	"fmt"
+	"reflect"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"weak"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
 	"github.com/supervisorhq/supervisor/shared/gates"
@@ -101,6 +106,7 @@ func (n *Node) setTask(spec *protocol.WorkflowSpec, t *protocol.TaskSpec, plans 
 			return err
 		}
 		if shareable {
+			p = internPlan(p)
 			plans[key] = p
 		}
 	}
@@ -108,12 +114,50 @@ func (n *Node) setTask(spec *protocol.WorkflowSpec, t *protocol.TaskSpec, plans 
 	return nil
 }
 
+// plansInUse are the shareable gate plans nodes point at, by content, so
+// that workflows with the same gates (the same repository's, say) share
+// one too (PERF-39). An entry holds its plan weakly: it goes once no node
+// points at the plan. Every State of the process shares it, hence the lock.
+var plansInUse = struct {
+	sync.Mutex
+	m map[string]weak.Pointer[gatePlan]
+}{m: map[string]weak.Pointer[gatePlan]{}}
+
+// internPlan returns the plan in use equal to p, or p, now in use.
+func internPlan(p *gatePlan) *gatePlan {
+	content, err := json.Marshal(struct {
+		Order  []string
+		Specs  map[string]protocol.GateSpec
+		OnFail map[string]gates.FailAction
+	}{p.order, p.specs, p.onFail})
+	if err != nil {
+		return p // not shared: the plan is still right
+	}
+	key := string(content)
+	plansInUse.Lock()
+	defer plansInUse.Unlock()
+	if q := plansInUse.m[key].Value(); q != nil && reflect.DeepEqual(p, q) {
+		return q
+	}
+	wp := weak.Make(p)
+	plansInUse.m[key] = wp
+	runtime.AddCleanup(p, func(key string) {
+		plansInUse.Lock()
+		defer plansInUse.Unlock()
+		if plansInUse.m[key] == wp {
+			delete(plansInUse.m, key)
+		}
+	}, key)
+	return p
+}
+
 // relink derives again what a snapshot leaves out of the workflow's
 // nodes: each node's task (its own, or its entry in the spec) and its
 // gate plan, shared as a fold shares them, and shares the spec's equal
-// agent definitions again.
+// agent definitions, gate lists and pools again.
 func (w *Workflow) relink() error {
 	shareAgents(w.Spec.Tasks)
+	shareLists(w.Spec.Tasks)
 	plans := gatePlans{}
 	for i := range w.Spec.Tasks {
 		t := &w.Spec.Tasks[i]
@@ -121,8 +165,8 @@ func (w *Workflow) relink() error {
 		if n == nil {
 			continue
 		}
-		if n.ownTask != nil {
-			t = n.ownTask
+		if n.ownTask() != nil {
+			t = n.ownTask()
 		}
 		if err := n.setTask(w.Spec, t, plans); err != nil {
 			return fmt.Errorf("node %s: %w", n.ID, err)
@@ -230,7 +274,7 @@ func (w *Workflow) applyGateChange(n *Node, c eventlog.GateChange) error {
 	if err := n.setTask(w.Spec, &t, nil); err != nil {
 		return err
 	}
-	n.ownTask = &t
+	n.setOwnTask(&t)
 	for name, g := range n.Gates {
 		_, was := before[name]
 		_, is := n.GateSpecs[name]

@@ -80,7 +80,7 @@ func TestPlanNodesLikeTasks(t *testing.T) {
 		after: func(t *testing.T, w *world) {
 			login := w.node("plan--login")
 			want := "interface_locked: the patch changes locked interface files (api/types.go) defined by plan--types"
-			if r := login.History[0].Reason; !strings.HasPrefix(r, want) {
+			if r := login.History()[0].Reason; !strings.HasPrefix(r, want) {
 				t.Errorf("login's failed round: %q, want it to start %q", r, want)
 			}
 			if r := w.node("plan--store").Reason; !strings.HasPrefix(r, "budget spent: the node's agent runs cost $0.0600, its max_cost_usd is $0.05") {

@@ -56,7 +56,7 @@ func queueScript(t *testing.T, script []byte) {
 			if _, ok := ev.Body.(eventlog.NodeIntegrated); ok {
 				r, _ := st.Workflow(testWF)
 				if n := r.Nodes[ev.NodeID]; n.Status == protocol.NodeIntegrating {
-					s := n.Speculation
+					s := n.Speculation()
 					want := append(append([]string(nil), r.Integrated[:s.Integrated]...), s.Ahead...)
 					if !slices.Equal(r.Integrated, want) {
 						t.Fatalf("%s landed on %v; its run assumed %v", n.ID, r.Integrated, want)
@@ -137,10 +137,10 @@ func driveQueue(w *world, script []byte) {
 			}
 		case 2, 3:
 			n := pick(queued)
-			if n == "" || w.node(n).Speculation == nil {
+			if n == "" || w.node(n).Speculation() == nil {
 				continue
 			}
-			s := w.node(n).Speculation
+			s := w.node(n).Speculation()
 			var names []string
 			for g, r := range s.Gates {
 				if r.Dispatched && !r.Terminal() {

@@ -101,7 +101,7 @@ func (w *Workflow) Gated() bool { return len(w.IntegrationOrder) > 0 }
 func (w *Workflow) IntegrationQueue() []string {
 	var out []string
 	for _, id := range w.queue {
-		if n := w.Nodes[id]; n.Status == protocol.NodeIntegrating && !n.Integrated {
+		if n := w.Nodes[id]; n.Status == protocol.NodeIntegrating && !n.Integrated() {
 			out = append(out, id)
 		}
 	}
@@ -112,14 +112,16 @@ func (w *Workflow) IntegrationQueue() []string {
 func (w *Workflow) applyIntegration(n *Node, ev eventlog.Event) {
 	switch b := ev.Body.(type) {
 	case eventlog.NodeIntegrationQueued:
-		n.Status, n.Reason, n.QueuedAt, n.Speculation = protocol.NodeIntegrating, "", ev.Time, nil
+		r := part(&n.rare)
+		n.Status, n.Reason, r.QueuedAt, r.Speculation = protocol.NodeIntegrating, "", ev.Time, nil
+		tidy(&n.rare)
 		w.queue = append(slices.DeleteFunc(w.queue, func(id string) bool { return id == n.ID }), n.ID)
 	case eventlog.IntegrationDispatched:
-		s := n.Speculation
+		s := n.Speculation()
 		if s == nil || s.ID != b.Speculation {
 			s = &Speculation{ID: b.Speculation, Ahead: b.Ahead, Integrated: len(w.Integrated),
 				Gates: map[string]*GateRun{}, Since: ev.Time}
-			n.Speculation = s
+			part(&n.rare).Speculation = s
 		}
 		g := s.Gates[b.Gate]
 		if g == nil {
@@ -128,12 +130,13 @@ func (w *Workflow) applyIntegration(n *Node, ev eventlog.Event) {
 		}
 		g.Dispatched, g.Round, g.Awaiting, g.LeaseToken = true, b.Round, true, 0
 		g.jobID = IntegrationJobID(w.ID, n.ID, n.Attempt, b.Gate, b.Round)
-		if n.integRounds == nil {
-			n.integRounds = map[string]int{}
+		r := part(&n.rare)
+		if r.integRounds == nil {
+			r.integRounds = map[string]int{}
 		}
-		n.integRounds[b.Gate] = max(n.integRounds[b.Gate], b.Round)
+		r.integRounds[b.Gate] = max(r.integRounds[b.Gate], b.Round)
 	case eventlog.IntegrationFinished:
-		s := n.Speculation
+		s := n.Speculation()
 		if s == nil || s.ID != b.Speculation {
 			return // a superseded speculation's: it no longer counts
 		}
@@ -150,10 +153,7 @@ func (w *Workflow) applyIntegration(n *Node, ev eventlog.Event) {
 			g.Host = b.Host
 		}
 		if g.Status == protocol.GatePending {
-			if g.PendingSince.IsZero() {
-				g.PendingSince = ev.Time
-			}
-			g.NextPollAt = ev.Time.Add(w.IntegrationSpecs[b.Gate].PollInterval())
+			g.setPending(ev.Time, ev.Time.Add(w.IntegrationSpecs[b.Gate].PollInterval()))
 		}
 	}
 }
@@ -161,7 +161,7 @@ func (w *Workflow) applyIntegration(n *Node, ev eventlog.Event) {
 // speculationResults are the results of the node's current speculation,
 // by gate name, for its attempt's history.
 func (n *Node) speculationResults() []protocol.GateResult {
-	s := n.Speculation
+	s := n.Speculation()
 	if s == nil {
 		return nil
 	}
@@ -232,12 +232,12 @@ func (d *decider) integrationQueue() {
 		if n.Status != protocol.NodeIntegrating {
 			continue
 		}
-		if n.Integrated {
+		if n.Integrated() {
 			d.finishNode(n, protocol.NodeSucceeded, "")
 			continue
 		}
 		spec := d.w.speculationID(ahead, n)
-		if s := n.Speculation; s == nil || s.ID != spec {
+		if s := n.Speculation(); s == nil || s.ID != spec {
 			d.speculate(n, spec, ahead)
 			ahead = append(ahead, id)
 			continue
@@ -286,7 +286,7 @@ func (d *decider) speculate(n *Node, spec string, ahead []string) {
 // dispatchIntegration starts a new round of integration gate name for n
 // on speculation spec and publishes its job.
 func (d *decider) dispatchIntegration(n *Node, name, spec string, ahead []string, poll bool) {
-	round := n.integRounds[name] + 1
+	round := n.integRounds()[name] + 1
 	id := IntegrationJobID(d.w.ID, n.ID, n.Attempt, name, round)
 	d.append(n, eventlog.IntegrationDispatched{Attempt: n.Attempt, Gate: name, Round: round, Speculation: spec,
 		Ahead: slices.Clone(ahead), Poll: poll}, id+".dispatched")
@@ -320,7 +320,7 @@ func (d *decider) publishIntegration(n *Node, name string, round int, ahead []st
 // are published again. It returns the speculation's outcome once every
 // gate has reported ("" while some has not).
 func (d *decider) speculativeGates(n *Node, ahead []string) workflow.Outcome {
-	s := n.Speculation
+	s := n.Speculation()
 	moved := false
 	statuses := make([]protocol.GateStatus, 0, len(d.w.IntegrationOrder))
 	for _, name := range d.w.IntegrationOrder {
@@ -377,13 +377,13 @@ func speculationDepState(s *Speculation, spec protocol.GateSpec) (blocked string
 // past its max_pending, as pendingGate does for a node's gate.
 func (d *decider) pendingIntegration(n *Node, g *GateRun, spec protocol.GateSpec, ahead []string) bool {
 	limit := spec.MaxPending()
-	deadline := g.PendingSince.Add(limit)
+	deadline := g.PendingSince().Add(limit)
 	if d.now.After(deadline) {
-		reason := fmt.Sprintf("pending since %s, longer than max_pending %s", g.PendingSince.UTC().Format(time.RFC3339), limit)
+		reason := fmt.Sprintf("pending since %s, longer than max_pending %s", g.PendingSince().UTC().Format(time.RFC3339), limit)
 		res := &protocol.GateResult{WorkflowID: d.w.ID, NodeID: n.ID, Gate: g.Name, Attempt: n.Attempt,
 			Status: protocol.GateTimeout, Error: reason, Round: g.Round}
 		d.append(n, eventlog.IntegrationFinished{Attempt: n.Attempt, Gate: g.Name, Round: g.Round,
-			Speculation: n.Speculation.ID, Result: res, Reason: reason},
+			Speculation: n.Speculation().ID, Result: res, Reason: reason},
 			IntegrationJobID(d.w.ID, n.ID, n.Attempt, g.Name, g.Round)+".pending-timeout")
 		return true
 	}
@@ -391,10 +391,10 @@ func (d *decider) pendingIntegration(n *Node, g *GateRun, spec protocol.GateSpec
 	switch {
 	case g.Awaiting:
 		d.publishIntegration(n, g.Name, g.Round, ahead)
-	case d.now.Before(g.NextPollAt):
-		d.wakeAt(g.NextPollAt)
+	case d.now.Before(g.NextPollAt()):
+		d.wakeAt(g.NextPollAt())
 	default:
-		d.dispatchIntegration(n, g.Name, n.Speculation.ID, ahead, true)
+		d.dispatchIntegration(n, g.Name, n.Speculation().ID, ahead, true)
 		return true
 	}
 	return false
@@ -405,7 +405,7 @@ func (d *decider) pendingIntegration(n *Node, g *GateRun, spec protocol.GateSpec
 // tested on top of that n's own agent did not build on (the nodes on the
 // branch that it did not start from, and those queued ahead of it).
 func (w *Workflow) integrationFailure(n *Node) failure {
-	s := n.Speculation
+	s := n.Speculation()
 	f := failure{integration: true}
 	anc := w.builtOn(n.ID)
 	for _, id := range w.Integrated[:min(s.Integrated, len(w.Integrated))] {
@@ -454,10 +454,10 @@ func (w *Workflow) failedRun(n *Node, name string) (*GateRun, protocol.GateSpec)
 // failedGate is failedRun's run alone.
 func (n *Node) failedGate(name string) *GateRun {
 	if g, ok := strings.CutPrefix(name, failureGatePrefix); ok {
-		if n.Speculation == nil {
+		if n.Speculation() == nil {
 			return nil
 		}
-		return n.Speculation.Gates[g]
+		return n.Speculation().Gates[g]
 	}
 	return n.Gates[name]
 }
@@ -484,10 +484,10 @@ func onIntegrationReport(w *Workflow, r *protocol.Report, now time.Time) (effect
 		return nil, ""
 	}
 	n := w.Nodes[node]
-	if n == nil || attempt != n.Attempt || n.Status != protocol.NodeIntegrating || n.Speculation == nil {
+	if n == nil || attempt != n.Attempt || n.Status != protocol.NodeIntegrating || n.Speculation() == nil {
 		return nil, "the node no longer waits in the integration queue for this attempt"
 	}
-	s := n.Speculation
+	s := n.Speculation()
 	g := s.Gates[gate]
 	if g == nil || g.jobID != jobID {
 		return nil, fmt.Sprintf("a superseded speculation's job (the node is now tested on speculation %s)", s.ID)

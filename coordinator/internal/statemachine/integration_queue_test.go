@@ -23,10 +23,10 @@ const queueYAML = "name: q\n" + agent +
 func (w *world) integDone(node, gate string, token uint64, st protocol.GateStatus) []string {
 	w.t.Helper()
 	n := w.node(node)
-	if n.Speculation == nil || n.Speculation.Gates[gate] == nil {
+	if n.Speculation() == nil || n.Speculation().Gates[gate] == nil {
 		w.t.Fatalf("%s runs no integration gate %s", node, gate)
 	}
-	return w.integRound(node, gate, n.Speculation.Gates[gate].Round, token, st)
+	return w.integRound(node, gate, n.Speculation().Gates[gate].Round, token, st)
 }
 
 // integRound reports the result of round round of node's integration
@@ -133,14 +133,14 @@ func TestIntegrationQueue(t *testing.T) {
 				"node.finished a succeeded", "node.retry_scheduled b")},
 			{"b's feedback says it broke the combination with a", func(w *world) []string {
 				n := w.node("b")
-				f := feedbackOf(t, n.Feedback)
+				f := feedbackOf(t, n.Feedback())
 				var out []string
 				if f.Integration == nil || !reflect.DeepEqual(f.Integration.Ahead, []string{"a"}) ||
 					!reflect.DeepEqual(f.Integration.Gates, []string{"combined"}) {
-					out = append(out, "feedback: "+string(n.Feedback))
+					out = append(out, "feedback: "+string(n.Feedback()))
 				}
 				if len(f.Gates) != 1 || f.Gates[0].Name != "combined" {
-					out = append(out, "gates in the feedback: "+string(n.Feedback))
+					out = append(out, "gates in the feedback: "+string(n.Feedback()))
 				}
 				return append(out, n.Reason)
 			}, lines("integration gates did not pass on top of a: combined failed")},
@@ -202,7 +202,7 @@ func speculationOf(t *testing.T, yaml, node string) string {
 	w, _ := newWorld(t, yaml)
 	w.agentDone(node, 1, protocol.AgentSucceeded, true)
 	w.gateDone(node, "own", 1, protocol.GatePassed)
-	return w.node(node).Speculation.ID
+	return w.node(node).Speculation().ID
 }
 
 func boolText(b bool) string {
@@ -235,7 +235,7 @@ func TestIntegrationQueueReplay(t *testing.T) {
 		t.Fatalf("replayed queue %v; want %v", got, want)
 	}
 	for _, id := range []string{"a", "b"} {
-		if got, want := r.Nodes[id].Speculation.ID, w.node(id).Speculation.ID; got != want {
+		if got, want := r.Nodes[id].Speculation().ID, w.node(id).Speculation().ID; got != want {
 			t.Fatalf("%s: replayed speculation %s; want %s", id, got, want)
 		}
 	}
@@ -303,7 +303,7 @@ func TestIntegrationQueueBranchMovesAndDeadLetters(t *testing.T) {
 			}, lines("node.approved a", "integrate a", "node.integrated a", "node.finished a succeeded",
 				"integration.dispatched b/combined r2 on []", "publish integration b/combined r2")},
 			{"b's new run applies the branch's a, then b", func(w *world) []string {
-				return lines(patchNames(w.integrationJob("b")), fmt.Sprint(w.node("b").Speculation.Integrated))
+				return lines(patchNames(w.integrationJob("b")), fmt.Sprint(w.node("b").Speculation().Integrated))
 			}, lines("a/a1 b/a1", "1")},
 			{"b's first run reports late: stale", func(w *world) []string {
 				out := w.integRound("b", "combined", 1, 1, protocol.GatePassed)

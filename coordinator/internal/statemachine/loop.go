@@ -96,7 +96,7 @@ func (f failure) summary(n *Node) string {
 	parts := make([]string, 0, len(f.gates))
 	for _, name := range f.gates {
 		if g, ok := strings.CutPrefix(name, failureGatePrefix); ok {
-			parts = append(parts, g+" "+string(n.Speculation.Gates[g].Status))
+			parts = append(parts, g+" "+string(n.Speculation().Gates[g].Status))
 			continue
 		}
 		parts = append(parts, name+" "+string(n.Gates[name].Status))
@@ -142,17 +142,17 @@ func (d *decider) roundFailed(n *Node, f failure) {
 		case Fatal:
 			escalate = "a fatal agent error (" + match + ")"
 		case Transient:
-			if n.Transients < maxTransient {
+			if n.Transients() < maxTransient {
 				d.transient(n, reason, match, after)
 				return
 			}
-			escalate = fmt.Sprintf("transient agent errors %d rounds in a row (%s)", n.Transients+1, match)
+			escalate = fmt.Sprintf("transient agent errors %d rounds in a row (%s)", n.Transients()+1, match)
 		}
 	}
 	sig := n.signature(f)
 	if escalate == "" && sig != "" {
 		same := 1
-		for i := len(n.History) - 1; i >= 0 && n.History[i].Signature == sig; i-- {
+		for i := len(n.History()) - 1; i >= 0 && n.History()[i].Signature == sig; i-- {
 			same++
 		}
 		if same >= sameFailureLimit {
@@ -162,7 +162,7 @@ func (d *decider) roundFailed(n *Node, f failure) {
 	if escalate == "" {
 		for _, name := range f.gates {
 			_, spec := d.w.failedRun(n, name)
-			if rounds, max := n.GateFailures[name]+1, spec.Retries(); rounds > max {
+			if rounds, max := n.GateFailures()[name]+1, spec.Retries(); rounds > max {
 				escalate = fmt.Sprintf("gate %s failed %d rounds; its max_retries is %d", name, rounds, max)
 				break
 			}
@@ -241,7 +241,7 @@ func (n *Node) samePatch() int {
 	if n.Patch == nil {
 		return 0
 	}
-	for _, r := range n.History {
+	for _, r := range n.History() {
 		if r.Patch != nil && r.Patch.SHA256 == n.Patch.SHA256 && r.Attempt != n.Attempt {
 			return r.Attempt
 		}
@@ -254,21 +254,21 @@ func (d *decider) retrying(n *Node) {
 	if fleetPaused(d.w) {
 		return // no new agent round while the fleet is paused
 	}
-	if d.now.Before(n.RetryAt) {
-		d.wakeAt(n.RetryAt)
+	if d.now.Before(n.RetryAt()) {
+		d.wakeAt(n.RetryAt())
 		return
 	}
-	d.append(n, eventlog.NodeReady{Attempt: n.NextAttempt}, fmt.Sprintf("%s.%s.a%d.ready", d.w.ID, n.ID, n.NextAttempt))
-	d.publishAgent(n, n.NextAttempt, d.now)
+	d.append(n, eventlog.NodeReady{Attempt: n.NextAttempt()}, fmt.Sprintf("%s.%s.a%d.ready", d.w.ID, n.ID, n.NextAttempt()))
+	d.publishAgent(n, n.NextAttempt(), d.now)
 }
 
 // escalated waits for a human; once one approved the node, its latest
 // patch is integrated and it succeeds.
 func (d *decider) escalated(n *Node) {
-	if !n.Approved {
+	if !n.Approved() {
 		return
 	}
-	if !n.Integrated {
+	if !n.Integrated() {
 		d.Effects = append(d.Effects, Integrate{Node: n.ID, CommitTime: d.w.commitTime(n)})
 		return
 	}
@@ -290,8 +290,8 @@ func (d *decider) awaitApproval(n *Node, attempt int, reason string) {
 // integration gates) and it succeeds. Past the approval step's deadline, its
 // on_timeout happens: approve, reject, or escalate (the default).
 func (d *decider) awaiting(n *Node) {
-	if n.Approved {
-		if d.w.Gated() && !n.Integrated && n.Task.Type != protocol.TaskHuman {
+	if n.Approved() {
+		if d.w.Gated() && !n.Integrated() && n.Task.Type != protocol.TaskHuman {
 			// Approved work lands through the integration queue.
 			d.queueForIntegration(n)
 			return
@@ -299,11 +299,11 @@ func (d *decider) awaiting(n *Node) {
 		d.escalated(n)
 		return
 	}
-	if n.ApprovalDeadline.IsZero() {
+	if n.ApprovalDeadline().IsZero() {
 		return
 	}
-	if d.now.Before(n.ApprovalDeadline) {
-		d.wakeAt(n.ApprovalDeadline)
+	if d.now.Before(n.ApprovalDeadline()) {
+		d.wakeAt(n.ApprovalDeadline())
 		return
 	}
 	onTimeout := protocol.OnTimeoutEscalate
@@ -369,7 +369,7 @@ func (w *Workflow) feedback(n *Node, f failure, escalated bool, note *feedback.N
 			continue
 		}
 		in.Gates = append(in.Gates, feedback.GateInput{Result: *g.Result, Spec: spec,
-			RoundsFailed: n.GateFailures[name] + 1, Escalated: escalated})
+			RoundsFailed: n.GateFailures()[name] + 1, Escalated: escalated})
 	}
 	if f.integration {
 		in.Integration = &feedback.Integration{Ahead: f.ahead}
@@ -425,8 +425,8 @@ func (n *Node) startFrom() *protocol.PatchRef {
 	if n.Task.RetryFrom == protocol.RetryFromBase {
 		return nil
 	}
-	for i := len(n.History) - 1; i >= 0; i-- {
-		if p := n.History[i].Patch; p != nil {
+	for i := len(n.History()) - 1; i >= 0; i-- {
+		if p := n.History()[i].Patch; p != nil {
 			return p
 		}
 	}
@@ -520,7 +520,7 @@ func Retry(w *Workflow, node, by, note string, attempts int, now time.Time) ([]E
 	}
 	return []Effect{Append{Event: eventlog.Event{WorkflowID: w.ID, NodeID: n.ID, Time: now,
 		Body: eventlog.NodeRetryGranted{Attempt: n.Attempt, By: by, Note: note, Attempts: attempts,
-			Feedback: withNote(n.Feedback, fn, n.Attempt+1, n.Budget+attempts)}},
+			Feedback: withNote(n.Feedback(), fn, n.Attempt+1, n.Budget+attempts)}},
 		MsgID: w.msgID(fmt.Sprintf("%s.%s.a%d.retry-granted", w.ID, n.ID, n.Attempt))}}, nil
 }
 
@@ -538,7 +538,7 @@ func waitingNode(w *Workflow, node, by string) (*Node, error) {
 	if by == PolicyApprover || by == TimeoutApprover {
 		return nil, conflict("%q is the name decisions not made by a person are recorded under; decide as yourself (--as)", by)
 	}
-	if (n.Status != protocol.NodeEscalated && n.Status != protocol.NodeAwaitingApproval) || n.Approved {
+	if (n.Status != protocol.NodeEscalated && n.Status != protocol.NodeAwaitingApproval) || n.Approved() {
 		return nil, conflict("node %s is %s: only an escalated node, or one awaiting approval, waits for a human", n.ID, n.Status)
 	}
 	if a := n.Task.Approval; a != nil && len(a.Approvers) > 0 && n.Status == protocol.NodeAwaitingApproval &&

@@ -57,8 +57,8 @@ func TestLoop(t *testing.T) {
 				"node.agent_done a succeeded", "gate.dispatched a/test r1", "publish gate a/test r1"),
 			failTest,
 			{"the delay is not over: nothing, and a wake-up when it is", func(w *world) []string {
-				if n := w.node("a"); n.Status != protocol.NodeRetrying || !n.RetryAt.Equal(t0.Add(retryDelay)) {
-					t.Fatalf("a is %s until %s; want retrying until %s", n.Status, n.RetryAt, t0.Add(retryDelay))
+				if n := w.node("a"); n.Status != protocol.NodeRetrying || !n.RetryAt().Equal(t0.Add(retryDelay)) {
+					t.Fatalf("a is %s until %s; want retrying until %s", n.Status, n.RetryAt(), t0.Add(retryDelay))
 				}
 				d := statemachine.Decide(w.wf(), w.now, nil)
 				return append(w.settle(), d.Wake.Sub(w.now).String())
@@ -88,9 +88,9 @@ func TestLoop(t *testing.T) {
 		},
 		after: func(t *testing.T, w *world) {
 			n := w.node("a")
-			if n.Attempt != 2 || len(n.History) != 1 || n.History[0].Outcome != "node.retry_scheduled" ||
-				n.History[0].Reason != "gates did not pass: test failed" || n.GateFailures["test"] != 1 {
-				t.Errorf("a: attempt %d, history %+v, failures %v", n.Attempt, n.History, n.GateFailures)
+			if n.Attempt != 2 || len(n.History()) != 1 || n.History()[0].Outcome != "node.retry_scheduled" ||
+				n.History()[0].Reason != "gates did not pass: test failed" || n.GateFailures()["test"] != 1 {
+				t.Errorf("a: attempt %d, history %+v, failures %v", n.Attempt, n.History(), n.GateFailures())
 			}
 		},
 	}, {
@@ -135,9 +135,9 @@ func TestLoop(t *testing.T) {
 				"node.ready b", "publish agent b a1"),
 		},
 		after: func(t *testing.T, w *world) {
-			if n := w.node("a"); n.Budget != 3 || len(n.History) != 2 || n.History[1].Outcome != "node.escalated" ||
-				n.History[1].Reason != "2 of 2 attempts used (gates did not pass: test failed)" {
-				t.Errorf("a: budget %d, history %+v", n.Budget, n.History)
+			if n := w.node("a"); n.Budget != 3 || len(n.History()) != 2 || n.History()[1].Outcome != "node.escalated" ||
+				n.History()[1].Reason != "2 of 2 attempts used (gates did not pass: test failed)" {
+				t.Errorf("a: budget %d, history %+v", n.Budget, n.History())
 			}
 		},
 	}, {
@@ -160,8 +160,8 @@ func TestLoop(t *testing.T) {
 			if !strings.HasPrefix(n.Reason, "gate test failed 2 rounds; its max_retries is 1") {
 				t.Errorf("reason %q", n.Reason)
 			}
-			if f := feedbackOf(t, n.Feedback); len(f.Gates) != 1 || !f.Gates[0].Escalated || f.Gates[0].RoundsFailed != 2 {
-				t.Errorf("feedback %s", n.Feedback)
+			if f := feedbackOf(t, n.Feedback()); len(f.Gates) != 1 || !f.Gates[0].Escalated || f.Gates[0].RoundsFailed != 2 {
+				t.Errorf("feedback %s", n.Feedback())
 			}
 		},
 	}, {
@@ -187,8 +187,8 @@ func TestLoop(t *testing.T) {
 			}, lines("refused conflict: node a is succeeded: only an escalated node, or one awaiting approval, waits for a human")},
 		},
 		after: func(t *testing.T, w *world) {
-			if n := w.node("a"); n.Reason != "approved by ada" || !n.Integrated || w.wf().Status != protocol.WorkflowRunning {
-				t.Errorf("a: %s %q integrated %v; workflow %s", n.Status, n.Reason, n.Integrated, w.wf().Status)
+			if n := w.node("a"); n.Reason != "approved by ada" || !n.Integrated() || w.wf().Status != protocol.WorkflowRunning {
+				t.Errorf("a: %s %q integrated %v; workflow %s", n.Status, n.Reason, n.Integrated(), w.wf().Status)
 			}
 		},
 	}, {
@@ -265,9 +265,9 @@ func TestLoop(t *testing.T) {
 		},
 		after: func(t *testing.T, w *world) {
 			n := w.node("a")
-			if !strings.HasPrefix(n.Reason, "the last 3 rounds failed alike") || n.History[0].Signature == "" ||
-				n.History[0].Signature != n.History[2].Signature {
-				t.Errorf("reason %q, signatures %q %q", n.Reason, n.History[0].Signature, n.History[2].Signature)
+			if !strings.HasPrefix(n.Reason, "the last 3 rounds failed alike") || n.History()[0].Signature == "" ||
+				n.History()[0].Signature != n.History()[2].Signature {
+				t.Errorf("reason %q, signatures %q %q", n.Reason, n.History()[0].Signature, n.History()[2].Signature)
 			}
 		},
 	}, {
@@ -283,7 +283,7 @@ func TestLoop(t *testing.T) {
 				if len(f.Gates) != 1 || f.Gates[0].Name != "agent" || !strings.HasPrefix(f.Gates[0].Error, "no_changes: ") {
 					return []string{"feedback: " + string(w.job("a").Feedback)}
 				}
-				return []string{w.node("a").History[0].Reason}
+				return []string{w.node("a").History()[0].Reason}
 			}, lines("no_changes: the agent changed nothing")},
 		},
 	}, {
@@ -385,7 +385,7 @@ func TestAgentErrorClasses(t *testing.T) {
 			}, lines("node.agent_done a failed", "node.retry_scheduled a")},
 			{"the next round waits 40 s, and its budget grew by one", func(w *world) []string {
 				n := w.node("a")
-				return []string{n.RetryAt.Sub(w.now).String(), fmt.Sprint(n.Budget), n.Reason}
+				return []string{n.RetryAt().Sub(w.now).String(), fmt.Sprint(n.Budget), n.Reason}
 			}, lines("40s", "4", "transient: rate limit (agent failed (exit 1))")},
 			{"overloaded five more times: after five re-runs, the sixth failure escalates", func(w *world) []string {
 				var out []string

@@ -30,13 +30,13 @@ func RunningJobs(w *Workflow) []RunningJob {
 	for _, id := range w.Order {
 		n := w.Nodes[id]
 		switch {
-		case n.Status == protocol.NodeRunning && n.LeaseToken > 0 && n.Agent == nil && n.Waiting == nil:
+		case n.Status == protocol.NodeRunning && n.LeaseToken > 0 && n.Agent == nil && n.Waiting() == nil:
 			jobs = append(jobs, RunningJob{JobID: protocol.AgentJobID(w.ID, n.ID, n.Attempt), Node: n.ID,
 				Attempt: n.Attempt, LeaseToken: n.LeaseToken})
 		case n.Status == protocol.NodeGating:
 			for _, name := range n.GateOrder {
 				g := n.Gates[name]
-				if g == nil || !g.Dispatched || !g.Awaiting || g.LeaseToken == 0 || g.Waiting != nil {
+				if g == nil || !g.Dispatched || !g.Awaiting || g.LeaseToken == 0 || g.Waiting() != nil {
 					continue
 				}
 				jobs = append(jobs, RunningJob{JobID: protocol.GateJobID(w.ID, n.ID, n.Attempt, g.Name, g.Round),
@@ -71,9 +71,9 @@ func JobLost(w *Workflow, j RunningJob, why string, now time.Time) []Effect {
 		round := g.Round + 1
 		ev.Body = eventlog.GateDispatched{Gate: g.Name, Attempt: n.Attempt, Round: round, NoCache: g.NoCache, Rerun: reason}
 		msgID = fmt.Sprintf("%s.%s.a%d.g.%s.r%d.dispatched", w.ID, n.ID, n.Attempt, g.Name, round)
-	case n.Transients >= maxTransient:
+	case n.Transients() >= maxTransient:
 		ev.Body = eventlog.NodeEscalated{Attempt: n.Attempt,
-			Reason: fmt.Sprintf("transient errors %d rounds in a row (%s)", n.Transients+1, reason)}
+			Reason: fmt.Sprintf("transient errors %d rounds in a row (%s)", n.Transients()+1, reason)}
 		msgID = fmt.Sprintf("%s.%s.a%d.escalated", w.ID, n.ID, n.Attempt)
 	default:
 		ev.Body = eventlog.NodeRetryScheduled{Attempt: n.Attempt, Next: n.Attempt + 1, NotBefore: now,

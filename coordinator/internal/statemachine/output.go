@@ -168,7 +168,7 @@ func (w *Workflow) expansion(n *Node) (workflow.Expansion, error) {
 // expands reports whether node n, succeeding now, adds its plan's nodes.
 func (n *Node) expands() bool {
 	return n.Task.Output == agentoutput.Plan && n.Output.Valid() && n.Output.Status == agentoutput.StatusComplete &&
-		n.Expanded == 0 && n.AgentSucceeded()
+		n.Expanded() == 0 && n.AgentSucceeded()
 }
 
 // ReviewRejected reports whether node n's review counts as a rejection
@@ -208,15 +208,15 @@ func (w *Workflow) addNodes(planner *Node, b eventlog.NodesAdded) error {
 	}
 	for i := range spec.Tasks {
 		t := &spec.Tasks[i]
-		w.deps[t.ID] = t.DependsOn
 		switch n := w.Nodes[t.ID]; {
 		case n == nil:
-		case n.ownTask == nil:
+		case n.ownTask() == nil:
 			n.Task = t
 		default:
-			own := *n.ownTask
+			own := *n.ownTask()
 			own.DependsOn = t.DependsOn
-			n.Task, n.ownTask = &own, &own
+			n.Task = &own
+			n.setOwnTask(&own)
 		}
 	}
 	for _, n := range added {
@@ -224,9 +224,10 @@ func (w *Workflow) addNodes(planner *Node, b eventlog.NodesAdded) error {
 	}
 	w.Spec, w.Order = spec, g.TopoOrder()
 	w.ordered()
-	planner.Expanded = len(b.Tasks)
-	if planner.Expanded == 0 {
-		planner.Expanded = -1 // expanded, into nothing
+	if len(b.Tasks) == 0 {
+		planner.setExpanded(-1) // expanded, into nothing
+	} else {
+		planner.setExpanded(len(b.Tasks))
 	}
 	return nil
 }

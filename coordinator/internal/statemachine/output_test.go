@@ -62,10 +62,10 @@ func TestOutputAcceptance(t *testing.T) {
 			}, lines("node.agent_done a succeeded", "node.retry_scheduled a")},
 			{"the feedback says so, and the schema's requirements reach the prompt", func(w *world) []string {
 				n := w.node("a")
-				f := feedbackOf(t, n.Feedback)
+				f := feedbackOf(t, n.Feedback())
 				var out []string
 				if f.Output == nil || f.Output.Problem != feedback.OutputNoBlock || f.Output.Schema != "generic" || len(f.Gates) != 0 {
-					out = append(out, "feedback: "+string(n.Feedback))
+					out = append(out, "feedback: "+string(n.Feedback()))
 				}
 				if !strings.HasPrefix(n.Reason, "output: no result block (generic)") {
 					out = append(out, "reason: "+n.Reason)
@@ -81,7 +81,7 @@ func TestOutputAcceptance(t *testing.T) {
 				return w.agentSays("a", 2, block(`{"status":"DONE"}`), true)
 			}, lines("node.agent_done a succeeded", "node.retry_scheduled a")},
 			{"the violations, with their JSON pointers", func(w *world) []string {
-				f := feedbackOf(t, w.node("a").Feedback)
+				f := feedbackOf(t, w.node("a").Feedback())
 				return []string{f.Output.Problem, strings.Join(f.Output.Violations, " | ")}
 			}, lines("invalid", "(the block): missing property 'action_taken' | /status: value must be one of 'SUCCESS', 'NEEDS_REVISION', 'BLOCKED'")},
 			{"attempt 3", func(w *world) []string { return w.later(time.Minute) }, lines("node.ready a", "publish agent a a3")},
@@ -96,8 +96,8 @@ func TestOutputAcceptance(t *testing.T) {
 			if !n.Output.Valid() || string(n.Output.Block) != genericOK || n.Output.Status != "SUCCESS" || n.Output.Source != "run" {
 				t.Errorf("output %+v", n.Output)
 			}
-			if len(n.History) != 2 || n.History[1].Output.Problem != protocol.OutputInvalid {
-				t.Errorf("history %+v", n.History)
+			if len(n.History()) != 2 || n.History()[1].Output.Problem != protocol.OutputInvalid {
+				t.Errorf("history %+v", n.History())
 			}
 			s := service.Summary(w.wf(), true)
 			if s.Nodes[0].Output == nil || string(s.Nodes[0].Output.Block) != genericOK {
@@ -146,8 +146,8 @@ func TestOutputAcceptance(t *testing.T) {
 			}, lines("node.agent_done a succeeded", "node.retry_scheduled a")},
 			{"stdout was read", func(w *world) []string {
 				n := w.node("a")
-				f := feedbackOf(t, n.Feedback)
-				return []string{n.History[0].Output.Source, f.Output.Problem, f.Output.Status}
+				f := feedbackOf(t, n.Feedback())
+				return []string{n.History()[0].Output.Source, f.Output.Problem, f.Output.Status}
 			}, lines("stdout", "status", "NEEDS_REVISION")},
 		},
 	}, {
@@ -260,7 +260,7 @@ func TestPlanGrowsTheDAG(t *testing.T) {
 				return w.agentSays("plan", 1, block(planBlock), false)
 			}, lines("node.agent_done plan succeeded", "node.retry_scheduled plan")},
 			{"the feedback says why", func(w *world) []string {
-				return []string{feedbackOf(t, w.node("plan").Feedback).Output.Error}
+				return []string{feedbackOf(t, w.node("plan").Feedback()).Output.Error}
 			}, lines(`the plan cannot be added to the workflow: workflow: duplicate task id "plan--model"`)},
 		},
 	}, {

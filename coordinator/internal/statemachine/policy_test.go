@@ -85,10 +85,10 @@ func TestApprovalPolicy(t *testing.T) {
 			if strings.Join(got, "|") != want {
 				t.Errorf("effects\n%q\nwant\n%q", strings.Join(got, "|"), want)
 			}
-			if n.ApprovedBy != statemachine.PolicyApprover || n.Status != protocol.NodeSucceeded {
-				t.Errorf("approved by %q, status %s", n.ApprovedBy, n.Status)
+			if n.ApprovedBy() != statemachine.PolicyApprover || n.Status != protocol.NodeSucceeded {
+				t.Errorf("approved by %q, status %s", n.ApprovedBy(), n.Status)
 			}
-			if note := n.History; len(note) != 0 {
+			if note := n.History(); len(note) != 0 {
 				t.Logf("history %+v", note)
 			}
 			if got := w.job("b").Approvals["a"]; got != statemachine.PolicyApprover {

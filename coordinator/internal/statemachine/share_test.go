@@ -5,6 +5,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,8 +43,9 @@ type nodeView struct {
 
 func viewOf(n *statemachine.Node) nodeView {
 	v := nodeView{Task: *n.Task, GateOrder: slices.Clone(n.GateOrder), GateSpecs: maps.Clone(n.GateSpecs),
-		OnFail: maps.Clone(n.OnFail), Failures: maps.Clone(n.GateFailures)}
+		OnFail: maps.Clone(n.OnFail), Failures: maps.Clone(n.GateFailures())}
 	v.Task.Gates, v.Task.DependsOn = slices.Clone(v.Task.Gates), slices.Clone(v.Task.DependsOn)
+	v.Task.Required, v.Task.Optional = slices.Clone(v.Task.Required), slices.Clone(v.Task.Optional)
 	v.Task.OnFail, v.Task.GateDefs = maps.Clone(v.Task.OnFail), slices.Clone(v.Task.GateDefs)
 	if n.Task.Agent != nil {
 		v.Agent = *n.Task.Agent
@@ -90,6 +92,10 @@ func checkShared(t *testing.T, step string, w *statemachine.Workflow, own ...str
 		}
 		if x.Task.Agent != y.Task.Agent {
 			t.Errorf("%s: nodes %s and %s do not share their agent definition", step, shared[0], id)
+		}
+		// PERF-39: their equal gate lists are one.
+		if len(x.Task.Gates) == 0 || len(y.Task.Gates) == 0 || &x.Task.Gates[0] != &y.Task.Gates[0] {
+			t.Errorf("%s: nodes %s and %s do not share their gate list %v", step, shared[0], id, x.Task.Gates)
 		}
 	}
 	for _, id := range []string{"d", "e"} {
@@ -175,8 +181,8 @@ func TestSharingLeaksNoChange(t *testing.T) {
 	foldAll(t, st,
 		ev("b", eventlog.NodeReady{Attempt: 1}),
 		ev("b", eventlog.NodeEscalated{Attempt: 1, Reason: "vet failed", FailedGates: []string{"vet"}}))
-	if w.Nodes["b"].GateFailures["vet"] != 1 || w.Nodes["c"].GateFailures != nil {
-		t.Fatalf("gate failures: b %v, c %v", w.Nodes["b"].GateFailures, w.Nodes["c"].GateFailures)
+	if w.Nodes["b"].GateFailures()["vet"] != 1 || w.Nodes["c"].GateFailures() != nil {
+		t.Fatalf("gate failures: b %v, c %v", w.Nodes["b"].GateFailures(), w.Nodes["c"].GateFailures())
 	}
 	unchanged("b escalated", "b")
 	foldAll(t, st, ev("b", eventlog.NodeRetryGranted{Attempt: 1, Attempts: 2, By: "ann"}))
@@ -235,4 +241,36 @@ func TestSharingLeaksNoChange(t *testing.T) {
 		t.Fatalf("the snapshot read back differs: %s", d)
 	}
 	checkShared(t, "read back", rw, "a")
+}
+
+// TestWorkflowsShareGatePlans (PERF-39): two workflows submitted with the
+// same gates, in one state or in two, point their nodes at one gate plan;
+// a workflow with other gates does not.
+func TestWorkflowsShareGatePlans(t *testing.T) {
+	at := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+	submit := func(st *statemachine.State, id, yaml string) *statemachine.Workflow {
+		t.Helper()
+		spec, err := workflow.Parse("wf.yaml", []byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		foldAll(t, st, statemachine.Submit(id, statemachine.Submission{Spec: spec, Source: "wf.yaml"}, at).Event)
+		w, _ := st.Workflow(id)
+		return w
+	}
+	one, two := statemachine.New(), statemachine.New()
+	w1, w2 := submit(one, "wf-one", shareWF), submit(one, "wf-two", shareWF)
+	w3 := submit(two, "wf-three", shareWF)
+	other := submit(two, "wf-other", strings.Replace(shareWF, "command: [test]", "command: [test, -race]", 1))
+	for _, w := range []*statemachine.Workflow{w2, w3} {
+		if a, b := w1.Nodes["a"], w.Nodes["a"]; !sameMap(a.GateSpecs, b.GateSpecs) || !sameMap(a.OnFail, b.OnFail) {
+			t.Errorf("node a of %s and of %s do not share their gate plan", w1.ID, w.ID)
+		}
+	}
+	if sameMap(w1.Nodes["a"].GateSpecs, other.Nodes["a"].GateSpecs) {
+		t.Errorf("node a of %s shares the plan of a workflow with other gates", other.ID)
+	}
+	if got := other.Nodes["a"].GateSpecs["test"].Command; !slices.Equal(got, []string{"test", "-race"}) {
+		t.Errorf("%s's gate test runs %v", other.ID, got)
+	}
 }

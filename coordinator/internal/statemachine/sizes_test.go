@@ -42,7 +42,7 @@ func TestPatchOverLimitIsNotIntegrated(t *testing.T) {
 		!strings.Contains(want, fmt.Sprintf("%d bytes, over the %d-byte limit", protocol.MaxPatchBytes+1, protocol.MaxPatchBytes)) {
 		t.Fatalf("feedback after an oversized patch: %+v; want the agent's error %q", f.Gates, want)
 	}
-	if r := w.node("a").History[0].Reason; r != want {
+	if r := w.node("a").History()[0].Reason; r != want {
 		t.Errorf("attempt 1's reason %q; want %q", r, want)
 	}
 

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -171,7 +172,6 @@ type Workflow struct {
 	// it; IntegrationQueue filters those still waiting in it.
 	queue []string
 
-	deps map[string][]string
 	// overlaps keeps, per pair of node ids (the lesser first), whether
 	// their declared files may overlap (files.go); overlapMu guards it,
 	// as readers of the state (status) fill it too.
@@ -197,15 +197,6 @@ type Node struct {
 	// the task's output schema (nil: no schema, or no successful agent
 	// result yet).
 	Output *protocol.AgentOutput
-	// Expanded counts the nodes the node's plan added (-1: a plan of no
-	// components; 0: none added yet).
-	Expanded int
-	// LastRun is what the agent CLI reported about the node's latest run
-	// (nil before one reported), and Spend what all its runs and its
-	// review gates' reviewers used, every round counted: both outlive the
-	// round, unlike Agent.
-	LastRun *protocol.AgentRun
-	Spend   Spend
 	// GateOrder is the node's gates in dispatch order (dependency layers,
 	// ties alphabetical), including gates pulled in through depends_on.
 	// GateSpecs are the definitions in effect for this node (workflow
@@ -217,59 +208,14 @@ type Node struct {
 	GateSpecs map[string]protocol.GateSpec
 	OnFail    map[string]gates.FailAction
 	// Gates are the runs of the current attempt's gates (nil until one).
-	Gates map[string]*GateRun
-	// Integrated is set once the node's patch is on the branch, Commit
-	// being the branch's tip then and CommitTime the date it was made with.
-	Integrated bool
-	Commit     string
-	CommitTime time.Time
-	Reason     string
-	ReadyAt    time.Time
-	StartedAt  time.Time
-	EndedAt    time.Time
+	Gates     map[string]*GateRun
+	Reason    string
+	ReadyAt   time.Time
+	StartedAt time.Time
 
 	// Budget is the node's budget of agent rounds: the task's, plus what
 	// humans granted.
 	Budget int
-	// RetryAt is when a retrying node's next attempt, NextAttempt, starts.
-	RetryAt     time.Time
-	NextAttempt int
-	// Feedback is the document the current (or next) attempt receives: the
-	// failed round's, with a human's note when one granted the retry.
-	Feedback json.RawMessage
-	// Given is what the current attempt was started with (Feedback when it
-	// became ready; nil for attempt 1): kept in its AttemptRecord, so that
-	// it outlives the next failure, which replaces Feedback.
-	Given AttemptStart
-	// grant is the retry a human granted, until the attempt it starts is
-	// ready.
-	grant *AttemptStart
-	// GateFailures counts, per gate, the rounds whose retry or escalation
-	// it caused (nil until one did).
-	GateFailures map[string]int
-	// Transients counts the transient re-runs in a row.
-	Transients int
-	// Approved is set when a human approved the escalated or waiting
-	// node, ApprovedBy who (or TimeoutApprover, PolicyApprover).
-	Approved   bool
-	ApprovedBy string
-	// AcceptedConfig are the trusted configuration files (trusted.go) the
-	// human who approved the current attempt accepted (nil: none).
-	AcceptedConfig []string
-	// AwaitingSince is when the node began awaiting approval, and
-	// ApprovalDeadline when its approval step times out (zero: never).
-	AwaitingSince    time.Time
-	ApprovalDeadline time.Time
-	// History holds the node's finished attempts, oldest first.
-	History []AttemptRecord
-	// Waiting is set while a runner holds the current attempt's agent job
-	// back on an open circuit breaker.
-	Waiting *BreakerWait
-
-	// QueuedAt is when the node joined the integration queue, and
-	// Speculation its current speculative run of the integration gates.
-	QueuedAt    time.Time
-	Speculation *Speculation
 
 	// jobID is the current attempt's agent job id, kept so that deciding
 	// again does not build it anew for every node in flight.
@@ -278,13 +224,15 @@ type Node struct {
 	// (MarkPublished): deciding again skips the engine's lookup for it.
 	// Memory only: a state rebuilt from the log asks the engine again.
 	publishedJob string
-	// ownTask is the node's task once it is no longer the spec's entry
-	// (after a change of its gates), nil before: what a snapshot keeps,
-	// Task (and the gate plan) being derived again from it or the spec.
-	ownTask *protocol.TaskSpec
-	// integRounds numbers each integration gate's rounds in the attempt,
-	// across speculations, so every run has a job id of its own.
-	integRounds map[string]int
+
+	// The rest of the node's state is in parts allocated only once one of
+	// their fields is set, and dropped again when all are zero (nodeparts.go):
+	// most nodes in flight have none of it. Their accessors give the zero
+	// value of a part that is not there.
+	spent *nodeSpent
+	retry *nodeRetry
+	rare  *nodeRare
+	done  *nodeDone
 }
 
 // AttemptRecord is what one finished attempt of a node did and what came
@@ -331,27 +279,19 @@ type GateRun struct {
 	LeaseToken uint64
 	Host       string
 	Result     *protocol.GateResult
-	// PendingSince is when the gate first reported pending in this
-	// attempt (the pending clock); NextPollAt when it runs again.
-	PendingSince time.Time
-	NextPollAt   time.Time
 	// NoCache is set when a rerun asked to bypass the gate cache.
 	NoCache bool
 	// Awaiting is true from a round's dispatch until its result, so a
 	// pending gate is not polled again while a poll is out.
 	Awaiting bool
 
-	// OOMs counts the gate's out-of-memory kills in this attempt.
-	OOMs int
 	// publishedJob is the gate job id the engine last said it published
 	// (MarkPublished); memory only, as Node's.
 	publishedJob string
-	// Waiting is set while a runner holds the current round's job back on
-	// an open circuit breaker.
-	Waiting *BreakerWait
-
 	// jobID is the current round's job id.
 	jobID string
+	// more is the run's rarely set state, as a node's parts (nodeparts.go).
+	more *gateMore
 }
 
 // BreakerWait is a job a runner holds back, unrun, because the circuit
@@ -389,10 +329,11 @@ func newWorkflow(id string, b eventlog.WorkflowSubmitted, at time.Time) (*Workfl
 	spec := *b.Workflow
 	spec.Tasks = append(make([]protocol.TaskSpec, 0, len(b.Workflow.Tasks)), b.Workflow.Tasks...)
 	shareAgents(spec.Tasks)
+	shareLists(spec.Tasks)
 	w := &Workflow{
 		ID: id, Spec: &spec, Repo: b.Repo, RepoPath: b.RepoPath, Source: b.Source,
 		Status: protocol.WorkflowRunning, SubmittedAt: at, Nodes: make(map[string]*Node, len(spec.Tasks)),
-		Order: g.TopoOrder(), Branch: BranchName(id), deps: make(map[string][]string, len(spec.Tasks)),
+		Order: g.TopoOrder(), Branch: BranchName(id),
 		BaseBranch: b.BaseBranch, TraceParent: b.TraceParent,
 	}
 	if err := w.setIntegrationGates(); err != nil {
@@ -406,7 +347,6 @@ func newWorkflow(id string, b eventlog.WorkflowSubmitted, at time.Time) (*Workfl
 			return nil, fmt.Errorf("workflow %s task %s: %w", id, t.ID, err)
 		}
 		w.Nodes[t.ID] = n
-		w.deps[t.ID] = t.DependsOn
 	}
 	return w, nil
 }
@@ -436,6 +376,48 @@ func shareAgents(tasks []protocol.TaskSpec) {
 		}
 		if !shared && len(seen) < sharedAgents {
 			seen = append(seen, a)
+		}
+	}
+}
+
+// sharedLists bounds the distinct gate lists shareLists compares a
+// task's with.
+const sharedLists = 8
+
+// shareLists points the tasks' gate lists (gates, required, optional)
+// that are equal at one of them, and their equal pools at one string, as
+// a workflow's tasks mostly name the same gates and pool: decoded, each
+// has a copy of its own (PERF-39). Nil and empty lists are told apart.
+// Nothing writes through a task's lists: a change of a node's gates
+// clones them (cloneTask), and growing a workflow copies a depends_on
+// before appending. Only the first few distinct lists are compared with,
+// which keeps it linear.
+func shareLists(tasks []protocol.TaskSpec) {
+	var seen [][]string
+	share := func(l *[]string) {
+		if *l == nil {
+			return
+		}
+		for _, s := range seen {
+			if slices.Equal(s, *l) {
+				*l = s
+				return
+			}
+		}
+		if len(seen) < sharedLists {
+			seen = append(seen, *l)
+		}
+	}
+	var pools []string
+	for i := range tasks {
+		t := &tasks[i]
+		share(&t.Gates)
+		share(&t.Required)
+		share(&t.Optional)
+		if j := slices.Index(pools, t.Pool); j >= 0 {
+			t.Pool = pools[j]
+		} else if len(pools) < sharedLists {
+			pools = append(pools, t.Pool)
 		}
 	}
 }
@@ -477,10 +459,19 @@ func (n *Node) AgentSucceeded() bool {
 	return n.Agent != nil && n.Agent.Status == protocol.AgentSucceeded
 }
 
+// dependsOn is node id's dependencies: its task's depends_on (PERF-39:
+// the task is the one place they are kept).
+func (w *Workflow) dependsOn(id string) []string {
+	if n := w.Nodes[id]; n != nil && n.Task != nil {
+		return n.Task.DependsOn
+	}
+	return nil
+}
+
 // depState reports whether a node is blocked (a dependency ended without
 // succeeding; the reason names it) or still waiting on a dependency.
 func (w *Workflow) depState(id string) (blocked string, waiting bool) {
-	for _, d := range w.deps[id] {
+	for _, d := range w.dependsOn(id) {
 		switch ds := w.Nodes[d].Status; {
 		case ds == protocol.NodeSucceeded:
 		case ds.Terminal():
@@ -499,7 +490,7 @@ func (w *Workflow) ancestors(id string) map[string]bool {
 	seen := map[string]bool{}
 	var walk func(string)
 	walk = func(n string) {
-		for _, d := range w.deps[n] {
+		for _, d := range w.dependsOn(n) {
 			if !seen[d] {
 				seen[d] = true
 				walk(d)

@@ -35,11 +35,11 @@ func TestTrustedConfigNeedsAHuman(t *testing.T) {
 	))
 	n := w.node("a")
 	wantReason := "integrity violation: the patch changes Supervisor's trusted configuration (.supervisor/gates.yaml); " + trustedTail
-	if n.Status != protocol.NodeEscalated || n.Reason != wantReason || n.Integrated {
-		t.Fatalf("node a: %s %q integrated=%v, want escalated %q", n.Status, n.Reason, n.Integrated, wantReason)
+	if n.Status != protocol.NodeEscalated || n.Reason != wantReason || n.Integrated() {
+		t.Fatalf("node a: %s %q integrated=%v, want escalated %q", n.Status, n.Reason, n.Integrated(), wantReason)
 	}
 	var fb feedback.Feedback
-	if err := json.Unmarshal(n.Feedback, &fb); err != nil {
+	if err := json.Unmarshal(n.Feedback(), &fb); err != nil {
 		t.Fatal(err)
 	}
 	found := false
@@ -49,7 +49,7 @@ func TestTrustedConfigNeedsAHuman(t *testing.T) {
 		}
 	}
 	if !found {
-		t.Fatalf("feedback lacks the trusted-config violation: %s", n.Feedback)
+		t.Fatalf("feedback lacks the trusted-config violation: %s", n.Feedback())
 	}
 
 	check(t, "a plain approve", w.command(statemachine.Approve(w.wf(), "a", "ada", "", w.now)), lines(
@@ -64,7 +64,7 @@ func TestTrustedConfigNeedsAHuman(t *testing.T) {
 		"node.ready b",
 		"publish agent b a1",
 	))
-	if got := w.node("a").AcceptedConfig; strings.Join(got, ",") != ".supervisor/gates.yaml" {
+	if got := w.node("a").AcceptedConfig(); strings.Join(got, ",") != ".supervisor/gates.yaml" {
 		t.Fatalf("accepted config %q", got)
 	}
 	var approved *eventlog.NodeApproved
