@@ -24,7 +24,7 @@ const (
 	deadLettersConsumer = "coordinator-dead-letters"
 )
 
-// consumeReports folds runners' reports into state, one at a time, until
+// consumeReports hands runners' reports to their workflows' inboxes (see foldReports) until
 // ctx ends. A report is acked only after the events it caused are in the
 // log, so a coordinator that dies mid-report sees it again on restart.
 func (e *Engine) consumeReports(ctx context.Context) error {
