@@ -145,3 +145,50 @@ func TestCachesInvalid(t *testing.T) {
 		}
 	}
 }
+
+// TestDockerCloseStopsWarmup (PERF-49): a warm-up whose container is still
+// running when the sandbox is closed is stopped with it: its container is
+// removed (none of the runner's is left), nothing it wrote becomes a
+// trusted layer, and Close does not wait for the command to end.
+func TestDockerCloseStopsWarmup(t *testing.T) {
+	dir := t.TempDir()
+	d, img := dockerTest(t, DockerOptions{Caches: CacheOptions{
+		Dir: dir,
+		Warmup: [][]string{
+			{"probe", "write-text", "/tmp/.cache/tool/entry", "partial"},
+			{"probe", "sleep", "10m"},
+		},
+		WarmCaches: toolCaches,
+	}})
+	warmed := make(chan error, 1)
+	go func() { warmed <- d.WarmCaches(context.Background(), img) }()
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		if len(listContainers(t, d, d.host)) > 0 {
+			ents, _ := os.ReadDir(filepath.Join(dir, "trusted"))
+			if len(ents) > 0 { // the staging directory: past the first command
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the warm-up's container did not start")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // the sleeping command's container is up
+	closed := make(chan struct{})
+	go func() { _ = d.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("Close waited for the warm-up's command to end")
+	}
+	if err := <-warmed; err != nil {
+		t.Fatalf("WarmCaches: %v", err)
+	}
+	if n := len(listContainers(t, d, d.host)); n != 0 {
+		t.Errorf("%d warm-up container(s) left after Close", n)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(dir, "trusted")); len(ents) != 0 {
+		t.Errorf("trusted/ holds %d entries after a stopped warm-up, want none", len(ents))
+	}
+}
