@@ -5,9 +5,10 @@ package bench
 // grows as finished workflows accumulate, with retirement (the default)
 // and without it (the reference). The state is the coordinator's own fold
 // (statemachine.State) of generated history, every event encoded and
-// decoded as the log gives it back; no NATS server runs meanwhile, so the
-// process's resident memory is the fold's plus the Go runtime's and the
-// bench's own.
+// decoded as the log gives it back and numbered as the log numbers it,
+// with the task prompts left in the log as the coordinator leaves them
+// (PERF-50); no NATS server runs meanwhile, so the process's resident
+// memory is the fold's plus the Go runtime's and the bench's own.
 
 import (
 	"context"
@@ -70,9 +71,32 @@ func liveHeap() (heap, rss int64) {
 	return int64(m.HeapAlloc), residentBytes()
 }
 
+// historyLog numbers the events folded as the event log does, and gives
+// back the task prompts of the history's submissions as the engine's
+// reader of the log would: every generated workflow has the same tasks
+// and prompts, and a state asks only for the events it recorded as
+// submissions (or plan expansions, which the history has none of).
+type historyLog struct {
+	seq     uint64
+	prompts map[string]string
+}
+
+// newHistoryLog is the log of a state given it as its prompt source.
+func newHistoryLog(h *history, st *statemachine.State) *historyLog {
+	l := &historyLog{prompts: map[string]string{}}
+	for _, t := range h.spec.Tasks {
+		l.prompts[t.ID] = t.Prompt
+	}
+	st.SetPromptSource(l, true)
+	return l
+}
+
+// Prompts returns the history's task prompts.
+func (l *historyLog) Prompts(uint64) (map[string]string, error) { return l.prompts, nil }
+
 // foldWorkflow folds a workflow's events into st as the log gives them
-// back.
-func foldWorkflow(st *statemachine.State, evs []eventlog.Event) error {
+// back, numbered by l.
+func foldWorkflow(st *statemachine.State, l *historyLog, evs []eventlog.Event) error {
 	for _, ev := range evs {
 		data, err := eventlog.Encode(ev)
 		if err != nil {
@@ -82,6 +106,8 @@ func foldWorkflow(st *statemachine.State, evs []eventlog.Event) error {
 		if err != nil {
 			return err
 		}
+		l.seq++
+		back.Seq = l.seq
 		if err := st.Apply(back); err != nil {
 			return fmt.Errorf("fold %s of %s: %w", ev.Type(), ev.WorkflowID, err)
 		}
@@ -125,14 +151,17 @@ func (r *runner) scaleTracked(n int) (ScalePoint, error) {
 	_, _ = liveHeap() // what earlier scenarios left is collected by now
 	base, _ := liveHeap()
 	st := statemachine.New()
+	log := newHistoryLog(h, st)
 	p := ScalePoint{}
 	began := time.Now()
+	var last string
 	for p.Nodes < n {
-		_, evs, err := h.next(inFlight)
+		id, evs, err := h.next(inFlight)
 		if err != nil {
 			return p, err
 		}
-		if err := foldWorkflow(st, evs); err != nil {
+		last = id
+		if err := foldWorkflow(st, log, evs); err != nil {
 			return p, err
 		}
 		p.Workflows++
@@ -140,11 +169,31 @@ func (r *runner) scaleTracked(n int) (ScalePoint, error) {
 		p.EventsFolded += len(evs)
 	}
 	p.FoldSeconds = time.Since(began).Seconds()
+	if err := promptsLeftOut(st, last); err != nil {
+		return p, err
+	}
 	heap, rss := liveHeap()
 	p.HeapBytes, p.RSSBytes = heap-base, rss
 	p.HeapPerNode = float64(p.HeapBytes) / float64(p.Nodes)
 	runtime.KeepAlive(st)
 	return p, nil
+}
+
+// promptsLeftOut checks that workflow id of st holds no task prompt in
+// memory and reads each back from the log, as the coordinator does.
+func promptsLeftOut(st *statemachine.State, id string) error {
+	w, ok := st.Workflow(id)
+	if !ok {
+		return fmt.Errorf("workflow %s not in memory", id)
+	}
+	for _, t := range w.Spec.Tasks {
+		p, err := w.TaskPrompt(w.Nodes[t.ID])
+		if t.Prompt != "" || err != nil || p != historyPrompt {
+			return fmt.Errorf("task %s of %s: %d bytes of prompt in memory, %d read back (%v); want none and the history's",
+				t.ID, id, len(t.Prompt), len(p), err)
+		}
+	}
+	return nil
 }
 
 // scaleGrowth folds finished workflows up to the largest size, measuring
@@ -160,6 +209,7 @@ func (r *runner) scaleGrowth(ctx context.Context) ([]GrowthPoint, error) {
 		_, _ = liveHeap()
 		base, _ := liveHeap()
 		st := statemachine.New()
+		log := newHistoryLog(h, st)
 		nodes, wfs := 0, 0
 		for i, n := range r.cfg.ScaleNodes {
 			for nodes < n {
@@ -170,7 +220,7 @@ func (r *runner) scaleGrowth(ctx context.Context) ([]GrowthPoint, error) {
 				if err != nil {
 					return nil, err
 				}
-				if err := foldWorkflow(st, evs); err != nil {
+				if err := foldWorkflow(st, log, evs); err != nil {
 					return nil, err
 				}
 				if retire && !st.Retire(id) {

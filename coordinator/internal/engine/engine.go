@@ -108,6 +108,11 @@ type Engine struct {
 	wakes *wakeups
 	// ctx is the leader's context while Run leads.
 	ctx context.Context
+	// prompts reads task prompts back from the log; leavePrompts, set
+	// before the replay when the log keeps every event for good, keeps
+	// them out of the state's memory (PERF-50).
+	prompts      *logPrompts
+	leavePrompts bool
 
 	// ready is closed when the engine has replayed the log and leads.
 	ready chan struct{}
@@ -161,7 +166,7 @@ func New(b *bus.Bus, store state.Store, opts Options) (*Engine, error) {
 	return &Engine{
 		bus: b, store: store, opts: opts, log: opts.Log, integ: integ,
 		st: statemachine.New(), queues: newSerial(), inbox: newInbox(), out: newOutbox(), wakes: newWakeups(),
-		ready: make(chan struct{}),
+		ready: make(chan struct{}), prompts: newLogPrompts(b.JS),
 	}, nil
 }
 
@@ -208,6 +213,7 @@ func (e *Engine) Run(ctx context.Context, serve ServeFunc) error {
 
 // lead serves while this engine leads, until leaderCtx ends.
 func (e *Engine) lead(leaderCtx context.Context, stopLeading context.CancelCauseFunc, serve ServeFunc) error {
+	e.leavePrompts = e.logKeepsEverything(leaderCtx)
 	if err := e.replay(leaderCtx); err != nil {
 		return err
 	}

@@ -82,6 +82,14 @@ defaults:
 	if login.agent.NodeID != "plan--login" || len(login.agent.Patches) != 1 {
 		t.Fatalf("second added job %+v", login.agent)
 	}
+	// Its prompt was left in the log (PERF-50): the restarted coordinator
+	// read it back from the nodes_added event.
+	if !strings.HasPrefix(login.agent.Prompt, "Build it.\n\n## Component login") {
+		t.Fatalf("second added job's prompt %q", login.agent.Prompt)
+	}
+	if mem := e.promptsInMemory(wf); mem["plan--login"] != "" || mem["plan"] != "" {
+		t.Fatalf("prompts in memory %q, want them left in the log", mem)
+	}
 	e.started(login, 4)
 	e.agentSays(login, 4, "```json\n"+`{"status":"SUCCESS","files_created":[],"files_modified":[],"tests_written":[]}`+"\n```", nil)
 	docs := e.next(protocol.KindAgent, "default", 5*time.Second)

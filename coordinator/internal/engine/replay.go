@@ -84,6 +84,7 @@ func (e *Engine) reload(ctx context.Context, wf string) error {
 // are logged and skipped.
 func (e *Engine) fold(ctx context.Context, subject string) (*statemachine.State, int, error) {
 	st := statemachine.New()
+	st.SetPromptSource(e.prompts, e.leavePrompts)
 	count, err := e.foldLog(ctx, subject, 1, st, st.Apply)
 	if err != nil {
 		return nil, 0, err

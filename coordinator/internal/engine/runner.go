@@ -54,7 +54,11 @@ func (e *Engine) advance(ctx context.Context, wf string) {
 		if !d.Wake.IsZero() {
 			e.wakes.at(wf, d.Wake.Sub(now), e.kick)
 		}
+		read := len(d.Deferred) > 0 && e.readDeferred(ctx, wf, d.Deferred)
 		if len(d.Effects) == 0 {
+			if read {
+				continue // the postponed jobs can be built now
+			}
 			return
 		}
 		if span == nil {
@@ -68,7 +72,7 @@ func (e *Engine) advance(ctx context.Context, wf string) {
 			}
 			return
 		}
-		if !changed {
+		if !changed && !read {
 			return // only jobs published: nothing new to decide on
 		}
 	}
@@ -147,6 +151,9 @@ func (e *Engine) append(ctx context.Context, ev eventlog.Event, msgID string) (f
 		return false, nil // already in the log and folded
 	}
 	ev.Seq = seq
+	if tasks, ok := taskBodies(ev.Body); ok && e.leavePrompts {
+		e.prompts.keep(seq, tasks) // the new nodes' jobs need them next
+	}
 	e.mu.Lock()
 	err = e.st.Apply(ev)
 	e.mu.Unlock()

@@ -350,6 +350,7 @@ func (e *Engine) restore(ctx context.Context) (*statemachine.State, int, Snapsho
 		st, count, err := e.fold(ctx, protocol.SubjectEvents)
 		return st, count, SnapshotInfo{}, err
 	}
+	st.SetPromptSource(e.prompts, e.leavePrompts)
 	e.snapSeq.Store(si.Seq)
 	reload := map[string]bool{}
 	count, err := e.foldLog(ctx, protocol.SubjectEvents, si.Seq+1, st, func(ev eventlog.Event) error {

@@ -27,6 +27,7 @@ func (s *State) Apply(ev eventlog.Event) error {
 			return err
 		}
 		w.LastSeq = ev.Seq
+		s.leavePromptsOut(w, ev.Seq)
 		s.Put(w)
 		return nil
 	}
@@ -196,7 +197,7 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 	case eventlog.NodeIntegrationQueued, eventlog.IntegrationDispatched, eventlog.IntegrationFinished:
 		w.applyIntegration(n, ev)
 	case eventlog.NodesAdded:
-		if err := w.addNodes(n, b); err != nil {
+		if err := w.addNodes(n, b, ev.Seq); err != nil {
 			return err
 		}
 	case eventlog.NodeRetryGranted:

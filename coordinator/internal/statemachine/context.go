@@ -11,10 +11,11 @@ import (
 // task lists them — the work a reviewer checks the change against (CTX-06).
 // A task that names no targets gets its declared files as $TARGET, and one
 // that names no interface globs gets those of the interfaces locked for
-// it as $INTERFACES. It is nil when the task packs no context.
-func (w *Workflow) contextSpec(n *Node) *protocol.ContextSpec {
+// it as $INTERFACES. It is nil when the task packs no context, and an
+// error only when a dependency's prompt left in the log cannot be read.
+func (w *Workflow) contextSpec(n *Node) (*protocol.ContextSpec, error) {
 	if n.Task.Context == nil {
-		return nil
+		return nil, nil
 	}
 	spec := *n.Task.Context
 	var plan strings.Builder
@@ -26,7 +27,11 @@ func (w *Workflow) contextSpec(n *Node) *protocol.ContextSpec {
 		if plan.Len() > 0 {
 			plan.WriteString("\n")
 		}
-		plan.WriteString("### Task " + dep + "\n\n" + strings.TrimRight(d.Task.Prompt, "\n") + "\n")
+		prompt, err := w.TaskPrompt(d)
+		if err != nil {
+			return nil, err
+		}
+		plan.WriteString("### Task " + dep + "\n\n" + strings.TrimRight(prompt, "\n") + "\n")
 	}
 	spec.Plan = plan.String()
 	if len(spec.Targets) == 0 {
@@ -47,5 +52,5 @@ func (w *Workflow) contextSpec(n *Node) *protocol.ContextSpec {
 			}
 		}
 	}
-	return &spec
+	return &spec, nil
 }

@@ -96,7 +96,22 @@ func (d *decider) publishAgent(n *Node, attempt int, at time.Time) {
 	if id == n.publishedJob || (d.published != nil && d.published(id)) {
 		return
 	}
-	d.Effects = append(d.Effects, Publish{Agent: d.w.agentJob(n, attempt, at)})
+	job, err := d.w.agentJob(n, attempt, at)
+	if err != nil {
+		d.postpone(err)
+		return
+	}
+	d.Effects = append(d.Effects, Publish{Agent: job})
+}
+
+// deferRetry is how soon a job that could not be built is tried again.
+const deferRetry = time.Second
+
+// postpone records a job that could not be built now, to be tried again
+// after deferRetry.
+func (d *decider) postpone(err error) {
+	d.Deferred = append(d.Deferred, err)
+	d.wakeAt(d.now.Add(deferRetry))
 }
 
 // publishGate publishes round round of node n's gate g, unless the engine
@@ -109,7 +124,12 @@ func (d *decider) publishGate(n *Node, g *GateRun, round int) {
 	if id == g.publishedJob || (d.published != nil && d.published(id)) {
 		return
 	}
-	d.Effects = append(d.Effects, Publish{Gate: d.w.gateJob(n, g, round, d.now)})
+	job, err := d.w.gateJob(n, g, round, d.now)
+	if err != nil {
+		d.postpone(err)
+		return
+	}
+	d.Effects = append(d.Effects, Publish{Gate: job})
 }
 
 func (d *decider) wakeAt(t time.Time) {
@@ -439,15 +459,22 @@ func (w *Workflow) commitTime(n *Node) time.Time {
 
 // agentJob is node n's agent job for attempt, published at publishedAt. A
 // retry starts from the previous attempt's work and gets the failed
-// round's feedback, as a document and appended to the prompt.
-func (w *Workflow) agentJob(n *Node, attempt int, publishedAt time.Time) *protocol.AgentJob {
+// round's feedback, as a document and appended to the prompt. It fails
+// only when a prompt left in the log cannot be read back.
+func (w *Workflow) agentJob(n *Node, attempt int, publishedAt time.Time) (*protocol.AgentJob, error) {
+	prompt, err := w.TaskPrompt(n)
+	if err != nil {
+		return nil, err
+	}
 	job := &protocol.AgentJob{
 		JobID: protocol.AgentJobID(w.ID, n.ID, attempt), WorkflowID: w.ID, NodeID: n.ID,
 		Attempt: attempt, Pool: n.Task.Pool, Repo: w.Repo, Patches: w.BasePatches(n.ID),
-		Command: n.Task.Command, Agent: n.Task.Agent, Prompt: n.Task.Prompt, Env: n.Task.Env,
+		Command: n.Task.Command, Agent: n.Task.Agent, Prompt: prompt, Env: n.Task.Env,
 		TimeoutSeconds: n.Task.TimeoutSeconds, PublishedAt: publishedAt, FileLocks: w.fileLocks(n),
 	}
-	job.Context = w.contextSpec(n)
+	if job.Context, err = w.contextSpec(n); err != nil {
+		return nil, err
+	}
 	for id := range w.ancestors(n.ID) {
 		if a := w.Nodes[id]; a.Approved() && a.ApprovedBy() != "" {
 			if job.Approvals == nil {
@@ -471,12 +498,13 @@ func (w *Workflow) agentJob(n *Node, attempt int, publishedAt time.Time) *protoc
 	// submissions were redacted, or a report of a runner that does not
 	// redact, must not put a secret in a job.
 	job.Prompt = redact.String(job.Prompt)
-	return job
+	return job, nil
 }
 
 // gateJob is round round of gate g of node n: the gate runs on the
-// ancestors' accepted patches plus the node's own.
-func (w *Workflow) gateJob(n *Node, g *GateRun, round int, now time.Time) *protocol.GateJob {
+// ancestors' accepted patches plus the node's own. It fails only when the
+// task prompt a review gate needs cannot be read back from the log.
+func (w *Workflow) gateJob(n *Node, g *GateRun, round int, now time.Time) (*protocol.GateJob, error) {
 	spec := n.GateSpecs[g.Name]
 	patches := w.BasePatches(n.ID)
 	if n.Patch != nil {
@@ -492,10 +520,14 @@ func (w *Workflow) gateJob(n *Node, g *GateRun, round int, now time.Time) *proto
 	}
 	if spec.IsReview() {
 		// The reviewers judge the work against the task (CTX-06).
-		job.TaskPrompt = redact.String(n.Task.Prompt)
+		prompt, err := w.TaskPrompt(n)
+		if err != nil {
+			return nil, err
+		}
+		job.TaskPrompt = redact.String(prompt)
 	}
 	if job.Pool == "" {
 		job.Pool = protocol.DefaultPool
 	}
-	return job
+	return job, nil
 }

@@ -185,8 +185,9 @@ func (n *Node) ReviewRejected() bool {
 // addNodes folds a workflow.nodes_added event: the planner's tasks are
 // appended to the spec, the planner's former dependents wait for them
 // too, and the order is recomputed. An expansion that would not make a
-// valid workflow does not fold.
-func (w *Workflow) addNodes(planner *Node, b eventlog.NodesAdded) error {
+// valid workflow does not fold. The added tasks' prompts stay in the log
+// (at seq) if the workflow's others do.
+func (w *Workflow) addNodes(planner *Node, b eventlog.NodesAdded, seq uint64) error {
 	spec := workflow.Grow(w.Spec, workflow.Expansion{Tasks: b.Tasks, Dependents: b.Dependents})
 	g, err := workflow.NewGraph(spec)
 	if err != nil {
@@ -196,6 +197,7 @@ func (w *Workflow) addNodes(planner *Node, b eventlog.NodesAdded) error {
 	// grown) and then the added ones, which the new nodes point at; the
 	// nodes already there point at their entry in it, or, with a task of
 	// their own, at a copy of it with the new depends_on.
+	w.leaveAddedPromptsOut(spec.Tasks[len(spec.Tasks)-len(b.Tasks):], seq)
 	added := make([]*Node, 0, len(b.Tasks))
 	plans := gatePlans{}
 	for i := len(spec.Tasks) - len(b.Tasks); i < len(spec.Tasks); i++ {

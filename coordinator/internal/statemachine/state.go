@@ -32,6 +32,10 @@ type State struct {
 	// order is every workflow's id, retired ones included.
 	order []string
 	fleet *Fleet
+	// prompts reads task prompts back from the log; with leavePrompts the
+	// workflows folded keep none in memory (prompts.go).
+	prompts      PromptSource
+	leavePrompts bool
 }
 
 // New returns an empty state.
@@ -112,6 +116,9 @@ func (s *State) Put(w *Workflow) {
 	}
 	delete(s.retired, w.ID)
 	w.fleet = s.fleet
+	if w.prompts != nil {
+		w.prompts.src = s.prompts
+	}
 	w.ordered()
 	s.wfs[w.ID] = w
 }
@@ -168,6 +175,9 @@ type Workflow struct {
 	IntegrationSpecs map[string]protocol.GateSpec
 	// fleet is the state of the fleet the workflow runs in.
 	fleet *Fleet
+	// prompts, if set, says where in the log the tasks' prompts left out
+	// of memory are (prompts.go).
+	prompts *promptsInLog
 	// queue is the integration queue: node ids in the order they joined
 	// it; IntegrationQueue filters those still waiting in it.
 	queue []string
