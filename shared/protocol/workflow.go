@@ -1,6 +1,9 @@
 package protocol
 
-import "time"
+import (
+	"reflect"
+	"time"
+)
 
 // WorkflowSpec is a validated workflow in its wire form: what the
 // coordinator stores in the workflow.submitted event. The YAML a user writes
@@ -27,14 +30,13 @@ type WorkflowSpec struct {
 	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
 }
 
-// TaskSpec is one node of a workflow.
+// TaskSpec is one node of a workflow. The settings most tasks leave unset
+// are in TaskRare, which a task points at only when one of them is set: a
+// coordinator keeps a TaskSpec per node in flight (PERF-51). On the wire
+// they are the task's own fields. Read them through TaskSpec's methods of
+// the same names (nil-safe) and set them with SetRare.
 type TaskSpec struct {
 	ID string `json:"id"`
-	// Command is the agent's argv in events written before Agent existed;
-	// new specs leave it empty and set Agent.
-	Command []string `json:"command,omitempty"`
-	// Adapter names the agent adapter of such an event's Command, if any.
-	Adapter string `json:"adapter,omitempty"`
 	// Agent says how the node's agent runs (nil for a human task and in
 	// events written before it existed).
 	Agent     *AgentSpec `json:"agent,omitempty"`
@@ -67,9 +69,6 @@ type TaskSpec struct {
 	// a replay decides the same (nil in events written before it existed:
 	// DefaultRetryPolicy).
 	Retry *RetryPolicy `json:"retry,omitempty"`
-	// RetryFrom says what a retry starts from: RetryFromPrevious ("", the
-	// previous attempt's work on top of the base) or RetryFromBase.
-	RetryFrom string `json:"retry_from,omitempty"`
 	// AllowEmpty accepts an agent round that changes nothing; without it,
 	// such a round is a no_changes failure, retried with feedback.
 	AllowEmpty bool `json:"allow_empty,omitempty"`
@@ -77,22 +76,11 @@ type TaskSpec struct {
 	// agent: the task waits for a human to approve it; its prompt tells
 	// the human what to do).
 	Type string `json:"type,omitempty"`
-	// Approval, if set, makes the node wait for a human's approval once
-	// its gates have passed (HITL-02).
-	Approval *Approval `json:"approval,omitempty"`
 	// Files are globs of the files the task works on (DAG-07): two nodes
 	// whose files may overlap never run at the same time, and the later
 	// builds on the earlier's accepted work. None: the task declares
 	// nothing and is never held back for files.
 	Files []string `json:"files,omitempty"`
-	// Interface are globs of the interface files the task defines
-	// (HIER-03): once it has succeeded, a patch of another node that
-	// changes a file they match fails its round, unless that node's
-	// MayChangeInterfaces allows it.
-	Interface []string `json:"interface,omitempty"`
-	// MayChangeInterfaces are globs of locked interface files the task
-	// may change anyway ("**": any; written may_change_interfaces: true).
-	MayChangeInterfaces []string `json:"may_change_interfaces,omitempty"`
 	// Context, when set, is the context packed for the agent before it
 	// runs (CTX-01), resolved from the strategy when the workflow was
 	// parsed.
@@ -101,6 +89,33 @@ type TaskSpec struct {
 	// with (generic, plan, implementation, review; "" = none): a round
 	// without a valid block is retried with feedback (OUT-01, OUT-06).
 	Output string `json:"output,omitempty"`
+	// TaskRare holds the settings most tasks leave unset (nil: none set).
+	*TaskRare
+}
+
+// TaskRare are the settings of a task most tasks leave unset (see
+// TaskSpec). Tasks copied from one another may share one: never write
+// through it, use SetRare.
+type TaskRare struct {
+	// Command is the agent's argv in events written before Agent existed;
+	// new specs leave it empty and set Agent.
+	Command []string `json:"command,omitempty"`
+	// Adapter names the agent adapter of such an event's Command, if any.
+	Adapter string `json:"adapter,omitempty"`
+	// RetryFrom says what a retry starts from: RetryFromPrevious ("", the
+	// previous attempt's work on top of the base) or RetryFromBase.
+	RetryFrom string `json:"retry_from,omitempty"`
+	// Approval, if set, makes the node wait for a human's approval once
+	// its gates have passed (HITL-02).
+	Approval *Approval `json:"approval,omitempty"`
+	// Interface are globs of the interface files the task defines
+	// (HIER-03): once it has succeeded, a patch of another node that
+	// changes a file they match fails its round, unless that node's
+	// MayChangeInterfaces allows it.
+	Interface []string `json:"interface,omitempty"`
+	// MayChangeInterfaces are globs of locked interface files the task
+	// may change anyway ("**": any; written may_change_interfaces: true).
+	MayChangeInterfaces []string `json:"may_change_interfaces,omitempty"`
 	// Expand, on a task whose Output is plan, is the template of the
 	// nodes the plan's components become (HIER-01, DAG-02).
 	Expand *ExpandSpec `json:"expand,omitempty"`
@@ -116,6 +131,109 @@ type TaskSpec struct {
 	// FeedbackTemplate names the template a retry's feedback is rendered
 	// with ("" for the default one).
 	FeedbackTemplate string `json:"feedback_template,omitempty"`
+}
+
+// SetRare changes the task's rarely set settings with set, on a copy of
+// them: tasks copied from this one keep theirs. The task points at none
+// once all are unset.
+func (t *TaskSpec) SetRare(set func(r *TaskRare)) {
+	r := &TaskRare{}
+	if t.TaskRare != nil {
+		*r = *t.TaskRare
+	}
+	set(r)
+	if reflect.ValueOf(*r).IsZero() {
+		r = nil
+	}
+	t.TaskRare = r
+}
+
+// Command is TaskRare.Command (nil when unset).
+func (t TaskSpec) Command() []string {
+	if t.TaskRare == nil {
+		return nil
+	}
+	return t.TaskRare.Command
+}
+
+// Adapter is TaskRare.Adapter ("" when unset).
+func (t TaskSpec) Adapter() string {
+	if t.TaskRare == nil {
+		return ""
+	}
+	return t.TaskRare.Adapter
+}
+
+// RetryFrom is TaskRare.RetryFrom ("" when unset).
+func (t TaskSpec) RetryFrom() string {
+	if t.TaskRare == nil {
+		return ""
+	}
+	return t.TaskRare.RetryFrom
+}
+
+// Approval is TaskRare.Approval (nil when unset).
+func (t TaskSpec) Approval() *Approval {
+	if t.TaskRare == nil {
+		return nil
+	}
+	return t.TaskRare.Approval
+}
+
+// Interface is TaskRare.Interface (nil when unset).
+func (t TaskSpec) Interface() []string {
+	if t.TaskRare == nil {
+		return nil
+	}
+	return t.TaskRare.Interface
+}
+
+// MayChangeInterfaces is TaskRare.MayChangeInterfaces (nil when unset).
+func (t TaskSpec) MayChangeInterfaces() []string {
+	if t.TaskRare == nil {
+		return nil
+	}
+	return t.TaskRare.MayChangeInterfaces
+}
+
+// Expand is TaskRare.Expand (nil when unset).
+func (t TaskSpec) Expand() *ExpandSpec {
+	if t.TaskRare == nil {
+		return nil
+	}
+	return t.TaskRare.Expand
+}
+
+// Planner is TaskRare.Planner ("" when unset).
+func (t TaskSpec) Planner() string {
+	if t.TaskRare == nil {
+		return ""
+	}
+	return t.TaskRare.Planner
+}
+
+// MaxCostUSD is TaskRare.MaxCostUSD (0 when unset).
+func (t TaskSpec) MaxCostUSD() float64 {
+	if t.TaskRare == nil {
+		return 0
+	}
+	return t.TaskRare.MaxCostUSD
+}
+
+// Role is TaskRare.Role ("" when unset).
+func (t TaskSpec) Role() string {
+	if t.TaskRare == nil {
+		return ""
+	}
+	return t.TaskRare.Role
+}
+
+// FeedbackTemplate is TaskRare.FeedbackTemplate ("" when unset).
+func (t TaskSpec) FeedbackTemplate() string {
+	if t.TaskRare == nil {
+		return ""
+	}
+	return t.TaskRare.FeedbackTemplate
 }
 
 // ExpandSpec is the template of the nodes a planner's plan adds: each

@@ -2,10 +2,12 @@ package engine
 
 import (
 	"testing"
+	"time"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/pricing"
 	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
 )
 
 // TestEstimateCost: a report whose CLI reported tokens but no cost gets
@@ -42,11 +44,16 @@ func TestEstimateCost(t *testing.T) {
 // report's result is not changed in place.
 func TestEstimateReviewCost(t *testing.T) {
 	prices := pricing.Table{"gpt-5": {Input: 1.25, Output: 10}, "gemini-2.5-pro": {Input: 2, Output: 12}}
-	w := &statemachine.Workflow{Nodes: map[string]*statemachine.Node{
-		"a": {ID: "a", GateSpecs: map[string]protocol.GateSpec{"review": {Name: "review", Type: protocol.GateTypeReview,
-			Review: &protocol.ReviewSpec{Approvals: 1, Reviewers: []protocol.AgentSpec{
-				{Adapter: "claude-code"}, {Adapter: "codex", Model: "gpt-5"}, {Adapter: "gemini"}, {Adapter: "command"}}}}}},
-	}}
+	st := statemachine.New()
+	if err := st.Apply(eventlog.Event{WorkflowID: "wf-cost", Time: time.Now(), Body: eventlog.WorkflowSubmitted{
+		Workflow: &protocol.WorkflowSpec{Name: "cost",
+			Gates: []protocol.GateSpec{{Name: "review", Type: protocol.GateTypeReview,
+				Review: &protocol.ReviewSpec{Approvals: 1, Reviewers: []protocol.AgentSpec{
+					{Adapter: "claude-code"}, {Adapter: "codex", Model: "gpt-5"}, {Adapter: "gemini"}, {Adapter: "command"}}}}},
+			Tasks: []protocol.TaskSpec{{ID: "a", Prompt: "p", Gates: []string{"review"}}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	w, _ := st.Workflow("wf-cost")
 	mtok := protocol.TokenUsage{Input: 1_000_000, Output: 100_000}
 	orig := &protocol.ReviewResult{Required: 1, Reviewers: []protocol.ReviewVerdict{
 		{Reviewer: 1, Run: &protocol.AgentRun{Adapter: "claude-code", Usage: mtok, CostUSD: 0.5, CostKnown: true}},

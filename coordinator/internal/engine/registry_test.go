@@ -280,8 +280,8 @@ func TestSubmissionUsesRegistryGate(t *testing.T) {
 	wfYAML := "name: reg\ndefaults:\n  " + agentCmd + "gates: [vet, test]\ntasks:\n  - id: a\n    prompt: a\n    gates: [vet]\n"
 	wf := e.submit(wfYAML)
 	n := e.node(wf, "a")
-	if strings.Join(n.GateOrder, ",") != "vet" || n.GateSpecs["vet"].Source != "sup-gates/vet" || n.GateSpecs["vet"].TimeoutSeconds != 120 {
-		t.Fatalf("node a gates = %v %+v", n.GateOrder, n.GateSpecs["vet"])
+	if strings.Join(n.GateOrder(), ",") != "vet" || n.GateSpecs()["vet"].Source != "sup-gates/vet" || n.GateSpecs()["vet"].TimeoutSeconds != 120 {
+		t.Fatalf("node a gates = %v %+v", n.GateOrder(), n.GateSpecs()["vet"])
 	}
 	j := e.next(protocol.KindAgent, "default", 5*time.Second)
 	e.started(j, 1)
@@ -299,7 +299,8 @@ func TestSubmissionUsesRegistryGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	wf2 := e.submit(wfYAML)
-	if got := e.node(wf2, "a").GateSpecs["vet"].TimeoutSeconds; got != 420 {
+	a2 := e.node(wf2, "a")
+	if got := a2.GateSpecs()["vet"].TimeoutSeconds; got != 420 {
 		t.Errorf("timeout after update = %d, want 420", got)
 	}
 	// A removed registry gate is unknown to the next submission.
@@ -400,11 +401,11 @@ func TestNodeGateChanges(t *testing.T) {
 	// The changes are events: a restarted coordinator has them.
 	e.stopEng()
 	e.start(startOptions{gates: lowerGates()})
-	if n := e.node(wf, "a"); strings.Join(n.GateOrder, ",") != "extra,vet" || n.Status != protocol.NodeGating {
-		t.Fatalf("a after restart: %v %s", n.GateOrder, n.Status)
+	if n := e.node(wf, "a"); strings.Join(n.GateOrder(), ",") != "extra,vet" || n.Status != protocol.NodeGating {
+		t.Fatalf("a after restart: %v %s", n.GateOrder(), n.Status)
 	}
-	if n := e.node(wf, "b"); strings.Join(n.GateOrder, ",") != "fmt" || n.OnFail["fmt"] != gates.Warn || n.GateSpecs["fmt"].TimeoutSeconds != 45 {
-		t.Fatalf("b after restart: %v %v %+v", n.GateOrder, n.OnFail, n.GateSpecs["fmt"])
+	if n := e.node(wf, "b"); strings.Join(n.GateOrder(), ",") != "fmt" || n.OnFail()["fmt"] != gates.Warn || n.GateSpecs()["fmt"].TimeoutSeconds != 45 {
+		t.Fatalf("b after restart: %v %v %+v", n.GateOrder(), n.OnFail(), n.GateSpecs()["fmt"])
 	}
 
 	e.gateDone(vet, 2, protocol.GatePassed)

@@ -218,7 +218,7 @@ func estimateReviewCost(w *statemachine.Workflow, r *protocol.Report, prices pri
 	}
 	var specs []protocol.AgentSpec
 	if n := w.Nodes[r.Gate.NodeID]; n != nil {
-		if g, ok := n.GateSpecs[r.Gate.Gate]; ok && g.Review != nil {
+		if g, ok := n.GateSpecs()[r.Gate.Gate]; ok && g.Review != nil {
 			specs = g.Review.Reviewers
 		}
 	}

@@ -434,7 +434,7 @@ func (s *Service) nodeGateAdd(ctx context.Context, req api.GateAddRequest, file 
 				spec = fg.Spec()
 			}
 		}
-		_, inPlan = n.GateSpecs[spec.Name]
+		_, inPlan = n.GateSpecs()[spec.Name]
 		if inPlan && (!req.Replace || !parsed) {
 			return eventlog.GateChange{}, api.Conflict(
 				"node %s already runs gate %q; pass --replace with a definition to redefine it for this node, or use `gate update %s --task %s/%s`",
@@ -461,7 +461,7 @@ func (s *Service) nodeGateAdd(ctx context.Context, req api.GateAddRequest, file 
 func (s *Service) nodeGateUpdate(ctx context.Context, req api.GateUpdateRequest) (api.GateChangeResponse, error) {
 	var warnings []string
 	resp, err := s.changeNodeGates(ctx, req.WorkflowID, req.NodeID, func(w *statemachine.Workflow, n *statemachine.Node) (eventlog.GateChange, error) {
-		cur, ok := n.GateSpecs[req.Name]
+		cur, ok := n.GateSpecs()[req.Name]
 		if !ok {
 			return eventlog.GateChange{}, api.NotFound("node %s has no gate %q", n.ID, req.Name)
 		}
@@ -486,7 +486,7 @@ func (s *Service) nodeGateUpdate(ctx context.Context, req api.GateUpdateRequest)
 func (s *Service) nodeGateRemove(ctx context.Context, req api.GateRemoveRequest) (api.GateChangeResponse, error) {
 	var old api.GateInfo
 	resp, err := s.changeNodeGates(ctx, req.WorkflowID, req.NodeID, func(_ *statemachine.Workflow, n *statemachine.Node) (eventlog.GateChange, error) {
-		if _, ok := n.GateSpecs[req.Name]; !ok {
+		if _, ok := n.GateSpecs()[req.Name]; !ok {
 			return eventlog.GateChange{}, api.NotFound("node %s has no gate %q", n.ID, req.Name)
 		}
 		old = nodeGateInfo(n, req.Name, 0)

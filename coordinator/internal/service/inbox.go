@@ -31,7 +31,7 @@ func (s *Service) inbox(ctx context.Context, _ api.IDRequest) (api.InboxResponse
 					TraceID: telemetry.TraceID(w.TraceParent)}
 				if n.Status == protocol.NodeAwaitingApproval {
 					item.Since, item.Deadline = n.AwaitingSince(), timePtr(n.ApprovalDeadline())
-					if a := n.Task.Approval; a != nil {
+					if a := n.Task.Approval(); a != nil {
 						item.Approvers = a.Approvers
 					}
 				} else if len(n.History()) > 0 {

@@ -33,7 +33,7 @@ func (s *Service) logs(ctx context.Context, req api.IDRequest) (api.LogsResponse
 		if n.Agent != nil && n.Agent.Log != "" {
 			entries = append(entries, api.LogEntry{Name: "agent", Object: n.Agent.Log})
 		}
-		for _, g := range n.GateOrder {
+		for _, g := range n.GateOrder() {
 			if gr := n.Gates[g]; gr != nil && gr.Result != nil && gr.Result.Log != "" {
 				entries = append(entries, api.LogEntry{Name: "gate " + g, Object: gr.Result.Log})
 			}

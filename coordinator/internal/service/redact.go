@@ -24,10 +24,10 @@ func redactSpec(spec *protocol.WorkflowSpec) []string {
 	for i := range spec.Tasks {
 		t := &spec.Tasks[i]
 		mask("task "+t.ID+": prompt", &t.Prompt)
-		if t.Expand != nil {
-			x := *t.Expand // copied: the parsed spec may share it
+		if e := t.Expand(); e != nil {
+			x := *e // copied: the parsed spec may share it
 			mask("task "+t.ID+": expand prompt", &x.Prompt)
-			t.Expand = &x
+			t.SetRare(func(r *protocol.TaskRare) { r.Expand = &x })
 		}
 		changed = append(changed, redactGates("task "+t.ID+": gate ", t.GateDefs)...)
 	}

@@ -17,7 +17,7 @@ func TestRedactSpec(t *testing.T) {
 	spec := &protocol.WorkflowSpec{
 		Tasks: []protocol.TaskSpec{
 			{ID: "plain", Prompt: "Add a greeting."},
-			{ID: "deploy", Prompt: "Deploy. password: pw-1a2b3c4d5e", Expand: &protocol.ExpandSpec{Prompt: "api_key=ak-9z8y7x6w5v"},
+			{ID: "deploy", Prompt: "Deploy. password: pw-1a2b3c4d5e", TaskRare: &protocol.TaskRare{Expand: &protocol.ExpandSpec{Prompt: "api_key=ak-9z8y7x6w5v"}},
 				GateDefs: []protocol.GateSpec{{Name: "look", Type: protocol.GateTypeReview, Review: shared}}},
 		},
 		Gates: []protocol.GateSpec{{Name: "review", Type: protocol.GateTypeReview, Review: shared}, {Name: "test", Command: []string{"go", "test", "--token", "t"}}},
@@ -27,7 +27,7 @@ func TestRedactSpec(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("redactSpec reported %q; want %q", got, want)
 	}
-	for _, text := range []string{spec.Tasks[1].Prompt, spec.Tasks[1].Expand.Prompt, spec.Tasks[1].GateDefs[0].Review.Prompt, spec.Gates[0].Review.Prompt} {
+	for _, text := range []string{spec.Tasks[1].Prompt, spec.Tasks[1].Expand().Prompt, spec.Tasks[1].GateDefs[0].Review.Prompt, spec.Gates[0].Review.Prompt} {
 		if !strings.Contains(text, redact.Mask) || strings.ContainsAny(strings.TrimPrefix(text, "Deploy. "), "0123456789") {
 			t.Errorf("%q: want its secret masked", text)
 		}

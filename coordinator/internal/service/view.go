@@ -43,7 +43,7 @@ func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
 		ns := api.NodeSummary{
 			ID: id, Status: n.Status, Attempt: n.Attempt, Host: n.Host, DependsOn: n.Task.DependsOn,
 			Commit: n.Commit(), Reason: n.Reason, StartedAt: timePtr(n.StartedAt), EndedAt: timePtr(n.EndedAt()),
-			MaxAttempts: n.Budget, Output: n.Output, ReviewRejected: n.ReviewRejected(), Planner: n.Task.Planner,
+			MaxAttempts: n.Budget, Output: n.Output, ReviewRejected: n.ReviewRejected(), Planner: n.Task.Planner(),
 			Expanded: max(n.Expanded(), 0),
 		}
 		if n.Status == protocol.NodeRetrying {
@@ -65,8 +65,8 @@ func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
 			r.Text = ""
 			ns.LastRun = &r
 		}
-		ns.Spend, ns.MaxCostUSD = spend(n.Spend()), n.Task.MaxCostUSD
-		for _, g := range n.GateOrder {
+		ns.Spend, ns.MaxCostUSD = spend(n.Spend()), n.Task.MaxCostUSD()
+		for _, g := range n.GateOrder() {
 			var gs api.GateSummary
 			if gr := n.Gates[g]; gr != nil {
 				gs = gateSummary(g, n.Attempt, gr.Result)
@@ -151,7 +151,7 @@ func gateSummary(name string, attempt int, r *protocol.GateResult) api.GateSumma
 
 // nodeGateInfo describes one gate of a node's plan.
 func nodeGateInfo(n *statemachine.Node, name string, layer int) api.GateInfo {
-	spec := n.GateSpecs[name]
+	spec := n.GateSpecs()[name]
 	src := api.SourceWorkflow
 	for _, d := range n.Task.GateDefs {
 		if d.Name == name {
@@ -160,7 +160,7 @@ func nodeGateInfo(n *statemachine.Node, name string, layer int) api.GateInfo {
 	}
 	l, req := layer, n.Task.GateRequired(name)
 	info := api.GateInfo{Name: name, Source: src, DefinedAt: spec.Source, Definition: spec,
-		Layer: &l, Required: &req, OnFail: string(n.OnFail[name])}
+		Layer: &l, Required: &req, OnFail: string(n.OnFail()[name])}
 	if g := n.Gates[name]; g != nil {
 		info.Status = g.Status
 	}

@@ -104,10 +104,10 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 		}
 		if n.AgentSucceeded() {
 			n.Status, n.Patch = protocol.NodeGating, b.Result.Patch
-			if n.Gates == nil && len(n.GateOrder) > 0 {
-				n.Gates = make(map[string]*GateRun, len(n.GateOrder))
+			if n.Gates == nil && len(n.GateOrder()) > 0 {
+				n.Gates = make(map[string]*GateRun, len(n.GateOrder()))
 			}
-			for _, g := range n.GateOrder {
+			for _, g := range n.GateOrder() {
 				n.Gates[g] = &GateRun{Name: g}
 			}
 		}
@@ -154,7 +154,7 @@ func (w *Workflow) apply(ev eventlog.Event) error {
 			g.Host = b.Result.Host
 		}
 		if g.Status == protocol.GatePending {
-			g.setPending(ev.Time, ev.Time.Add(n.GateSpecs[b.Gate].PollInterval()))
+			g.setPending(ev.Time, ev.Time.Add(n.GateSpecs()[b.Gate].PollInterval()))
 		}
 	case eventlog.NodeIntegrated:
 		d := part(&n.done)
@@ -262,7 +262,7 @@ func (w *Workflow) refreshStatus() {
 func (n *Node) record(ev eventlog.Event, reason string, feedback json.RawMessage, sig string) {
 	r := AttemptRecord{Attempt: n.Attempt, Agent: n.Agent, Patch: n.Patch, Output: n.Output, Outcome: ev.Type(), Reason: reason,
 		At: ev.Time, Feedback: feedback, Given: n.Given(), Signature: sig}
-	for _, name := range n.GateOrder {
+	for _, name := range n.GateOrder() {
 		if g := n.Gates[name]; g != nil && g.Result != nil {
 			r.Gates = append(r.Gates, *g.Result)
 		}

@@ -102,7 +102,7 @@ func RerunGates(w *Workflow, node, gate string, noCache bool, now time.Time) ([]
 		targets = []*Node{n}
 	} else {
 		for _, id := range w.Order {
-			if n := w.Nodes[id]; GatesRerunnable(n) && len(n.GateOrder) > 0 {
+			if n := w.Nodes[id]; GatesRerunnable(n) && len(n.GateOrder()) > 0 {
 				targets = append(targets, n)
 			}
 		}
@@ -115,9 +115,9 @@ func RerunGates(w *Workflow, node, gate string, noCache bool, now time.Time) ([]
 		effects = append(effects, Append{Event: eventlog.Event{WorkflowID: w.ID, NodeID: n.ID, Time: now, Body: body}})
 	}
 	for _, n := range targets {
-		names := n.GateOrder
+		names := n.GateOrder()
 		if gate != "" {
-			if _, ok := n.GateSpecs[gate]; !ok {
+			if _, ok := n.GateSpecs()[gate]; !ok {
 				return nil, notFound("node %s has no gate %q", n.ID, gate)
 			}
 			names = skippedBecauseOf(n, gate)
@@ -146,12 +146,12 @@ func RerunGates(w *Workflow, node, gate string, noCache bool, now time.Time) ([]
 // of it, transitively: they run again when it does.
 func skippedBecauseOf(n *Node, gate string) []string {
 	names := []string{gate}
-	for _, name := range n.GateOrder { // dependency layers: dependencies first
+	for _, name := range n.GateOrder() { // dependency layers: dependencies first
 		g := n.Gates[name]
 		if g == nil || g.Status != protocol.GateSkipped {
 			continue
 		}
-		for _, dep := range n.GateSpecs[name].DependsOn {
+		for _, dep := range n.GateSpecs()[name].DependsOn {
 			if slices.Contains(names, dep) {
 				names = append(names, name)
 				break

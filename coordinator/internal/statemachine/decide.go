@@ -251,12 +251,12 @@ func (d *decider) gating(n *Node) {
 		return
 	}
 	appended := false
-	for _, name := range n.GateOrder {
+	for _, name := range n.GateOrder() {
 		g := n.Gates[name]
 		if g == nil {
 			g = &GateRun{Name: name}
 		}
-		spec := n.GateSpecs[name]
+		spec := n.GateSpecs()[name]
 		if !g.Dispatched && g.Terminal() {
 			continue // skipped: it stays so until a rerun
 		}
@@ -346,8 +346,8 @@ func (d *decider) pendingGate(n *Node, g *GateRun, spec protocol.GateSpec) bool 
 // pending (failed > pending > passed); otherwise (some gate pending) keep
 // gating.
 func (d *decider) decideNode(n *Node) {
-	statuses := make([]protocol.GateStatus, 0, len(n.GateOrder))
-	for _, name := range n.GateOrder {
+	statuses := make([]protocol.GateStatus, 0, len(n.GateOrder()))
+	for _, name := range n.GateOrder() {
 		g := n.Gates[name]
 		if g == nil || g.Status == "" {
 			return // not dispatched yet, or still running
@@ -368,7 +368,7 @@ func (d *decider) decideNode(n *Node) {
 				return
 			}
 		}
-		if n.Task.Approval != nil && !n.Approved() {
+		if n.Task.Approval() != nil && !n.Approved() {
 			d.approvalStep(n)
 			return
 		}
@@ -469,7 +469,7 @@ func (w *Workflow) agentJob(n *Node, attempt int, publishedAt time.Time) (*proto
 	job := &protocol.AgentJob{
 		JobID: protocol.AgentJobID(w.ID, n.ID, attempt), WorkflowID: w.ID, NodeID: n.ID,
 		Attempt: attempt, Pool: n.Task.Pool, Repo: w.Repo, Patches: w.BasePatches(n.ID),
-		Command: n.Task.Command, Agent: n.Task.Agent, Prompt: prompt, Env: n.Task.Env,
+		Command: n.Task.Command(), Agent: n.Task.Agent, Prompt: prompt, Env: n.Task.Env,
 		TimeoutSeconds: n.Task.TimeoutSeconds, PublishedAt: publishedAt, FileLocks: w.fileLocks(n),
 	}
 	if job.Context, err = w.contextSpec(n); err != nil {
@@ -487,7 +487,7 @@ func (w *Workflow) agentJob(n *Node, attempt int, publishedAt time.Time) (*proto
 	if attempt > 1 {
 		job.StartFrom = n.startFrom()
 		job.Feedback = n.Feedback()
-		text = renderFeedback(n.Feedback(), n.Task.FeedbackTemplate)
+		text = renderFeedback(n.Feedback(), n.Task.FeedbackTemplate())
 	}
 	job.Prompt = w.withDependencyReports(job.Prompt, n)
 	job.Prompt = withOutputInstructions(job.Prompt, n.Task.Output, text)
@@ -505,7 +505,7 @@ func (w *Workflow) agentJob(n *Node, attempt int, publishedAt time.Time) (*proto
 // ancestors' accepted patches plus the node's own. It fails only when the
 // task prompt a review gate needs cannot be read back from the log.
 func (w *Workflow) gateJob(n *Node, g *GateRun, round int, now time.Time) (*protocol.GateJob, error) {
-	spec := n.GateSpecs[g.Name]
+	spec := n.GateSpecs()[g.Name]
 	patches := w.BasePatches(n.ID)
 	if n.Patch != nil {
 		patches = append(patches, *n.Patch)

@@ -140,10 +140,10 @@ func (w *Workflow) builtOn(id string) map[string]bool {
 func (w *Workflow) lockedInterfaces(n *Node) (nodes []string, globs [][]string) {
 	for _, id := range w.Order {
 		o := w.Nodes[id]
-		if id == n.ID || len(o.Task.Interface) == 0 || o.Status != protocol.NodeSucceeded {
+		if id == n.ID || len(o.Task.Interface()) == 0 || o.Status != protocol.NodeSucceeded {
 			continue
 		}
-		nodes, globs = append(nodes, id), append(globs, o.Task.Interface)
+		nodes, globs = append(nodes, id), append(globs, o.Task.Interface())
 	}
 	return nodes, globs
 }
@@ -167,8 +167,8 @@ func (w *Workflow) interfaceViolation(n *Node) (failure, bool) {
 			strings.Join(nodes, ", ") + " locked"
 		return failure{interfaces: msg}, true
 	}
-	allowed := make([]*pathglob.Pattern, 0, len(n.Task.MayChangeInterfaces))
-	for _, g := range n.Task.MayChangeInterfaces {
+	allowed := make([]*pathglob.Pattern, 0, len(n.Task.MayChangeInterfaces()))
+	for _, g := range n.Task.MayChangeInterfaces() {
 		allowed = append(allowed, pathglob.Compile(g))
 	}
 	var files []string

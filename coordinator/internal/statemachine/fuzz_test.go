@@ -109,7 +109,7 @@ func drive(w *world, script []byte) {
 				running = append(running, id)
 			case protocol.NodeGating:
 				gating = append(gating, id)
-				for _, g := range n.GateOrder {
+				for _, g := range n.GateOrder() {
 					if r := n.Gates[g]; r != nil && r.Dispatched && !r.Terminal() {
 						gates = append(gates, id+"/"+g)
 					}
@@ -163,7 +163,7 @@ func drive(w *world, script []byte) {
 			}
 		case 6:
 			n := pick(wf.Order, arg(&i))
-			gate := pick(append([]string{""}, w.node(n).GateOrder...), arg(&i))
+			gate := pick(append([]string{""}, w.node(n).GateOrder()...), arg(&i))
 			w.command(statemachine.RerunGates(wf, n, gate, arg(&i)%2 == 0, w.now))
 		case 7:
 			// A human: cancels, or decides a node that waits for one, or
@@ -194,10 +194,10 @@ func drive(w *world, script []byte) {
 			}
 		case 9:
 			n := w.node(pick(wf.Order, arg(&i)))
-			c := eventlog.GateChange{Remove: pick(n.GateOrder, arg(&i))}
+			c := eventlog.GateChange{Remove: pick(n.GateOrder(), arg(&i))}
 			if arg(&i)%2 == 0 || c.Remove == "" {
 				c = eventlog.GateChange{Definition: &protocol.GateSpec{Name: "extra", Command: []string{"x"},
-					DependsOn: []string{pick(n.GateOrder, arg(&i))}}, Optional: arg(&i)%2 == 0}
+					DependsOn: []string{pick(n.GateOrder(), arg(&i))}}, Optional: arg(&i)%2 == 0}
 				if c.Definition.DependsOn[0] == "" {
 					c.Definition.DependsOn = nil
 				}

@@ -27,6 +27,35 @@ type gatePlan struct {
 	onFail map[string]gates.FailAction
 }
 
+// GateOrder is the node's gates in dispatch order (dependency layers,
+// ties alphabetical), including gates pulled in through depends_on.
+// Read-only.
+func (n *Node) GateOrder() []string {
+	if n.plan == nil {
+		return nil
+	}
+	return n.plan.order
+}
+
+// GateSpecs are the gate definitions in effect for the node (workflow
+// gates, with the task's own front-matter gates replacing them), by name.
+// Read-only.
+func (n *Node) GateSpecs() map[string]protocol.GateSpec {
+	if n.plan == nil {
+		return nil
+	}
+	return n.plan.specs
+}
+
+// OnFail is what each gate's failure does to the node, by gate name.
+// Read-only.
+func (n *Node) OnFail() map[string]gates.FailAction {
+	if n.plan == nil {
+		return nil
+	}
+	return n.plan.onFail
+}
+
 // newGatePlan computes task t's gate plan in workflow spec.
 func newGatePlan(spec *protocol.WorkflowSpec, t *protocol.TaskSpec) (*gatePlan, error) {
 	defs := spec.GateDefinitions(*t)
@@ -110,7 +139,7 @@ func (n *Node) setTask(spec *protocol.WorkflowSpec, t *protocol.TaskSpec, plans 
 			plans[key] = p
 		}
 	}
-	n.Task, n.GateOrder, n.GateSpecs, n.OnFail = t, p.order, p.specs, p.onFail
+	n.Task, n.plan = t, p
 	return nil
 }
 
@@ -199,7 +228,7 @@ func (w *Workflow) PlanGateChange(n *Node, c eventlog.GateChange) (protocol.Task
 		if !replaced {
 			t.GateDefs = append(t.GateDefs, def)
 		}
-		if _, inPlan := n.GateSpecs[def.Name]; !inPlan {
+		if _, inPlan := n.GateSpecs()[def.Name]; !inPlan {
 			if t.Required == nil && t.Optional == nil {
 				t.Required = append([]string{}, t.Gates...) // make the old all-required form explicit
 			}
@@ -268,7 +297,7 @@ func (w *Workflow) applyGateChange(n *Node, c eventlog.GateChange) error {
 	if err != nil {
 		return err
 	}
-	before := n.GateSpecs
+	before := n.GateSpecs()
 	// The node's own task from now on: the spec's entry, and the plan
 	// the node shared with others, stay as they were.
 	if err := n.setTask(w.Spec, &t, nil); err != nil {
@@ -277,7 +306,7 @@ func (w *Workflow) applyGateChange(n *Node, c eventlog.GateChange) error {
 	n.setOwnTask(&t)
 	for name, g := range n.Gates {
 		_, was := before[name]
-		_, is := n.GateSpecs[name]
+		_, is := n.GateSpecs()[name]
 		if was != is {
 			*g = GateRun{Name: name, Round: g.Round}
 		}

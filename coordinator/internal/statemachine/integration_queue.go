@@ -448,7 +448,7 @@ func (w *Workflow) failedRun(n *Node, name string) (*GateRun, protocol.GateSpec)
 	if g, ok := strings.CutPrefix(name, failureGatePrefix); ok {
 		return n.failedGate(name), w.IntegrationSpecs[g]
 	}
-	return n.Gates[name], n.GateSpecs[name]
+	return n.Gates[name], n.GateSpecs()[name]
 }
 
 // failedGate is failedRun's run alone.

@@ -58,7 +58,7 @@ type failure struct {
 func (n *Node) gateFailure() failure {
 	var f failure
 	var why []string
-	for _, name := range n.GateOrder {
+	for _, name := range n.GateOrder() {
 		g := n.Gates[name]
 		if !n.Blocking(name) || g.Status == protocol.GateSkipped {
 			continue
@@ -74,7 +74,7 @@ func (n *Node) gateFailure() failure {
 				reason = ": " + g.Result.Error
 			}
 			why = append(why, fmt.Sprintf("gate %s could not run%s", name, reason))
-		case n.OnFail[name] == gates.Block:
+		case n.OnFail()[name] == gates.Block:
 			why = append(why, fmt.Sprintf("gate %s %s and its on_fail is block", name, g.Status))
 		}
 	}
@@ -279,7 +279,7 @@ func (d *decider) escalated(n *Node) {
 // step's timeout if it has one.
 func (d *decider) awaitApproval(n *Node, attempt int, reason string) {
 	ev := eventlog.NodeAwaitingApproval{Attempt: attempt, Reason: reason}
-	if a := n.Task.Approval; a != nil && a.TimeoutSeconds > 0 {
+	if a := n.Task.Approval(); a != nil && a.TimeoutSeconds > 0 {
 		ev.Deadline = d.now.Add(time.Duration(a.TimeoutSeconds) * time.Second)
 	}
 	d.append(n, ev, fmt.Sprintf("%s.%s.a%d.awaiting", d.w.ID, n.ID, attempt))
@@ -307,7 +307,7 @@ func (d *decider) awaiting(n *Node) {
 		return
 	}
 	onTimeout := protocol.OnTimeoutEscalate
-	if a := n.Task.Approval; a != nil && a.OnTimeout != "" {
+	if a := n.Task.Approval(); a != nil && a.OnTimeout != "" {
 		onTimeout = a.OnTimeout
 	}
 	id := fmt.Sprintf("%s.%s.a%d.approval-timeout", d.w.ID, n.ID, n.Attempt)
@@ -330,7 +330,7 @@ func (d *decider) awaiting(n *Node) {
 // (or the human it escalates to), with an operator's note if any.
 func (w *Workflow) feedback(n *Node, f failure, escalated bool, note *feedback.Note) json.RawMessage {
 	in := feedback.Input{WorkflowID: w.ID, NodeID: n.ID, Attempt: n.Attempt, MaxAttempts: n.Budget, Note: note,
-		WorkReset: n.Task.RetryFrom == protocol.RetryFromBase}
+		WorkReset: n.Task.RetryFrom() == protocol.RetryFromBase}
 	in.Output = f.output
 	if a := n.Agent; f.agent != "" && a != nil && f.output == nil {
 		// The agent's own run failed: it is reported like a gate, "agent".
@@ -422,7 +422,7 @@ func renderFeedback(doc json.RawMessage, tmpl string) string {
 // startFrom is the patch a retry of n starts from: the latest attempt's
 // work, unless the task says to start from the base.
 func (n *Node) startFrom() *protocol.PatchRef {
-	if n.Task.RetryFrom == protocol.RetryFromBase {
+	if n.Task.RetryFrom() == protocol.RetryFromBase {
 		return nil
 	}
 	for i := len(n.History()) - 1; i >= 0; i-- {
@@ -458,7 +458,7 @@ func approve(w *Workflow, node, by, note string, acceptConfig bool, now time.Tim
 		return nil, conflict("node %s: attempt %d's agent did not succeed, so there is no work to approve (reject it, or retry)",
 			n.ID, n.Attempt)
 	}
-	for _, name := range n.GateOrder {
+	for _, name := range n.GateOrder() {
 		if g := n.Gates[name]; g != nil && g.Result != nil && g.Result.IntegrityViolation {
 			return nil, conflict("node %s: gate %s found an integrity violation in attempt %d; it cannot be approved (reject it, or retry)",
 				n.ID, name, n.Attempt)
@@ -541,7 +541,7 @@ func waitingNode(w *Workflow, node, by string) (*Node, error) {
 	if (n.Status != protocol.NodeEscalated && n.Status != protocol.NodeAwaitingApproval) || n.Approved() {
 		return nil, conflict("node %s is %s: only an escalated node, or one awaiting approval, waits for a human", n.ID, n.Status)
 	}
-	if a := n.Task.Approval; a != nil && len(a.Approvers) > 0 && n.Status == protocol.NodeAwaitingApproval &&
+	if a := n.Task.Approval(); a != nil && len(a.Approvers) > 0 && n.Status == protocol.NodeAwaitingApproval &&
 		!slices.Contains(a.Approvers, by) {
 		return nil, conflict("node %s may be decided by %s only, not %s", n.ID, strings.Join(a.Approvers, ", "), by)
 	}

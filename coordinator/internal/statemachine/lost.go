@@ -34,7 +34,7 @@ func RunningJobs(w *Workflow) []RunningJob {
 			jobs = append(jobs, RunningJob{JobID: protocol.AgentJobID(w.ID, n.ID, n.Attempt), Node: n.ID,
 				Attempt: n.Attempt, LeaseToken: n.LeaseToken})
 		case n.Status == protocol.NodeGating:
-			for _, name := range n.GateOrder {
+			for _, name := range n.GateOrder() {
 				g := n.Gates[name]
 				if g == nil || !g.Dispatched || !g.Awaiting || g.LeaseToken == 0 || g.Waiting() != nil {
 					continue

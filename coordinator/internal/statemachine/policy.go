@@ -21,7 +21,7 @@ const (
 // step: its approval policy approves it, or it waits for a human, told
 // why the policy did not approve.
 func (d *decider) approvalStep(n *Node) {
-	ok, why := autoApproval(n.Task.Approval, n.Patch)
+	ok, why := autoApproval(n.Task.Approval(), n.Patch)
 	if ok {
 		d.append(n, eventlog.NodeApproved{Attempt: n.Attempt, By: PolicyApprover, Note: why},
 			fmt.Sprintf("%s.%s.a%d.auto-approved", d.w.ID, n.ID, n.Attempt))

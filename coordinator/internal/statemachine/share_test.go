@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"maps"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -42,8 +43,8 @@ type nodeView struct {
 }
 
 func viewOf(n *statemachine.Node) nodeView {
-	v := nodeView{Task: *n.Task, GateOrder: slices.Clone(n.GateOrder), GateSpecs: maps.Clone(n.GateSpecs),
-		OnFail: maps.Clone(n.OnFail), Failures: maps.Clone(n.GateFailures())}
+	v := nodeView{Task: *n.Task, GateOrder: slices.Clone(n.GateOrder()), GateSpecs: maps.Clone(n.GateSpecs()),
+		OnFail: maps.Clone(n.OnFail()), Failures: maps.Clone(n.GateFailures())}
 	v.Task.Gates, v.Task.DependsOn = slices.Clone(v.Task.Gates), slices.Clone(v.Task.DependsOn)
 	v.Task.Required, v.Task.Optional = slices.Clone(v.Task.Required), slices.Clone(v.Task.Optional)
 	v.Task.OnFail, v.Task.GateDefs = maps.Clone(v.Task.OnFail), slices.Clone(v.Task.GateDefs)
@@ -87,7 +88,7 @@ func checkShared(t *testing.T, step string, w *statemachine.Workflow, own ...str
 	}
 	for _, id := range shared[1:] {
 		x, y := w.Nodes[shared[0]], w.Nodes[id]
-		if !sameMap(x.GateSpecs, y.GateSpecs) || !sameMap(x.OnFail, y.OnFail) || &x.GateOrder[0] != &y.GateOrder[0] {
+		if !sameMap(x.GateSpecs(), y.GateSpecs()) || !sameMap(x.OnFail(), y.OnFail()) || &x.GateOrder()[0] != &y.GateOrder()[0] {
 			t.Errorf("%s: nodes %s and %s do not share their gate plan", step, shared[0], id)
 		}
 		if x.Task.Agent != y.Task.Agent {
@@ -99,7 +100,7 @@ func checkShared(t *testing.T, step string, w *statemachine.Workflow, own ...str
 		}
 	}
 	for _, id := range []string{"d", "e"} {
-		if sameMap(w.Nodes[id].GateSpecs, w.Nodes["b"].GateSpecs) {
+		if sameMap(w.Nodes[id].GateSpecs(), w.Nodes["b"].GateSpecs()) {
 			t.Errorf("%s: node %s, with gates of its own, shares b's plan", step, id)
 		}
 	}
@@ -171,8 +172,8 @@ func TestSharingLeaksNoChange(t *testing.T) {
 			Definition: &protocol.GateSpec{Name: "late", Command: []string{"late"}}, Optional: true, OnFail: "warn"}}),
 		ev("a", eventlog.NodeGatesChanged{Change: eventlog.GateChange{Remove: "vet"}}))
 	a := w.Nodes["a"]
-	if !slices.Equal(a.GateOrder, []string{"late", "test"}) || a.OnFail["late"] != gates.Warn || a.Task.OnFail["late"] != "warn" {
-		t.Fatalf("a's plan after its changes: %v %v", a.GateOrder, a.OnFail)
+	if !slices.Equal(a.GateOrder(), []string{"late", "test"}) || a.OnFail()["late"] != gates.Warn || a.Task.OnFail["late"] != "warn" {
+		t.Fatalf("a's plan after its changes: %v %v", a.GateOrder(), a.OnFail())
 	}
 	unchanged("a's gates changed", "a")
 	checkShared(t, "a's gates changed", w, "a")
@@ -198,9 +199,9 @@ func TestSharingLeaksNoChange(t *testing.T) {
 			t.Errorf("%s does not wait for the added node: %v", id, n.Task.DependsOn)
 		}
 	}
-	if a := w.Nodes["a"]; !slices.Equal(a.GateOrder, []string{"late", "test"}) || a.Task.OnFail["late"] != "warn" ||
+	if a := w.Nodes["a"]; !slices.Equal(a.GateOrder(), []string{"late", "test"}) || a.Task.OnFail["late"] != "warn" ||
 		slices.Contains(specTask(t, w, "a").Gates, "late") {
-		t.Errorf("a lost its own gates, or the spec got them: %v, spec %v", a.GateOrder, specTask(t, w, "a").Gates)
+		t.Errorf("a lost its own gates, or the spec got them: %v, spec %v", a.GateOrder(), specTask(t, w, "a").Gates)
 	}
 	if x := w.Nodes["x"]; x == nil || x.Task != specTask(t, w, "x") {
 		t.Errorf("the added node does not point at its task in the spec")
@@ -259,18 +260,23 @@ func TestWorkflowsShareGatePlans(t *testing.T) {
 		return w
 	}
 	one, two := statemachine.New(), statemachine.New()
-	w1, w2 := submit(one, "wf-one", shareWF), submit(one, "wf-two", shareWF)
+	w1 := submit(one, "wf-one", shareWF)
+	// The table of plans in use holds them weakly: the nodes pointing at
+	// a plan keep it there through collections.
+	runtime.GC()
+	runtime.GC()
+	w2 := submit(one, "wf-two", shareWF)
 	w3 := submit(two, "wf-three", shareWF)
 	other := submit(two, "wf-other", strings.Replace(shareWF, "command: [test]", "command: [test, -race]", 1))
 	for _, w := range []*statemachine.Workflow{w2, w3} {
-		if a, b := w1.Nodes["a"], w.Nodes["a"]; !sameMap(a.GateSpecs, b.GateSpecs) || !sameMap(a.OnFail, b.OnFail) {
+		if a, b := w1.Nodes["a"], w.Nodes["a"]; !sameMap(a.GateSpecs(), b.GateSpecs()) || !sameMap(a.OnFail(), b.OnFail()) {
 			t.Errorf("node a of %s and of %s do not share their gate plan", w1.ID, w.ID)
 		}
 	}
-	if sameMap(w1.Nodes["a"].GateSpecs, other.Nodes["a"].GateSpecs) {
+	if sameMap(w1.Nodes["a"].GateSpecs(), other.Nodes["a"].GateSpecs()) {
 		t.Errorf("node a of %s shares the plan of a workflow with other gates", other.ID)
 	}
-	if got := other.Nodes["a"].GateSpecs["test"].Command; !slices.Equal(got, []string{"test", "-race"}) {
+	if got := other.Nodes["a"].GateSpecs()["test"].Command; !slices.Equal(got, []string{"test", "-race"}) {
 		t.Errorf("%s's gate test runs %v", other.ID, got)
 	}
 }

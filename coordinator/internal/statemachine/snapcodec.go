@@ -34,7 +34,7 @@ import (
 // a state read back asks the engine about again.
 var skipped = map[reflect.Type]map[string]bool{
 	reflect.TypeFor[Workflow](): {"fleet": true, "overlaps": true, "overlapMu": true, "orderNodes": true, "orderKey": true},
-	reflect.TypeFor[Node]():     {"Task": true, "GateOrder": true, "GateSpecs": true, "OnFail": true, "publishedJob": true},
+	reflect.TypeFor[Node]():     {"Task": true, "plan": true, "publishedJob": true},
 	reflect.TypeFor[GateRun]():  {"publishedJob": true},
 	// Set again by Put and SetPromptSource.
 	reflect.TypeFor[promptsInLog](): {"src": true},

@@ -86,7 +86,7 @@ func (w *Workflow) Spend() Spend {
 // reached the workflow's; "" when neither. The spend counts known costs,
 // estimated ones included.
 func (d *decider) overBudget(n *Node) string {
-	if b := n.Task.MaxCostUSD; b > 0 && n.Spend().CostUSD >= b {
+	if b := n.Task.MaxCostUSD(); b > 0 && n.Spend().CostUSD >= b {
 		return fmt.Sprintf("budget spent: the node's %s, its max_cost_usd is $%.2f", costOf(n.Spend()), b)
 	}
 	return d.workflowOverBudget()

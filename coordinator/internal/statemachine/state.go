@@ -207,16 +207,11 @@ type Node struct {
 	// the task's output schema (nil: no schema, or no successful agent
 	// result yet).
 	Output *protocol.AgentOutput
-	// GateOrder is the node's gates in dispatch order (dependency layers,
-	// ties alphabetical), including gates pulled in through depends_on.
-	// GateSpecs are the definitions in effect for this node (workflow
-	// gates, with the task's own front-matter gates replacing them), and
-	// OnFail what each gate's failure does to it. The three are the node's
-	// gate plan (gatePlan), derived from its task and read-only: nodes of
-	// a workflow with the same gates share one; setTask replaces them.
-	GateOrder []string
-	GateSpecs map[string]protocol.GateSpec
-	OnFail    map[string]gates.FailAction
+	// plan is the node's gate plan (GateOrder, GateSpecs, OnFail),
+	// derived from its task and read-only: nodes with the same gates share
+	// one, and pointing at it keeps it in the process-wide table of plans
+	// in use (internPlan); setTask replaces it.
+	plan *gatePlan
 	// Gates are the runs of the current attempt's gates (nil until one).
 	Gates     map[string]*GateRun
 	Reason    string
@@ -460,7 +455,7 @@ func (n *Node) Blocking(name string) bool {
 	if g.Status == protocol.GateSkipped {
 		return true
 	}
-	return n.OnFail[name] != gates.Warn
+	return n.OnFail()[name] != gates.Warn
 }
 
 // AgentSucceeded reports whether the node's current attempt has a

@@ -118,11 +118,11 @@ func TestConfigsTemplatesExpand(t *testing.T) {
 				wfGates = append(wfGates, g.Name)
 			}
 			for _, task := range spec.Tasks {
-				if task.Approval != nil {
+				if task.Approval() != nil {
 					approvals = append(approvals, task.ID)
 				}
-				if task.Type != protocol.TaskHuman && (task.Role == "" || !strings.Contains(task.Prompt, "GET /healthz")) {
-					t.Errorf("task %s: role %q, prompt lacks the feature:\n%s", task.ID, task.Role, task.Prompt)
+				if task.Type != protocol.TaskHuman && (task.Role() == "" || !strings.Contains(task.Prompt, "GET /healthz")) {
+					t.Errorf("task %s: role %q, prompt lacks the feature:\n%s", task.ID, task.Role(), task.Prompt)
 				}
 			}
 			if !reflect.DeepEqual(wfGates, tc.gates) {
@@ -134,7 +134,7 @@ func TestConfigsTemplatesExpand(t *testing.T) {
 			// The plan's components are built by implementers: the
 			// implementer's role, schema and prompt, not the planner's.
 			plan := spec.Tasks[0]
-			if x := plan.Expand; plan.ID != "plan" || x == nil || x.Role != "implementer" || x.Output != "implementation" || x.RolePrompt == nil {
+			if x := plan.Expand(); plan.ID != "plan" || x == nil || x.Role != "implementer" || x.Output != "implementation" || x.RolePrompt == nil {
 				t.Errorf("plan %s expand = %+v, want the implementer role", plan.ID, x)
 			}
 			// TPL-03: with sign-offs, the components wait for the last.
@@ -142,7 +142,7 @@ func TestConfigsTemplatesExpand(t *testing.T) {
 			if tc.approvals != nil {
 				after = []string{"interface_definition"}
 			}
-			if x := plan.Expand; x != nil && !reflect.DeepEqual(x.After, after) {
+			if x := plan.Expand(); x != nil && !reflect.DeepEqual(x.After, after) {
 				t.Errorf("plan's components wait for %v, want %v", x.After, after)
 			}
 		})
@@ -238,11 +238,11 @@ Add GET /healthz.
 	if spec.Name != "healthz" || !reflect.DeepEqual(taskIDs(spec), []string{"plan", "implement", "risk_check"}) {
 		t.Errorf("name %q tasks %v", spec.Name, taskIDs(spec))
 	}
-	if x := spec.Tasks[0].Expand; x == nil || x.TimeoutSeconds != 1200 {
+	if x := spec.Tasks[0].Expand(); x == nil || x.TimeoutSeconds != 1200 {
 		t.Errorf("plan expand = %+v", x)
 	}
 	impl := spec.Tasks[1]
-	if impl.Role != "tester" || impl.TimeoutSeconds != 3600 || impl.Pool != "linux" || !reflect.DeepEqual(impl.Gates, []string{"go-build", "go-test"}) {
+	if impl.Role() != "tester" || impl.TimeoutSeconds != 3600 || impl.Pool != "linux" || !reflect.DeepEqual(impl.Gates, []string{"go-build", "go-test"}) {
 		t.Errorf("implement = %+v", impl)
 	}
 }
@@ -340,7 +340,7 @@ func TestDisableRewiresExpandAfter(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v\n%s", err, doc)
 			}
-			if got := spec.Tasks[0].Expand.After; !reflect.DeepEqual(got, tc.after) {
+			if got := spec.Tasks[0].Expand().After; !reflect.DeepEqual(got, tc.after) {
 				t.Errorf("plan's components wait for %v, want %v", got, tc.after)
 			}
 		})
@@ -354,7 +354,7 @@ func TestDisableRewiresExpandAfter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := spec.Tasks[0].Expand.After; !reflect.DeepEqual(got, []string{"interface_definition"}) {
+	if got := spec.Tasks[0].Expand().After; !reflect.DeepEqual(got, []string{"interface_definition"}) {
 		t.Errorf("disabling a step in one expansion changed the template: the components wait for %v", got)
 	}
 }

@@ -114,7 +114,7 @@ func (p *parser) expand(n *yaml.Node, what string, planner protocol.TaskSpec, d 
 	if _, ok := f["may_change_interfaces"]; ok {
 		var t protocol.TaskSpec
 		p.files(f, &t, what)
-		e.spec.MayChangeInterfaces = t.MayChangeInterfaces
+		e.spec.MayChangeInterfaces = t.MayChangeInterfaces()
 	}
 	if x, ok := f["timeout"]; ok {
 		if s, good := p.timeout(x.Val, what+" timeout", MaxAgentTimeout); good {
@@ -198,7 +198,7 @@ func (p *parser) expandRole(e *expandDef, ref *roleRef, f map[string]gates.Field
 // its agent, pool and timeout, the workflow's max_attempts and
 // allow_empty, output implementation (gates are filled in by checkExpand).
 func defaultExpand(n *yaml.Node, planner protocol.TaskSpec, d defaultsDef) expandDef {
-	return expandDef{node: n, spec: &protocol.ExpandSpec{Command: planner.Command, Adapter: planner.Adapter,
+	return expandDef{node: n, spec: &protocol.ExpandSpec{Command: planner.Command(), Adapter: planner.Adapter(),
 		Agent: planner.Agent, Pool: planner.Pool, TimeoutSeconds: planner.TimeoutSeconds, Output: agentoutput.Implementation,
 		MaxAttempts: d.retry.maxAttempts, AllowEmpty: d.retry.allowEmpty}}
 }
@@ -275,9 +275,9 @@ func Expand(spec *protocol.WorkflowSpec, planner string, plan *agentoutput.PlanO
 	if pt == nil {
 		return Expansion{}, fmt.Errorf("workflow has no task %q", planner)
 	}
-	tmpl := pt.Expand
+	tmpl := pt.Expand()
 	if tmpl == nil {
-		tmpl = &protocol.ExpandSpec{Command: pt.Command, Adapter: pt.Adapter, Agent: pt.Agent, Pool: pt.Pool,
+		tmpl = &protocol.ExpandSpec{Command: pt.Command(), Adapter: pt.Adapter(), Agent: pt.Agent, Pool: pt.Pool,
 			TimeoutSeconds: pt.TimeoutSeconds, Gates: pt.Gates, Output: agentoutput.Implementation}
 	}
 	ids, deps := plan.Graph()
@@ -301,20 +301,24 @@ func Expand(spec *protocol.WorkflowSpec, planner string, plan *agentoutput.PlanO
 		if nid := ExpandedID(planner, id); !protocol.ValidName(nid) {
 			return Expansion{}, fmt.Errorf("component %q would become node %q, longer than a task id may be (%s)", id, nid, protocol.NameRule)
 		}
+		var iface []string
+		for _, it := range defines[id] {
+			iface = append(iface, it.File)
+		}
 		t := protocol.TaskSpec{
-			ID: ExpandedID(planner, id), Command: tmpl.Command, Adapter: tmpl.Adapter, Agent: tmpl.Agent,
+			ID: ExpandedID(planner, id), Agent: tmpl.Agent,
 			Prompt: componentPrompt(tmpl.Prompt, planner, ph, c, ifaces, defines[id]), DependsOn: []string{planner},
 			Gates: tmpl.Gates, Required: tmpl.Gates, Pool: tmpl.Pool, Env: tmpl.Env, TimeoutSeconds: tmpl.TimeoutSeconds,
-			MaxAttempts: tmpl.MaxAttempts, Retry: pt.Retry, RetryFrom: pt.RetryFrom, AllowEmpty: tmpl.AllowEmpty,
-			Output: tmpl.Output, Planner: planner, Files: componentFiles(c.Files), GateDefs: pt.GateDefs,
-			MaxCostUSD: tmpl.MaxCostUSD, MayChangeInterfaces: tmpl.MayChangeInterfaces,
-			Role: tmpl.Role, FeedbackTemplate: tmpl.FeedbackTemplate,
+			MaxAttempts: tmpl.MaxAttempts, Retry: pt.Retry, AllowEmpty: tmpl.AllowEmpty,
+			Output: tmpl.Output, Files: componentFiles(c.Files), GateDefs: pt.GateDefs,
 		}
+		t.SetRare(func(r *protocol.TaskRare) {
+			r.Command, r.Adapter, r.RetryFrom, r.Planner = tmpl.Command, tmpl.Adapter, pt.RetryFrom(), planner
+			r.MaxCostUSD, r.MayChangeInterfaces = tmpl.MaxCostUSD, tmpl.MayChangeInterfaces
+			r.Role, r.FeedbackTemplate, r.Interface = tmpl.Role, tmpl.FeedbackTemplate, iface
+		})
 		if t.Required == nil {
 			t.Required = []string{}
-		}
-		for _, it := range defines[id] {
-			t.Interface = append(t.Interface, it.File)
 		}
 		if tmpl.RolePrompt != nil {
 			// The role's prompt around the component's (ROLE-01), as a

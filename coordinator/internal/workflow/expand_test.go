@@ -45,8 +45,8 @@ func TestParseOutputAndExpand(t *testing.T) {
 	}
 	want := &protocol.ExpandSpec{Agent: &protocol.AgentSpec{Adapter: "command", Command: []string{"impl-agent"}}, Prompt: "Build this component.", Pool: protocol.DefaultPool,
 		Gates: []string{"test"}, TimeoutSeconds: 600, MaxAttempts: 4, Output: "implementation"}
-	if !reflect.DeepEqual(plan.Expand, want) {
-		t.Fatalf("expand = %+v, want %+v", plan.Expand, want)
+	if !reflect.DeepEqual(plan.Expand(), want) {
+		t.Fatalf("expand = %+v, want %+v", plan.Expand(), want)
 	}
 }
 
@@ -103,7 +103,7 @@ func TestExpand(t *testing.T) {
 	for _, task := range x.Tasks {
 		ids = append(ids, task.ID)
 		deps[task.ID] = task.DependsOn
-		if task.Planner != "plan" || task.Output != "implementation" || task.TimeoutSeconds != 600 ||
+		if task.Planner() != "plan" || task.Output != "implementation" || task.TimeoutSeconds != 600 ||
 			!reflect.DeepEqual(task.Gates, []string{"test"}) || !strings.HasPrefix(task.Prompt, "Build this component.\n\n## Component ") {
 			t.Fatalf("task %+v", task)
 		}
@@ -207,7 +207,7 @@ func TestExpandLongID(t *testing.T) {
 
 func TestExpandTooLarge(t *testing.T) {
 	spec := &protocol.WorkflowSpec{Name: "w", Tasks: []protocol.TaskSpec{{ID: "plan", Prompt: "p", Output: "plan",
-		Expand: &protocol.ExpandSpec{Prompt: strings.Repeat("x", MaxExpandPrompt)}}}}
+		TaskRare: &protocol.TaskRare{Expand: &protocol.ExpandSpec{Prompt: strings.Repeat("x", MaxExpandPrompt)}}}}}
 	var comps []string
 	for i := range 60 {
 		comps = append(comps, fmt.Sprintf(`{"id":"c%d","description":"d"}`, i))
@@ -244,7 +244,7 @@ func TestParseDefaultExpand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := spec.Tasks[0].Expand
+	e := spec.Tasks[0].Expand()
 	if e == nil || e.Pool != "big" || e.TimeoutSeconds != 300 || !e.AllowEmpty || e.Output != "implementation" ||
 		!reflect.DeepEqual(e.Gates, []string{"vet"}) || e.Agent == nil || e.Agent.Adapter != "codex" {
 		t.Fatalf("expand %+v", e)
@@ -273,7 +273,7 @@ func TestParseExpandContextBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, e2 := spec.Tasks[0].Expand, spec.Tasks[1].Expand
+	e, e2 := spec.Tasks[0].Expand(), spec.Tasks[1].Expand()
 	if e.Context == nil || e.Context.Strategy != "implementer_targeted" || e.Context.Budget != 8000 || len(e.Context.Definition.Parts) == 0 ||
 		e.MaxCostUSD != 2.5 || !reflect.DeepEqual(e.MayChangeInterfaces, []string{"api/types.go"}) {
 		t.Fatalf("expand %+v", e)
@@ -338,7 +338,7 @@ func TestExpandContextBudgetInterfaces(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			spec := &protocol.WorkflowSpec{Name: "w", Tasks: []protocol.TaskSpec{{ID: "plan", Prompt: "p", Output: "plan", Expand: tt.expand}}}
+			spec := &protocol.WorkflowSpec{Name: "w", Tasks: []protocol.TaskSpec{{ID: "plan", Prompt: "p", Output: "plan", TaskRare: &protocol.TaskRare{Expand: tt.expand}}}}
 			x, err := Expand(spec, "plan", plan)
 			if err != nil {
 				t.Fatal(err)
@@ -355,8 +355,8 @@ func TestExpandContextBudgetInterfaces(t *testing.T) {
 					task.Context.Budget != tt.expand.Context.Budget || task.Context.Strategy != "implementer_targeted"):
 					t.Errorf("%s: context %+v, want targets %q", task.ID, task.Context, want)
 				}
-				if task.MaxCostUSD != tt.wantCost || !reflect.DeepEqual(task.MayChangeInterfaces, tt.wantMay) {
-					t.Errorf("%s: max_cost_usd %v may_change_interfaces %q", task.ID, task.MaxCostUSD, task.MayChangeInterfaces)
+				if task.MaxCostUSD() != tt.wantCost || !reflect.DeepEqual(task.MayChangeInterfaces(), tt.wantMay) {
+					t.Errorf("%s: max_cost_usd %v may_change_interfaces %q", task.ID, task.MaxCostUSD(), task.MayChangeInterfaces())
 				}
 			}
 			if tt.expand.Context != nil && len(tt.expand.Context.Targets) == 0 && len(x.Tasks[0].Context.Targets) > 0 &&
@@ -386,7 +386,7 @@ func TestExpandInterfaceDefiners(t *testing.T) {
 	}
 	got := map[string][]string{}
 	for _, task := range x.Tasks {
-		got[task.ID] = task.Interface
+		got[task.ID] = task.Interface()
 	}
 	want := map[string][]string{"plan--types": {"api/types.go"}, "plan--login": nil, "plan--hash": nil}
 	if !reflect.DeepEqual(got, want) {
@@ -425,7 +425,7 @@ tasks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := spec.Tasks[0].Expand
+	e := spec.Tasks[0].Expand()
 	if e.Role != "implementer" || e.Output != "implementation" || e.Agent == nil || e.Agent.Adapter != "claude-code" ||
 		e.Context == nil || e.Context.Strategy != "implementer_targeted" || e.Context.Budget != 25000 ||
 		e.FeedbackTemplate != "implementer" || e.RolePrompt == nil || !reflect.DeepEqual(e.Gates, []string{"go-test"}) || e.AllowEmpty {
@@ -437,7 +437,7 @@ tasks:
 		t.Fatal(err)
 	}
 	n := x.Tasks[0]
-	if n.Role != "implementer" || n.FeedbackTemplate != "implementer" || n.Output != "implementation" ||
+	if n.Role() != "implementer" || n.FeedbackTemplate() != "implementer" || n.Output != "implementation" ||
 		!reflect.DeepEqual(n.Context.Targets, []string{"greet/bye*.go"}) {
 		t.Fatalf("node %+v", n)
 	}
@@ -475,7 +475,7 @@ tasks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := spec.Tasks[0].Expand; e.Agent.Adapter != "codex" || e.Output != "generic" || e.Context.Strategy != "reviewer_diff" ||
+	if e := spec.Tasks[0].Expand(); e.Agent.Adapter != "codex" || e.Output != "generic" || e.Context.Strategy != "reviewer_diff" ||
 		!reflect.DeepEqual(e.Gates, []string{"go-build"}) {
 		t.Fatalf("expand %+v", e)
 	}

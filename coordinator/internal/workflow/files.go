@@ -35,12 +35,14 @@ func (p *parser) files(f map[string]gates.Field, t *protocol.TaskSpec, what stri
 		return globs
 	}
 	t.Files = list("files")
-	t.Interface = list("interface")
+	iface := list("interface")
+	var may []string
 	if x, ok := f["may_change_interfaces"]; ok && x.Val.Kind == yaml.ScalarNode && x.Val.Tag == "!!bool" {
 		if b, good := p.Bool(x.Val, what+" may_change_interfaces"); good && b {
-			t.MayChangeInterfaces = []string{"**"}
+			may = []string{"**"}
 		}
-		return
+	} else {
+		may = list("may_change_interfaces")
 	}
-	t.MayChangeInterfaces = list("may_change_interfaces")
+	t.SetRare(func(r *protocol.TaskRare) { r.Interface, r.MayChangeInterfaces = iface, may })
 }

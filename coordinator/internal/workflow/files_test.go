@@ -31,7 +31,7 @@ func TestParseFiles(t *testing.T) {
 	}
 	got := map[string][3][]string{}
 	for _, task := range spec.Tasks {
-		got[task.ID] = [3][]string{task.Files, task.Interface, task.MayChangeInterfaces}
+		got[task.ID] = [3][]string{task.Files, task.Interface(), task.MayChangeInterfaces()}
 	}
 	want := map[string][3][]string{
 		"a": {{"src/auth/**", "api/*.yaml"}, {"api/openapi.yaml"}, nil},

@@ -343,11 +343,12 @@ func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 		}
 	}
 	if x, ok := f["approval"]; ok {
-		t.spec.Approval = p.approval(x.Val, what)
+		a := p.approval(x.Val, what)
+		t.spec.SetRare(func(r *protocol.TaskRare) { r.Approval = a })
 	}
 	human := t.spec.Type == protocol.TaskHuman
 	role := p.taskRole(f, d, human, what)
-	if x, ok := f["approval"]; ok && human && t.spec.Approval != nil && t.spec.Approval.AutoApprove != nil {
+	if x, ok := f["approval"]; ok && human && t.spec.Approval() != nil && t.spec.Approval().AutoApprove != nil {
 		p.Addf(x.Val, "%s is a human task: a human decides it, so auto_approve does not apply", what)
 	}
 	switch x, ok := f["agent"]; {
@@ -401,7 +402,8 @@ func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 		}
 	}
 	if x, ok := f["max_cost_usd"]; ok {
-		t.spec.MaxCostUSD, _ = p.cost(x.Val, what+" max_cost_usd")
+		c, _ := p.cost(x.Val, what+" max_cost_usd")
+		t.spec.SetRare(func(r *protocol.TaskRare) { r.MaxCostUSD = c })
 	}
 	if x, ok := f["env"]; ok {
 		t.spec.Env, _ = p.Env(x.Val, what+" env")
@@ -444,14 +446,14 @@ func (p *parser) taskOutput(t *taskDef, f map[string]gates.Field, what string, h
 		// A planner without expand: is one with expand: {}.
 		e := defaultExpand(t.node, t.spec, d)
 		t.expand = &e
-		t.spec.Expand = e.spec
+		t.spec.SetRare(func(r *protocol.TaskRare) { r.Expand = e.spec })
 	case !ok:
 	case t.spec.Output != "plan":
 		p.Addf(x.Key, "%s has expand but its output is not plan: only a plan's components become nodes", what)
 	default:
 		e := p.expand(x.Val, what, t.spec, d)
 		t.expand = &e
-		t.spec.Expand = e.spec
+		t.spec.SetRare(func(r *protocol.TaskRare) { r.Expand = e.spec })
 	}
 }
 

@@ -535,8 +535,8 @@ func TestAgentSettings(t *testing.T) {
 			if task.Agent == nil || !reflect.DeepEqual(*task.Agent, tt.want) {
 				t.Errorf("agent %+v, want %+v", task.Agent, tt.want)
 			}
-			if task.Command != nil || task.Adapter != "" {
-				t.Errorf("new specs set no Command (%v) or Adapter (%q)", task.Command, task.Adapter)
+			if task.Command() != nil || task.Adapter() != "" {
+				t.Errorf("new specs set no Command (%v) or Adapter (%q)", task.Command(), task.Adapter())
 			}
 		})
 	}
@@ -626,11 +626,11 @@ tasks:
 		t.Fatal(err)
 	}
 	a, b := spec.Tasks[0], spec.Tasks[1]
-	if a.Attempts() != 4 || a.RetryPolicy().Name != "conservative" || a.RetryFrom != "" {
-		t.Errorf("a: %d attempts, policy %s, from %q", a.Attempts(), a.RetryPolicy().Name, a.RetryFrom)
+	if a.Attempts() != 4 || a.RetryPolicy().Name != "conservative" || a.RetryFrom() != "" {
+		t.Errorf("a: %d attempts, policy %s, from %q", a.Attempts(), a.RetryPolicy().Name, a.RetryFrom())
 	}
-	if b.Attempts() != 1 || b.RetryPolicy().Name != "aggressive" || b.RetryFrom != protocol.RetryFromBase {
-		t.Errorf("b: %d attempts, policy %s, from %q", b.Attempts(), b.RetryPolicy().Name, b.RetryFrom)
+	if b.Attempts() != 1 || b.RetryPolicy().Name != "aggressive" || b.RetryFrom() != protocol.RetryFromBase {
+		t.Errorf("b: %d attempts, policy %s, from %q", b.Attempts(), b.RetryPolicy().Name, b.RetryFrom())
 	}
 	// A policy alone sets the budget; nothing at all gives the default.
 	spec, err = Parse("r.yaml", []byte(head+"tasks:\n  - {id: a, prompt: p, retry_policy: aggressive}\n  - {id: b, prompt: p}\n"))
@@ -692,15 +692,15 @@ func TestParseApproval(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b, c := spec.Tasks[0], spec.Tasks[1], spec.Tasks[2]
-	if a.Approval == nil || a.Approval.TimeoutSeconds != 0 || len(a.Approval.Approvers) != 0 {
-		t.Errorf("a: %+v", a.Approval)
+	if a.Approval() == nil || a.Approval().TimeoutSeconds != 0 || len(a.Approval().Approvers) != 0 {
+		t.Errorf("a: %+v", a.Approval())
 	}
-	if b.Approval == nil || b.Approval.TimeoutSeconds != 7200 || b.Approval.OnTimeout != "approve" ||
-		strings.Join(b.Approval.Approvers, ",") != "ada,bob" {
-		t.Errorf("b: %+v", b.Approval)
+	if b.Approval() == nil || b.Approval().TimeoutSeconds != 7200 || b.Approval().OnTimeout != "approve" ||
+		strings.Join(b.Approval().Approvers, ",") != "ada,bob" {
+		t.Errorf("b: %+v", b.Approval())
 	}
-	if c.Type != protocol.TaskHuman || len(c.Command) != 0 || len(c.Gates) != 0 {
-		t.Errorf("c: type %q, command %v, gates %v", c.Type, c.Command, c.Gates)
+	if c.Type != protocol.TaskHuman || len(c.Command()) != 0 || len(c.Gates) != 0 {
+		t.Errorf("c: type %q, command %v, gates %v", c.Type, c.Command(), c.Gates)
 	}
 	src := head + `tasks:
   - {id: a, prompt: p, approval: maybe}
@@ -738,7 +738,7 @@ func TestParseAutoApprove(t *testing.T) {
 		{MaxFiles: 5, MaxLines: 0, SensitivePaths: []string{"db/migrations/**"}},
 		nil, nil,
 	} {
-		if got := spec.Tasks[i].Approval.AutoApprove; !reflect.DeepEqual(got, want) {
+		if got := spec.Tasks[i].Approval().AutoApprove; !reflect.DeepEqual(got, want) {
 			t.Errorf("task %s: auto_approve %+v, want %+v", spec.Tasks[i].ID, got, want)
 		}
 	}
@@ -766,8 +766,8 @@ func TestBudgetSyntax(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if spec.MaxCostUSD != 10 || spec.Tasks[0].MaxCostUSD != 0.5 {
-		t.Errorf("budgets %v and %v, want 10 and 0.5", spec.MaxCostUSD, spec.Tasks[0].MaxCostUSD)
+	if spec.MaxCostUSD != 10 || spec.Tasks[0].MaxCostUSD() != 0.5 {
+		t.Errorf("budgets %v and %v, want 10 and 0.5", spec.MaxCostUSD, spec.Tasks[0].MaxCostUSD())
 	}
 	src := "name: w\nmax_cost_usd: lots\ntasks:\n  - {id: a, prompt: p, agent: {adapter: codex}, max_cost_usd: -1}\n"
 	_, err = Parse("w.yaml", []byte(src))

@@ -61,7 +61,8 @@ func (p *parser) retry(f map[string]gates.Field, what string, base retryDef) ret
 
 // apply sets the retry settings on a task.
 func (d retryDef) apply(t *protocol.TaskSpec) {
-	t.MaxAttempts, t.RetryFrom, t.AllowEmpty = d.maxAttempts, d.from, d.allowEmpty
+	t.MaxAttempts, t.AllowEmpty = d.maxAttempts, d.allowEmpty
+	t.SetRare(func(r *protocol.TaskRare) { r.RetryFrom = d.from })
 	if d.policy != nil {
 		pol := *d.policy
 		t.Retry = &pol

@@ -77,7 +77,7 @@ func (p *parser) rolePrompt(ref *roleRef, at *yaml.Node, t protocol.TaskSpec, wh
 // writes wins (ROLE-06).
 func (p *parser) applyRole(t *taskDef, ref *roleRef, f map[string]gates.Field, defaults map[string]bool) {
 	r := ref.role
-	t.spec.Role = r.Name
+	t.spec.SetRare(func(tr *protocol.TaskRare) { tr.Role = r.Name })
 	human := t.spec.Type == protocol.TaskHuman
 	if _, set := f["gates"]; !set && !human && r.GatesSet {
 		t.gatesSet = true
@@ -93,7 +93,7 @@ func (p *parser) applyRole(t *taskDef, ref *roleRef, f map[string]gates.Field, d
 		t.spec.TimeoutSeconds = r.TimeoutSeconds
 	}
 	if _, set := f["max_cost_usd"]; !set && !defaults["max_cost_usd"] && r.MaxCostUSD > 0 {
-		t.spec.MaxCostUSD = r.MaxCostUSD
+		t.spec.SetRare(func(tr *protocol.TaskRare) { tr.MaxCostUSD = r.MaxCostUSD })
 	}
 	if _, set := f["allow_empty"]; !set && !defaults["allow_empty"] && r.AllowEmpty {
 		t.spec.AllowEmpty = true
@@ -101,7 +101,7 @@ func (p *parser) applyRole(t *taskDef, ref *roleRef, f map[string]gates.Field, d
 	if _, set := f["output"]; !set {
 		t.spec.Output = r.Output
 	}
-	t.spec.FeedbackTemplate = r.Feedback
+	t.spec.SetRare(func(tr *protocol.TaskRare) { tr.FeedbackTemplate = r.Feedback })
 	if _, set := f["context"]; !set && r.Context.Strategy != "" {
 		spec, err := p.strategies.Spec(r.Context.Strategy, r.Context.Budget, nil, nil)
 		if err != nil {

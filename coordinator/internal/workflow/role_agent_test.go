@@ -60,10 +60,10 @@ func TestParseRoleAgentLayers(t *testing.T) {
 			for _, task := range spec.Tasks {
 				got := task.Agent
 				if task.ID == "plan" {
-					if task.Expand == nil {
+					if task.Expand() == nil {
 						t.Fatal("plan has no expand template")
 					}
-					got = task.Expand.Agent
+					got = task.Expand().Agent
 				}
 				if got == nil || !reflect.DeepEqual(*got, tc.want) {
 					t.Errorf("%s agent = %+v, want %+v", task.ID, got, tc.want)

@@ -69,18 +69,18 @@ tasks:
 		byID[task.ID] = task
 	}
 	plan := byID["plan"]
-	if plan.Role != "planner" || plan.Output != "plan" || !plan.AllowEmpty || len(plan.Gates) != 0 ||
+	if plan.Role() != "planner" || plan.Output != "plan" || !plan.AllowEmpty || len(plan.Gates) != 0 ||
 		plan.Context == nil || plan.Context.Strategy != "planner_docset" || plan.Context.Budget != 30000 || plan.Context.Definition.Name != "planner_docset" {
 		t.Errorf("plan = %+v", plan)
 	}
 	if plan.Agent == nil || plan.Agent.Adapter != "claude-code" {
-		t.Errorf("plan agent %+v command %v", plan.Agent, plan.Command)
+		t.Errorf("plan agent %+v command %v", plan.Agent, plan.Command())
 	}
 	if !strings.Contains(plan.Prompt, "You are the planner") || !strings.Contains(plan.Prompt, "Task plan: plan the following work.\n\nSplit the health-check feature.") {
 		t.Errorf("plan prompt:\n%s", plan.Prompt)
 	}
 	api := byID["api"]
-	if api.Role != "implementer" || api.Output != "implementation" || api.FeedbackTemplate != "implementer" || api.AllowEmpty ||
+	if api.Role() != "implementer" || api.Output != "implementation" || api.FeedbackTemplate() != "implementer" || api.AllowEmpty ||
 		!reflect.DeepEqual(api.Gates, []string{"go-build", "go-test"}) {
 		t.Errorf("api (defaults.role) = %+v", api)
 	}
@@ -88,14 +88,14 @@ tasks:
 		!strings.Contains(api.Prompt, "Files in scope:\n- cmd/server/**") {
 		t.Errorf("api prompt lacks the role's config:\n%s", api.Prompt)
 	}
-	if r := byID["review"]; r.Role != "reviewer" || r.TimeoutSeconds != 300 || r.Output != "review" || len(r.Gates) != 0 {
+	if r := byID["review"]; r.Role() != "reviewer" || r.TimeoutSeconds != 300 || r.Output != "review" || len(r.Gates) != 0 {
 		t.Errorf("review = %+v", r)
 	}
 	own := byID["own-agent"]
-	if own.Agent == nil || own.Agent.Adapter != "codex" || own.AllowEmpty || !reflect.DeepEqual(own.Gates, []string{"go-build"}) || own.Role != "implementer" {
+	if own.Agent == nil || own.Agent.Adapter != "codex" || own.AllowEmpty || !reflect.DeepEqual(own.Gates, []string{"go-build"}) || own.Role() != "implementer" {
 		t.Errorf("own-agent: the task's settings must win: %+v", own)
 	}
-	if h := byID["sign-off"]; h.Role != "" || h.Agent != nil {
+	if h := byID["sign-off"]; h.Role() != "" || h.Agent != nil {
 		t.Errorf("a human task takes no role: %+v", h)
 	}
 }
@@ -193,7 +193,7 @@ tasks:
 		t.Fatal(err)
 	}
 	for i, want := range []float64{0.75, 3, 0} {
-		if got := spec.Tasks[i].MaxCostUSD; got != want {
+		if got := spec.Tasks[i].MaxCostUSD(); got != want {
 			t.Errorf("task %s: max_cost_usd %v, want %v", spec.Tasks[i].ID, got, want)
 		}
 	}
@@ -207,7 +207,7 @@ tasks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, b := spec.Tasks[0].Expand.MaxCostUSD, spec.Tasks[1].Expand.MaxCostUSD; a != 0.75 || b != 2 {
+	if a, b := spec.Tasks[0].Expand().MaxCostUSD, spec.Tasks[1].Expand().MaxCostUSD; a != 0.75 || b != 2 {
 		t.Errorf("expand max_cost_usd %v and %v, want 0.75 (the role's) and 2 (its own)", a, b)
 	}
 	x, err := Expand(spec, "plan", mustPlan(t, `{"status":"COMPLETE","estimated_components":1,"phases":[{"id":"p","components":[`+
@@ -215,7 +215,7 @@ tasks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := x.Tasks[0]; n.MaxCostUSD != 0.75 {
-		t.Errorf("added node %s: max_cost_usd %v, want 0.75", n.ID, n.MaxCostUSD)
+	if n := x.Tasks[0]; n.MaxCostUSD() != 0.75 {
+		t.Errorf("added node %s: max_cost_usd %v, want 0.75", n.ID, n.MaxCostUSD())
 	}
 }
