@@ -91,8 +91,14 @@ func newHistoryLog(h *history, st *statemachine.State) *historyLog {
 	return l
 }
 
-// Prompts returns the history's task prompts.
-func (l *historyLog) Prompts(uint64) (map[string]string, error) { return l.prompts, nil }
+// Prompt returns the history's prompt of task.
+func (l *historyLog) Prompt(_ uint64, task string) (string, error) {
+	p, ok := l.prompts[task]
+	if !ok {
+		return "", fmt.Errorf("the history has no task %s", task)
+	}
+	return p, nil
+}
 
 // foldWorkflow folds a workflow's events into st as the log gives them
 // back, numbered by l.

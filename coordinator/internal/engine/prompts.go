@@ -34,48 +34,54 @@ const (
 type logPrompts struct {
 	js jetstream.JetStream
 
-	mu     sync.Mutex
-	stream jetstream.Stream
-	// cache holds the prompts of recently read events, by sequence, up to
-	// promptCacheBytes of prompt text (golang-lru bounds entries, not
-	// bytes: the oldest are removed until the bytes fit).
-	cache *simplelru.LRU[uint64, map[string]string]
+	// streamMu guards stream, the event log's handle once looked up.
+	streamMu sync.Mutex
+	stream   jetstream.Stream
+
+	// mu guards the cache: the prompts of recently read or appended
+	// events, by event and task, up to promptCacheBytes of text (golang-lru
+	// bounds entries, not bytes: the oldest are removed until the bytes
+	// fit). Per task, so that the few prompts one job needs fit even when
+	// the events that hold them are large.
+	mu    sync.Mutex
+	cache *simplelru.LRU[promptKey, string]
 	bytes int
+}
+
+// promptKey names a task's prompt: the event that brought the task in,
+// and the task.
+type promptKey struct {
+	seq  uint64
+	task string
 }
 
 // newLogPrompts reads prompts from the event log through js.
 func newLogPrompts(js jetstream.JetStream) *logPrompts {
 	p := &logPrompts{js: js}
-	// Entries are bounded by bytes below, not by count.
-	p.cache, _ = simplelru.NewLRU[uint64, map[string]string](1<<30, func(_ uint64, m map[string]string) {
-		p.bytes -= promptBytes(m)
+	// Entries are bounded by bytes in keep, not by count.
+	p.cache, _ = simplelru.NewLRU[promptKey, string](1<<30, func(k promptKey, v string) {
+		p.bytes -= len(k.task) + len(v)
 	})
 	return p
 }
 
-// Prompts returns the task prompts of the event at seq (a workflow's
-// submission or the nodes a plan added) if they have been read, and a
-// *statemachine.PromptsNotRead otherwise: deciding runs with the state
-// locked and never waits on the log; the engine reads them (read) and
-// decides again.
-func (p *logPrompts) Prompts(seq uint64) (map[string]string, error) {
+// Prompt returns the prompt of task, brought in by the event at seq (a
+// workflow's submission or the nodes a plan added), if it has been read,
+// and a *statemachine.PromptsNotRead otherwise: deciding runs with the
+// state locked and never waits on the log; the engine reads the event
+// (read) and decides again.
+func (p *logPrompts) Prompt(seq uint64, task string) (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if m, ok := p.cache.Get(seq); ok {
-		return m, nil
+	if v, ok := p.cache.Get(promptKey{seq, task}); ok {
+		return v, nil
 	}
-	return nil, &statemachine.PromptsNotRead{Seq: seq}
+	return "", &statemachine.PromptsNotRead{Seq: seq}
 }
 
 // read reads the task prompts of the event at seq from the log and keeps
-// them for Prompts.
+// them for Prompt.
 func (p *logPrompts) read(ctx context.Context, seq uint64) error {
-	p.mu.Lock()
-	ok := p.cache.Contains(seq)
-	p.mu.Unlock()
-	if ok {
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(ctx, promptReadTimeout)
 	defer cancel()
 	stream, err := p.eventStream(ctx)
@@ -113,29 +119,30 @@ func taskBodies(body eventlog.Body) (tasks []protocol.TaskSpec, ok bool) {
 	return nil, false
 }
 
-// keep keeps the prompts of tasks, those of the event at seq, for Prompts:
+// keep keeps the prompts of tasks, those of the event at seq, for Prompt:
 // read from the log, or appended by this engine (whose new nodes would
 // otherwise read back at once what it just wrote).
 func (p *logPrompts) keep(seq uint64, tasks []protocol.TaskSpec) {
-	m := make(map[string]string, len(tasks))
-	for _, t := range tasks {
-		m[t.ID] = t.Prompt
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.cache.Contains(seq) {
-		p.cache.Add(seq, m)
-		p.bytes += promptBytes(m)
-		for p.bytes > promptCacheBytes && p.cache.Len() > 1 {
-			p.cache.RemoveOldest()
+	for _, t := range tasks {
+		k := promptKey{seq, t.ID}
+		if p.cache.Contains(k) {
+			continue
 		}
+		p.cache.Add(k, t.Prompt)
+		p.bytes += len(k.task) + len(t.Prompt)
+	}
+	for p.bytes > promptCacheBytes && p.cache.Len() > 1 {
+		p.cache.RemoveOldest()
 	}
 }
 
-// eventStream is the event log's stream handle, looked up once.
+// eventStream is the event log's stream handle, looked up once (not under
+// the cache's lock, which deciding takes).
 func (p *logPrompts) eventStream(ctx context.Context) (jetstream.Stream, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	p.streamMu.Lock()
+	defer p.streamMu.Unlock()
 	if p.stream != nil {
 		return p.stream, nil
 	}
@@ -145,15 +152,6 @@ func (p *logPrompts) eventStream(ctx context.Context) (jetstream.Stream, error) 
 	}
 	p.stream = s
 	return s, nil
-}
-
-// promptBytes is the text the prompts of m hold.
-func promptBytes(m map[string]string) int {
-	n := 0
-	for id, p := range m {
-		n += len(id) + len(p)
-	}
-	return n
 }
 
 // logKeepsEverything reports whether the event log keeps every event for
@@ -170,25 +168,42 @@ func (e *Engine) logKeepsEverything(ctx context.Context) bool {
 	return cfg.MaxAge == 0 && cfg.DenyDelete && cfg.DenyPurge
 }
 
-// readDeferred reads the task prompts the postponed jobs of a decision of
-// workflow wf wait for, outside the state's lock, and reports whether it
-// read any (the workflow is then decided again at once). What cannot be
-// read is logged; the decision's wake-up tries again.
-func (e *Engine) readDeferred(ctx context.Context, wf string, deferred []error) bool {
+// readDeferred reads the events the postponed jobs of a decision of
+// workflow wf wait for, each once and outside the state's lock, and
+// reports whether it read any not read before in this pass (readInPass):
+// the workflow is then decided again at once. An event read already in
+// the pass, or one that cannot be read, is logged once and left to the
+// decision's wake-up, so that a pass never spins on reads.
+func (e *Engine) readDeferred(ctx context.Context, wf string, deferred []error, readInPass map[uint64]bool) bool {
 	read := false
+	tried := map[uint64]bool{}
 	for _, err := range deferred {
 		var nr *statemachine.PromptsNotRead
-		if errors.As(err, &nr) {
-			if rerr := e.prompts.read(ctx, nr.Seq); rerr == nil {
-				read = true
-				continue
-			} else {
-				err = rerr
-			}
+		if !errors.As(err, &nr) {
+			e.logDeferred(ctx, wf, err)
+			continue
 		}
-		if ctx.Err() == nil {
-			e.log.WarnContext(ctx, "job postponed: its task prompt cannot be read now; will retry", "workflow", wf, "err", err)
+		if tried[nr.Seq] {
+			continue
 		}
+		tried[nr.Seq] = true
+		if readInPass[nr.Seq] {
+			e.logDeferred(ctx, wf, fmt.Errorf("%w (read already in this pass)", err))
+			continue
+		}
+		readInPass[nr.Seq] = true
+		if rerr := e.prompts.read(ctx, nr.Seq); rerr != nil {
+			e.logDeferred(ctx, wf, rerr)
+			continue
+		}
+		read = true
 	}
 	return read
+}
+
+// logDeferred logs a job postponed for want of its task prompt.
+func (e *Engine) logDeferred(ctx context.Context, wf string, err error) {
+	if ctx.Err() == nil {
+		e.log.WarnContext(ctx, "job postponed: its task prompt cannot be read now; will retry", "workflow", wf, "err", err)
+	}
 }

@@ -36,6 +36,7 @@ func (e *Engine) advance(ctx context.Context, wf string) {
 			span.End()
 		}
 	}()
+	var readInPass map[uint64]bool // events read for postponed jobs in this pass
 	for range maxRounds {
 		var (
 			d     statemachine.Decision
@@ -54,10 +55,20 @@ func (e *Engine) advance(ctx context.Context, wf string) {
 		if !d.Wake.IsZero() {
 			e.wakes.at(wf, d.Wake.Sub(now), e.kick)
 		}
-		read := len(d.Deferred) > 0 && e.readDeferred(ctx, wf, d.Deferred)
+		// The jobs postponed for their prompts can be built once the
+		// events they wait for are read, after this decision's effects.
+		readPostponed := func() bool {
+			if len(d.Deferred) == 0 {
+				return false
+			}
+			if readInPass == nil {
+				readInPass = map[uint64]bool{}
+			}
+			return e.readDeferred(ctx, wf, d.Deferred, readInPass)
+		}
 		if len(d.Effects) == 0 {
-			if read {
-				continue // the postponed jobs can be built now
+			if readPostponed() {
+				continue
 			}
 			return
 		}
@@ -72,7 +83,7 @@ func (e *Engine) advance(ctx context.Context, wf string) {
 			}
 			return
 		}
-		if !changed && !read {
+		if read := readPostponed(); !changed && !read {
 			return // only jobs published: nothing new to decide on
 		}
 	}

@@ -72,8 +72,9 @@ type Decision struct {
 	// Wake, if not zero, is when the workflow should be decided again
 	// even if nothing happens (a pending gate's next poll or deadline).
 	Wake time.Time
-	// Deferred are the jobs that could not be built now (a task prompt the
-	// log could not give back: ErrPromptUnavailable), each with why; they
-	// are built again when the workflow is decided at Wake.
+	// Deferred are the jobs that could not be built now (a task prompt not
+	// read from the log yet: ErrPromptUnavailable), each with why. The
+	// engine reads what they wait for and decides again at once; if it
+	// cannot, Wake (a second later) tries again.
 	Deferred []error
 }

@@ -197,7 +197,6 @@ func (w *Workflow) addNodes(planner *Node, b eventlog.NodesAdded, seq uint64) er
 	// grown) and then the added ones, which the new nodes point at; the
 	// nodes already there point at their entry in it, or, with a task of
 	// their own, at a copy of it with the new depends_on.
-	w.leaveAddedPromptsOut(spec.Tasks[len(spec.Tasks)-len(b.Tasks):], seq)
 	added := make([]*Node, 0, len(b.Tasks))
 	plans := gatePlans{}
 	for i := len(spec.Tasks) - len(b.Tasks); i < len(spec.Tasks); i++ {
@@ -208,6 +207,9 @@ func (w *Workflow) addNodes(planner *Node, b eventlog.NodesAdded, seq uint64) er
 		}
 		added = append(added, n)
 	}
+	// The nodes point into spec.Tasks: their prompts go once the fold is
+	// sure to succeed.
+	w.leaveAddedPromptsOut(spec.Tasks[len(spec.Tasks)-len(b.Tasks):], seq)
 	for i := range spec.Tasks {
 		t := &spec.Tasks[i]
 		switch n := w.Nodes[t.ID]; {

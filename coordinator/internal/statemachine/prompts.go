@@ -16,14 +16,14 @@ import (
 	"github.com/supervisorhq/supervisor/shared/protocol"
 )
 
-// PromptSource gives back the task prompts of an event of the log.
+// PromptSource gives back task prompts from the events of the log.
 type PromptSource interface {
-	// Prompts returns the prompt of every task the event at seq brought
-	// in (a workflow's submission or a plan's added nodes), by task id.
-	// A source that will not block the state's reader on I/O returns a
-	// *PromptsNotRead for an event it has not read yet, and reads it when
-	// asked by whoever got the error.
-	Prompts(seq uint64) (map[string]string, error)
+	// Prompt returns the prompt of task, which the event at seq brought
+	// in (a workflow's submission or a plan's added nodes). A source that
+	// will not block the state's reader on I/O returns a *PromptsNotRead
+	// for an event it has not read yet, and reads it when asked by
+	// whoever got the error.
+	Prompt(seq uint64, task string) (string, error)
 }
 
 // ErrPromptUnavailable is a task prompt that is neither in memory nor
@@ -51,8 +51,11 @@ type promptsInLog struct {
 	// Added are the tasks a plan added, by id, with the sequence of the
 	// nodes_added event that brought each.
 	Added map[string]uint64
-	// src reads them back (set by Put and SetPromptSource).
-	src PromptSource
+	// src reads them back, and leave says whether the prompts of nodes a
+	// plan adds are left out too (both set by Put and SetPromptSource, from
+	// the state's).
+	src   PromptSource
+	leave bool
 }
 
 // SetPromptSource makes the state read task prompts from src. With
@@ -64,7 +67,7 @@ func (s *State) SetPromptSource(src PromptSource, leaveInLog bool) {
 	s.prompts, s.leavePrompts = src, leaveInLog && src != nil
 	for _, w := range s.wfs {
 		if w.prompts != nil {
-			w.prompts.src = src
+			w.prompts.src, w.prompts.leave = src, s.leavePrompts
 		}
 	}
 }
@@ -78,7 +81,7 @@ func (s *State) leavePromptsOut(w *Workflow, seq uint64) {
 		return
 	}
 	leaveOut(w.Spec.Tasks)
-	w.prompts = &promptsInLog{At: seq, src: s.prompts}
+	w.prompts = &promptsInLog{At: seq, src: s.prompts, leave: true}
 }
 
 // leaveOut drops the prompts of tasks, but those of human tasks.
@@ -91,10 +94,11 @@ func leaveOut(tasks []protocol.TaskSpec) {
 }
 
 // leaveAddedPromptsOut drops the prompts of the tasks a plan added from
-// memory, when the workflow's other prompts are left out: they are those
-// of the nodes_added event at seq.
+// memory, when the workflow's other prompts are left out and the state
+// leaves prompts in the log: they are those of the nodes_added event at
+// seq.
 func (w *Workflow) leaveAddedPromptsOut(tasks []protocol.TaskSpec, seq uint64) {
-	if w.prompts == nil || seq == 0 {
+	if w.prompts == nil || !w.prompts.leave || seq == 0 {
 		return
 	}
 	if w.prompts.Added == nil {
@@ -120,13 +124,9 @@ func (w *Workflow) TaskPrompt(n *Node) (string, error) {
 		return "", fmt.Errorf("%w: %s/%s: its prompt is in event %d of the log, which this state cannot read",
 			ErrPromptUnavailable, w.ID, n.ID, seq)
 	}
-	prompts, err := w.prompts.src.Prompts(seq)
+	p, err := w.prompts.src.Prompt(seq, n.ID)
 	if err != nil {
-		return "", fmt.Errorf("%w: %s/%s: read event %d of the log: %w", ErrPromptUnavailable, w.ID, n.ID, seq, err)
-	}
-	p, ok := prompts[n.ID]
-	if !ok {
-		return "", fmt.Errorf("%w: %s/%s: event %d of the log has no task %s", ErrPromptUnavailable, w.ID, n.ID, seq, n.ID)
+		return "", fmt.Errorf("%w: %s/%s: event %d of the log: %w", ErrPromptUnavailable, w.ID, n.ID, seq, err)
 	}
 	return p, nil
 }

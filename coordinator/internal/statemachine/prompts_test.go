@@ -26,10 +26,10 @@ type worldLog struct {
 	asked int
 }
 
-func (l *worldLog) Prompts(seq uint64) (map[string]string, error) {
+func (l *worldLog) Prompt(seq uint64, task string) (string, error) {
 	l.asked++
 	if l.read != nil && !l.read[seq] {
-		return nil, &statemachine.PromptsNotRead{Seq: seq}
+		return "", &statemachine.PromptsNotRead{Seq: seq}
 	}
 	for _, ev := range l.w.events {
 		if ev.Seq != seq {
@@ -42,13 +42,14 @@ func (l *worldLog) Prompts(seq uint64) (map[string]string, error) {
 		case eventlog.NodesAdded:
 			tasks = b.Tasks
 		}
-		out := map[string]string{}
 		for _, t := range tasks {
-			out[t.ID] = t.Prompt
+			if t.ID == task {
+				return t.Prompt, nil
+			}
 		}
-		return out, nil
+		return "", errors.New("no such task in the event")
 	}
-	return nil, errors.New("no such event")
+	return "", errors.New("no such event")
 }
 
 // promptWorld is a world whose state leaves prompts in its log, read
@@ -159,5 +160,42 @@ func TestJobWaitsForItsPrompt(t *testing.T) {
 	w.settle()
 	if a := publishedJob(t, w, "a"); !strings.HasPrefix(a.Prompt, "Do a.") {
 		t.Fatalf("a's prompt %q", a.Prompt)
+	}
+}
+
+// PERF-50: the nodes a plan adds leave their prompts in the log too (read
+// back from the nodes_added event), unless the state no longer leaves
+// prompts there (a coordinator whose log may lose events, starting from a
+// snapshot of one that did): then they stay in memory, while the prompts
+// already left out are still read back.
+func TestAddedNodesPrompts(t *testing.T) {
+	const yaml = "name: g\n" + agent + `tasks:
+  - id: plan
+    prompt: plan it
+    output: plan
+    gates: []
+    expand: {prompt: Build it., gates: []}
+`
+	for _, leave := range []bool{true, false} {
+		w, src := promptWorld(t, yaml, workflow.Options{}, nil)
+		w.st.SetPromptSource(src, leave)
+		w.say = func(node string, _ uint64) string {
+			if node == "plan" {
+				return block(growPlan)
+			}
+			return block(implOK)
+		}
+		w.settle()
+		if p := publishedJob(t, w, "plan"); !strings.HasPrefix(p.Prompt, "plan it") {
+			t.Fatalf("leave %v: the planner's prompt %q", leave, p.Prompt)
+		}
+		w.agentDone("plan", 1, protocol.AgentSucceeded, false)
+		types := w.node("plan--types")
+		if inMemory := types.Task.Prompt != ""; inMemory == leave {
+			t.Fatalf("leave %v: the added node's prompt in memory: %q", leave, types.Task.Prompt)
+		}
+		if j := publishedJob(t, w, "plan--types"); !strings.HasPrefix(j.Prompt, "Build it.\n\n## Component types") {
+			t.Fatalf("leave %v: the added node's job prompt %q", leave, j.Prompt)
+		}
 	}
 }

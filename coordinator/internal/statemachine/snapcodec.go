@@ -37,7 +37,7 @@ var skipped = map[reflect.Type]map[string]bool{
 	reflect.TypeFor[Node]():     {"Task": true, "plan": true, "publishedJob": true},
 	reflect.TypeFor[GateRun]():  {"publishedJob": true},
 	// Set again by Put and SetPromptSource.
-	reflect.TypeFor[promptsInLog](): {"src": true},
+	reflect.TypeFor[promptsInLog](): {"src": true, "leave": true},
 }
 
 var timeType = reflect.TypeFor[time.Time]()

@@ -117,7 +117,7 @@ func (s *State) Put(w *Workflow) {
 	delete(s.retired, w.ID)
 	w.fleet = s.fleet
 	if w.prompts != nil {
-		w.prompts.src = s.prompts
+		w.prompts.src, w.prompts.leave = s.prompts, s.leavePrompts
 	}
 	w.ordered()
 	s.wfs[w.ID] = w
