@@ -186,6 +186,9 @@ func TestBrowser(t *testing.T) {
 		chromedp.WaitVisible(`tr[data-node="design"][data-status="succeeded"]`),
 		chromedp.WaitVisible(`a.dag-node[data-node="docs"][data-status="succeeded"]`),
 		chromedp.WaitVisible(`path.edge.dep-succeeded[data-from="design"][data-to="docs"]`),
+		// The workflow finishes after its last node, once its branch is
+		// delivered: a refresh may show the one without the other.
+		chromedp.WaitVisible(`#wf-status.ws-succeeded`),
 		shot("workflow-approved"))
 	if s := text(`#wf-status`); s != "succeeded" {
 		t.Errorf("workflow status after the approval: %q", s)
