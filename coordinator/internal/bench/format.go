@@ -139,7 +139,7 @@ func printCacheKey(w io.Writer, c *CacheKeyReport) {
 // printCacheKeySize writes one repository size's figures; first says it is
 // the one the cache hits were measured on.
 func printCacheKeySize(w io.Writer, c *CacheKeyReport, sz *CacheKeySize, first bool) {
-	fmt.Fprintf(w, "\nGate cache key (%s): a generated repository of %s files, %d of them changed (uncommitted);\n",
+	fmt.Fprintf(w, "\nGate cache key (%s): a generated repository of %s files, %d of them changed and staged (uncommitted);\n",
 		ScenarioCacheKey, thousands(int64(sz.Files)), sz.ChangedFiles)
 	fmt.Fprintf(w, "each operation %d times after a warm-up, on the same tree; /%s is p50 over %s's p50:\n",
 		c.Iterations, strings.ToUpper(c.Reference), c.Reference)
