@@ -474,8 +474,12 @@ func (r *Runner) cacheKey(ctx context.Context, job *protocol.GateJob, def gateDe
 // infrastructure failure: the job is handed back.
 func (r *Runner) execute(jobCtx, ctx context.Context, job *protocol.GateJob, token uint64, began time.Time,
 	def gateDef, spec sandbox.Spec, dir string, logw *jobrun.LogWriter, logName string) (*protocol.GateResult, jobrun.Verdict, error) {
+	// dir is the workspace Prepare has just written, files and index
+	// together (`git read-tree -u`, `git apply --index`), and nothing but
+	// the cache key (which only reads) has run in it since: its index
+	// holds every tracked file's stat data (PERF-53).
 	ictx, span := telemetry.Start(ctx, jobrun.SpanIntegrity, attribute.String("supervisor.phase", "capture"))
-	base, err := integrity.Capture(ictx, dir, integrity.Options{AllowedWrites: def.allowedWrites})
+	base, err := integrity.Capture(ictx, dir, integrity.Options{AllowedWrites: def.allowedWrites, IndexFresh: true})
 	telemetry.End(span, err)
 	if err != nil {
 		return nil, jobrun.Unjudged, fmt.Errorf("integrity: capture the workspace before the gate: %w", err)

@@ -215,8 +215,13 @@ func (r *Runner) review(ctx context.Context, job *protocol.GateJob, token uint64
 	logw *jobrun.LogWriter, dir, prompt string) jobrun.Outcome {
 
 	spec := def.review
+	// dir is the workspace runReview has just prepared: written with its
+	// index by Prepare and ApplyWork (`git read-tree -u`, `git apply
+	// --index`), then only staged (`git add --all`, which writes no file)
+	// and read by git: its index holds every tracked file's stat data
+	// (PERF-53).
 	ictx, span := telemetry.Start(ctx, jobrun.SpanIntegrity, attribute.String("supervisor.phase", "capture"))
-	base, err := integrity.Capture(ictx, dir, integrity.Options{})
+	base, err := integrity.Capture(ictx, dir, integrity.Options{IndexFresh: true})
 	telemetry.End(span, err)
 	if err != nil {
 		return jobrun.Outcome{Err: fmt.Errorf("integrity: capture the workspace before the review: %w", err)}

@@ -358,7 +358,9 @@ func TestSummary(t *testing.T) {
 }
 
 // BenchmarkCaptureCheck measures a capture and a check of a work tree with
-// 2000 tracked files.
+// 2000 tracked files, the capture examining every file ("stat") or taking
+// their stat data from the freshly written index ("index-fresh",
+// Options.IndexFresh, PERF-53); stat-calls/op is the capture's.
 func BenchmarkCaptureCheck(b *testing.B) {
 	dir := b.TempDir()
 	runGit(b, dir, "init", "-q")
@@ -367,15 +369,29 @@ func BenchmarkCaptureCheck(b *testing.B) {
 	}
 	runGit(b, dir, "add", "-A")
 	runGit(b, dir, "commit", "-q", "-m", "bench")
+	settled()
+	runGit(b, dir, "update-index", "-q", "--refresh", "--force-write-index")
+	settled()
 	ctx := context.Background()
-	for b.Loop() {
-		base, err := Capture(ctx, dir, Options{})
-		if err != nil {
-			b.Fatal(err)
+	for _, fresh := range []bool{false, true} {
+		name := "stat"
+		if fresh {
+			name = "index-fresh"
 		}
-		r, err := base.Check(ctx)
-		if err != nil || !r.Clean() {
-			b.Fatalf("check: %v %v", r.Summary(), err)
-		}
+		b.Run(name, func(b *testing.B) {
+			calls := 0
+			for b.Loop() {
+				base, err := Capture(ctx, dir, Options{IndexFresh: fresh})
+				if err != nil {
+					b.Fatal(err)
+				}
+				calls = base.Stats().StatCalls
+				r, err := base.Check(ctx)
+				if err != nil || !r.Clean() {
+					b.Fatalf("check: %v %v", r.Summary(), err)
+				}
+			}
+			b.ReportMetric(float64(calls), "stat-calls/op")
+		})
 	}
 }

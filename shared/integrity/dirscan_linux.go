@@ -158,5 +158,6 @@ func fromStat(st *unix.Stat_t) fileState {
 // d_type values scanDir passes.
 const (
 	dtDir     = unix.DT_DIR
+	dtReg     = unix.DT_REG
 	dtUnknown = unix.DT_UNKNOWN
 )

@@ -22,5 +22,6 @@ func scanDir(int, []byte, func([]byte, uint8) error) error { return errNoDirScan
 // d_type values (unused: scanDir is never called here).
 const (
 	dtDir     = 4
+	dtReg     = 8
 	dtUnknown = 0
 )

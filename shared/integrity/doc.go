@@ -54,6 +54,43 @@
 // as malformed) and `git ls-files`, as before; Stats.SlowPath says why,
 // and an unreadable index is logged.
 //
+// # Trusting a freshly written index (PERF-53)
+//
+// The fast capture above still examines every tracked file once, and the
+// check once more: two stat passes where git status makes one. A caller
+// that has just written the work tree and the index together (the gate
+// runner: `git read-tree -u`, `git apply --index`) can promise that the
+// index holds every tracked file's current stat data (Options.IndexFresh).
+// The capture then records a tracked regular file (a plain stage-0 entry,
+// and a regular file in the directory listing) with the index entry's stat
+// data and object id, without examining it. Still examined as above: an
+// entry racily clean with respect to the index file, an entry whose ctime
+// or mtime is not before the capture's start (less than 50 ms before it),
+// a file over the hash limits, symbolic links, gitlinks, a name the
+// listing shows as anything but a regular file (or of unknown type), a
+// tracked path missing from its directory, and .supervisor/. Every
+// directory is still listed and its stat data recorded, and the .git
+// state is recorded as always. The check compares such a file's stat
+// data with the index entry's as the capture otherwise does (each field
+// truncated to 32 bits, see gitindex.Stat), and a file whose stat data
+// differs is read and compared by content with the index's object id.
+//
+// Why this is sound: a gate cannot write, rename over, chmod or chown a
+// file without setting its ctime to a time after the capture's start,
+// and every entry taken from the index has a ctime before it, so any
+// change the gate makes leaves stat data that differs from the index's
+// and the file is read. If the promise is false (a tracked file differed
+// from the index before the gate), the check compares that file with the
+// index rather than with the work tree before the gate: it reports the
+// file although the gate did not change it (a false violation: fail
+// safe), and reports any further change the gate makes to it, except a
+// change that puts back exactly the index's content and executable bit:
+// that cannot be told from an identical rewrite (which is no violation),
+// and leaves the file as the runner prepared it. A tracked file missing,
+// or a symbolic link or a directory, before the gate is examined (the
+// directory listing does not show a regular file), so whatever the gate
+// does to it is reported.
+//
 // Ignored paths are recorded by type, size and mtime and reported in
 // Report.Ignored when they change, never as violations; a wholly ignored
 // directory is one entry, not a set of new files. Untracked paths in the

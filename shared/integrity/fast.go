@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -124,7 +125,9 @@ type indexSlot struct {
 // stat data equals what the index recorded, and that is not racily clean
 // (its mtime or ctime not before the index file's), has the content the
 // index names: its git object id is its hash, and it is not read. Every
-// other tracked file is hashed as Capture hashes (PERF-11).
+// other tracked file is hashed as Capture hashes (PERF-11). With
+// Options.IndexFresh, a tracked regular file is not examined at all when
+// its index entry may stand for it (see scanner.fromIndex, PERF-53).
 //
 // The index's paths are grouped by directory first; the walk then lists
 // each directory through its descriptor, finds each name among the
@@ -172,6 +175,7 @@ func captureFast(ctx context.Context, b *Baseline, s *scanner) (*fastTree, error
 		return nil, slow("open the work tree: %v", err)
 	}
 	defer closeDir(rootFd)
+	fresh := b.opts.IndexFresh
 	level := []int{t.dir("")}
 	for len(level) > 0 {
 		for len(bases) < len(t.dirs) {
@@ -193,6 +197,8 @@ func captureFast(ctx context.Context, b *Baseline, s *scanner) (*fastTree, error
 			d.self.racy = s.racy(d.self)
 			buf := dirBufPool.Get().(*[]byte)
 			defer dirBufPool.Put(buf)
+			var statted, unstatted int64
+			defer func() { s.statted.Add(statted); s.unstatted.Add(unstatted) }()
 			err = scanDir(fd, *buf, func(raw []byte, typ uint8) error {
 				// name is valid during this call only: whatever is kept is
 				// copied (d.names' own strings, string(raw)).
@@ -202,16 +208,25 @@ func captureFast(ctx context.Context, b *Baseline, s *scanner) (*fastTree, error
 				}
 				nameZ := raw[:len(raw)+1] // the record's NUL after the name
 				if j, ok := slices.BinarySearch(d.names, name); ok {
-					st := statAt(fd, nameZ, true)
-					st.racy = s.racy(st)
 					g := base + j
-					d.states[j] = s.identify(ctx, d, d.names[j], st, slots[g], ids[g*hs:(g+1)*hs], indexMtime, format)
 					slots[g].found = true
+					if fresh && typ == dtReg {
+						if st, ok := s.fromIndex(slots[g], ids[g*hs:(g+1)*hs], indexMtime, format); ok {
+							d.states[j] = st
+							unstatted++
+							return nil
+						}
+					}
+					st := statAt(fd, nameZ, true)
+					statted++
+					st.racy = s.racy(st)
+					d.states[j] = s.identify(ctx, d, d.names[j], st, slots[g], ids[g*hs:(g+1)*hs], indexMtime, format)
 					return nil
 				}
 				isDir := typ == dtDir
 				if typ == dtUnknown {
 					isDir = statAt(fd, nameZ, false).kind == kindDir
+					statted++
 				}
 				if isDir && name != ".git" {
 					subdirs[i] = append(subdirs[i], d.path(string(raw)))
@@ -251,6 +266,7 @@ func captureFast(ctx context.Context, b *Baseline, s *scanner) (*fastTree, error
 			g := bases[k] + j
 			if !slots[g].found {
 				d.states[j] = s.identify(ctx, d, name, s.stat(ctx, d.path(name), -1), slots[g], ids[g*hs:(g+1)*hs], indexMtime, format)
+				s.statted.Add(1)
 			}
 		}
 	}
@@ -345,6 +361,56 @@ func (s *scanner) identify(ctx context.Context, d *fastDir, name string, st file
 		st.hash = h
 	}
 	return st
+}
+
+// fromIndex is the record of a tracked path that the directory listing
+// shows as a regular file, taken from its index entry without examining
+// the file, when the caller promised that the index holds every tracked
+// file's current stat data (Options.IndexFresh): the entry's stat data
+// (as indexState makes it) and its object id as the content's hash. It
+// reports false, and the file is examined as without the promise, when
+// the entry is not a plain stage-0 regular file (trusted), is racily clean
+// with respect to the index file, has a time not before the capture's
+// start (s.racy: a change during the gate could then keep the ctime), is
+// larger than MaxHashSize, or does not fit in the hashing budget (the
+// check may read the file, as it reads every file hashed at capture).
+func (s *scanner) fromIndex(slot indexSlot, id string, indexMtime time.Time, format gitindex.Format) (fileState, bool) {
+	if !slot.trusted || slot.e.Racy(indexMtime) {
+		return fileState{}, false
+	}
+	st, ok := indexState(slot.e.Stat)
+	if !ok || s.racy(st) || st.size > s.maxHash || !s.budget.take(st.size) {
+		return fileState{}, false
+	}
+	st.hash, st.blob, st.format = id, true, format
+	return st, true
+}
+
+// indexState is the record of a regular file whose stat data is the index
+// entry's st: gitStat of it gives st back. ok is false for an entry that
+// is not a regular file's or whose nanoseconds are out of range.
+func indexState(st gitindex.Stat) (fileState, bool) {
+	perm := fs.FileMode(0o644)
+	switch st.Mode {
+	case gitindex.ModeFile:
+	case gitindex.ModeExecutable:
+		perm = 0o755
+	default:
+		return fileState{}, false
+	}
+	if st.CtimeNsec >= 1e9 || st.MtimeNsec >= 1e9 {
+		return fileState{}, false
+	}
+	sec := int64(time.Second)
+	return fileState{
+		kind:  kindRegular,
+		size:  int64(st.Size),
+		mtime: int64(st.MtimeSec)*sec + int64(st.MtimeNsec),
+		perm:  perm,
+		sys: sysStat{ok: true, ctime: int64(st.CtimeSec)*sec + int64(st.CtimeNsec),
+			ino: uint64(st.Ino), dev: uint64(st.Dev), uid: st.UID, gid: st.GID},
+		indexStat: true,
+	}, true
 }
 
 // gitStat is a regular file's stat data as git records it in the index.

@@ -6,7 +6,8 @@ import "context"
 // is opened through its parents without following a symbolic link, and
 // each tracked path in it examined with fstatat through the directory's
 // descriptor, directories in parallel on up to GOMAXPROCS goroutines; a
-// path whose stat data is unchanged (see unchanged) is not read, any
+// path whose stat data is unchanged (see unchanged; for a record taken
+// from the index, as the index records it) is not read, any
 // other goes through scanner.restat. A directory that cannot be opened
 // that way, or was not walked at capture, has its paths examined one by
 // one by scanner.restat, which reports them missing or behind a symlink,

@@ -37,6 +37,13 @@ type Stats struct {
 	// FromIndex counts the files whose hash is the object id the index
 	// records, trusted from their stat data instead of read (PERF-11).
 	FromIndex int
+	// StatFromIndex counts the tracked files whose stat data too was taken
+	// from the index, the file not examined at all (Options.IndexFresh,
+	// PERF-53); StatCalls the stat calls the fast capture made on the
+	// work tree's entries (tracked paths, and names whose type the
+	// directory listing did not give), directories' own not counted.
+	StatFromIndex int
+	StatCalls     int
 	// SlowPath says why git status was run to list the work tree's paths
 	// (an untracked or ignored path, an index this package cannot read,
 	// content conversion); "" when the index and a walk sufficed.
@@ -307,6 +314,8 @@ func (b *Baseline) recordFast(ctx context.Context, s *scanner, ft *fastTree) err
 		count(st)
 	}
 	b.stats.Tracked = ft.tracked
+	b.stats.StatFromIndex = int(s.unstatted.Load())
+	b.stats.StatCalls = int(s.statted.Load())
 	b.stats.Files = ft.tracked + len(b.files)
 	b.stats.GitItems = len(b.git)
 	return ctx.Err()

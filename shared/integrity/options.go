@@ -56,6 +56,23 @@ type Options struct {
 	// by size and mtime only. The check re-hashes exactly the files the
 	// capture hashed, so it is bounded by the same amount.
 	MaxHashBytes int64
+	// IndexFresh is the caller's promise that git's index holds the
+	// current stat data of every tracked file: the trusted caller has just
+	// written the work tree and the index together (`git read-tree -u`,
+	// `git apply --index`, as workspace.Manager.Prepare does) and nothing
+	// has written the work tree since. The fast capture then takes a
+	// tracked regular file's stat data and object id from its index entry
+	// without examining the file (PERF-53); entries that are racily clean,
+	// or whose times are not before the capture's start (see racyMargin),
+	// are examined as without the option, as is every path that is not a
+	// plain tracked regular file. The check compares such a file with its
+	// index entry as the capture otherwise does, and reads it only if the
+	// stat data differs. A false promise cannot hide a change the gate
+	// makes; it can only make the check report a file that differed from
+	// the index before the gate (fail safe; see the package
+	// documentation). It has no effect when git status lists the work
+	// tree (Stats.SlowPath).
+	IndexFresh bool
 	// Git is the git binary (default "git", looked up in PATH).
 	Git string
 	// Logger receives a line when the index cannot be read and the slower

@@ -82,6 +82,12 @@ type fileState struct {
 	// the same kind of id to compare.
 	blob   bool
 	format gitindex.Format
+	// indexStat: the stat data is the index entry's, as git records it
+	// (each field truncated to 32 bits, the mode 0644 or 0755), taken
+	// without examining the file (Options.IndexFresh); unchanged compares
+	// the file with it as the capture compares a file with its index
+	// entry.
+	indexStat bool
 }
 
 // sysStat is the stat data beyond fileState's own fields.
@@ -96,7 +102,16 @@ type sysStat struct {
 // recorded racily: then the path was not written since the capture, since
 // every write, rename over it, chmod or chown sets the ctime to the
 // current time and no unprivileged process can set it back (WI-20).
+//
+// A record taken from the index (indexStat) is compared as git's index
+// records stat data (see gitStat): its ctime was before the capture's
+// start, so a write during the gate cannot leave it in place either.
 func unchanged(old, cur fileState) bool {
+	if old.indexStat {
+		was, _ := gitStat(old)
+		now, ok := gitStat(cur)
+		return ok && cur.err == "" && !old.racy && now == was
+	}
 	return old.sys.ok && !old.racy && cur.sys == old.sys && cur.kind == old.kind &&
 		cur.size == old.size && cur.mtime == old.mtime && cur.perm == old.perm && cur.err == "" && old.err == ""
 }
@@ -191,6 +206,10 @@ type scanner struct {
 
 	hashed atomic.Int64 // bytes hashed
 	files  atomic.Int64 // files hashed
+	// statted counts the tracked paths (and entries of unknown type) the
+	// fast capture examined with a stat call; unstatted those it recorded
+	// from the index instead (Options.IndexFresh).
+	statted, unstatted atomic.Int64
 
 	mu   sync.Mutex
 	dirs map[string]dirCheck

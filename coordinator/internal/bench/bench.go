@@ -160,7 +160,7 @@ type Config struct {
 	// RepoSizes, if set, are the sizes (increasing) of the repositories
 	// the cache-key scenario measures in turn, instead of RepoFiles alone.
 	RepoSizes []int
-	// ChangedFiles is how many of them are modified (uncommitted) before
+	// ChangedFiles is how many of them are modified and staged (uncommitted) before
 	// the measurement.
 	ChangedFiles int
 	// KeyIterations is how many times each cache-key operation is measured.

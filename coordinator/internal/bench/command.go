@@ -247,7 +247,7 @@ kept in memory.
 	fs.String("memprofile", "", "write a heap profile (allocations since the start) to this file at the end of the run")
 	fs.Int("repo-files", 10000, "files in the cache-key scenario's generated repository")
 	fs.IntSlice("repo-sizes", nil, "sizes of the cache-key scenario's repositories, increasing (e.g. 10000,100000), measured in turn instead of --repo-files alone, with how each operation grows against git status")
-	fs.Int("changed-files", 5, "files of that repository changed, and left uncommitted, before measuring")
+	fs.Int("changed-files", 5, "files of that repository changed and staged, left uncommitted, before measuring")
 	fs.Int("key-iterations", 20, "runs of each cache-key operation")
 	fs.String("redis-url", "", "also measure a cache hit against this Redis (keys under a prefix of the bench's own, removed; a user with a role's ACL cannot write them)")
 	jobrun.AddRedisSecurityFlags(fs)

@@ -139,7 +139,7 @@ func printCacheKey(w io.Writer, c *CacheKeyReport) {
 // printCacheKeySize writes one repository size's figures; first says it is
 // the one the cache hits were measured on.
 func printCacheKeySize(w io.Writer, c *CacheKeyReport, sz *CacheKeySize, first bool) {
-	fmt.Fprintf(w, "\nGate cache key (%s): a generated repository of %s files, %d of them changed (uncommitted);\n",
+	fmt.Fprintf(w, "\nGate cache key (%s): a generated repository of %s files, %d of them changed and staged (uncommitted);\n",
 		ScenarioCacheKey, thousands(int64(sz.Files)), sz.ChangedFiles)
 	fmt.Fprintf(w, "each operation %d times after a warm-up, on the same tree; /%s is p50 over %s's p50:\n",
 		c.Iterations, strings.ToUpper(c.Reference), c.Reference)
@@ -155,8 +155,9 @@ func printCacheKeySize(w io.Writer, c *CacheKeyReport, sz *CacheKeySize, first b
 			dur(op.MeanMicros), ratio(op.Ratio), dur(m.CPUPerOpMicros), children, byteSize(m.AllocBytesPerOp))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "integrity: capture p50 %s, check p50 %s; a capture records %s paths and hashes %s files\n",
-		dur(sz.IntegrityCaptureP50Micros), dur(sz.IntegrityCheckP50Micros), thousands(int64(sz.IntegrityFiles)), thousands(int64(sz.IntegrityHashed)))
+	fmt.Fprintf(w, "integrity: capture p50 %s, check p50 %s; a capture records %s paths, hashes %s files, takes %s files' stat data from the index and makes %s stat calls\n",
+		dur(sz.IntegrityCaptureP50Micros), dur(sz.IntegrityCheckP50Micros), thousands(int64(sz.IntegrityFiles)), thousands(int64(sz.IntegrityHashed)),
+		thousands(int64(sz.IntegrityStatFromIndex)), thousands(int64(sz.IntegrityStatCalls)))
 	how := "computed in Go"
 	if sz.KeyGitPath != "" {
 		how = "computed by git: " + sz.KeyGitPath
