@@ -81,7 +81,7 @@ func (s *State) leavePromptsOut(w *Workflow, seq uint64) {
 		return
 	}
 	leaveOut(w.Spec.Tasks)
-	w.prompts = &promptsInLog{At: seq, src: s.prompts, leave: true}
+	w.prompts = &promptsInLog{At: seq} // Put gives it the state's source
 }
 
 // leaveOut drops the prompts of tasks, but those of human tasks.
