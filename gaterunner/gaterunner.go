@@ -253,7 +253,7 @@ func (r *Runner) run(ctx context.Context, job *protocol.GateJob, token uint64) (
 	}
 	// Emptied once the result is reported.
 	defer func() { out.After = jobrun.CloseAfter(ws, r.deps.Log) }()
-	out = r.runIn(ctx, job, token, began, def, logw, ws.Dir)
+	out = r.runIn(ctx, job, token, began, def, logw, ws)
 	out.Repo = jobrun.Worked
 	return out
 }
@@ -284,10 +284,11 @@ func (r *Runner) patchesConflict(ctx context.Context, job *protocol.GateJob, tok
 	return jobrun.Outcome{Report: gateReport(g), Repo: jobrun.Worked}
 }
 
-// runIn runs the gate job in its prepared workspace dir, through the gate
-// cache.
+// runIn runs the gate job in the workspace Prepare has just written,
+// through the gate cache.
 func (r *Runner) runIn(ctx context.Context, job *protocol.GateJob, token uint64, began time.Time, def gateDef,
-	logw *jobrun.LogWriter, dir string) jobrun.Outcome {
+	logw *jobrun.LogWriter, ws *workspace.Workspace) jobrun.Outcome {
+	dir := ws.Dir
 
 	// The SUPERVISOR_* metadata differs per job; it is not part of the
 	// cache key, which takes the definition's env only.
@@ -314,7 +315,7 @@ func (r *Runner) runIn(ctx context.Context, job *protocol.GateJob, token uint64,
 	}
 
 	kctx, span := telemetry.Start(ctx, jobrun.SpanCacheLookup)
-	key, err := r.cacheKey(kctx, job, def, spec, dir)
+	key, err := r.cacheKey(kctx, job, def, spec, ws)
 	span.SetAttributes(attribute.String("supervisor.cache_key", key.ID), attribute.String("supervisor.cache_disabled", key.Disabled))
 	telemetry.End(span, err)
 	if err != nil {
@@ -438,10 +439,12 @@ func (r *Runner) environmentID(ctx context.Context, spec sandbox.Spec) (string, 
 	}
 }
 
-// cacheKey computes the gate's cache key over the prepared workspace, or a
-// Key with Disabled set saying why caching is off. The error is non-nil
-// only when ctx ended.
-func (r *Runner) cacheKey(ctx context.Context, job *protocol.GateJob, def gateDef, spec sandbox.Spec, dir string) (gatecache.Key, error) {
+// cacheKey computes the gate's cache key over the workspace Prepare has
+// just written, or a Key with Disabled set saying why caching is off. The
+// error is non-nil only when ctx ended. Nothing has run in the workspace
+// yet, so the key takes its layout from the workspace and knows it has no
+// untracked file (KeyInput.Fresh, PERF-54): no git process starts.
+func (r *Runner) cacheKey(ctx context.Context, job *protocol.GateJob, def gateDef, spec sandbox.Spec, ws *workspace.Workspace) (gatecache.Key, error) {
 	if !def.cache {
 		return gatecache.Key{Disabled: "cache: false in the gate's definition"}, nil
 	}
@@ -453,7 +456,8 @@ func (r *Runner) cacheKey(ctx context.Context, job *protocol.GateJob, def gateDe
 		return gatecache.Key{Disabled: "no execution environment id (CD-19): " + err.Error()}, nil
 	}
 	return gatecache.ComputeKey(ctx, gatecache.KeyInput{
-		Dir:            dir,
+		Dir:            ws.Dir,
+		Fresh:          &gatecache.Layout{GitDir: ws.GitDir(), CommonDir: ws.CommonDir(), Format: gatecache.FormatOf(ws.Base)},
 		Gate:           job.Gate,
 		Command:        def.command,
 		Env:            def.env,

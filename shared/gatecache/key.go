@@ -125,6 +125,39 @@ type KeyInput struct {
 	// Deadline bounds the computation (default DefaultDeadline); exceeding
 	// it disables caching (CD-17).
 	Deadline time.Duration
+	// Fresh, when set, vouches that Dir is a worktree the caller has just
+	// written itself, files and index together, and in which nothing has
+	// run since: it holds no untracked file, Dir is the top of its
+	// worktree, and Fresh says where its repository is. The key then starts
+	// no git process (no `git rev-parse`, no `git ls-files -o`) unless the
+	// tree must be computed by git (Key.GitPath). Nil: all of it is asked
+	// of git.
+	Fresh *Layout
+}
+
+// Layout is where a worktree's repository keeps what the key reads, as
+// the program that made the worktree knows it (KeyInput.Fresh).
+type Layout struct {
+	// GitDir is the worktree's git directory: its index and
+	// config.worktree.
+	GitDir string
+	// CommonDir is the repository's common directory: objects,
+	// info/attributes and config (the same as GitDir for a main worktree).
+	CommonDir string
+	// Format is the object format, "sha1" or "sha256".
+	Format string
+}
+
+// FormatOf returns the object format of a full object id: "sha1" for 40
+// hex digits, "sha256" for 64, "" otherwise.
+func FormatOf(id string) string {
+	switch len(id) {
+	case 40:
+		return "sha1"
+	case 64:
+		return "sha256"
+	}
+	return ""
 }
 
 // Key is a computed cache key.
@@ -326,6 +359,9 @@ func treeOf(ctx context.Context, in KeyInput, mode treeMode) (tree, root, gitPat
 	if in.GitDir != "" {
 		base.GitDir, base.WorkTree = in.GitDir, root
 	}
+	if f := in.Fresh; f != nil {
+		return freshTree(ctx, root, *f, mode)
+	}
 	var untracked chan untrackedList
 	if mode == treeAuto {
 		// The untracked listing runs while rev-parse runs and the work
@@ -345,6 +381,36 @@ func treeOf(ctx context.Context, in KeyInput, mode treeMode) (tree, root, gitPat
 	}
 	if mode == treeAuto {
 		tree, err := fastTree(ctx, loc, untracked)
+		var fb *fallback
+		if !errors.As(err, &fb) {
+			return tree, root, "", err
+		}
+		gitPath = fb.reason
+	}
+	tree, err = gitTree(ctx, loc, mode == treeGitFresh)
+	return tree, root, gitPath, err
+}
+
+// freshTree is treeOf for a worktree the caller vouches for
+// (KeyInput.Fresh): its layout is taken as given and its list of untracked
+// files is empty, so the tree is computed without git unless fastTree
+// falls back.
+func freshTree(ctx context.Context, root string, f Layout, mode treeMode) (tree, top, gitPath string, err error) {
+	if f.GitDir == "" || f.CommonDir == "" {
+		return "", "", "", errors.New("gatecache: KeyInput.Fresh needs GitDir and CommonDir")
+	}
+	loc := repoLocation{
+		root: root, base: gitexec.Runner{Dir: root, GitDir: f.GitDir, WorkTree: root},
+		index:      filepath.Join(f.GitDir, "index"),
+		objects:    filepath.Join(f.CommonDir, "objects"),
+		attributes: filepath.Join(f.CommonDir, "info", "attributes"),
+		configs:    []string{filepath.Join(f.CommonDir, "config"), filepath.Join(f.GitDir, "config.worktree")},
+		format:     f.Format,
+	}
+	if mode == treeAuto {
+		none := make(chan untrackedList, 1)
+		none <- untrackedList{}
+		tree, err := fastTree(ctx, loc, none)
 		var fb *fallback
 		if !errors.As(err, &fb) {
 			return tree, root, "", err

@@ -51,6 +51,14 @@ func (w *Workspace) reset(ctx context.Context, commit string) error {
 	return err
 }
 
+// GitDir is the worktree's git directory: its registration in the mirror,
+// holding its HEAD and index.
+func (w *Workspace) GitDir() string { return w.slot.admin }
+
+// CommonDir is the git directory the worktree shares with the mirror:
+// objects, configuration and info/.
+func (w *Workspace) CommonDir() string { return w.slot.mirror }
+
 // Git returns a runner of git in the workspace, its repository named
 // explicitly as the workspace's own operations run it.
 func (w *Workspace) Git() gitexec.Runner { return w.git() }
