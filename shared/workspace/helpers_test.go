@@ -234,6 +234,16 @@ func newManager(t *testing.T, root string, bundles, patches Objects) *Manager {
 	return m
 }
 
+// checkKeptSlot fails unless the closed workspace's slot went back to the
+// pool as Prepare left it (PERF-55): kept with its record, holding files.
+func checkKeptSlot(t *testing.T, w *Workspace, files map[string][]byte) {
+	t.Helper()
+	if w.slot.kept == nil {
+		t.Fatalf("slot %s was emptied; want it kept as prepared", w.Dir)
+	}
+	checkTree(t, w.Dir, files)
+}
+
 // checkEmptySlot fails unless the pool slot dir holds nothing but its .git
 // file, and its registration nothing but gitdir, commondir and locked.
 func checkEmptySlot(t *testing.T, dir string) {
@@ -260,5 +270,23 @@ func checkEmptySlot(t *testing.T, dir string) {
 		if n := e.Name(); n != "gitdir" && n != "commondir" && n != "locked" {
 			t.Errorf("registration %s of slot %s still holds %s", admin, dir, n)
 		}
+	}
+}
+
+// stat returns path's Lstat information.
+func stat(t *testing.T, path string) os.FileInfo {
+	t.Helper()
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi
+}
+
+// setTimes sets path's access and modification times to mtime.
+func setTimes(t *testing.T, path string, mtime time.Time) {
+	t.Helper()
+	if err := os.Chtimes(path, mtime, mtime); err != nil {
+		t.Fatal(err)
 	}
 }

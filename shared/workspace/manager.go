@@ -74,8 +74,10 @@ type Objects interface {
 //
 // Each slot of a pool is registered in its mirror once, as
 // worktrees/pool-<n>, and serves one job at a time: Prepare empties it and
-// checks the job's commit out, Close empties it again. A process keeps the
-// slots it emptied (their flocks held) for its next jobs; a process that
+// checks the job's commit out, Close empties it again, unless the job left
+// it exactly as Prepare made it (then the next job of the same checkout gets
+// it as it is, see pristine). A process keeps the slots it closed (their
+// flocks held) for its next jobs; a process that
 // dies releases its flocks, and its slots are taken over by the next
 // Prepare on the host or removed by Sweep. <root>/jobs/ held one worktree
 // per job before pools; Sweep removes what is left of it.
@@ -91,7 +93,7 @@ type Manager struct {
 
 	mu    sync.Mutex
 	locks map[string]chan struct{} // per repository id, in-process
-	idle  map[string][]*slot       // per repository id: emptied slots this process holds
+	idle  map[string][]*slot       // per repository id: closed slots this process holds
 	known boundedSet               // repository id + "\x00" + commit: commits the mirror holds
 }
 
@@ -381,8 +383,10 @@ func (m *Manager) fetchPatch(ctx context.Context, ref protocol.PatchRef) (string
 // becomes Workspace.Base. The worktree is a slot of the mirror's pool that
 // no other job uses meanwhile, in this process or another: emptied of
 // everything the previous job left (files, index, HEAD, refs and logs of
-// the worktree) and checked out afresh with one `git read-tree`. The
-// caller must Close the workspace.
+// the worktree) and checked out afresh with one `git read-tree`, or, when
+// the previous job in it was of the same checkout and left it exactly as
+// Prepare made it, handed on as it is (PERF-55). The caller must Close the
+// workspace.
 func (m *Manager) Prepare(ctx context.Context, repo protocol.RepoRef, patches []protocol.PatchRef, jobID string) (_ *Workspace, err error) {
 	if err := validateRepo(repo); err != nil {
 		return nil, err
@@ -402,9 +406,14 @@ func (m *Manager) Prepare(ctx context.Context, repo protocol.RepoRef, patches []
 		files = append(files, f)
 	}
 
-	ws, err := m.checkout(ctx, repo)
+	state := pristineState(repo.BaseCommit, patches)
+	ws, err := m.checkout(ctx, repo, state)
 	if err != nil {
 		return nil, fmt.Errorf("workspace: prepare job %s: %w", jobID, err)
+	}
+	if ws.rec != nil {
+		m.log.DebugContext(ctx, "workspace: prepared in a slot kept as it was", "job", jobID, "dir", ws.Dir, "repo", repo.ID, "base", ws.Base)
+		return ws, nil
 	}
 	defer func() {
 		if err != nil {
@@ -440,25 +449,34 @@ func (m *Manager) Prepare(ctx context.Context, repo protocol.RepoRef, patches []
 	if racyFrom, err := mtimeOf(filepath.Join(ws.slot.admin, "index")); err == nil {
 		ws.snap = takeSnapshot(ws.Dir, racyFrom)
 	}
+	ws.rec = recordPristine(ws, state)
 	m.log.DebugContext(ctx, "workspace: prepared", "job", jobID, "dir", ws.Dir, "repo", repo.ID, "base", ws.Base, "patches", applied)
 	return ws, nil
 }
 
 // checkout takes a slot of the repository's pool, empties it and checks
-// out repo.BaseCommit in it. A slot that cannot be emptied is given up and
+// out repo.BaseCommit in it; a slot kept as a Prepare of the same state
+// left it, and still exactly so, is handed out as it is instead (its
+// Workspace's rec set). A slot that cannot be emptied is given up and
 // the next one tried. When the mirror was only remembered to hold the
 // commit and either step fails, the mirror is checked (and filled from the
 // bundle if need be) and the slot tried once more.
-func (m *Manager) checkout(ctx context.Context, repo protocol.RepoRef) (*Workspace, error) {
+func (m *Manager) checkout(ctx context.Context, repo protocol.RepoRef, state string) (*Workspace, error) {
 	mirror, remembered, err := m.mirrorOf(ctx, repo)
 	if err != nil {
 		return nil, err
 	}
 	skip := map[int]bool{}
 	for {
-		s, err := m.takeSlot(repo.ID, mirror, skip)
+		s, err := m.takeSlot(repo.ID, mirror, skip, state)
 		if err != nil {
 			return nil, err
+		}
+		if k := s.kept; k != nil {
+			s.kept = nil
+			if k.state == state && k.holds(s) {
+				return &Workspace{Dir: s.dir, Base: k.base, m: m, slot: s, snap: k.snap, rec: k}, nil
+			}
 		}
 		ws := &Workspace{Dir: s.dir, Base: repo.BaseCommit, m: m, slot: s}
 		emptied, err := m.fill(ctx, ws, repo.BaseCommit)

@@ -11,7 +11,8 @@ import (
 )
 
 // A slot is one pooled worktree of a mirror: a directory registered in the
-// mirror once, handed to one job at a time and emptied between jobs.
+// mirror once, handed to one job at a time and emptied between jobs
+// (unless a job left it exactly as Prepare made it: see pristine).
 //
 //	<root>/pool/<repo-id>/<n>/        the worktree (Workspace.Dir)
 //	<root>/pool/<repo-id>/<n>.lock    flock held while a process owns the slot
@@ -28,6 +29,9 @@ type slot struct {
 	dir, admin   string
 	lockPath     string
 	lock         *os.File
+	// kept is the record of a slot that went back to the pool as Prepare
+	// left it, not emptied (nil: emptied, or not known to this process).
+	kept *pristine
 }
 
 // slotLocked is the content of a slot's locked file: `git worktree list`
@@ -49,16 +53,34 @@ func (m *Manager) newSlot(repo, mirror string, n int) *slot {
 // takeSlot returns a slot of repo's pool for this process alone: an idle
 // one this process kept, or the first on the host no process holds (its
 // flock taken), created if need be. It is not emptied yet.
-func (m *Manager) takeSlot(repo, mirror string, skip map[int]bool) (*slot, error) {
+//
+// An idle slot kept as Prepare left it for state (see pristine) is
+// preferred; it is handed out with its record, which the caller checks.
+func (m *Manager) takeSlot(repo, mirror string, skip map[int]bool, state string) (*slot, error) {
 	m.mu.Lock()
 	idle := m.idle[repo]
+	pick := -1
 	for i := len(idle) - 1; i >= 0; i-- {
-		if s := idle[i]; !skip[s.n] {
-			m.idle[repo] = append(idle[:i:i], idle[i+1:]...)
-			m.mu.Unlock()
-			s.mirror = mirror
-			return s, nil
+		s := idle[i]
+		if skip[s.n] {
+			continue
 		}
+		if s.kept != nil && s.kept.state == state {
+			pick = i
+			break
+		}
+		if pick < 0 {
+			pick = i
+		}
+	}
+	if pick >= 0 {
+		s := idle[pick]
+		m.idle[repo] = append(idle[:pick:pick], idle[pick+1:]...)
+		m.mu.Unlock()
+		if s.mirror != mirror {
+			s.mirror, s.kept = mirror, nil
+		}
+		return s, nil
 	}
 	m.mu.Unlock()
 	if err := os.MkdirAll(m.poolDir(repo), 0o755); err != nil {
@@ -80,8 +102,8 @@ func (m *Manager) takeSlot(repo, mirror string, skip map[int]bool) (*slot, error
 	}
 }
 
-// putSlot keeps an emptied slot, its flock still held, for this process's
-// next job of the same repository.
+// putSlot keeps a slot, emptied or as Prepare left it (s.kept), its flock
+// still held, for this process's next job of the same repository.
 func (m *Manager) putSlot(s *slot) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -89,7 +111,10 @@ func (m *Manager) putSlot(s *slot) {
 }
 
 // release gives the slot up to any process on the host.
-func (s *slot) release() { s.lock.Close() }
+func (s *slot) release() {
+	s.kept = nil
+	s.lock.Close()
+}
 
 // empty removes everything the last job left in the slot: its files (all
 // but the .git file, rewritten if it changed) and everything in its
@@ -97,6 +122,7 @@ func (s *slot) release() { s.lock.Close() }
 // logs of the worktree), which it creates if missing. The caller holds the
 // slot.
 func (m *Manager) empty(s *slot) error {
+	s.kept = nil
 	if err := ensureDir(s.dir); err != nil {
 		return fmt.Errorf("slot %s: %w", s.dir, err)
 	}

@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
@@ -23,11 +25,18 @@ func TestPoolReuseLeaksNothing(t *testing.T) {
 	outsideFile := filepath.Join(outside, "keep.txt")
 	testkit.WriteFile(t, outsideFile, []byte("outside the workspace\n"))
 
-	// What a job may leave behind, one kind per row.
+	// What a job may leave behind, one kind per row. The rows from "a
+	// same-size change" on keep every file's size and modification time,
+	// so only the record of a slot kept as prepared (change times,
+	// inodes, the content of racy files: PERF-55) tells them from a job
+	// that changed nothing.
 	jobs := []struct {
 		name string
 		do   func(t *testing.T, ws *Workspace)
+		// after, if set, runs once the next job has its workspace.
+		after func(t *testing.T, next *Workspace)
 	}{
+		{"nothing", func(t *testing.T, ws *Workspace) {}, nil},
 		{"tracked changes", func(t *testing.T, ws *Workspace) {
 			testkit.WriteFile(t, filepath.Join(ws.Dir, "README.md"), []byte("changed by the job\n"))
 			if err := os.Remove(filepath.Join(ws.Dir, "src/a.txt")); err != nil {
@@ -36,13 +45,13 @@ func TestPoolReuseLeaksNothing(t *testing.T) {
 			if err := os.Chmod(filepath.Join(ws.Dir, "data.bin"), 0o400); err != nil {
 				t.Fatal(err)
 			}
-		}},
+		}, nil},
 		{"untracked and ignored files", func(t *testing.T, ws *Workspace) {
 			testkit.WriteFile(t, filepath.Join(ws.Dir, "new.txt"), []byte("untracked\n"))
 			testkit.WriteFile(t, filepath.Join(ws.Dir, "src/deep/er/still.go"), []byte("package er\n"))
 			testkit.WriteFile(t, filepath.Join(ws.Dir, "build.log"), []byte("ignored\n"))
 			testkit.WriteFile(t, filepath.Join(ws.Dir, "logs/run.log"), []byte("ignored too\n"))
-		}},
+		}, nil},
 		{"read-only nested directories", func(t *testing.T, ws *Workspace) {
 			testkit.WriteFile(t, filepath.Join(ws.Dir, "ro/inner/file.txt"), []byte("locked in\n"))
 			for _, d := range []string{"ro/inner", "ro", "src", "."} {
@@ -50,22 +59,22 @@ func TestPoolReuseLeaksNothing(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-		}},
+		}, nil},
 		{"a commit and worktree refs", func(t *testing.T, ws *Workspace) {
 			testkit.WriteFile(t, filepath.Join(ws.Dir, "committed.txt"), []byte("committed by the job\n"))
 			testkit.Git(t, ws.Dir, "add", "--all")
 			testkit.Git(t, ws.Dir, "commit", "--quiet", "-m", "job's commit")
 			testkit.Git(t, ws.Dir, "update-ref", "refs/bisect/bad", "HEAD")
-		}},
+		}, nil},
 		{"a rewritten .git file", func(t *testing.T, ws *Workspace) {
 			if err := os.Remove(filepath.Join(ws.Dir, ".git")); err != nil {
 				t.Fatal(err)
 			}
 			testkit.WriteFile(t, filepath.Join(ws.Dir, ".git", "config"), []byte("[core]\n\tfsmonitor = touch /tmp/pwned\n"))
-		}},
+		}, nil},
 		{"a .git file pointing elsewhere", func(t *testing.T, ws *Workspace) {
 			testkit.WriteFile(t, filepath.Join(ws.Dir, ".git"), []byte("gitdir: "+outside+"\n"))
-		}},
+		}, nil},
 		{"links out of the workspace", func(t *testing.T, ws *Workspace) {
 			if err := os.Symlink(outside, filepath.Join(ws.Dir, "escape")); err != nil {
 				t.Fatal(err)
@@ -79,8 +88,46 @@ func TestPoolReuseLeaksNothing(t *testing.T) {
 			if err := os.Symlink(outsideFile, head); err != nil {
 				t.Fatal(err)
 			}
+		}, nil},
+		{"a same-size change, its times put back", func(t *testing.T, ws *Workspace) {
+			path := filepath.Join(ws.Dir, "README.md")
+			mtime := stat(t, path).ModTime()
+			testkit.WriteFile(t, path, bytes.Repeat([]byte("x"), len(testkit.ReadFile(t, path))))
+			setTimes(t, path, mtime)
+		}, nil},
+		{"a mode changed and changed back", func(t *testing.T, ws *Workspace) {
+			path := filepath.Join(ws.Dir, "README.md")
+			perm := stat(t, path).Mode().Perm()
+			for _, mode := range []os.FileMode{0o777, perm} {
+				if err := os.Chmod(path, mode); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, nil},
+		{"a file replaced by a copy, its times put back", func(t *testing.T, ws *Workspace) {
+			path := filepath.Join(ws.Dir, "src/a.txt")
+			mtime := stat(t, path).ModTime()
+			data := testkit.ReadFile(t, path)
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+			testkit.WriteFile(t, path, data)
+			setTimes(t, path, mtime)
+		}, nil},
+		{"the index rewritten with the same entries", func(t *testing.T, ws *Workspace) {
+			testkit.Git(t, ws.Dir, "update-index", "--chmod=+x", "README.md")
+			testkit.Git(t, ws.Dir, "update-index", "--chmod=-x", "README.md")
+		}, nil},
+		{"a hard link from outside", func(t *testing.T, ws *Workspace) {
+			if err := os.Link(filepath.Join(ws.Dir, "README.md"), filepath.Join(outside, "link-"+strings.ReplaceAll(t.Name(), "/", "-"))); err != nil {
+				t.Fatal(err)
+			}
+		}, func(t *testing.T, next *Workspace) {
+			// Written after the next job's checkout: that job must not see it.
+			testkit.WriteFile(t, filepath.Join(outside, "link-"+strings.ReplaceAll(t.Name(), "/", "-")), []byte("through the link\n"))
 		}},
 	}
+
 	for _, ending := range []string{"closed", "crashed"} {
 		for _, job := range jobs {
 			t.Run(ending+"/"+job.name, func(t *testing.T) {
@@ -113,7 +160,15 @@ func TestPoolReuseLeaksNothing(t *testing.T) {
 				if ws.Dir != first.Dir {
 					t.Fatalf("next job in %s, want the freed slot %s", ws.Dir, first.Dir)
 				}
+				if job.after != nil {
+					job.after(t, ws)
+				}
 				checkBase(t, ws, r)
+				// Only a slot this process closed untouched is handed on
+				// as it was (PERF-55); every other one was emptied.
+				if kept, want := ws.rec != nil && first.rec == ws.rec, ending == "closed" && job.name == "nothing"; kept != want {
+					t.Errorf("slot handed on as it was: %v, want %v", kept, want)
+				}
 				if got := string(testkit.ReadFile(t, outsideFile)); got != "outside the workspace\n" {
 					t.Fatalf("a file outside the workspace changed: %q", got)
 				}
@@ -255,4 +310,67 @@ func TestPoolMirrorRemovedBehindTheManager(t *testing.T) {
 	if n := bundles.n.Load(); n != 2 {
 		t.Fatalf("bundle downloaded %d times, want 2 (once more for the new mirror)", n)
 	}
+}
+
+// A slot kept as prepared (PERF-55) is handed on only to a job of the same
+// checkout (base commit and patches), and only while it is still exactly
+// so: a change made while it waits in the pool sends it back to be emptied.
+func TestPoolKeptSlot(t *testing.T) {
+	t.Parallel()
+	ctx := testkit.Context(t, 60*time.Second)
+	s, r, repo := uploadedRepo(t)
+	m := newManager(t, t.TempDir(), s.bundles, s.patches)
+	deps := []protocol.PatchRef{putPatch(t, s, "a", r.p1), putPatch(t, s, "b", r.p2)}
+	prepare := func(patches []protocol.PatchRef) *Workspace {
+		t.Helper()
+		ws, err := m.Prepare(ctx, repo, patches, "wf1.kept.a1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ws
+	}
+	closed := func(ws *Workspace) {
+		t.Helper()
+		if err := ws.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	first := prepare(nil)
+	closed(first)
+	readme := filepath.Join(first.Dir, "README.md")
+	mtime := stat(t, readme).ModTime()
+	testkit.WriteFile(t, readme, bytes.Repeat([]byte("y"), len(r.baseFiles["README.md"])))
+	setTimes(t, readme, mtime) // while the slot waits in the pool
+
+	second := prepare(nil)
+	if second.Dir != first.Dir || second.rec == first.rec {
+		t.Fatalf("changed kept slot: next job in %s (reused record: %v); want %s emptied", second.Dir, second.rec == first.rec, first.Dir)
+	}
+	checkBase(t, second, r)
+	closed(second)
+
+	withDeps := prepare(deps)
+	if withDeps.Dir != first.Dir || withDeps.Base == r.base {
+		t.Fatalf("job with patches in %s at %s; want the one slot, at the patches' commit", withDeps.Dir, withDeps.Base)
+	}
+	checkTree(t, withDeps.Dir, r.afterFiles)
+	closed(withDeps)
+
+	again := prepare(deps)
+	if again.rec != withDeps.rec || again.Base != withDeps.Base {
+		t.Fatalf("the same checkout again: record reused %v, Base %s; want the kept slot at %s", again.rec == withDeps.rec, again.Base, withDeps.Base)
+	}
+	checkTree(t, again.Dir, r.afterFiles)
+	if d, err := again.Diff(ctx); err != nil || len(d) != 0 {
+		t.Fatalf("Diff of the kept slot = %q, %v; want empty", d, err)
+	}
+	closed(again)
+
+	base := prepare(nil) // another checkout: the slot is emptied first
+	if base.rec == again.rec {
+		t.Fatal("a slot kept for the patches' checkout was handed to a job of the base commit")
+	}
+	checkBase(t, base, r)
+	closed(base)
 }

@@ -27,6 +27,9 @@ type Workspace struct {
 	// snap is the worktree as Prepare left it, so Diff knows without git
 	// that nothing changed (nil: always ask git).
 	snap *snapshot
+	// rec is the slot as Prepare left it, so Close knows whether the slot
+	// may go back to the pool without being emptied (nil: emptied).
+	rec *pristine
 
 	mu     sync.Mutex
 	closed bool
@@ -159,7 +162,9 @@ func (w *Workspace) ApplyWork(ctx context.Context, ref protocol.PatchRef) error 
 }
 
 // Close empties the workspace's slot (the job's files, the worktree's
-// index, HEAD, refs and logs) and keeps it for the Manager's next job. A
+// index, HEAD, refs and logs) and keeps it for the Manager's next job; a
+// slot still exactly as Prepare left it (see pristine) is kept without
+// being emptied, for the next job of the same checkout. A
 // slot that cannot be emptied is given up to the host (the next Prepare
 // that takes it, or Sweep, tries again). Close is idempotent; only the
 // first call does the work.
@@ -170,6 +175,11 @@ func (w *Workspace) Close() error {
 		return nil
 	}
 	w.closed = true
+	if w.rec != nil && w.rec.holds(w.slot) {
+		w.slot.kept = w.rec // nothing of the job's is in it (PERF-55)
+		w.m.putSlot(w.slot)
+		return nil
+	}
 	if err := w.m.empty(w.slot); err != nil {
 		w.slot.release()
 		return fmt.Errorf("workspace: close %s: %w", w.Dir, err)

@@ -138,14 +138,20 @@ func TestPrepareMirrorsOnceAndChecksOutBase(t *testing.T) {
 		t.Fatalf("%d worktrees registered, want 2", got)
 	}
 
-	for _, w := range []*Workspace{ws, ws2} {
+	// The second job changed a file; the first changed nothing.
+	testkit.WriteFile(t, filepath.Join(ws2.Dir, "README.md"), []byte("changed\n"))
+	for i, w := range []*Workspace{ws, ws2} {
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
 		if err := w.Close(); err != nil {
 			t.Fatalf("second Close: %v", err)
 		}
-		checkEmptySlot(t, w.Dir)
+		if i == 0 {
+			checkKeptSlot(t, w, r.baseFiles) // PERF-55
+		} else {
+			checkEmptySlot(t, w.Dir)
+		}
 		if _, err := w.Diff(ctx); err == nil {
 			t.Fatal("Diff after Close succeeded")
 		}
@@ -390,7 +396,7 @@ func TestConcurrentPrepare(t *testing.T) {
 		t.Fatalf("worktrees registered: %v, want the %d slots", wt, n)
 	}
 	for _, w := range wss {
-		checkEmptySlot(t, w.Dir)
+		checkKeptSlot(t, w, r.afterFiles) // nothing changed: kept as prepared (PERF-55)
 	}
 }
 
