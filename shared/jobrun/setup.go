@@ -203,6 +203,12 @@ func LocalDeps(s Settings, b *bus.Bus, store state.Store, log *slog.Logger) (Dep
 	return deps, err
 }
 
+// writableWorkspaces is a sandbox whose runs make the workspace writable
+// for another user (sandbox.MakeWritable) when it is not already.
+type writableWorkspaces interface {
+	WritableWorkspaces() bool
+}
+
 // LeftoverAge is how old what dead runners left in the data directory
 // must be for NewDeps to remove it (workspace.Manager.Sweep).
 const LeftoverAge = time.Hour
@@ -235,6 +241,9 @@ func NewDeps(ctx context.Context, s Settings, b *bus.Bus, store state.Store, log
 	sel, err := SelectSandbox(ctx, s, dataDir, host, log)
 	if err != nil {
 		return Deps{}, nil, err
+	}
+	if w, ok := sel.Sandbox.(writableWorkspaces); ok && w.WritableWorkspaces() {
+		ws.SetShape(sandbox.MakeWritable) // made ahead, so an unchanged slot stays so (PERF-55)
 	}
 	var labels map[string]string
 	if len(s.Labels) > 0 {

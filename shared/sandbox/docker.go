@@ -548,7 +548,7 @@ func (d *Docker) runSpec(ctx context.Context, spec Spec, warm map[string]string)
 	}
 	defer caches.cleanup()
 	if fixPerms {
-		if err := makeWritable(filepath.Clean(spec.Workspace)); err != nil {
+		if err := MakeWritable(filepath.Clean(spec.Workspace)); err != nil {
 			return Result{}, fmt.Errorf("%w: making the workspace writable for %s: %w", ErrStart, cfg.User, err)
 		}
 	}
@@ -718,6 +718,11 @@ func validateNetwork(network []string) error {
 
 // userFor picks the container user for the workspace root: see
 // DockerOptions.User.
+// WritableWorkspaces reports whether runs make the workspace writable for
+// their container's user (MakeWritable): a runner running as root without
+// a configured user, whose workspaces belong to root.
+func (d *Docker) WritableWorkspaces() bool { return d.user == "" && os.Geteuid() == 0 }
+
 func (d *Docker) userFor(root string) (user string, fixPerms bool) {
 	if d.user != "" {
 		return d.user, false
@@ -734,12 +739,13 @@ func (d *Docker) userFor(root string) (user string, fixPerms bool) {
 	return DefaultSandboxUser, os.Geteuid() == 0
 }
 
-// makeWritable adds group and other read/write permission (and search or
+// MakeWritable adds group and other read/write permission (and search or
 // execute permission where the owner has it) to the workspace and
 // everything in it except .git and symlinks, so that DefaultSandboxUser
-// can work in a workspace that belongs to root. Git tracks only the
-// executable bit, which this keeps as the owner has it.
-func makeWritable(root string) error {
+// (or a process sandbox's user) can work in a workspace that belongs to
+// root. Git tracks only the executable bit, which this keeps as the owner
+// has it. It changes nothing that already has those permissions.
+func MakeWritable(root string) error {
 	return filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err

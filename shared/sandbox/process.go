@@ -140,6 +140,10 @@ func (p *Process) KillLeftovers() int {
 // Name returns "process".
 func (p *Process) Name() string { return "process" }
 
+// WritableWorkspaces reports whether runs make the workspace writable for
+// the sandbox user they run as (MakeWritable).
+func (p *Process) WritableWorkspaces() bool { return p.runAs != nil }
+
 // Run executes spec.Argv directly (never through a shell) in
 // Workspace/WorkingDir and waits for it to end.
 //

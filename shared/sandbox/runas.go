@@ -123,7 +123,7 @@ func (u RunAs) credential() *syscall.Credential {
 }
 
 // prepareRunAs gets a run's directories ready for a command running as u:
-// the workspace writable by it (everything but .git, see makeWritable),
+// the workspace writable by it (everything but .git, see MakeWritable),
 // the scratch directory its own, with a Git configuration trusting the
 // workspace (safe.directory: the worktree belongs to the runner, and Git
 // refuses another user's repository otherwise).
@@ -131,7 +131,7 @@ func prepareRunAs(u RunAs, workspace, scratch string) error {
 	if err := u.CanReach(filepath.Dir(workspace)); err != nil {
 		return err
 	}
-	if err := makeWritable(workspace); err != nil {
+	if err := MakeWritable(workspace); err != nil {
 		return fmt.Errorf("making the workspace writable for %s: %w", u, err)
 	}
 	cfg := "[safe]\n\tdirectory = " + gitConfigValue(workspace) + "\n"

@@ -95,7 +95,18 @@ type Manager struct {
 	locks map[string]chan struct{} // per repository id, in-process
 	idle  map[string][]*slot       // per repository id: closed slots this process holds
 	known boundedSet               // repository id + "\x00" + commit: commits the mirror holds
+	shape func(dir string) error   // see SetShape
 }
+
+// SetShape makes Prepare apply shape to every checkout it writes, once the
+// patches are in and before the checkout is recorded, then refresh the
+// worktree's index so that its stat data matches the files again. It is
+// for a sandbox's own changes to a workspace (permissions for its user,
+// sandbox.MakeWritable): made ahead, they leave the sandbox's runs
+// nothing to change, so a job that changes nothing leaves its slot as
+// Prepare made it and the slot can be handed on (PERF-55). Call it before
+// the first Prepare.
+func (m *Manager) SetShape(shape func(dir string) error) { m.shape = shape }
 
 // NewManager returns a Manager rooted at root (created if missing) that
 // downloads bundles and patches from the given object stores (BucketBundles
@@ -445,6 +456,14 @@ func (m *Manager) Prepare(ctx context.Context, repo protocol.RepoRef, patches []
 			return nil, fmt.Errorf("workspace: prepare job %s: commit dependency patches: %w", jobID, err)
 		}
 		ws.Base = base
+	}
+	if m.shape != nil {
+		if err := m.shape(ws.Dir); err != nil {
+			return nil, fmt.Errorf("workspace: prepare job %s: %w", jobID, err)
+		}
+		if _, err := g.Text(ctx, "update-index", "-q", "--refresh"); err != nil {
+			return nil, fmt.Errorf("workspace: prepare job %s: refresh the index: %w", jobID, err)
+		}
 	}
 	if racyFrom, err := mtimeOf(filepath.Join(ws.slot.admin, "index")); err == nil {
 		ws.snap = takeSnapshot(ws.Dir, racyFrom)

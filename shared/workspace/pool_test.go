@@ -8,10 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/supervisorhq/supervisor/shared/gitindex"
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/sandbox"
 	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
@@ -373,4 +376,60 @@ func TestPoolKeptSlot(t *testing.T) {
 	}
 	checkBase(t, base, r)
 	closed(base)
+}
+
+// With a sandbox that makes workspaces writable for its user, Prepare does
+// it ahead (SetShape) and refreshes the index: a run that then makes the
+// workspace writable again changes nothing, so a job that changed nothing
+// still leaves its slot to be handed on (PERF-55), and the index's stat
+// data matches every file.
+func TestPoolShapedCheckout(t *testing.T) {
+	t.Parallel()
+	ctx := testkit.Context(t, 60*time.Second)
+	s, r, repo := uploadedRepo(t)
+	m := newManager(t, t.TempDir(), s.bundles, s.patches)
+	m.SetShape(func(dir string) error {
+		// In the second after the checkout's, so that the index's stat
+		// data (to the second, as this git compares it) must be refreshed; the
+		// file system takes its times from a clock a tick behind.
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 50*time.Millisecond)))
+		return sandbox.MakeWritable(dir)
+	})
+
+	first, err := m.Prepare(ctx, repo, nil, "wf1.shaped.a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := stat(t, filepath.Join(first.Dir, "README.md")).Mode().Perm(); perm&0o066 != 0o066 {
+		t.Fatalf("README.md is %v; want it writable by group and others", perm)
+	}
+	data := testkit.ReadFile(t, filepath.Join(first.GitDir(), "index"))
+	ix, err := gitindex.Parse(data, gitindex.SHA1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ix.Entries {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(filepath.Join(first.Dir, e.Path), &st); err != nil {
+			t.Fatal(err)
+		}
+		if int64(e.Stat.CtimeSec) != st.Ctim.Sec {
+			t.Errorf("index entry %s: change time %d, the file's %d", e.Path, e.Stat.CtimeSec, st.Ctim.Sec)
+		}
+	}
+	if err := sandbox.MakeWritable(first.Dir); err != nil { // what a run does first
+		t.Fatal(err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	next, err := m.Prepare(ctx, repo, nil, "wf1.shaped.a2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	if next.rec == nil || next.rec != first.rec {
+		t.Fatal("the unchanged shaped slot was emptied; want it handed on as it was")
+	}
+	checkBase(t, next, r)
 }
