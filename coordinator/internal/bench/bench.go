@@ -89,6 +89,10 @@ const (
 	// sandbox, the Docker sandbox and plain docker runs of the same image
 	// and command, side by side.
 	ScenarioSandbox = "sandbox"
+	// ScenarioGoGate measures a Go gate (`go vet ./...`) with warm caches
+	// in the Docker sandbox against the same in the process sandbox
+	// (issue 13, figure 4, per gate).
+	ScenarioGoGate = "go-gate"
 	// ScenarioReplay times a coordinator's start on event logs of history
 	// of ReplayEvents sizes, from a snapshot and the events after it
 	// against folding the whole log.
@@ -102,7 +106,7 @@ const (
 // Scenarios lists every scenario in the order they run.
 var Scenarios = []string{ScenarioRaw, ScenarioRawFetch1, ScenarioRawSerial, ScenarioNodes, ScenarioGated, ScenarioChain,
 	ScenarioFeedback, ScenarioCoordinator, ScenarioCacheKey, ScenarioGateScale,
-	ScenarioWorkerScale, ScenarioSandbox, ScenarioReplay, ScenarioScale}
+	ScenarioWorkerScale, ScenarioSandbox, ScenarioGoGate, ScenarioReplay, ScenarioScale}
 
 // latencyReference is the scenario each scenario's p50 is compared with:
 // bursts with the raw burst, one-at-a-time runs with the raw serial run.
@@ -200,6 +204,8 @@ type Config struct {
 	SandboxCommand []string
 	// SandboxRuns is how many times each sandbox variant is measured.
 	SandboxRuns int
+	// GoGateRuns is how many times each go-gate variant is measured.
+	GoGateRuns int
 
 	// CoordinatorNodes is the number of tasks of the coordinator
 	// scenario's burst; its chain has ChainNodes.
@@ -289,6 +295,9 @@ func (c *Config) Validate() error {
 	}
 	if want[ScenarioSandbox] {
 		errs = append(errs, c.validateSandbox()...)
+	}
+	if want[ScenarioGoGate] && (c.GoGateRuns < 1 || c.GoGateRuns > maxSandboxRuns) {
+		errs = append(errs, fmt.Errorf("go-gate runs must be between 1 and %d, got %d", maxSandboxRuns, c.GoGateRuns))
 	}
 	errs = append(errs, c.validateHistory(want)...)
 	return errors.Join(errs...)
@@ -391,6 +400,8 @@ type Report struct {
 	// Sandbox is the sandbox scenario's figures, or why it was skipped,
 	// if it was selected.
 	Sandbox *SandboxReport `json:"sandbox,omitempty"`
+	// GoGate is the go-gate scenario's figures, if it ran.
+	GoGate *GoGateReport `json:"go_gate,omitempty"`
 	// Replay and Scale are the replay and scale scenarios' figures, if
 	// they ran.
 	Replay *ReplayReport `json:"replay,omitempty"`
@@ -506,9 +517,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// The sandbox scenario runs last, but a missing image must not wait
 	// for the others to fail.
 	var engine *sandboxEngine
-	if want[ScenarioSandbox] {
+	if want[ScenarioSandbox] || want[ScenarioGoGate] {
 		var err error
-		if engine, err = r.probeSandboxEngine(ctx, slices.Contains(cfg.Scenarios, ScenarioSandbox)); err != nil {
+		named := slices.Contains(cfg.Scenarios, ScenarioSandbox) || slices.Contains(cfg.Scenarios, ScenarioGoGate)
+		if engine, err = r.probeSandboxEngine(ctx, named); err != nil {
 			return nil, err
 		}
 		defer engine.close()
@@ -546,6 +558,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("scenario %s: %w", ScenarioSandbox, err)
 		}
 		rep.Sandbox = sb
+	}
+	if want[ScenarioGoGate] {
+		gg, err := r.runGoGate(ctx, engine)
+		if err != nil {
+			return nil, fmt.Errorf("scenario %s: %w", ScenarioGoGate, err)
+		}
+		rep.GoGate = gg
 	}
 	if err := r.runHistory(ctx, want, rep); err != nil {
 		return nil, err

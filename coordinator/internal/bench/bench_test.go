@@ -223,7 +223,7 @@ func TestValidate(t *testing.T) {
 	ok := bench.Config{Nodes: 1, ChainNodes: 1, RawMessages: 1, PayloadBytes: 8, Concurrency: 1,
 		RepoFiles: 10, ChangedFiles: 1, KeyIterations: 1,
 		GateTasks: 4, GateSleep: time.Second, GateRunners: []int{1, 2, 4}, BinDir: fakeBinDir(t),
-		SandboxImage: bench.DefaultSandboxImage, SandboxCommand: []string{"true"}, SandboxRuns: 1, FeedbackTasks: 2,
+		SandboxImage: bench.DefaultSandboxImage, SandboxCommand: []string{"true"}, SandboxRuns: 1, GoGateRuns: 1, FeedbackTasks: 2,
 		CoordinatorNodes: 1, WorkerRunners: []int{1, 2}, ReplayEvents: []int{1000}, ScaleNodes: []int{10, 20}}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("valid config rejected: %v", err)
@@ -251,6 +251,7 @@ func TestValidate(t *testing.T) {
 		"more changed than size":  func(c *bench.Config) { c.RepoSizes = []int{10, 20}; c.ChangedFiles = 11 },
 		"unknown sandbox":         func(c *bench.Config) { c.GateSandbox = "vm" },
 		"no sandbox runs":         func(c *bench.Config) { c.SandboxRuns = 0 },
+		"no go-gate runs":         func(c *bench.Config) { c.GoGateRuns = 0 },
 		"no sandbox image":        func(c *bench.Config) { c.SandboxImage = "" },
 		"no sandbox command":      func(c *bench.Config) { c.SandboxCommand = nil },
 		"empty sandbox argv[0]":   func(c *bench.Config) { c.SandboxCommand = []string{"", "x"} },

@@ -30,6 +30,9 @@ func PrintTable(w io.Writer, rep *Report) {
 	if rep.Sandbox != nil {
 		printSandbox(w, rep.Sandbox)
 	}
+	if rep.GoGate != nil {
+		printGoGate(w, rep.GoGate)
+	}
 	printHistory(w, rep)
 }
 
@@ -248,6 +251,38 @@ func printScaleOut(w io.Writer, scenario string, g *ScaleOutReport) {
 	fmt.Fprintln(w, "WINDOW runs from the first node.ready to the last node.agent_done; OVERHEAD/JOB is the runner slot time")
 	fmt.Fprintln(w, "per agent beyond the sleep; RUNNER CPU/JOB the worker processes' CPU (with git and sleep) per agent; LATENCY")
 	fmt.Fprintln(w, "is node ready→started, p50 / p99.")
+}
+
+// printGoGate writes the go-gate scenario's figures, or why it was
+// skipped.
+func printGoGate(w io.Writer, g *GoGateReport) {
+	command := strings.Join(quoteArgs(g.Command), " ")
+	if g.Skipped != "" {
+		fmt.Fprintf(w, "\nA Go gate with warm caches (%s): skipped: %s\n", ScenarioGoGate, g.Skipped)
+		return
+	}
+	warm := make([]string, len(g.Warmup))
+	for i, c := range g.Warmup {
+		warm[i] = strings.Join(quoteArgs(c), " ")
+	}
+	fmt.Fprintf(w, "\nA Go gate with warm caches (%s): `%s`, caches warmed by `%s`; %d runs of each sandbox after one unmeasured round,\n",
+		ScenarioGoGate, command, strings.Join(warm, "`, `"), g.Runs)
+	fmt.Fprintln(w, "interleaved; wall time per gate, from the call until it returned:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "VARIANT\tRUNS\tP50\tMEAN\tCOMMAND P50\tWARM-UP\tGO\t")
+	for _, v := range g.Variants {
+		warm := "-"
+		if v.WarmupSeconds > 0 {
+			warm = secs(v.WarmupSeconds)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n", v.Name, v.Count, dur(v.P50Micros), dur(v.MeanMicros),
+			dur(v.CommandP50Micros), warm, strings.TrimPrefix(v.GoVersion, "go version "))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "  docker sandbox, warm: %s the process sandbox, warm (issue 13 figure 4 per gate: at most 1.25x)\n", ratio(g.DockerOverProcess))
+	for _, v := range g.Variants {
+		fmt.Fprintf(w, "  %-14s %s\n", v.Name, v.Description)
+	}
 }
 
 // printSandbox writes the sandbox scenario's figures, or why it was

@@ -254,7 +254,10 @@ func (r *runner) probeSandboxEngine(ctx context.Context, required bool) (*sandbo
 		_ = d.Close()
 		return skip(fmt.Sprintf("no Docker engine answers (DOCKER_HOST=%q)", os.Getenv("DOCKER_HOST")), err)
 	}
-	id, err := d.ImageDigest(cctx, r.cfg.SandboxImage)
+	var id string
+	if r.cfg.selected()[ScenarioSandbox] {
+		id, err = d.ImageDigest(cctx, r.cfg.SandboxImage)
+	}
 	if err != nil {
 		_ = d.Close()
 		return nil, fmt.Errorf("scenario %s: the image %s is not on this host: build it with `make images` "+
@@ -606,23 +609,29 @@ func hostCommand(name, path string) string {
 // makeWorkspace creates a gate's workspace: a git repository with one
 // commit, whose .git the Docker sandbox mounts read-only.
 func makeWorkspace(ctx context.Context, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	files := map[string]string{
+	return commitFiles(ctx, dir, map[string]string{
 		"README.md": "# bench\n\nThe workspace of `supervisor-bench`'s sandbox scenario.\n",
 		"go.mod":    "module example.com/bench\n\ngo 1.21\n",
 		"main.go":   "package main\n\nfunc main() {}\n",
-	}
+	}, "bench: workspace")
+}
+
+// commitFiles makes dir a git repository whose one commit holds files
+// (slash-separated paths).
+func commitFiles(ctx context.Context, dir string, files map[string]string, message string) error {
 	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+		path := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 			return err
 		}
 	}
 	for _, args := range [][]string{
 		{"init", "-q", "-b", "main"},
 		{"add", "-A"},
-		{"-c", "user.name=Bench", "-c", "user.email=bench@example.com", "-c", "commit.gpgsign=false", "commit", "-q", "-m", "bench: workspace"},
+		{"-c", "user.name=Bench", "-c", "user.email=bench@example.com", "-c", "commit.gpgsign=false", "commit", "-q", "-m", message},
 	} {
 		cmd := exec.CommandContext(ctx, "git", args...)
 		cmd.Dir = dir
