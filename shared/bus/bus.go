@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -349,6 +350,12 @@ func (b *Bus) ensure(ctx context.Context) error {
 					sc.MaxBytes = s.CachedInfo().Config.MaxBytes
 				}
 			}
+			if err == nil && streamHas(s.CachedInfo().Config, sc) {
+				// Already so: an update would change nothing, and the
+				// server would rewrite the stream's configuration while
+				// another runner creates its consumer.
+				return nil
+			}
 			_, err = b.JS.CreateOrUpdateStream(ctx, sc)
 			return err
 		}); err != nil {
@@ -375,14 +382,22 @@ func (b *Bus) ensure(ctx context.Context) error {
 					quota = s.CachedInfo().Config.MaxBytes
 				}
 			}
-			os, err := b.JS.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+			cfg := jetstream.ObjectStoreConfig{
 				Bucket:      bk.name,
 				Description: bk.desc,
 				TTL:         c.ArtifactTTL,
 				Storage:     storage,
 				Replicas:    c.Replicas,
 				MaxBytes:    quota,
-			})
+			}
+			var os jetstream.ObjectStore
+			var err error
+			if s, serr := b.JS.Stream(ctx, "OBJ_"+bk.name); serr == nil &&
+				bucketHas(s.CachedInfo().Config, cfg.Description, cfg.TTL, cfg.Storage, cfg.Replicas, cfg.MaxBytes, 0) {
+				os, err = b.JS.ObjectStore(ctx, bk.name) // already so (see streamHas)
+			} else {
+				os, err = b.JS.CreateOrUpdateObjectStore(ctx, cfg)
+			}
 			if err != nil {
 				return err
 			}
@@ -418,7 +433,14 @@ func (b *Bus) ensure(ctx context.Context) error {
 			if s, err := b.JS.Stream(ctx, "KV_"+cfg.Bucket); err == nil && s.CachedInfo().Config.Replicas > cfg.Replicas {
 				cfg.Replicas = s.CachedInfo().Config.Replicas
 			}
-			kv, err := b.JS.CreateOrUpdateKeyValue(ctx, cfg)
+			var kv jetstream.KeyValue
+			var err error
+			if s, serr := b.JS.Stream(ctx, "KV_"+cfg.Bucket); serr == nil &&
+				bucketHas(s.CachedInfo().Config, cfg.Description, cfg.TTL, cfg.Storage, cfg.Replicas, cfg.MaxBytes, int64(cfg.History)) {
+				kv, err = b.JS.KeyValue(ctx, cfg.Bucket) // already so (see streamHas)
+			} else {
+				kv, err = b.JS.CreateOrUpdateKeyValue(ctx, cfg)
+			}
 			if err != nil {
 				return err
 			}
@@ -633,6 +655,45 @@ func (b *Bus) AppendEvent(ctx context.Context, e eventlog.Event, opts ...AppendO
 		return 0, false, fmt.Errorf("bus: append %s event for %s: %w", e.Type(), e.WorkflowID, err)
 	}
 	return ack.Sequence, ack.Duplicate, nil
+}
+
+// streamHas reports whether the existing configuration have already is
+// what want asks for, in the server's form of a setting left at zero (one
+// replica, no byte or message size limit, a two-minute duplicate window),
+// so that an update would change nothing.
+func streamHas(have, want jetstream.StreamConfig) bool {
+	orDefault := func(v, def int64) int64 {
+		if v == 0 {
+			return def
+		}
+		return v
+	}
+	return have.Description == want.Description && slices.Equal(have.Subjects, want.Subjects) &&
+		have.Retention == want.Retention && have.Storage == want.Storage && have.Discard == want.Discard &&
+		have.DenyDelete == want.DenyDelete && have.DenyPurge == want.DenyPurge && have.MaxAge == want.MaxAge &&
+		orDefault(int64(want.Replicas), 1) == int64(have.Replicas) &&
+		orDefault(int64(want.Duplicates), int64(2*time.Minute)) == int64(have.Duplicates) &&
+		unlimited(want.MaxBytes) == unlimited(have.MaxBytes) &&
+		unlimited(int64(want.MaxMsgSize)) == unlimited(int64(have.MaxMsgSize))
+}
+
+// unlimited gives a limit in one form: 0 and any negative value (the
+// server's -1) both mean none.
+func unlimited(v int64) int64 {
+	if v <= 0 {
+		return -1
+	}
+	return v
+}
+
+// bucketHas is streamHas for the stream of an object store or key-value
+// bucket: its description, age limit (TTL), storage, replicas, byte limit
+// and, for a key-value bucket, history (0 for an object store).
+func bucketHas(have jetstream.StreamConfig, desc string, ttl time.Duration, storage jetstream.StorageType,
+	replicas int, maxBytes, history int64) bool {
+	return have.Description == desc && have.MaxAge == ttl && have.Storage == storage &&
+		max(replicas, 1) == have.Replicas && unlimited(maxBytes) == unlimited(have.MaxBytes) &&
+		(history == 0 || have.MaxMsgsPerSubject == history)
 }
 
 // streamConfigError explains a stream the server would not create or

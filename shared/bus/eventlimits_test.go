@@ -111,3 +111,47 @@ func TestEventLogLimitsApplyToExistingStream(t *testing.T) {
 		t.Errorf("opening with deletes allowed on a log that denies them: %v", err)
 	}
 }
+
+// TestOpenLeavesUnchangedStreamsAlone checks that opening the bus on
+// streams that already have its configuration updates none of them (the
+// server would rewrite each one's configuration, and race with another
+// runner creating its consumer), while a changed setting still updates
+// its stream.
+func TestOpenLeavesUnchangedStreamsAlone(t *testing.T) {
+	t.Parallel()
+	url := testkit.NATS(t)
+	first := openMore(t, url, Config{})
+	updated := make(chan string, 16)
+	sub, err := first.NC.Subscribe("$JS.EVENT.ADVISORY.STREAM.UPDATED.>", func(m *nats.Msg) {
+		updated <- strings.TrimPrefix(m.Subject, "$JS.EVENT.ADVISORY.STREAM.UPDATED.")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := first.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	openMore(t, url, Config{}) // the same configuration
+	openMore(t, url, Config{EventsMaxAge: 48 * time.Hour})
+	select {
+	case name := <-updated:
+		if name != protocol.StreamEvents {
+			t.Fatalf("stream %s updated; only %s changed", name, protocol.StreamEvents)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the events stream's new age limit was not applied")
+	}
+	if got := streamInfo(t, first, protocol.StreamEvents).Config.MaxAge; got != 48*time.Hour {
+		t.Errorf("events max age %s; want 48h", got)
+	}
+	if err := first.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case name := <-updated:
+		t.Errorf("stream %s updated again", name)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
