@@ -128,7 +128,7 @@ func TestOpenLeavesUnchangedStreamsAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sub.Unsubscribe()
+	defer func() { _ = sub.Unsubscribe() }()
 	if err := first.NC.Flush(); err != nil {
 		t.Fatal(err)
 	}
