@@ -290,3 +290,28 @@ func setTimes(t *testing.T, path string, mtime time.Time) {
 		t.Fatal(err)
 	}
 }
+
+// crash stands for the death of the process holding slot s: its flock is
+// let go. A child being forked by another goroutine's exec at that moment
+// holds the lock's open file description until its exec closes it, so
+// crash waits until the lock can be taken, as it can once a dead
+// process's descriptors are all closed.
+func crash(t *testing.T, s *slot) {
+	t.Helper()
+	s.release()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		f, ok, err := tryLockFile(s.lockPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			f.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slot %s still locked 5 s after its holder let go", s.dir)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -151,7 +151,7 @@ func TestPoolReuseLeaksNothing(t *testing.T) {
 				} else {
 					// The process died: its flock is gone, its files not.
 					// Another process on the host takes the slot over.
-					first.slot.release()
+					crash(t, first.slot)
 					next = newManager(t, root, s.bundles, s.patches)
 				}
 

@@ -421,8 +421,8 @@ func TestSweep(t *testing.T) {
 	}
 	// The processes died: their locks are gone, their files not.
 	testkit.WriteFile(t, filepath.Join(crashed.Dir, "secret.txt"), []byte("left by the crashed job\n"))
-	crashed.slot.lock.Close()
-	fresh.slot.lock.Close()
+	crash(t, crashed.slot)
+	crash(t, fresh.slot)
 	stale := filepath.Join(m.Root(), "tmp", "bundle-123")
 	testkit.WriteFile(t, stale, []byte("partial download"))
 
