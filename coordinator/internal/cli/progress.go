@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -164,7 +165,14 @@ type progress struct {
 	// when; only the drawing goroutine touches them.
 	sum     *api.WorkflowSummary
 	fetched time.Time
+	// ended is set while the events say the workflow has finished (Ended).
+	ended atomic.Bool
 }
+
+// Ended says whether the workflow's events say it has finished, so that
+// Stop's last line waits for the coordinator's status to say so too: the
+// event reaches a watcher before the coordinator has folded it.
+func (p *progress) Ended(ended bool) { p.ended.Store(ended) }
 
 // startProgress draws the line of the workflow whose status fetches
 // until stop.
@@ -230,6 +238,13 @@ func (p *progress) Stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	p.fetch(ctx)
+	for p.ended.Load() && (p.sum == nil || p.sum.FinishedAt == nil) && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+			p.fetch(ctx)
+		}
+	}
 	p.draw()
 	p.live.Done()
 }

@@ -121,3 +121,33 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestProgressStopWaitsForTheEnd: once the events say the workflow has
+// finished, Stop's last line waits for the coordinator's status to say so
+// too (it folds the event after a watcher may have read it), for at most
+// two seconds.
+func TestProgressStopWaitsForTheEnd(t *testing.T) {
+	var term lockedBuffer
+	live := newLiveLine(&term, 200)
+	start := time.Now().Add(-time.Minute)
+	var asked atomic.Int64
+	p := startProgress(live, func(context.Context) (api.WorkflowSummary, error) {
+		s := api.WorkflowSummary{ID: "wf-1", Status: "running", SubmittedAt: start, Counts: map[string]int{"succeeded": 2}}
+		if asked.Add(1) > 3 { // the coordinator folds the end late
+			end := start.Add(30 * time.Second)
+			s.Status, s.FinishedAt = "succeeded", &end
+		}
+		return s, nil
+	})
+	p.Ended(true)
+	p.Stop()
+	shown := term.String()
+	lines := strings.Split(strings.TrimSuffix(shown, "\n"), "\n")
+	last := lines[len(lines)-1]
+	if i := strings.LastIndex(last, clearLine); i >= 0 {
+		last = last[i+len(clearLine):]
+	}
+	if want := "wf-1 succeeded: 2/2 nodes done"; !strings.HasPrefix(last, want) {
+		t.Fatalf("the screen ends on %q, want %q:\n%q", last, want, shown)
+	}
+}

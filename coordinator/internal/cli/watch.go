@@ -90,12 +90,12 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 	defer it.Stop()
 	defer context.AfterFunc(ctx, it.Stop)()
 	// On a terminal, a progress line stays below the transition lines.
-	changed := func() {}
+	changed, ended := func() {}, func(bool) {}
 	if width, ok := terminalWidth(e.out); ok {
 		out := e.out
 		live := newLiveLine(out, width)
 		prog := startProgress(live, func(ctx context.Context) (api.WorkflowSummary, error) { return client.Status(ctx, wf) })
-		e.out, changed = live, prog.Changed
+		e.out, changed, ended = live, prog.Changed, prog.Ended
 		defer func() {
 			prog.Stop()
 			e.out = out
@@ -169,6 +169,7 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 		if ev.NodeID != "" {
 			fin, merged = nil, nil // the workflow runs again
 		}
+		ended(fin != nil)
 		recheck = false
 		if fin == nil {
 			if md, err := msg.Metadata(); err == nil && md.NumPending == 0 && len(escalated) > 0 {
