@@ -454,19 +454,21 @@ func checkKeySize(t *testing.T, sz *bench.CacheKeySize, files, changed int, want
 	}
 }
 
-// TestFeedbackTiny runs the feedback scenario with 3 tasks beside
-// raw-serial, and checks that every task went round once as meant (its
+// TestFeedbackTiny runs the feedback scenario with 12 tasks beside
+// raw-serial (more failed first rounds than the fleet-wide pause's default
+// of 10 an hour, which the bench's fleet turns off), and checks that every task went round once as meant (its
 // gate failed, was retried with the feedback, passed, never from the
 // cache) and that the report is complete and consistent. It never asserts
 // on speed; only that the round trip holds the retry policy's delay.
 func TestFeedbackTiny(t *testing.T) {
 	needGit(t)
 	binDir := buildBinary(t, "worker", "./cmd/supervisor-test-agent", bench.TestAgentBinary)
+	const tasks = 12
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
 	rep, err := bench.Run(ctx, bench.Config{
-		RawMessages: 20, PayloadBytes: 64, Concurrency: 2, FeedbackTasks: 3, BinDir: binDir,
+		RawMessages: 20, PayloadBytes: 64, Concurrency: 2, FeedbackTasks: tasks, BinDir: binDir,
 		Scenarios: []string{bench.ScenarioRawSerial, bench.ScenarioFeedback},
 		WorkDir:   t.TempDir(), FleetLog: quiet(), Progress: &progress,
 	})
@@ -477,7 +479,7 @@ func TestFeedbackTiny(t *testing.T) {
 		t.Fatalf("results %+v; want raw-serial, then feedback", rep.Results)
 	}
 	serial, res := rep.Results[0], rep.Results[1]
-	if rep.FeedbackTasks != 3 || res.Count != 3 || res.Unit != "node" || res.Workflows != 1 || res.Description == "" || res.Latency == "" {
+	if rep.FeedbackTasks != tasks || res.Count != tasks || res.Unit != "node" || res.Workflows != 1 || res.Description == "" || res.Latency == "" {
 		t.Errorf("feedback header: %d tasks in the report; result %+v", rep.FeedbackTasks, res)
 	}
 	fb := res.Feedback
@@ -490,9 +492,9 @@ func TestFeedbackTiny(t *testing.T) {
 	if fb.RetryPolicy != bench.FeedbackRetryPolicy || fb.DelayMillis != 1000 || fb.Jitter != 0 {
 		t.Errorf("policy %q, delay %vms, jitter %v; want aggressive, 1000, 0", fb.RetryPolicy, fb.DelayMillis, fb.Jitter)
 	}
-	if fb.Retries != 3 || fb.GateResults != 6 || fb.CachedGates != 0 || fb.DistinctKeys != 3 {
-		t.Errorf("%d retries, %d gate results, %d cached, %d distinct keys; want 3, 6, 0, 3",
-			fb.Retries, fb.GateResults, fb.CachedGates, fb.DistinctKeys)
+	if fb.Retries != tasks || fb.GateResults != 2*tasks || fb.CachedGates != 0 || fb.DistinctKeys != tasks {
+		t.Errorf("%d retries, %d gate results, %d cached, %d distinct keys; want %d, %d, 0, %d",
+			fb.Retries, fb.GateResults, fb.CachedGates, fb.DistinctKeys, tasks, 2*tasks, tasks)
 	}
 	// The delay is scheduled as not_before = the decision's time + 1 s,
 	// both in the log, so it is exact; the round trip holds it.
@@ -513,7 +515,7 @@ func TestFeedbackTiny(t *testing.T) {
 		t.Errorf("reference %q, ratios %v and %v; want raw-serial, p50s over raw-serial's %vµs", res.LatencyReference,
 			res.LatencyRatio, fb.BeyondDelayRatio, serial.LatencyP50Micros)
 	}
-	if res.Memory.Mallocs == 0 || res.WallSeconds <= 0 || !near(res.Throughput, 3/res.WallSeconds) {
+	if res.Memory.Mallocs == 0 || res.WallSeconds <= 0 || !near(res.Throughput, tasks/res.WallSeconds) {
 		t.Errorf("memory %+v, wall %vs, throughput %v", res.Memory, res.WallSeconds, res.Throughput)
 	}
 

@@ -182,7 +182,11 @@ func (r *runner) openFleetWith(ctx context.Context, name, sandboxPath string, no
 	}
 	f, err := fleet.Start(ctx, fleet.Options{DataDir: filepath.Join(r.dir, name), Listen: "127.0.0.1:0",
 		WorkerConcurrency: r.cfg.Concurrency, GateConcurrency: r.cfg.Concurrency, SandboxPath: sandboxPath, Log: flog,
-		RepoRoots: roots, NoRunners: noRunners})
+		RepoRoots: roots, NoRunners: noRunners,
+		// The feedback scenario fails every task's first round on purpose
+		// (20 by default): the fleet-wide pause after 10 failed rounds an
+		// hour would stop it half-way.
+		MaxFailuresPerHour: -1})
 	if err != nil {
 		return nil, nil, fmt.Errorf("start fleet: %w", err)
 	}
