@@ -359,25 +359,29 @@ func treeOf(ctx context.Context, in KeyInput, mode treeMode) (tree, root, gitPat
 	if in.GitDir != "" {
 		base.GitDir, base.WorkTree = in.GitDir, root
 	}
-	if f := in.Fresh; f != nil {
-		return freshTree(ctx, root, *f, mode)
-	}
-	var untracked chan untrackedList
-	if mode == treeAuto {
-		// The untracked listing runs while rev-parse runs and the work
-		// tree is examined; the channel is buffered, so the goroutine
-		// never blocks, and cancel stops git if treeOf returns first.
-		lctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		untracked = make(chan untrackedList, 1)
-		go func() {
-			paths, err := listUntracked(lctx, base)
-			untracked <- untrackedList{paths, err}
-		}()
-	}
-	loc, err := locate(ctx, in, root, base)
-	if err != nil {
-		return "", "", "", err
+	var loc repoLocation
+	untracked := make(chan untrackedList, 1) // buffered: its sender never blocks
+	if in.Fresh != nil {
+		// Vouched for: the layout is as given and nothing is untracked.
+		if loc, err = freshLocation(root, *in.Fresh); err != nil {
+			return "", "", "", err
+		}
+		untracked <- untrackedList{}
+	} else {
+		if mode == treeAuto {
+			// The untracked listing runs while rev-parse runs and the
+			// work tree is examined; cancel stops git if treeOf returns
+			// first.
+			lctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			go func() {
+				paths, err := listUntracked(lctx, base)
+				untracked <- untrackedList{paths, err}
+			}()
+		}
+		if loc, err = locate(ctx, in, root, base); err != nil {
+			return "", "", "", err
+		}
 	}
 	if mode == treeAuto {
 		tree, err := fastTree(ctx, loc, untracked)
@@ -391,34 +395,20 @@ func treeOf(ctx context.Context, in KeyInput, mode treeMode) (tree, root, gitPat
 	return tree, root, gitPath, err
 }
 
-// freshTree is treeOf for a worktree the caller vouches for
-// (KeyInput.Fresh): its layout is taken as given and its list of untracked
-// files is empty, so the tree is computed without git unless fastTree
-// falls back.
-func freshTree(ctx context.Context, root string, f Layout, mode treeMode) (tree, top, gitPath string, err error) {
+// freshLocation is the repository location of a worktree its maker
+// vouches for (KeyInput.Fresh), taken as given.
+func freshLocation(root string, f Layout) (repoLocation, error) {
 	if f.GitDir == "" || f.CommonDir == "" {
-		return "", "", "", errors.New("gatecache: KeyInput.Fresh needs GitDir and CommonDir")
+		return repoLocation{}, errors.New("gatecache: KeyInput.Fresh needs GitDir and CommonDir")
 	}
-	loc := repoLocation{
+	return repoLocation{
 		root: root, base: gitexec.Runner{Dir: root, GitDir: f.GitDir, WorkTree: root},
 		index:      filepath.Join(f.GitDir, "index"),
 		objects:    filepath.Join(f.CommonDir, "objects"),
 		attributes: filepath.Join(f.CommonDir, "info", "attributes"),
 		configs:    []string{filepath.Join(f.CommonDir, "config"), filepath.Join(f.GitDir, "config.worktree")},
 		format:     f.Format,
-	}
-	if mode == treeAuto {
-		none := make(chan untrackedList, 1)
-		none <- untrackedList{}
-		tree, err := fastTree(ctx, loc, none)
-		var fb *fallback
-		if !errors.As(err, &fb) {
-			return tree, root, "", err
-		}
-		gitPath = fb.reason
-	}
-	tree, err = gitTree(ctx, loc, mode == treeGitFresh)
-	return tree, root, gitPath, err
+	}, nil
 }
 
 // locate asks git where the workspace's repository is and checks that the

@@ -107,24 +107,13 @@ func coarseNow() int64 {
 // following links; entries at or after racyFrom get their content hashed.
 func strictWalk(dir string, racyFrom int64) (map[string]strictEntry, error) {
 	out := make(map[string]strictEntry)
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		e, err := strictEntryOf(path, fi)
-		if err != nil {
-			return err
-		}
+	err := walkStrict(dir, func(rel, path string, fi fs.FileInfo, e strictEntry) (err error) {
 		if (e.ctime >= racyFrom || e.mtime >= racyFrom) && !fi.IsDir() {
 			if e.sum, err = contentSum(path, fi); err != nil {
 				return err
 			}
 		}
-		out[relOf(dir, path)] = e
+		out[rel] = e
 		return nil
 	})
 	return out, err
@@ -134,23 +123,9 @@ func strictWalk(dir string, racyFrom int64) (map[string]strictEntry, error) {
 // Anything it cannot read counts as a difference.
 func strictSame(dir string, want map[string]strictEntry) bool {
 	seen := 0
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		w, ok := want[relOf(dir, path)]
-		if !ok {
-			return errChanged
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		e, err := strictEntryOf(path, fi)
-		if err != nil {
-			return err
-		}
-		if e.mode != w.mode || e.size != w.size || e.ino != w.ino || e.mtime != w.mtime || e.ctime != w.ctime {
+	err := walkStrict(dir, func(rel, path string, fi fs.FileInfo, e strictEntry) error {
+		w, ok := want[rel]
+		if !ok || e.mode != w.mode || e.size != w.size || e.ino != w.ino || e.mtime != w.mtime || e.ctime != w.ctime {
 			return errChanged
 		}
 		if w.sum != nil {
@@ -163,6 +138,25 @@ func strictSame(dir string, want map[string]strictEntry) bool {
 		return nil
 	})
 	return err == nil && seen == len(want)
+}
+
+// walkStrict calls fn for every entry under dir, dir itself included ("."),
+// never following links, with its stat data as a strictEntry.
+func walkStrict(dir string, fn func(rel, path string, fi fs.FileInfo, e strictEntry) error) error {
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		e, err := strictEntryOf(path, fi)
+		if err != nil {
+			return err
+		}
+		return fn(relOf(dir, path), path, fi, e)
+	})
 }
 
 func relOf(dir, path string) string {
