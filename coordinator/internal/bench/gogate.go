@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -188,37 +186,18 @@ func (r *runner) runGoGate(ctx context.Context, eng *sandboxEngine) (*GoGateRepo
 // (jobrun.SelectSandbox), each with Go's caches and the scenario's
 // warm-up.
 func goGateVariants(ctx context.Context, dataDir string) ([]goGateVariant, func(), error) {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	host := sandboxHost()
 	caches := sandbox.CacheOptions{Warmup: goGateWarmup, WarmCaches: gaterunner.GoCaches, WarmEnv: goGateEnv}
-	var closers []func()
-	closeAll := func() {
-		for _, c := range closers {
-			c()
-		}
-	}
-	proc, err := jobrun.SelectSandbox(ctx, jobrun.Settings{Sandbox: jobrun.SandboxProcess, Caches: caches},
-		filepath.Join(dataDir, "process"), host, quiet)
+	proc, d, closeAll, err := selectSandboxes(ctx,
+		jobrun.Settings{Sandbox: jobrun.SandboxProcess, Caches: caches}, filepath.Join(dataDir, "process"),
+		jobrun.Settings{Sandbox: jobrun.SandboxDocker, Caches: caches,
+			Docker: jobrun.DockerSettings{Image: GoGateImage, Resources: gaterunner.DefaultResources}}, filepath.Join(dataDir, "docker"))
 	if err != nil {
-		return nil, nil, fmt.Errorf("process sandbox: %w", err)
+		return nil, nil, err
 	}
-	closers = append(closers, proc.Close)
-	p, ok := proc.Sandbox.(*sandbox.Process)
+	p, ok := proc.(*sandbox.Process)
 	if !ok {
 		closeAll()
-		return nil, nil, fmt.Errorf("process sandbox: got the %s sandbox", proc.Sandbox.Name())
-	}
-	dock, err := jobrun.SelectSandbox(ctx, jobrun.Settings{Sandbox: jobrun.SandboxDocker, Caches: caches,
-		Docker: jobrun.DockerSettings{Image: GoGateImage, Resources: gaterunner.DefaultResources}}, filepath.Join(dataDir, "docker"), host, quiet)
-	if err != nil {
-		closeAll()
-		return nil, nil, fmt.Errorf("docker sandbox: %w", err)
-	}
-	closers = append(closers, dock.Close)
-	d, ok := dock.Sandbox.(*sandbox.Docker)
-	if !ok {
-		closeAll()
-		return nil, nil, fmt.Errorf("docker sandbox: got the %s sandbox", dock.Sandbox.Name())
+		return nil, nil, fmt.Errorf("process sandbox: got the %s sandbox", proc.Name())
 	}
 	process := goGateVariant{name: VariantGoProcess, sb: p, warm: p.WarmCaches,
 		description: "the process sandbox (as a gate runner's --sandbox process) with the host's go, running as a sandbox user on the trusted layers the warm-up filled"}

@@ -437,30 +437,12 @@ func (r *runner) runSandbox(ctx context.Context, eng *sandboxEngine) (*SandboxRe
 // gate runner's default limits), and the plain docker runs if the docker
 // CLI is installed.
 func (r *runner) sandboxVariants(ctx context.Context, rep *SandboxReport, eng *sandboxEngine, dataDir, ws string) ([]sandboxVariant, func(), error) {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	host := sandboxHost()
-	var closers []func()
-	closeAll := func() {
-		for _, c := range closers {
-			c()
-		}
-	}
-	proc, err := jobrun.SelectSandbox(ctx, jobrun.Settings{Sandbox: jobrun.SandboxProcess}, dataDir, host, quiet)
+	proc, d, closeAll, err := selectSandboxes(ctx,
+		jobrun.Settings{Sandbox: jobrun.SandboxProcess}, dataDir,
+		jobrun.Settings{Sandbox: jobrun.SandboxDocker,
+			Docker: jobrun.DockerSettings{Image: r.cfg.SandboxImage, Resources: gaterunner.DefaultResources}}, dataDir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("process sandbox: %w", err)
-	}
-	closers = append(closers, proc.Close)
-	dock, err := jobrun.SelectSandbox(ctx, jobrun.Settings{Sandbox: jobrun.SandboxDocker,
-		Docker: jobrun.DockerSettings{Image: r.cfg.SandboxImage, Resources: gaterunner.DefaultResources}}, dataDir, host, quiet)
-	if err != nil {
-		closeAll()
-		return nil, nil, fmt.Errorf("docker sandbox: %w", err)
-	}
-	closers = append(closers, dock.Close)
-	d, ok := dock.Sandbox.(*sandbox.Docker)
-	if !ok {
-		closeAll()
-		return nil, nil, fmt.Errorf("docker sandbox: got the %s sandbox", dock.Sandbox.Name())
+		return nil, nil, err
 	}
 	rep.HostCommand = hostCommand(r.cfg.SandboxCommand[0], jobrun.DefaultSandboxPath())
 
@@ -481,7 +463,7 @@ func (r *runner) sandboxVariants(ctx context.Context, rep *SandboxReport, eng *s
 		}
 	}
 	variants := []sandboxVariant{
-		{name: VariantProcess, run: runSandbox(proc.Sandbox),
+		{name: VariantProcess, run: runSandbox(proc),
 			description: fmt.Sprintf("the process sandbox (as a gate runner's --sandbox process) runs %s in the workspace", rep.HostCommand)},
 		{name: VariantDockerSandbox, docker: true, run: runSandbox(d),
 			description: "the Docker sandbox (as a gate runner's --sandbox docker, default gate limits), with the gate runner's sandbox.Spec"},
@@ -508,6 +490,31 @@ func (r *runner) sandboxVariants(ctx context.Context, rep *SandboxReport, eng *s
 			description: "the same with the Docker sandbox's hardening, limits, mounts and user as flags"},
 	)
 	return variants, closeAll, nil
+}
+
+// selectSandboxes builds a process and a Docker sandbox exactly as a gate
+// runner selects them (jobrun.SelectSandbox), each with its settings and
+// data directory; closeAll releases both.
+func selectSandboxes(ctx context.Context, procSettings jobrun.Settings, procDir string,
+	dockSettings jobrun.Settings, dockDir string) (proc sandbox.Sandbox, d *sandbox.Docker, closeAll func(), err error) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	host := sandboxHost()
+	p, err := jobrun.SelectSandbox(ctx, procSettings, procDir, host, quiet)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("process sandbox: %w", err)
+	}
+	dock, err := jobrun.SelectSandbox(ctx, dockSettings, dockDir, host, quiet)
+	if err != nil {
+		p.Close()
+		return nil, nil, nil, fmt.Errorf("docker sandbox: %w", err)
+	}
+	closeAll = func() { p.Close(); dock.Close() }
+	d, ok := dock.Sandbox.(*sandbox.Docker)
+	if !ok {
+		closeAll()
+		return nil, nil, nil, fmt.Errorf("docker sandbox: got the %s sandbox", dock.Sandbox.Name())
+	}
+	return p.Sandbox, d, closeAll, nil
 }
 
 // gateSpec is the sandbox.Spec a gate runner gives its sandbox for a gate
