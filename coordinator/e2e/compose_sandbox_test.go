@@ -193,10 +193,12 @@ func TestComposeDockerSandbox(t *testing.T) {
 	// Every agent and gate ran in a container of its own, labelled with
 	// its runner, and none is left. The gate runner's cache warm-up
 	// (supervisor.warmup=1), started in the background when it starts,
-	// may still be running: it is no gate's.
+	// may still be running, and so may the copy of its gate image's
+	// directories that comes first (supervisor.image-copy=1): neither is a
+	// gate's.
 	for _, h := range []string{runner, worker} {
 		out, err := exec.Command("docker", "ps", "-a", "--filter", "label=supervisor.host="+h,
-			"--format", `{{.ID}} {{.Label "supervisor.warmup"}}`).CombinedOutput()
+			"--format", `{{.ID}} {{.Label "supervisor.warmup"}}{{.Label "supervisor.image-copy"}}`).CombinedOutput()
 		if err != nil {
 			t.Errorf("docker ps for runner %s: %v: %s", h, err, out)
 			continue

@@ -108,6 +108,7 @@ func AddSandboxFlags(fs *pflag.FlagSet, p Profile) {
 	fs.String("sandbox-memory", FormatBytes(res.MemoryBytes), "memory limit of a Docker sandbox container (bytes, or with a unit: 512MiB, 4GiB, 4g)")
 	fs.Float64("sandbox-cpus", res.CPUs, "CPU limit of a Docker sandbox container")
 	fs.Int64("sandbox-pids", res.Pids, "pids limit of a Docker sandbox container")
+	fs.Bool("sandbox-image-layers-only", false, "read every directory of Docker sandbox images from their layers, ignoring the images' "+sandbox.LabelImageTrees+" label (which has the sandbox serve those directories from a read-only copy on this host)")
 	if p.Egress {
 		fs.StringSlice("egress-allow", egress.DefaultAllow, "host:port (or *.domain:port) agent containers may reach through the egress proxy; repeatable; --egress-allow= for no network at all")
 		fs.Int("egress-proxy-port", egress.DefaultPort, "port of the egress proxy on the egress network (0: any free port)")
@@ -145,6 +146,8 @@ func SettingsFrom(v *viper.Viper, log *slog.Logger, p Profile) (Settings, error)
 			Image: v.GetString("sandbox-image"),
 			User:  v.GetString("sandbox-user"),
 			Path:  v.GetString("sandbox-container-path"),
+
+			ImageLayersOnly: v.GetBool("sandbox-image-layers-only"),
 		},
 	}
 	bp, err := BreakerPolicy(v)

@@ -123,6 +123,8 @@ type DockerSettings struct {
 	Path string
 	// Resources are the default limits of a container.
 	Resources sandbox.Resources
+	// ImageLayersOnly is sandbox.DockerOptions.ImageLayersOnly.
+	ImageLayersOnly bool
 }
 
 // EgressSettings configure the egress proxy of a Docker sandbox.
@@ -312,7 +314,7 @@ func SelectSandbox(ctx context.Context, s Settings, dataDir, host string, log *s
 	}
 	opts := sandbox.DockerOptions{
 		Image: s.Docker.Image, Host: host, User: s.Docker.User, Path: s.Docker.Path,
-		Resources: s.Docker.Resources, PathMaps: maps, GPUs: s.GPUs,
+		Resources: s.Docker.Resources, PathMaps: maps, GPUs: s.GPUs, ImageLayersOnly: s.Docker.ImageLayersOnly,
 		Caches: s.cacheOptions(dataDir, log, false),
 	}
 	base, why := usableDocker(ctx, opts)

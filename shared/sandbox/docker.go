@@ -223,8 +223,12 @@ type DockerOptions struct {
 	GPUs int
 	// Caches configure the caches of Spec.Caches (see cache.go): where
 	// their trusted and throw-away layers live and the warm-up that fills
-	// the trusted ones.
+	// the trusted ones. Copies of the directories images name in their
+	// LabelImageTrees live there too.
 	Caches CacheOptions
+	// ImageLayersOnly has every run read all of its image from the
+	// image's layers: LabelImageTrees is ignored.
+	ImageLayersOnly bool
 }
 
 // Docker is the Sandbox that runs each command in a fresh container of the
@@ -247,6 +251,7 @@ type Docker struct {
 	maps      []PathMap
 	gpus      int
 	caches    *cacheStore
+	trees     *treeStore
 
 	ncpuOnce sync.Once
 	ncpu     int // CPUs of the engine's host, 0 if unknown
@@ -324,6 +329,13 @@ func NewDocker(ctx context.Context, opts DockerOptions) (*Docker, error) {
 		return nil, err
 	}
 	d.caches = caches
+	treeDir := caches.dir
+	if opts.ImageLayersOnly {
+		treeDir = ""
+	}
+	if d.trees, err = newTreeStore(treeDir, caches.log); err != nil {
+		return nil, err
+	}
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrEngine, err)
@@ -342,11 +354,15 @@ func (d *Docker) Client() *client.Client { return d.cli }
 // Resources returns the default limits of a container, defaults applied.
 func (d *Docker) Resources() Resources { return d.resources }
 
-// Close stops a cache warm-up still running (its container is removed and
-// nothing it wrote is kept), then releases the engine client.
+// Close stops a cache warm-up or a copy of an image's directories still
+// running (its container is removed and nothing it wrote is kept), then
+// releases the engine client.
 func (d *Docker) Close() error {
 	if d.caches != nil {
 		d.caches.stop()
+	}
+	if d.trees != nil {
+		d.trees.running.Wait()
 	}
 	return d.cli.Close()
 }
@@ -542,7 +558,12 @@ func (d *Docker) runSpec(ctx context.Context, spec Spec, warm map[string]string)
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("sandbox: not started: %w", err)
 	}
-	caches, err := d.addCaches(ctx, spec, cfg, hostCfg, warm)
+	imageID, trees, err := d.treeMounts(ctx, cfg.Image)
+	if err != nil {
+		return Result{}, err
+	}
+	hostCfg.Mounts = append(hostCfg.Mounts, trees...)
+	caches, err := d.addCaches(ctx, spec, cfg, hostCfg, warm, imageID)
 	if err != nil {
 		return Result{}, err
 	}

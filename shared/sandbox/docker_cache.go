@@ -46,7 +46,7 @@ func (r cacheRun) cleanup() {
 // It sets each cache's variable (Cache.Env) in cfg.Env unless spec.Env
 // sets it.
 func (d *Docker) addCaches(ctx context.Context, spec Spec, cfg *container.Config, hostCfg *container.HostConfig,
-	warm map[string]string) (cacheRun, error) {
+	warm map[string]string, imageID string) (cacheRun, error) {
 	if len(spec.Caches) == 0 {
 		return cacheRun{}, nil
 	}
@@ -64,9 +64,12 @@ func (d *Docker) addCaches(ctx context.Context, spec Spec, cfg *container.Config
 		d.tmpfsCaches(spec, hostCfg)
 		return cacheRun{}, nil
 	}
-	imageID, err := d.ImageDigest(ctx, cfg.Image)
-	if err != nil {
-		return cacheRun{}, err
+	if imageID == "" {
+		id, err := d.ImageDigest(ctx, cfg.Image)
+		if err != nil {
+			return cacheRun{}, err
+		}
+		imageID = id
 	}
 	env0 := envKey(imageID)
 	if d.caches.warms() {
@@ -136,6 +139,10 @@ func (d *Docker) WarmCaches(ctx context.Context, image string) error {
 	}
 	if image == "" {
 		image = d.image
+	}
+	// The warm-up's commands read the image's toolchain too.
+	if err := d.WarmTrees(ctx, image); err != nil && ctx.Err() != nil {
+		return err
 	}
 	id, err := d.ImageDigest(ctx, image)
 	if err != nil {

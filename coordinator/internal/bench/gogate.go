@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,6 +30,11 @@ const (
 	// VariantGoDocker runs it in the Docker sandbox, in GoGateImage, on
 	// the trusted layers its warm-up filled plus a throw-away layer per run.
 	VariantGoDocker = "docker-warm"
+	// VariantGoDockerLayers is VariantGoDocker with the image read from
+	// its layers alone (sandbox.DockerOptions.ImageLayersOnly), sharing
+	// its trusted layers: what serving the directories the image names in
+	// its sandbox.LabelImageTrees from a copy on the host changes.
+	VariantGoDockerLayers = "docker-layers"
 )
 
 // Defaults of the go-gate scenario.
@@ -73,6 +80,9 @@ type GoGateReport struct {
 	// DockerOverProcess is the Docker variant's p50 over the process
 	// variant's: issue 13's figure 4 per gate (target: at most 1.25).
 	DockerOverProcess float64 `json:"docker_over_process"`
+	// DockerOverLayers is the Docker variant's p50 over the same sandbox's
+	// reading the image from its layers alone.
+	DockerOverLayers float64 `json:"docker_over_layers"`
 }
 
 // GoGateVariant is one sandbox's figures.
@@ -179,20 +189,36 @@ func (r *runner) runGoGate(ctx context.Context, eng *sandboxEngine) (*GoGateRepo
 	}
 	rep.Variants = results
 	rep.DockerOverProcess = ratioTo(results[1].P50Micros, results[0].P50Micros)
+	rep.DockerOverLayers = ratioTo(results[1].P50Micros, results[2].P50Micros)
 	return rep, nil
 }
 
-// goGateVariants builds the two sandboxes as a gate runner builds them
+// goGateVariants builds the sandboxes as a gate runner builds them
 // (jobrun.SelectSandbox), each with Go's caches and the scenario's
-// warm-up.
+// warm-up; the two Docker ones share their data directory, so the second
+// finds the trusted layers the first's warm-up filled.
 func goGateVariants(ctx context.Context, dataDir string) ([]goGateVariant, func(), error) {
 	caches := sandbox.CacheOptions{Warmup: goGateWarmup, WarmCaches: gaterunner.GoCaches, WarmEnv: goGateEnv}
+	docker := jobrun.Settings{Sandbox: jobrun.SandboxDocker, Caches: caches,
+		Docker: jobrun.DockerSettings{Image: GoGateImage, Resources: gaterunner.DefaultResources}}
 	proc, d, closeAll, err := selectSandboxes(ctx,
 		jobrun.Settings{Sandbox: jobrun.SandboxProcess, Caches: caches}, filepath.Join(dataDir, "process"),
-		jobrun.Settings{Sandbox: jobrun.SandboxDocker, Caches: caches,
-			Docker: jobrun.DockerSettings{Image: GoGateImage, Resources: gaterunner.DefaultResources}}, filepath.Join(dataDir, "docker"))
+		docker, filepath.Join(dataDir, "docker"))
 	if err != nil {
 		return nil, nil, err
+	}
+	docker.Docker.ImageLayersOnly = true
+	layers, err := jobrun.SelectSandbox(ctx, docker, filepath.Join(dataDir, "docker"), sandboxHost(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		closeAll()
+		return nil, nil, fmt.Errorf("docker sandbox: %w", err)
+	}
+	closeSandboxes := closeAll
+	closeAll = func() { closeSandboxes(); layers.Close() }
+	dl, ok := layers.Sandbox.(*sandbox.Docker)
+	if !ok {
+		closeAll()
+		return nil, nil, fmt.Errorf("docker sandbox: got the %s sandbox", layers.Sandbox.Name())
 	}
 	p, ok := proc.(*sandbox.Process)
 	if !ok {
@@ -211,7 +237,10 @@ func goGateVariants(ctx context.Context, dataDir string) ([]goGateVariant, func(
 	return []goGateVariant{
 		process,
 		{name: VariantGoDocker, sb: d, warm: func(ctx context.Context) error { return d.WarmCaches(ctx, GoGateImage) },
-			description: "the Docker sandbox (as a gate runner's --sandbox docker) in " + GoGateImage + ", on the trusted layers the warm-up filled"},
+			description: "the Docker sandbox (as a gate runner's --sandbox docker) in " + GoGateImage + ", on the trusted layers the warm-up filled; " +
+				"the directories the image names in its " + sandbox.LabelImageTrees + " label served from a read-only copy on the host"},
+		{name: VariantGoDockerLayers, sb: dl, warm: func(ctx context.Context) error { return dl.WarmCaches(ctx, GoGateImage) },
+			description: "the same, with the image read from its layers alone (--sandbox-image-layers-only)"},
 	}, closeAll, nil
 }
 

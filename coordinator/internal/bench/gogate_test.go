@@ -44,7 +44,7 @@ func TestGoGateScenario(t *testing.T) {
 		strings.Join(g.Command, " ") != "go vet ./..." || len(g.Warmup) == 0 {
 		t.Errorf("header: image %q (%q), %d runs, command %q, warm-up %q", g.Image, g.ImageID, g.Runs, g.Command, g.Warmup)
 	}
-	want := []string{bench.VariantGoProcess, bench.VariantGoDocker}
+	want := []string{bench.VariantGoProcess, bench.VariantGoDocker, bench.VariantGoDockerLayers}
 	if len(g.Variants) != len(want) {
 		t.Fatalf("variants %+v, want %v", g.Variants, want)
 	}
@@ -55,13 +55,16 @@ func TestGoGateScenario(t *testing.T) {
 		if !strings.HasPrefix(v.GoVersion, "go version go") {
 			t.Errorf("%s: go version %q", v.Name, v.GoVersion)
 		}
-		if v.WarmupSeconds < 0 || (v.Name == bench.VariantGoDocker && v.WarmupSeconds == 0) || v.P50Micros <= 0 || v.MeanMicros <= 0 || v.CommandP50Micros <= 0 || v.CommandP50Micros > v.P50Micros {
+		if v.WarmupSeconds < 0 || (v.Name != bench.VariantGoProcess && v.WarmupSeconds == 0) || v.P50Micros <= 0 || v.MeanMicros <= 0 || v.CommandP50Micros <= 0 || v.CommandP50Micros > v.P50Micros {
 			t.Errorf("%s: warm-up %vs, p50 %vµs, mean %vµs, command p50 %vµs; want all positive (the process sandbox's warm-up may be none), the command within the wall time",
 				v.Name, v.WarmupSeconds, v.P50Micros, v.MeanMicros, v.CommandP50Micros)
 		}
 	}
 	if !near(g.DockerOverProcess, g.Variants[1].P50Micros/g.Variants[0].P50Micros) {
 		t.Errorf("docker over process %v; want %v", g.DockerOverProcess, g.Variants[1].P50Micros/g.Variants[0].P50Micros)
+	}
+	if !near(g.DockerOverLayers, g.Variants[1].P50Micros/g.Variants[2].P50Micros) {
+		t.Errorf("docker over layers %v; want %v", g.DockerOverLayers, g.Variants[1].P50Micros/g.Variants[2].P50Micros)
 	}
 
 	var table bytes.Buffer
@@ -76,7 +79,7 @@ func TestGoGateScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	var back bench.Report
-	if err := json.Unmarshal(js, &back); err != nil || back.GoGate == nil || len(back.GoGate.Variants) != 2 ||
+	if err := json.Unmarshal(js, &back); err != nil || back.GoGate == nil || len(back.GoGate.Variants) != 3 ||
 		back.GoGate.DockerOverProcess != g.DockerOverProcess {
 		t.Errorf("JSON round trip lost the go-gate figures (%v):\n%s", err, js)
 	}
