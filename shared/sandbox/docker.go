@@ -355,8 +355,8 @@ func (d *Docker) Client() *client.Client { return d.cli }
 func (d *Docker) Resources() Resources { return d.resources }
 
 // Close stops a cache warm-up or a copy of an image's directories still
-// running (its container is removed and nothing it wrote is kept), then
-// releases the engine client.
+// running (its container is removed and nothing it wrote is kept), waits
+// for them, then releases the engine client.
 func (d *Docker) Close() error {
 	if d.caches != nil {
 		d.caches.stop()

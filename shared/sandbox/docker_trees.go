@@ -156,8 +156,7 @@ func (d *Docker) treeMounts(ctx context.Context, image string) (string, []mount.
 	_, running := t.inflight[id]
 	failedAt, failed := t.failed[id]
 	t.mu.Unlock()
-	if !running && (!failed || time.Since(failedAt) > treeRetry) {
-		t.running.Add(1)
+	if !running && (!failed || time.Since(failedAt) > treeRetry) && t.begin(d.caches.stopCtx) {
 		go func() {
 			defer t.running.Done()
 			_ = d.copyTrees(d.caches.stopCtx, id, dirs)
@@ -177,7 +176,8 @@ func (d *Docker) treeMountsAt(final string, dirs []string) []mount.Mount {
 
 // WarmTrees copies the directories image ("" = the default image) names
 // in its LabelImageTrees, unless the copy exists, and waits for it or for
-// ctx. It does nothing without a cache directory or the label.
+// ctx. It does nothing without a cache directory or the label. Close
+// stops it, as it stops a warm-up.
 func (d *Docker) WarmTrees(ctx context.Context, image string) error {
 	if d.trees.dir == "" {
 		return nil
@@ -185,11 +185,30 @@ func (d *Docker) WarmTrees(ctx context.Context, image string) error {
 	if image == "" {
 		image = d.image
 	}
+	if !d.trees.begin(d.caches.stopCtx) {
+		return fmt.Errorf("sandbox: closed: %w", context.Canceled)
+	}
+	defer d.trees.running.Done()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(d.caches.stopCtx, cancel)()
 	id, dirs, err := d.imageTrees(ctx, image)
 	if err != nil || len(dirs) == 0 {
 		return err
 	}
 	return d.copyTrees(ctx, id, dirs)
+}
+
+// begin counts a copy in running unless the sandbox is closing (stop
+// ended); the caller calls running.Done when it returns.
+func (t *treeStore) begin(stop context.Context) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if stop.Err() != nil {
+		return false
+	}
+	t.running.Add(1)
+	return true
 }
 
 // imageTrees returns image's ID and the directories its label names (none,

@@ -303,3 +303,39 @@ func TestDockerTreesCopiedInTheBackground(t *testing.T) {
 		t.Errorf("the copy's data belongs to uid %d, want the image's 0", st.Uid)
 	}
 }
+
+// TestDockerTreesStopWithClose: Close during a copy waits for it, and
+// leaves either the complete copy or none: no container, no half-written
+// directory.
+func TestDockerTreesStopWithClose(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	d, probe := dockerTest(t, DockerOptions{Caches: CacheOptions{Dir: dir}})
+	img := treeImage(t, probe, strings.Repeat("large content ", 4<<20)) // 56 MiB, twice
+	warmed := make(chan error, 1)
+	go func() { warmed <- d.WarmTrees(context.Background(), img) }()
+	time.Sleep(200 * time.Millisecond)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-warmed:
+		t.Logf("WarmTrees: %v", err)
+	default:
+		t.Fatal("Close returned before the copy did")
+	}
+	ents, err := os.ReadDir(filepath.Join(dir, "trees"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".new-") {
+			t.Errorf("a half-written copy is left: %s", e.Name())
+			continue
+		}
+		data := filepath.Join(dir, "trees", e.Name(), CacheKey("/opt/tool"), "sub", "data")
+		if fi, err := os.Stat(data); err != nil || fi.Size() != int64(len("large content "))<<22 {
+			t.Errorf("a copy in place is incomplete: %v, %v", fi, err)
+		}
+	}
+}
