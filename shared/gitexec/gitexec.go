@@ -40,8 +40,12 @@ import (
 const MaxStderr = 4 << 10
 
 // waitDelay bounds how long a run waits for git's output pipes to close
-// once git has exited or the context is done.
-const waitDelay = time.Second
+// once git has exited or the context is done: a guard against a process
+// git left holding them, not a deadline for git. It is generous because
+// the goroutines reading the pipes may not run for a while on a loaded
+// machine (one second failed a `git rev-parse` under the race detector on
+// two busy cores).
+const waitDelay = 5 * time.Second
 
 // ErrOutputLimit is in the chain of an Error when git wrote more than
 // Runner.MaxOutput bytes to standard output.
