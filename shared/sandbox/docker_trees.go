@@ -361,6 +361,17 @@ func (d *Docker) pruneTrees(ctx context.Context, keep string) {
 	}
 }
 
+// relTo returns the archive path name relative to top ("." for top
+// itself); ok is false when it is outside top.
+func relTo(name, top string) (rel string, ok bool) {
+	name = path.Clean(name)
+	if name == top {
+		return ".", true
+	}
+	rel, ok = strings.CutPrefix(name, top+"/")
+	return rel, ok && filepath.IsLocal(rel)
+}
+
 // untarTree writes the tar stream r, whose entries are top and what is
 // under it (as the engine's copy of a directory gives them), into the new
 // directory dest: directories, regular files, symbolic and hard links,
@@ -390,16 +401,8 @@ func untarTree(r io.Reader, dest, top string, owners bool) error {
 		if err != nil {
 			return err
 		}
-		name := path.Clean(hdr.Name)
-		switch {
-		case name == top:
-			name = "."
-		case strings.HasPrefix(name, top+"/"):
-			name = strings.TrimPrefix(name, top+"/")
-		default:
-			return fmt.Errorf("entry %q is outside %s", hdr.Name, top)
-		}
-		if !filepath.IsLocal(name) && name != "." {
+		name, ok := relTo(hdr.Name, top)
+		if !ok {
 			return fmt.Errorf("entry %q is outside %s", hdr.Name, top)
 		}
 		mode := hdr.FileInfo().Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
@@ -441,12 +444,8 @@ func untarTree(r io.Reader, dest, top string, owners bool) error {
 				return err
 			}
 		case tar.TypeLink:
-			target := path.Clean(hdr.Linkname)
-			if !strings.HasPrefix(target, top+"/") {
-				return fmt.Errorf("hard link %q to %q, outside %s", hdr.Name, hdr.Linkname, top)
-			}
-			target = strings.TrimPrefix(target, top+"/")
-			if !filepath.IsLocal(target) {
+			target, ok := relTo(hdr.Linkname, top)
+			if !ok || target == "." {
 				return fmt.Errorf("hard link %q to %q, outside %s", hdr.Name, hdr.Linkname, top)
 			}
 			if err := root.Link(target, name); err != nil {
