@@ -72,7 +72,7 @@ FUZZ_TARGETS = \
 	shared/integrity:FuzzParseStatusZ \
 	shared/patchstat:FuzzParse \
 	shared/pathglob:FuzzMatch shared/pathglob:FuzzOverlapConservative \
-	shared/protocol:FuzzDecode shared/protocol/eventlog:FuzzDecode \
+	shared/protocol:FuzzDecode shared/protocol/eventlog:FuzzDecode shared/protocol/eventlog:FuzzDecodeAll \
 	shared/redact:FuzzRedact \
 	coordinator/internal/templates:FuzzFeature \
 	coordinator/internal/workflow:FuzzParse

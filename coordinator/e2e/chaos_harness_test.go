@@ -223,19 +223,21 @@ func (c *composeFleet) readEvents(wf string) ([]eventlog.Event, error) {
 	stop := time.AfterFunc(30*time.Second, it.Stop)
 	defer stop.Stop()
 	var evs []eventlog.Event
-	for pending := info.NumPending; uint64(len(evs)) < pending; {
+	for read, pending := uint64(0), info.NumPending; read < pending; read++ {
 		msg, err := it.Next()
 		if err != nil {
-			return nil, fmt.Errorf("after %d of %d events: %w", len(evs), pending, err)
+			return nil, fmt.Errorf("after %d of %d log messages: %w", read, pending, err)
 		}
-		ev, err := eventlog.Decode(msg.Data())
+		batch, err := eventlog.DecodeAll(msg.Data())
 		if err != nil {
 			return nil, err
 		}
-		if md, err := msg.Metadata(); err == nil {
-			ev.Seq = md.Sequence.Stream
+		for i, ev := range batch {
+			if md, err := msg.Metadata(); err == nil {
+				ev.Seq, ev.Index = md.Sequence.Stream, i
+			}
+			evs = append(evs, ev)
 		}
-		evs = append(evs, ev)
 	}
 	return evs, nil
 }

@@ -2,6 +2,8 @@ package bus
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -603,12 +605,35 @@ type AppendOption func(*appendOptions)
 
 type appendOptions struct {
 	msgID      string
+	msgIDs     []string
 	expectLast *uint64
 }
 
 // WithMsgID de-duplicates a re-append of the same event.
 func WithMsgID(id string) AppendOption {
 	return func(o *appendOptions) { o.msgID = id }
+}
+
+// WithMsgIDs de-duplicates a re-append of the same events by AppendEvents:
+// ids[i] names events[i], and the message's id is made of those of the
+// events it holds (the one id of a single event, as WithMsgID).
+func WithMsgIDs(ids []string) AppendOption {
+	return func(o *appendOptions) { o.msgIDs = ids }
+}
+
+// batchMsgID is the de-duplication id of a message holding the events
+// ids name: the id itself for one, a digest of them all for several.
+func batchMsgID(ids []string) string {
+	if len(ids) == 1 {
+		return ids[0]
+	}
+	for _, id := range ids {
+		if id == "" {
+			return "" // an event without one: the message has none
+		}
+	}
+	h := sha256.Sum256([]byte(strings.Join(ids, "\n")))
+	return "batch-" + hex.EncodeToString(h[:16])
 }
 
 // ExpectLast fences the append: it succeeds only if seq is the sequence of
@@ -624,13 +649,69 @@ func ExpectLast(seq uint64) AppendOption {
 // event already there, at that sequence. A fenced append that finds the log
 // moved fails with ErrEventLogMoved.
 func (b *Bus) AppendEvent(ctx context.Context, e eventlog.Event, opts ...AppendOption) (seq uint64, duplicate bool, err error) {
+	data, err := eventlog.Encode(e)
+	if err != nil {
+		return 0, false, err
+	}
+	return b.appendMessage(ctx, e.WorkflowID, string(e.Type())+" event", 1, data, opts)
+}
+
+// MaxBatchBytes bounds the encoding of the events AppendEvents puts in
+// one log message, well under a NATS server's default maximum payload
+// (1 MiB).
+const MaxBatchBytes = 256 << 10
+
+// AppendEvents appends events of one workflow, in order, as one log
+// message (eventlog.JoinEncoded): all of them or none are in the log, at
+// one sequence. It takes the longest prefix of events that fits in
+// MaxBatchBytes and eventlog.MaxBatchEvents (at least one event) and
+// returns how many it took, n; the caller appends the rest next, fenced
+// on seq. The options are AppendEvent's: WithMsgID de-duplicates a
+// re-append of the same message, and should name its n events.
+func (b *Bus) AppendEvents(ctx context.Context, events []eventlog.Event, opts ...AppendOption) (seq uint64, n int, duplicate bool, err error) {
+	if len(events) == 0 {
+		return 0, 0, false, fmt.Errorf("bus: append events: %w", eventlog.ErrEmptyBatch)
+	}
+	wf := events[0].WorkflowID
+	encoded := make([][]byte, 0, min(len(events), eventlog.MaxBatchEvents))
+	size := 0
+	for _, e := range events[:min(len(events), eventlog.MaxBatchEvents)] {
+		if e.WorkflowID != wf {
+			return 0, 0, false, fmt.Errorf("bus: append events: a %s event of %s among events of %s", e.Type(), e.WorkflowID, wf)
+		}
+		data, err := eventlog.Encode(e)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		if len(encoded) > 0 && size+len(data)+1 > MaxBatchBytes {
+			break
+		}
+		encoded, size = append(encoded, data), size+len(data)+1
+	}
+	data, err := eventlog.JoinEncoded(encoded)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	what := string(events[0].Type()) + " event"
+	if len(encoded) > 1 {
+		what = fmt.Sprintf("%d events", len(encoded))
+	}
+	seq, duplicate, err = b.appendMessage(ctx, wf, what, len(encoded), data, opts)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	return seq, len(encoded), duplicate, nil
+}
+
+// appendMessage publishes one encoded log message of workflow wf, holding
+// n events; what names it in errors.
+func (b *Bus) appendMessage(ctx context.Context, wf, what string, n int, data []byte, opts []AppendOption) (seq uint64, duplicate bool, err error) {
 	var o appendOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
-	data, err := eventlog.Encode(e)
-	if err != nil {
-		return 0, false, err
+	if o.msgIDs != nil {
+		o.msgID = batchMsgID(o.msgIDs[:min(n, len(o.msgIDs))])
 	}
 	var popts []jetstream.PublishOpt
 	if o.msgID != "" {
@@ -639,20 +720,20 @@ func (b *Bus) AppendEvent(ctx context.Context, e eventlog.Event, opts ...AppendO
 	if o.expectLast != nil {
 		popts = append(popts, jetstream.WithExpectLastSequencePerSubject(*o.expectLast))
 	}
-	ack, err := b.JS.Publish(ctx, protocol.EventSubject(e.WorkflowID), data, popts...)
+	ack, err := b.JS.Publish(ctx, protocol.EventSubject(wf), data, popts...)
 	if err != nil {
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-			return 0, false, fmt.Errorf("bus: append %s event for %s: %w (%v)", e.Type(), e.WorkflowID, ErrEventLogMoved, err)
+			return 0, false, fmt.Errorf("bus: append %s for %s: %w (%v)", what, wf, ErrEventLogMoved, err)
 		}
 		if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeStreamStoreFailed &&
 			strings.Contains(apiErr.Description, "maximum bytes exceeded") {
-			return 0, false, fmt.Errorf("bus: append %s event for %s: %w: stream %s is at its max bytes "+
+			return 0, false, fmt.Errorf("bus: append %s for %s: %w: stream %s is at its max bytes "+
 				"(raise the coordinator's --events-max-bytes): %v",
-				e.Type(), e.WorkflowID, ErrEventLogFull, protocol.StreamEvents, err)
+				what, wf, ErrEventLogFull, protocol.StreamEvents, err)
 		}
-		return 0, false, fmt.Errorf("bus: append %s event for %s: %w", e.Type(), e.WorkflowID, err)
+		return 0, false, fmt.Errorf("bus: append %s for %s: %w", what, wf, err)
 	}
 	return ack.Sequence, ack.Duplicate, nil
 }

@@ -431,8 +431,10 @@ func watchEvents(ctx context.Context, b *bus.Bus) (*watcher, error) {
 				time.Sleep(10 * time.Millisecond)
 				continue
 			}
-			if ev, err := eventlog.Decode(msg.Data()); err == nil {
-				w.apply(ev)
+			if evs, err := eventlog.DecodeAll(msg.Data()); err == nil {
+				for _, ev := range evs {
+					w.apply(ev)
+				}
 			}
 		}
 	}()

@@ -119,35 +119,42 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 		fin        *eventlog.WorkflowFinished
 		merged     *eventlog.Event
 		awaitMerge bool
+		// msg is the message last read, and queued its events not
+		// handled yet: a message holds one event or a batch of them.
+		msg    jetstream.Msg
+		queued []eventlog.Event
 	)
 	for {
-		var next []jetstream.NextOpt
-		if recheck {
-			next = append(next, jetstream.NextMaxWait(time.Second))
-		}
-		msg, err := it.Next(next...)
-		if ctx.Err() != nil {
-			return &ExitError{Code: ExitFault, Err: ctx.Err()}
-		}
-		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-			return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("watch %s: %w", wf, err)}
-		}
-		if recheck && errors.Is(err, nats.ErrTimeout) {
-			if stuck, err := e.waitsForHuman(ctx, client, wf); err == nil && stuck {
-				fmt.Fprintf(e.out, "workflow %s needs attention: nothing runs until a human decides (coordinator inbox)\n", wf)
-				return &ExitError{Code: ExitNeedsAttention}
+		if len(queued) == 0 {
+			var next []jetstream.NextOpt
+			if recheck {
+				next = append(next, jetstream.NextMaxWait(time.Second))
 			}
-			continue
+			var err error
+			if msg, err = it.Next(next...); err != nil || msg == nil {
+				if ctx.Err() != nil {
+					return &ExitError{Code: ExitFault, Err: ctx.Err()}
+				}
+				if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+					return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("watch %s: %w", wf, err)}
+				}
+				if recheck && errors.Is(err, nats.ErrTimeout) {
+					if stuck, err := e.waitsForHuman(ctx, client, wf); err == nil && stuck {
+						fmt.Fprintf(e.out, "workflow %s needs attention: nothing runs until a human decides (coordinator inbox)\n", wf)
+						return &ExitError{Code: ExitNeedsAttention}
+					}
+					continue
+				}
+				// A missed heartbeat and the like: the iterator carries on.
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			if queued, err = eventlog.DecodeAll(msg.Data()); err != nil {
+				continue
+			}
 		}
-		if err != nil {
-			// A missed heartbeat and the like: the iterator carries on.
-			time.Sleep(100 * time.Millisecond)
-			continue
-		}
-		ev, err := eventlog.Decode(msg.Data())
-		if err != nil {
-			continue
-		}
+		ev := queued[0]
+		queued = queued[1:]
 		printEvent(e.out, ev)
 		changed()
 		if awaitMerge {
@@ -172,7 +179,7 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 		ended(fin != nil)
 		recheck = false
 		if fin == nil {
-			if md, err := msg.Metadata(); err == nil && md.NumPending == 0 && len(escalated) > 0 {
+			if md, err := msg.Metadata(); err == nil && len(queued) == 0 && md.NumPending == 0 && len(escalated) > 0 {
 				if stuck, err := e.waitsForHuman(ctx, client, wf); err == nil && stuck {
 					fmt.Fprintf(e.out, "workflow %s needs attention: nothing runs until a human decides (coordinator inbox)\n", wf)
 					return &ExitError{Code: ExitNeedsAttention}
@@ -181,7 +188,7 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 			}
 			continue
 		}
-		if md, err := msg.Metadata(); err == nil && md.NumPending > 0 {
+		if md, err := msg.Metadata(); len(queued) > 0 || (err == nil && md.NumPending > 0) {
 			continue // reopened since (a gate rerun), or merged: follow it to its latest end
 		}
 		// Accepted work is delivered whatever the outcome: on failure the

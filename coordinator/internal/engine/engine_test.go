@@ -537,7 +537,8 @@ func (e *env) count(stream, subject string) uint64 {
 	return info.State.Subjects[subject]
 }
 
-// events returns the workflow's event log, in order.
+// events returns the workflow's event log, in order, each event with its
+// message's sequence and its place in it.
 func (e *env) events(wf string) []eventlog.Event {
 	e.t.Helper()
 	ctx := testkit.Context(e.t, 10*time.Second)
@@ -552,12 +553,19 @@ func (e *env) events(wf string) []eventlog.Event {
 		if err != nil {
 			return out
 		}
-		ev, err := eventlog.Decode(msg.Data())
+		evs, err := eventlog.DecodeAll(msg.Data())
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		out = append(out, ev)
-		if md, err := msg.Metadata(); err == nil && md.NumPending == 0 {
+		md, err := msg.Metadata()
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for i := range evs {
+			evs[i].Seq, evs[i].Index = md.Sequence.Stream, i
+		}
+		out = append(out, evs...)
+		if md.NumPending == 0 {
 			return out
 		}
 	}

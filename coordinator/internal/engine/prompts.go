@@ -92,6 +92,8 @@ func (p *logPrompts) read(ctx context.Context, seq uint64) error {
 	if err != nil {
 		return fmt.Errorf("engine: read event %d of the log: %w", seq, err)
 	}
+	// An event that brings tasks in is always appended alone (execute),
+	// so its message holds nothing else.
 	ev, err := eventlog.Decode(raw.Data)
 	if err != nil {
 		return fmt.Errorf("engine: event %d of the log: %w", seq, err)

@@ -93,7 +93,8 @@ func (e *Engine) fold(ctx context.Context, subject string) (*statemachine.State,
 }
 
 // foldLog reads the events on subject from sequence from on, folding each
-// with apply into st (st.Skip records those that do not decode). It
+// with apply into st (st.Skip records those that do not decode; a message
+// holding a batch gives its events in order, all at its sequence). It
 // returns the number of events folded.
 func (e *Engine) foldLog(ctx context.Context, subject string, from uint64, st *statemachine.State,
 	apply func(eventlog.Event) error) (int, error) {
@@ -169,15 +170,16 @@ func (e *Engine) foldLog(ctx context.Context, subject string, from uint64, st *s
 			return 0, fmt.Errorf("engine: replay events: %w", err)
 		}
 		seq = md.Sequence.Stream
-		ev, err := eventlog.Decode(msg.Data())
+		evs, err := eventlog.DecodeAll(msg.Data())
 		if err != nil {
 			e.log.Error("skipping undecodable event", "seq", seq, "subject", msg.Subject(), "err", err)
 			// Appends to the workflow are fenced on its last event, this one.
 			st.Skip(strings.TrimPrefix(msg.Subject(), protocol.EventSubject("")), seq)
-		} else {
-			ev.Seq = seq
+		}
+		for i, ev := range evs {
+			ev.Seq, ev.Index = seq, i
 			if err := apply(ev); err != nil {
-				e.log.Error("skipping event that does not fold", "seq", seq, "err", err)
+				e.log.Error("skipping event that does not fold", "seq", seq, "index", i, "err", err)
 			} else {
 				count++
 			}

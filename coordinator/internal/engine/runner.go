@@ -104,11 +104,60 @@ func (e *Engine) execute(ctx context.Context, wf string, effects []statemachine.
 			err = werr
 		}
 	}()
+	// A run of Append effects goes to the log as one message (PERF-57),
+	// and the jobs announced among them are published once it is there;
+	// any other effect, or an event that brings tasks in (read back by
+	// its sequence for their prompts), ends the run.
+	var (
+		run  []statemachine.Append
+		held []statemachine.Publish
+	)
+	flush := func() error {
+		if len(run) == 0 {
+			return nil
+		}
+		folded, err := e.appendAll(ctx, run)
+		changed = changed || folded
+		run = run[:0]
+		if err != nil {
+			held = nil
+			return err
+		}
+		for _, x := range held {
+			p, err := e.publishAsync(ctx, wf, x)
+			if err != nil {
+				held = nil
+				return err
+			}
+			pending = append(pending, p)
+		}
+		held = held[:0]
+		return nil
+	}
 	for _, eff := range effects {
+		if x, ok := eff.(statemachine.Append); ok {
+			if _, tasks := taskBodies(x.Event.Body); tasks {
+				if err = flush(); err != nil {
+					return changed, err
+				}
+				run = append(run, x)
+				if err = flush(); err != nil {
+					return changed, err
+				}
+				continue
+			}
+			run = append(run, x)
+			continue
+		}
+		if x, ok := eff.(statemachine.Publish); ok && len(run) > 0 {
+			held = append(held, x)
+			continue
+		}
+		if err = flush(); err != nil {
+			return changed, err
+		}
 		folded := false
 		switch x := eff.(type) {
-		case statemachine.Append:
-			folded, err = e.append(ctx, x.Event, x.MsgID)
 		case statemachine.Publish:
 			var p pendingJob
 			if p, err = e.publishAsync(ctx, wf, x); err == nil {
@@ -131,59 +180,108 @@ func (e *Engine) execute(ctx context.Context, wf string, effects []statemachine.
 			return changed, err
 		}
 	}
+	if err = flush(); err != nil {
+		return changed, err
+	}
 	return changed, nil
 }
 
-// append appends an event to its workflow's log, fenced on the last event
-// this engine has folded for the workflow, and folds it in; folded is false
-// when the log already had it. If the log has moved (another coordinator
-// appended), the workflow is reloaded from the log and the append fails:
-// the next decision starts from the log's state.
+// append appends one event to its workflow's log and folds it in, as
+// appendAll does; folded is false when the log already had it.
 func (e *Engine) append(ctx context.Context, ev eventlog.Event, msgID string) (folded bool, err error) {
+	return e.appendAll(ctx, []statemachine.Append{{Event: ev, MsgID: msgID}})
+}
+
+// appendAll appends events of one workflow to its log, in order, as few
+// messages as the bus takes (bus.AppendEvents), each fenced on the last
+// event this engine has folded for the workflow, and folds each message's
+// events in once it is there; folded is false when the log already had
+// them all. If the log has moved (another coordinator appended), the
+// workflow is reloaded from the log and the append fails: the next
+// decision starts from the log's state.
+func (e *Engine) appendAll(ctx context.Context, appends []statemachine.Append) (folded bool, err error) {
 	e.appendGate.RLock() // a snapshot's sequence is taken between appends
 	defer e.appendGate.RUnlock()
-	var last uint64
-	e.Read(func(s *statemachine.State) { last = s.LastSeq(ev.WorkflowID) })
-	began := time.Now()
-	seq, dup, err := e.bus.AppendEvent(ctx, ev, bus.WithMsgID(msgID), bus.ExpectLast(last))
-	observeAppend(ev, time.Since(began), err == nil && !dup)
-	if errors.Is(err, bus.ErrEventLogMoved) || (err == nil && dup && seq > last) {
-		e.log.WarnContext(e.workflowContext(ctx, ev.WorkflowID), "the workflow's event log has events this coordinator has not folded; reloading it",
-			"workflow", ev.WorkflowID, "last_folded", last, "err", err)
-		if rerr := e.reload(ctx, ev.WorkflowID); rerr != nil {
-			return false, fmt.Errorf("engine: reload %s: %w", ev.WorkflowID, rerr)
+	events, msgIDs := make([]eventlog.Event, len(appends)), make([]string, len(appends))
+	for i, a := range appends {
+		events[i], msgIDs[i] = a.Event, a.MsgID
+	}
+	for len(events) > 0 {
+		wf := events[0].WorkflowID
+		var last uint64
+		e.Read(func(s *statemachine.State) { last = s.LastSeq(wf) })
+		began := time.Now()
+		seq, n, dup, err := e.bus.AppendEvents(ctx, events, bus.WithMsgIDs(msgIDs), bus.ExpectLast(last))
+		took := time.Since(began)
+		if err == nil && dup && seq > last || errors.Is(err, bus.ErrEventLogMoved) {
+			e.log.WarnContext(e.workflowContext(ctx, wf), "the workflow's event log has events this coordinator has not folded; reloading it",
+				"workflow", wf, "last_folded", last, "err", err)
+			if rerr := e.reload(ctx, wf); rerr != nil {
+				return false, fmt.Errorf("engine: reload %s: %w", wf, rerr)
+			}
+			return true, fmt.Errorf("engine: %s event for %s not appended: %w", events[0].Type(), wf, bus.ErrEventLogMoved)
 		}
-		return true, fmt.Errorf("engine: %s event for %s not appended: %w", ev.Type(), ev.WorkflowID, bus.ErrEventLogMoved)
+		if err != nil {
+			observeAppend(events[0], took, false)
+			return folded, err
+		}
+		for _, ev := range events[:n] {
+			observeAppend(ev, took, !dup)
+		}
+		if !dup {
+			folded = true
+			if err := e.foldAppended(ctx, events[:n], seq); err != nil {
+				return true, err
+			}
+		}
+		events, msgIDs = events[n:], msgIDs[n:]
 	}
-	if err != nil {
-		return false, err
+	return folded, nil
+}
+
+// foldAppended folds in the events of one message this engine has just
+// appended at seq, all under one hold of the state's lock (a reader, a
+// snapshot among them, sees none of them or all), then does what their
+// being new calls for: keeping tasks' prompts, notifying, logging an
+// escalation, counting, waking the fleet. The first event that did not
+// fold is the error.
+func (e *Engine) foldAppended(ctx context.Context, events []eventlog.Event, seq uint64) error {
+	for i := range events {
+		events[i].Seq, events[i].Index = seq, i
+		if tasks, ok := taskBodies(events[i].Body); ok && e.leavePrompts {
+			e.prompts.keep(seq, tasks) // the new nodes' jobs need them next
+		}
 	}
-	if dup {
-		return false, nil // already in the log and folded
-	}
-	ev.Seq = seq
-	if tasks, ok := taskBodies(ev.Body); ok && e.leavePrompts {
-		e.prompts.keep(seq, tasks) // the new nodes' jobs need them next
-	}
+	var first error
+	failed := make([]bool, len(events))
 	e.mu.Lock()
-	err = e.st.Apply(ev)
+	for i, ev := range events {
+		if err := e.st.Apply(ev); err != nil {
+			failed[i] = true
+			if first == nil {
+				first = fmt.Errorf("engine: fold %s event for %s: %w", ev.Type(), ev.WorkflowID, err)
+			}
+		}
+	}
 	e.mu.Unlock()
-	if err != nil {
-		return true, fmt.Errorf("engine: fold %s event for %s: %w", ev.Type(), ev.WorkflowID, err)
+	for i, ev := range events {
+		if failed[i] {
+			continue
+		}
+		e.notify(ev)
+		if b, ok := ev.Body.(eventlog.NodeEscalated); ok {
+			e.log.WarnContext(e.workflowContext(ctx, ev.WorkflowID), "node escalated; it waits for a human",
+				"workflow", ev.WorkflowID, "node", ev.NodeID, "attempt", b.Attempt, "reason", b.Reason)
+		}
+		e.observeFolded(ev)
+		if statemachine.CountsAgainstFleet(ev) {
+			e.kickFleet()
+		}
+		if _, ok := ev.Body.(eventlog.FleetResumed); ok {
+			e.kickAll()
+		}
 	}
-	e.notify(ev)
-	if b, ok := ev.Body.(eventlog.NodeEscalated); ok {
-		e.log.WarnContext(e.workflowContext(ctx, ev.WorkflowID), "node escalated; it waits for a human",
-			"workflow", ev.WorkflowID, "node", ev.NodeID, "attempt", b.Attempt, "reason", b.Reason)
-	}
-	e.observeFolded(ev)
-	if statemachine.CountsAgainstFleet(ev) {
-		e.kickFleet()
-	}
-	if _, ok := ev.Body.(eventlog.FleetResumed); ok {
-		e.kickAll()
-	}
-	return true, nil
+	return first
 }
 
 // notify tells the notifier of an escalation or a human's decision, once:

@@ -353,8 +353,9 @@ func (e *Engine) restore(ctx context.Context) (*statemachine.State, int, Snapsho
 	st.SetPromptSource(e.prompts, e.leavePrompts)
 	e.snapSeq.Store(si.Seq)
 	reload := map[string]bool{}
+	var mark statemachine.TailMark
 	count, err := e.foldLog(ctx, protocol.SubjectEvents, si.Seq+1, st, func(ev eventlog.Event) error {
-		out, err := st.ApplyTail(ev)
+		out, err := st.ApplyTail(ev, &mark)
 		if out == statemachine.TailRetired {
 			reload[ev.WorkflowID] = true
 		}

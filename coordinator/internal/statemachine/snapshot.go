@@ -140,23 +140,42 @@ const (
 	TailRetired
 )
 
+// TailMark is what ApplyTail decided for the first event of the message
+// it last met: a batch's later events follow it. The caller keeps one for
+// the whole tail; its zero value is ready for use.
+type TailMark struct {
+	wf  string
+	seq uint64
+	had bool
+}
+
 // ApplyTail folds an event of the log after a snapshot's sequence into
-// the state read from the snapshot. The snapshot's fleet record is as of
-// that sequence, but each workflow's record may be later (it was written
-// after): an event of a workflow the record already has (its sequence at
-// most the workflow's LastSeq) is not folded again, though it is counted
+// the state read from the snapshot, in the log's order. The snapshot's
+// fleet record is as of that sequence, but each workflow's record may be
+// later (it was written after, never in the middle of a message): an
+// event of a message the record already has (its sequence at most the
+// workflow's LastSeq as the record left it) is not folded again, though it is counted
 // for the fleet as the live fold counted it. An event of a retired
 // workflow is left to the caller (TailRetired), also counted for the
 // fleet. So the state ends as a full replay of the log would.
-func (s *State) ApplyTail(ev eventlog.Event) (TailOutcome, error) {
+func (s *State) ApplyTail(ev eventlog.Event, mark *TailMark) (TailOutcome, error) {
 	if ev.WorkflowID != FleetID {
 		if _, ok := s.retired[ev.WorkflowID]; ok {
 			s.countFailure(ev)
 			return TailRetired, nil
 		}
-		if w, ok := s.wfs[ev.WorkflowID]; ok && ev.Seq <= w.LastSeq {
-			s.countFailure(ev)
-			return TailHad, nil
+		if w, ok := s.wfs[ev.WorkflowID]; ok {
+			// A record holds whole messages: the events after the first
+			// of a batch go where it went.
+			had := ev.Seq <= w.LastSeq
+			if ev.Index > 0 && mark.wf == ev.WorkflowID && mark.seq == ev.Seq {
+				had = mark.had
+			}
+			*mark = TailMark{wf: ev.WorkflowID, seq: ev.Seq, had: had}
+			if had {
+				s.countFailure(ev)
+				return TailHad, nil
+			}
 		}
 	}
 	return TailFolded, s.Apply(ev)

@@ -70,9 +70,14 @@ type Event struct {
 	Time   time.Time
 	// Body is what happened: one of the body types of this package.
 	Body Body
-	// Seq is the event's sequence in the stream. It is not part of the
-	// encoding: whoever reads the event from the log sets it.
+	// Seq is the sequence in the stream of the message holding the event.
+	// It is not part of the encoding: whoever reads the event from the log
+	// sets it.
 	Seq uint64
+	// Index is the event's place in its message: 0 for the only or first
+	// one, i for the i-th after it in a batch (batch.go). Like Seq, it is
+	// set by whoever reads the log.
+	Index int
 }
 
 // Type returns the event's type, "" without a body.
@@ -546,8 +551,11 @@ func Encode(e Event) ([]byte, error) {
 
 // Decode decodes an event of the log, of either version, strictly:
 // unknown fields, unknown types and a body that does not match its type
-// are errors.
+// are errors. A message holding a batch is ErrBatch: DecodeAll reads it.
 func Decode(data []byte) (Event, error) {
+	if IsBatch(data) {
+		return Event{}, ErrBatch
+	}
 	// An event of this version is read in one pass of its envelope (then
 	// its body); anything else takes the probe below, which gives the
 	// older version's reading or the error.
