@@ -72,3 +72,76 @@ tasks:
 		t.Fatalf("%d log messages for %d events: nothing was batched", msgs, len(final))
 	}
 }
+
+// PERF-58: reports of different nodes that wait in a workflow's inbox
+// together are answered one after the other and their events appended as
+// one message; a report of a node already in the group starts a new one.
+// Four started reports, then four agent results, held in the inbox while
+// the workflow's queue is busy: the four node.started events share one
+// message, the four node.agent_done events another, and the workflow
+// finishes as if each had been folded alone.
+func TestReportsOfDifferentNodesShareOneMessage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, bus.Config{})
+	e.start()
+	wf := e.submit(`name: reports
+defaults:
+  ` + agentCmd + `gates: []
+tasks:
+  - {id: a, prompt: a}
+  - {id: b, prompt: b}
+  - {id: c, prompt: c}
+  - {id: d, prompt: d}
+`)
+	var jobs []*taken
+	for range 4 {
+		jobs = append(jobs, e.next(protocol.KindAgent, "default", 5*time.Second))
+	}
+	release := make(chan struct{})
+	if !e.eng.queues.Go(wf, func() { <-release }) {
+		t.Fatal("the workflow's queue is closed")
+	}
+	for _, j := range jobs {
+		e.started(j, 1)
+	}
+	for _, j := range jobs {
+		e.agentDone(j, 1, protocol.AgentSucceeded, nil)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		e.eng.inbox.mu.Lock()
+		n := len(e.eng.inbox.waiting[wf])
+		e.eng.inbox.mu.Unlock()
+		if n == 8 {
+			break
+		}
+		if time.Now().After(deadline) {
+			close(release)
+			t.Fatalf("%d reports in the inbox, want 8", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(release)
+	e.waitWorkflow(wf, protocol.WorkflowSucceeded)
+	seqs := map[eventlog.Type]map[uint64]int{eventlog.TypeNodeStarted: {}, eventlog.TypeNodeAgentDone: {}}
+	for _, ev := range e.events(wf) {
+		if m, ok := seqs[ev.Type()]; ok {
+			m[ev.Seq]++
+		}
+	}
+	for typ, m := range seqs {
+		if len(m) != 1 {
+			t.Errorf("%s events in %d messages (%v), want the four in one", typ, len(m), m)
+		}
+		for _, n := range m {
+			if n != 4 {
+				t.Errorf("%s: %d events in the message, want 4", typ, n)
+			}
+		}
+	}
+	for _, id := range []string{"a", "b", "c", "d"} {
+		if n := e.node(wf, id); n.Status != protocol.NodeSucceeded || n.LeaseToken != 1 || n.Host != "test-runner" {
+			t.Errorf("%s: %s, lease %d, host %q; want succeeded under lease 1 on test-runner", id, n.Status, n.LeaseToken, n.Host)
+		}
+	}
+}

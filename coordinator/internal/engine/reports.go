@@ -103,7 +103,12 @@ func (e *Engine) handleReportMsg(ctx context.Context, msg jetstream.Msg) {
 // order they arrived, then decides the workflow once for all of them (a
 // burst of reports costs one decision, not one each), then settles them:
 // each is acked once its events and the decision's are in the log, or
-// handed back if it could not be folded. It runs in wf's queue.
+// handed back if it could not be folded. Consecutive reports of different
+// nodes, each answered from its own node's state (statemachine.ReportNode),
+// are answered one after the other and their events appended together, as
+// one message (PERF-58); a report of a node already in the group, or one
+// that reads more of the workflow, first has the group appended and
+// folded. It runs in wf's queue.
 func (e *Engine) foldReports(wf string) {
 	batch := e.inbox.take(wf)
 	if len(batch) == 0 {
@@ -115,13 +120,46 @@ func (e *Engine) foldReports(wf string) {
 		err  error
 	}
 	done := make([]folded, len(batch))
-	decide := false
+	var (
+		group   []statemachine.Effect
+		members []int
+		nodes   = map[string]bool{}
+	)
+	flush := func() {
+		if len(members) == 0 {
+			return
+		}
+		_, err := e.execute(done[members[0]].ctx, wf, group)
+		for _, i := range members {
+			done[i].err = err
+		}
+		group, members = group[:0], members[:0]
+		clear(nodes)
+	}
 	for i := range batch {
 		p := &batch[i]
 		sctx, span := e.startSpan(p.ctx, wf, SpanReport, attribute.String("supervisor.report_type", string(p.r.Type)))
-		err := e.foldReport(sctx, &p.r)
-		done[i] = folded{ctx: sctx, span: span, err: err}
-		decide = decide || err == nil
+		done[i] = folded{ctx: sctx, span: span}
+		effects, node, err := e.reportEffects(sctx, &p.r)
+		if err != nil {
+			done[i].err = err
+			continue
+		}
+		if node == "" || nodes[node] || !onlyAppends(effects) {
+			flush()
+		}
+		if node == "" || !onlyAppends(effects) {
+			_, done[i].err = e.execute(sctx, wf, effects)
+			continue
+		}
+		group = append(group, effects...)
+		members = append(members, i)
+		nodes[node] = true
+	}
+	flush()
+	decide := false
+	for _, f := range done {
+		decide = decide || f.err == nil
 	}
 	if decide && e.ctx != nil && e.ctx.Err() == nil {
 		last := done[len(done)-1].ctx
@@ -131,6 +169,16 @@ func (e *Engine) foldReports(wf string) {
 		telemetry.End(f.span, f.err)
 		e.settle(f.ctx, batch[i].msg, "reports", f.err)
 	}
+}
+
+// onlyAppends reports whether effects only append events.
+func onlyAppends(effects []statemachine.Effect) bool {
+	for _, eff := range effects {
+		if _, ok := eff.(statemachine.Append); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // handleReport folds one report and decides the workflow again; it runs in
@@ -145,23 +193,36 @@ func (e *Engine) handleReport(ctx context.Context, r *protocol.Report) error {
 
 // foldReport turns one report into the events it causes and appends them,
 // without deciding the workflow again (the caller does, once); it runs in
-// the workflow's queue. A report of a workflow this engine does not know
-// is looked for in the log first; a stale one is ignored.
+// the workflow's queue.
 func (e *Engine) foldReport(ctx context.Context, r *protocol.Report) error {
-	ctx = e.workflowContext(ctx, r.WorkflowID())
-	if err := e.summarizePatch(ctx, r); err != nil {
+	effects, _, err := e.reportEffects(ctx, r)
+	if err != nil {
 		return err
 	}
+	_, err = e.execute(e.workflowContext(ctx, r.WorkflowID()), r.WorkflowID(), effects)
+	return err
+}
+
+// reportEffects says what one report causes, carrying nothing out, and
+// names the node whose state alone the answer read ("" if it read more:
+// statemachine.ReportNode); it runs in the workflow's queue. A report of
+// a workflow this engine does not know is looked for in the log first; a
+// stale one causes nothing.
+func (e *Engine) reportEffects(ctx context.Context, r *protocol.Report) (effects []statemachine.Effect, node string, err error) {
+	ctx = e.workflowContext(ctx, r.WorkflowID())
+	if err := e.summarizePatch(ctx, r); err != nil {
+		return nil, "", err
+	}
 	var (
-		effects []statemachine.Effect
-		stale   string
-		known   bool
+		stale string
+		known bool
 	)
 	e.Read(func(s *statemachine.State) {
 		w, ok := s.Workflow(r.WorkflowID())
 		if known = ok; ok {
 			estimateCost(w, r, e.opts.Prices)
 			effects, stale = statemachine.OnReport(w, r, e.opts.Now())
+			node = statemachine.ReportNode(w, r)
 		}
 	})
 	if !known {
@@ -169,17 +230,16 @@ func (e *Engine) foldReport(ctx context.Context, r *protocol.Report) error {
 		// moment): the log, not this engine's memory, says.
 		if err := e.reload(ctx, r.WorkflowID()); err != nil {
 			e.log.WarnContext(ctx, "report for unknown workflow ignored", "workflow", r.WorkflowID(), "type", r.Type, "err", err)
-			return nil
+			return nil, "", nil
 		}
 		e.log.WarnContext(ctx, "report for a workflow this coordinator did not know; loaded it from the log", "workflow", r.WorkflowID())
-		return e.foldReport(ctx, r)
+		return e.reportEffects(ctx, r)
 	}
 	if stale != "" {
 		e.log.InfoContext(ctx, "stale report ignored", "workflow", r.WorkflowID(), "type", r.Type, "why", stale)
-		return nil
+		return nil, "", nil
 	}
-	_, err := e.execute(ctx, r.WorkflowID(), effects)
-	return err
+	return effects, node, nil
 }
 
 // estimateCost prices the runs of a report whose CLIs reported no cost

@@ -146,3 +146,29 @@ func onWaiting(w *Workflow, wt *protocol.Waiting, ev func(string, eventlog.Body,
 	}
 	return ev(n.ID, eventlog.NodeWaiting{Attempt: wt.Attempt, Scope: wt.Scope, Until: wt.Until, Host: wt.Host}, id)
 }
+
+// ReportNode names the one node whose state OnReport reads to answer r
+// (besides whether w has finished, which no report's events change): the
+// node of a started, agent, gate, waiting or dead-letter report of its own
+// jobs. It is "" when OnReport reads more (a report of the integration
+// queue's jobs) or r names no node. Reports of different nodes may thus be
+// answered one after the other before the events of the earlier ones are
+// folded, with the same effects as if they had been (PERF-58).
+func ReportNode(w *Workflow, r *protocol.Report) string {
+	if isIntegrationReport(w, r) {
+		return ""
+	}
+	switch {
+	case r.Type == protocol.ReportStarted && r.Started != nil:
+		return r.Started.NodeID
+	case r.Type == protocol.ReportAgentResult && r.Agent != nil:
+		return r.Agent.NodeID
+	case r.Type == protocol.ReportGateResult && r.Gate != nil:
+		return r.Gate.NodeID
+	case r.Type == protocol.ReportWaiting && r.Waiting != nil:
+		return r.Waiting.NodeID
+	case r.Type == protocol.ReportDeadLetter && r.DeadLetter != nil:
+		return r.DeadLetter.NodeID
+	}
+	return ""
+}
