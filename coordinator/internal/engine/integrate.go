@@ -24,6 +24,30 @@ import (
 // integrate carries out an Integrate effect outside the state's lock: the
 // node's patch lands on the branch, and the outcome is appended.
 func (e *Engine) integrate(ctx context.Context, wf string, x statemachine.Integrate) (bool, error) {
+	ev, err := e.integration(ctx, wf, x)
+	if err != nil {
+		return false, err
+	}
+	return e.append(ctx, ev.Event, ev.MsgID)
+}
+
+// patchless reports whether node of workflow wf has no patch to land:
+// integrating it runs no git and changes no branch.
+func (e *Engine) patchless(wf, node string) bool {
+	none := false
+	e.Read(func(s *statemachine.State) {
+		if w, ok := s.Workflow(wf); ok {
+			if n := w.Nodes[node]; n != nil {
+				none = n.Patch == nil
+			}
+		}
+	})
+	return none
+}
+
+// integration lands the node's patch of an Integrate effect on the branch
+// and returns the event that records the outcome, without appending it.
+func (e *Engine) integration(ctx context.Context, wf string, x statemachine.Integrate) (statemachine.Append, error) {
 	var in integration
 	e.Read(func(s *statemachine.State) {
 		w, _ := s.Workflow(wf)
@@ -47,9 +71,9 @@ func (e *Engine) integrate(ctx context.Context, wf string, x statemachine.Integr
 		}
 	})
 	if err != nil && !errors.Is(err, errConflict) && !errors.Is(err, bus.ErrPatchRefused) {
-		return false, err
+		return statemachine.Append{}, err
 	}
-	return e.append(ctx, ev.Event, ev.MsgID)
+	return ev, nil
 }
 
 // errConflict marks a patch that no longer applies to the workflow branch.

@@ -106,8 +106,9 @@ func (e *Engine) execute(ctx context.Context, wf string, effects []statemachine.
 	}()
 	// A run of Append effects goes to the log as one message (PERF-57),
 	// and the jobs announced among them are published once it is there;
-	// any other effect, or an event that brings tasks in (read back by
-	// its sequence for their prompts), ends the run.
+	// the outcome of integrating a node without a patch joins it (no git
+	// runs and no branch moves). Any other effect, or an event that brings
+	// tasks in (read back by its sequence for their prompts), ends the run.
 	var (
 		run  []statemachine.Append
 		held []statemachine.Publish
@@ -153,6 +154,18 @@ func (e *Engine) execute(ctx context.Context, wf string, effects []statemachine.
 			held = append(held, x)
 			continue
 		}
+		if x, ok := eff.(statemachine.Integrate); ok && e.patchless(wf, x.Node) && !runHas(run, x.Node) {
+			// Nothing lands: its outcome joins the run (PERF-59).
+			var ev statemachine.Append
+			if ev, err = e.integration(ctx, wf, x); err != nil {
+				if ferr := flush(); ferr != nil {
+					return changed, ferr
+				}
+				return changed, err
+			}
+			run = append(run, ev)
+			continue
+		}
 		if err = flush(); err != nil {
 			return changed, err
 		}
@@ -184,6 +197,16 @@ func (e *Engine) execute(ctx context.Context, wf string, effects []statemachine.
 		return changed, err
 	}
 	return changed, nil
+}
+
+// runHas reports whether run holds an event of node.
+func runHas(run []statemachine.Append, node string) bool {
+	for _, a := range run {
+		if a.Event.NodeID == node {
+			return true
+		}
+	}
+	return false
 }
 
 // append appends one event to its workflow's log and folds it in, as
