@@ -431,7 +431,7 @@ func watchEvents(ctx context.Context, b *bus.Bus) (*watcher, error) {
 				time.Sleep(10 * time.Millisecond)
 				continue
 			}
-			if evs, err := eventlog.DecodeAll(msg.Data()); err == nil {
+			if evs, err := watchDecode(msg.Data()); err == nil {
 				for _, ev := range evs {
 					w.apply(ev)
 				}
