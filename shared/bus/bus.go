@@ -658,13 +658,27 @@ func (b *Bus) AppendEvent(ctx context.Context, e eventlog.Event, opts ...AppendO
 
 // MaxBatchBytes bounds the encoding of the events AppendEvents puts in
 // one log message, well under a NATS server's default maximum payload
-// (1 MiB).
+// (1 MiB). A server configured with a smaller one lowers it to half of
+// that.
 const MaxBatchBytes = 256 << 10
+
+// batchLimit is the size AppendEvents fills a message up to: MaxBatchBytes,
+// or half the server's maximum payload if that is smaller.
+func (b *Bus) batchLimit() int {
+	limit := MaxBatchBytes
+	if nc := b.JS.Conn(); nc != nil {
+		if mp := int(nc.MaxPayload()); mp > 0 && mp/2 < limit {
+			limit = mp / 2
+		}
+	}
+	return limit
+}
 
 // AppendEvents appends events of one workflow, in order, as one log
 // message (eventlog.JoinEncoded): all of them or none are in the log, at
 // one sequence. It takes the longest prefix of events that fits in
-// MaxBatchBytes and eventlog.MaxBatchEvents (at least one event) and
+// MaxBatchBytes (or less: batchLimit) and eventlog.MaxBatchEvents (at
+// least one event) and
 // returns how many it took, n; the caller appends the rest next, fenced
 // on seq. The options are AppendEvent's: WithMsgID de-duplicates a
 // re-append of the same message, and should name its n events.
@@ -674,7 +688,7 @@ func (b *Bus) AppendEvents(ctx context.Context, events []eventlog.Event, opts ..
 	}
 	wf := events[0].WorkflowID
 	encoded := make([][]byte, 0, min(len(events), eventlog.MaxBatchEvents))
-	size := 0
+	size, limit := 0, b.batchLimit()
 	for _, e := range events[:min(len(events), eventlog.MaxBatchEvents)] {
 		if e.WorkflowID != wf {
 			return 0, 0, false, fmt.Errorf("bus: append events: a %s event of %s among events of %s", e.Type(), e.WorkflowID, wf)
@@ -683,7 +697,7 @@ func (b *Bus) AppendEvents(ctx context.Context, events []eventlog.Event, opts ..
 		if err != nil {
 			return 0, 0, false, err
 		}
-		if len(encoded) > 0 && size+len(data)+1 > MaxBatchBytes {
+		if len(encoded) > 0 && size+len(data)+1 > limit {
 			break
 		}
 		encoded, size = append(encoded, data), size+len(data)+1

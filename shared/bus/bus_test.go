@@ -820,3 +820,60 @@ func TestPullParkNoSlotAndStop(t *testing.T) {
 		t.Errorf("Pull took %s to stop with a parked job, want no drain wait", took)
 	}
 }
+
+// PERF-57: AppendEvents puts one workflow's events in one log message, in
+// order, fenced and de-duplicated like a single event (the message's id
+// made of its events' ids), and stops a message where the next event
+// would take it past MaxBatchBytes; events of another workflow are
+// refused.
+func TestAppendEventsOneMessage(t *testing.T) {
+	t.Parallel()
+	b, _ := openBus(t, Config{})
+	ctx := testkit.Context(t, 5*time.Second)
+	evs := []eventlog.Event{
+		{WorkflowID: "wf-b", NodeID: "a", Body: eventlog.NodeReady{Attempt: 1}},
+		{WorkflowID: "wf-b", NodeID: "b", Body: eventlog.NodeReady{Attempt: 1}},
+		{WorkflowID: "wf-b", NodeID: "a", Body: eventlog.NodeFinished{Attempt: 1, Status: protocol.NodeSkipped}},
+	}
+	ids := []string{"wf-b.a.ready", "wf-b.b.ready", "wf-b.a.skipped"}
+	seq, n, dup, err := b.AppendEvents(ctx, evs, WithMsgIDs(ids), ExpectLast(0))
+	if err != nil || n != 3 || dup {
+		t.Fatalf("AppendEvents: seq %d, %d events, duplicate %v, %v", seq, n, dup, err)
+	}
+	stream, err := b.JS.Stream(ctx, protocol.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := stream.GetMsg(ctx, seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := eventlog.DecodeAll(msg.Data)
+	if err != nil || len(back) != 3 || back[0].NodeID != "a" || back[1].NodeID != "b" || back[2].Type() != eventlog.TypeNodeFinished {
+		t.Fatalf("the message holds %+v (%v), want the three events in order", back, err)
+	}
+	again, n, dup, err := b.AppendEvents(ctx, evs, WithMsgIDs(ids))
+	if err != nil || !dup || again != seq || n != 3 {
+		t.Fatalf("the same three again: seq %d (first %d), %d events, duplicate %v, %v", again, seq, n, dup, err)
+	}
+	if _, _, _, err := b.AppendEvents(ctx, evs[:2], WithMsgIDs(ids[:2]), ExpectLast(seq-1)); !errors.Is(err, ErrEventLogMoved) {
+		t.Fatalf("fenced on an older sequence: %v, want ErrEventLogMoved", err)
+	}
+	if _, _, _, err := b.AppendEvents(ctx, append(evs[:1:1], eventlog.Event{WorkflowID: "wf-c", Body: eventlog.WorkflowCancelRequested{}})); err == nil {
+		t.Fatal("events of two workflows went into one message")
+	}
+	// Three events of 100 KiB each: the first two fit in MaxBatchBytes,
+	// the third starts the next message.
+	big := strings.Repeat("x", 100<<10)
+	large := make([]eventlog.Event, 3)
+	for i := range large {
+		large[i] = eventlog.Event{WorkflowID: "wf-big", NodeID: "n", Body: eventlog.NodeEscalated{Attempt: 1, Reason: big}}
+	}
+	s1, n, _, err := b.AppendEvents(ctx, large, ExpectLast(0))
+	if err != nil || n != 2 {
+		t.Fatalf("large events: %d in the first message, %v; want 2", n, err)
+	}
+	if _, n, _, err := b.AppendEvents(ctx, large[n:], ExpectLast(s1)); err != nil || n != 1 {
+		t.Fatalf("the rest: %d events, %v; want 1", n, err)
+	}
+}

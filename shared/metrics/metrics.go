@@ -93,10 +93,11 @@ var (
 	// JobsPublished counts jobs the coordinator published, by kind and pool.
 	JobsPublished = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "jobs_published_total",
 		Help: "Jobs the coordinator published, by kind and pool."}, []string{"kind", "pool"})
-	// EventAppend observes appending one event to the event log (the
-	// JetStream publish and its acknowledgement).
+	// EventAppend observes appending one message to the event log (one
+	// event or a batch of them: the JetStream publish and its
+	// acknowledgement).
 	EventAppend = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "eventlog_append_seconds",
-		Help: "Latency of appending one event to the event log.", Buckets: shortBuckets})
+		Help: "Latency of appending one message (an event or a batch of events) to the event log.", Buckets: shortBuckets})
 	// EventsAppended counts events appended to the event log, by type.
 	EventsAppended = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "events_appended_total",
 		Help: "Events appended to the event log, by type."}, []string{"type"})

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -99,31 +100,14 @@ tasks:
 	for range 4 {
 		jobs = append(jobs, e.next(protocol.KindAgent, "default", 5*time.Second))
 	}
-	release := make(chan struct{})
-	if !e.eng.queues.Go(wf, func() { <-release }) {
-		t.Fatal("the workflow's queue is closed")
-	}
+	release := e.holdQueue(wf)
 	for _, j := range jobs {
 		e.started(j, 1)
 	}
 	for _, j := range jobs {
 		e.agentDone(j, 1, protocol.AgentSucceeded, nil)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		e.eng.inbox.mu.Lock()
-		n := len(e.eng.inbox.waiting[wf])
-		e.eng.inbox.mu.Unlock()
-		if n == 8 {
-			break
-		}
-		if time.Now().After(deadline) {
-			close(release)
-			t.Fatalf("%d reports in the inbox, want 8", n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	close(release)
+	release(8)
 	e.waitWorkflow(wf, protocol.WorkflowSucceeded)
 	seqs := map[eventlog.Type]map[uint64]int{eventlog.TypeNodeStarted: {}, eventlog.TypeNodeAgentDone: {},
 		eventlog.TypeNodeIntegrated: {}}
@@ -146,5 +130,103 @@ tasks:
 		if n := e.node(wf, id); n.Status != protocol.NodeSucceeded || n.LeaseToken != 1 || n.Host != "test-runner" {
 			t.Errorf("%s: %s, lease %d, host %q; want succeeded under lease 1 on test-runner", id, n.Status, n.LeaseToken, n.Host)
 		}
+	}
+}
+
+// holdQueue keeps workflow wf's queue busy until the returned release is
+// called with the number of reports that must be waiting in its inbox by
+// then: the reports sent meanwhile are folded in one go.
+func (e *env) holdQueue(wf string) (release func(reports int)) {
+	e.t.Helper()
+	gate := make(chan struct{})
+	if !e.eng.queues.Go(wf, func() { <-gate }) {
+		e.t.Fatal("the workflow's queue is closed")
+	}
+	return func(reports int) {
+		e.t.Helper()
+		defer close(gate)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			e.eng.inbox.mu.Lock()
+			n := len(e.eng.inbox.waiting[wf])
+			e.eng.inbox.mu.Unlock()
+			if n == reports {
+				return
+			}
+			if time.Now().After(deadline) {
+				e.t.Fatalf("%d reports in the inbox, want %d", n, reports)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+const twoNodes = `name: two
+defaults:
+  ` + agentCmd + `gates: []
+tasks:
+  - {id: a, prompt: a}
+  - {id: b, prompt: b}
+`
+
+// PERF-58: a report of a node whose earlier report waits in the same
+// group is answered only once that one is folded. A started report under
+// lease 2, then a late one under lease 1 of the same node, folded
+// together with another node's: the late one is refused as an older
+// lease, and the node keeps lease 2.
+func TestGroupedReportsKeepLeaseFencing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, bus.Config{})
+	e.start()
+	wf := e.submit(twoNodes)
+	a := e.next(protocol.KindAgent, "default", 5*time.Second)
+	b := e.next(protocol.KindAgent, "default", 5*time.Second)
+	release := e.holdQueue(wf)
+	e.started(a, 2)
+	e.started(a, 1)
+	e.started(b, 1)
+	release(3)
+	e.waitNode(wf, b.agent.NodeID, protocol.NodeRunning)
+	if n := e.node(wf, a.agent.NodeID); n.LeaseToken != 2 {
+		t.Fatalf("node %s holds lease %d after started under 2 then 1, want 2", n.ID, n.LeaseToken)
+	}
+	if c := countEvents(e.events(wf), eventlog.TypeNodeStarted, a.agent.NodeID); c != 1 {
+		t.Fatalf("%d node.started events for %s, want 1", c, a.agent.NodeID)
+	}
+}
+
+// PERF-58: the same agent result delivered twice (a redelivery after the
+// queue was busy past the reports' ack wait) and folded in one group
+// with another node's is recorded once: its run is counted once.
+func TestGroupedReportsRecordADuplicateResultOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, bus.Config{})
+	e.start()
+	wf := e.submit(twoNodes)
+	a := e.next(protocol.KindAgent, "default", 5*time.Second)
+	b := e.next(protocol.KindAgent, "default", 5*time.Second)
+	e.started(a, 1)
+	e.started(b, 1)
+	e.waitNode(wf, a.agent.NodeID, protocol.NodeRunning)
+	e.waitNode(wf, b.agent.NodeID, protocol.NodeRunning)
+	release := e.holdQueue(wf)
+	j := a.agent
+	for delivery := 1; delivery <= 2; delivery++ {
+		e.report(&protocol.Report{Type: protocol.ReportAgentResult, Agent: &protocol.AgentResult{
+			JobID: j.JobID, WorkflowID: j.WorkflowID, NodeID: j.NodeID, Attempt: j.Attempt, LeaseToken: 1,
+			Host: "test-runner", Status: protocol.AgentSucceeded,
+			Run:       &protocol.AgentRun{Adapter: "fake", CostUSD: 1.5, CostKnown: true, Success: true},
+			StartedAt: time.Now().UTC(), FinishedAt: time.Now().UTC(),
+		}}, fmt.Sprintf("%s.result.1.%d", j.JobID, delivery))
+	}
+	e.agentDone(b, 1, protocol.AgentSucceeded, nil)
+	release(3)
+	e.waitWorkflow(wf, protocol.WorkflowSucceeded)
+	if c := countEvents(e.events(wf), eventlog.TypeNodeAgentDone, j.NodeID); c != 1 {
+		t.Fatalf("%d node.agent_done events for %s, want 1", c, j.NodeID)
+	}
+	n := e.node(wf, j.NodeID)
+	if s := n.Spend(); s.Runs != 1 || s.CostUSD != 1.5 {
+		t.Fatalf("node %s spent %d runs, $%.2f; want 1 run, $1.50", j.NodeID, s.Runs, s.CostUSD)
 	}
 }

@@ -10,12 +10,15 @@ import (
 	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
 )
 
-// observeAppend records one append to the event log: its latency, and the
-// event by type when it was appended (not a duplicate, not refused).
-func observeAppend(ev eventlog.Event, took time.Duration, appended bool) {
+// observeAppend records one message appended to the event log: its
+// latency, and its events by type when they were appended (not a
+// duplicate, not refused).
+func observeAppend(events []eventlog.Event, took time.Duration, appended bool) {
 	metrics.EventAppend.Observe(metrics.Seconds(took))
 	if appended {
-		metrics.EventsAppended.WithLabelValues(string(ev.Type())).Inc()
+		for _, ev := range events {
+			metrics.EventsAppended.WithLabelValues(string(ev.Type())).Inc()
+		}
 	}
 }
 

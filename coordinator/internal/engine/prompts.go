@@ -92,18 +92,19 @@ func (p *logPrompts) read(ctx context.Context, seq uint64) error {
 	if err != nil {
 		return fmt.Errorf("engine: read event %d of the log: %w", seq, err)
 	}
-	// An event that brings tasks in is always appended alone (execute),
-	// so its message holds nothing else.
-	ev, err := eventlog.Decode(raw.Data)
+	// An event that brings tasks in is appended alone (execute), so its
+	// message holds nothing else; a batch is read all the same.
+	evs, err := eventlog.DecodeAll(raw.Data)
 	if err != nil {
 		return fmt.Errorf("engine: event %d of the log: %w", seq, err)
 	}
-	tasks, ok := taskBodies(ev.Body)
-	if !ok {
-		return fmt.Errorf("engine: event %d of the log is a %s event, which brings no task in", seq, ev.Type())
+	for _, ev := range evs {
+		if tasks, ok := taskBodies(ev.Body); ok {
+			p.keep(seq, tasks)
+			return nil
+		}
 	}
-	p.keep(seq, tasks)
-	return nil
+	return fmt.Errorf("engine: event %d of the log is a %s event, which brings no task in", seq, evs[0].Type())
 }
 
 // taskBodies are the tasks an event brings in: a workflow's submission or

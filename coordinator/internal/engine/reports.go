@@ -140,15 +140,20 @@ func (e *Engine) foldReports(wf string) {
 		p := &batch[i]
 		sctx, span := e.startSpan(p.ctx, wf, SpanReport, attribute.String("supervisor.report_type", string(p.r.Type)))
 		done[i] = folded{ctx: sctx, span: span}
-		effects, node, err := e.reportEffects(sctx, &p.r)
+		// Whose state the report reads is known before it is answered: a
+		// report of a node in the group, or one that reads more, is
+		// answered once the group's events are in the log and folded.
+		node := e.reportNode(wf, &p.r)
+		if node == "" || nodes[node] {
+			flush()
+		}
+		effects, err := e.reportEffects(sctx, &p.r)
 		if err != nil {
 			done[i].err = err
 			continue
 		}
-		if node == "" || nodes[node] || !onlyAppends(effects) {
-			flush()
-		}
 		if node == "" || !onlyAppends(effects) {
+			flush()
 			_, done[i].err = e.execute(sctx, wf, effects)
 			continue
 		}
@@ -169,6 +174,18 @@ func (e *Engine) foldReports(wf string) {
 		telemetry.End(f.span, f.err)
 		e.settle(f.ctx, batch[i].msg, "reports", f.err)
 	}
+}
+
+// reportNode names the one node whose state answering r reads
+// (statemachine.ReportNode), "" if it reads more or wf is not known.
+func (e *Engine) reportNode(wf string, r *protocol.Report) string {
+	node := ""
+	e.Read(func(s *statemachine.State) {
+		if w, ok := s.Workflow(wf); ok {
+			node = statemachine.ReportNode(w, r)
+		}
+	})
+	return node
 }
 
 // onlyAppends reports whether effects only append events.
@@ -195,7 +212,7 @@ func (e *Engine) handleReport(ctx context.Context, r *protocol.Report) error {
 // without deciding the workflow again (the caller does, once); it runs in
 // the workflow's queue.
 func (e *Engine) foldReport(ctx context.Context, r *protocol.Report) error {
-	effects, _, err := e.reportEffects(ctx, r)
+	effects, err := e.reportEffects(ctx, r)
 	if err != nil {
 		return err
 	}
@@ -203,15 +220,13 @@ func (e *Engine) foldReport(ctx context.Context, r *protocol.Report) error {
 	return err
 }
 
-// reportEffects says what one report causes, carrying nothing out, and
-// names the node whose state alone the answer read ("" if it read more:
-// statemachine.ReportNode); it runs in the workflow's queue. A report of
-// a workflow this engine does not know is looked for in the log first; a
-// stale one causes nothing.
-func (e *Engine) reportEffects(ctx context.Context, r *protocol.Report) (effects []statemachine.Effect, node string, err error) {
+// reportEffects says what one report causes, carrying nothing out; it
+// runs in the workflow's queue. A report of a workflow this engine does
+// not know is looked for in the log first; a stale one causes nothing.
+func (e *Engine) reportEffects(ctx context.Context, r *protocol.Report) (effects []statemachine.Effect, err error) {
 	ctx = e.workflowContext(ctx, r.WorkflowID())
 	if err := e.summarizePatch(ctx, r); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	var (
 		stale string
@@ -222,7 +237,6 @@ func (e *Engine) reportEffects(ctx context.Context, r *protocol.Report) (effects
 		if known = ok; ok {
 			estimateCost(w, r, e.opts.Prices)
 			effects, stale = statemachine.OnReport(w, r, e.opts.Now())
-			node = statemachine.ReportNode(w, r)
 		}
 	})
 	if !known {
@@ -230,16 +244,16 @@ func (e *Engine) reportEffects(ctx context.Context, r *protocol.Report) (effects
 		// moment): the log, not this engine's memory, says.
 		if err := e.reload(ctx, r.WorkflowID()); err != nil {
 			e.log.WarnContext(ctx, "report for unknown workflow ignored", "workflow", r.WorkflowID(), "type", r.Type, "err", err)
-			return nil, "", nil
+			return nil, nil
 		}
 		e.log.WarnContext(ctx, "report for a workflow this coordinator did not know; loaded it from the log", "workflow", r.WorkflowID())
 		return e.reportEffects(ctx, r)
 	}
 	if stale != "" {
 		e.log.InfoContext(ctx, "stale report ignored", "workflow", r.WorkflowID(), "type", r.Type, "why", stale)
-		return nil, "", nil
+		return nil, nil
 	}
-	return effects, node, nil
+	return effects, nil
 }
 
 // estimateCost prices the runs of a report whose CLIs reported no cost

@@ -235,8 +235,13 @@ func (e *Engine) appendAll(ctx context.Context, appends []statemachine.Append) (
 		e.Read(func(s *statemachine.State) { last = s.LastSeq(wf) })
 		began := time.Now()
 		seq, n, dup, err := e.bus.AppendEvents(ctx, events, bus.WithMsgIDs(msgIDs), bus.ExpectLast(last))
-		took := time.Since(began)
-		if err == nil && dup && seq > last || errors.Is(err, bus.ErrEventLogMoved) {
+		moved := err == nil && dup && seq > last || errors.Is(err, bus.ErrEventLogMoved)
+		if err != nil || moved {
+			observeAppend(nil, time.Since(began), false)
+		} else {
+			observeAppend(events[:n], time.Since(began), !dup)
+		}
+		if moved {
 			e.log.WarnContext(e.workflowContext(ctx, wf), "the workflow's event log has events this coordinator has not folded; reloading it",
 				"workflow", wf, "last_folded", last, "err", err)
 			if rerr := e.reload(ctx, wf); rerr != nil {
@@ -245,11 +250,7 @@ func (e *Engine) appendAll(ctx context.Context, appends []statemachine.Append) (
 			return true, fmt.Errorf("engine: %s event for %s not appended: %w", events[0].Type(), wf, bus.ErrEventLogMoved)
 		}
 		if err != nil {
-			observeAppend(events[0], took, false)
 			return folded, err
-		}
-		for _, ev := range events[:n] {
-			observeAppend(ev, took, !dup)
 		}
 		if !dup {
 			folded = true
