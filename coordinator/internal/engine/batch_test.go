@@ -19,19 +19,7 @@ func TestDecisionEventsShareOneMessage(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
 	e.start()
-	wf := e.submit(`name: batch
-defaults:
-  ` + agentCmd + `gates: []
-tasks:
-  - {id: a, prompt: a}
-  - {id: b, prompt: b}
-  - {id: c, prompt: c}
-  - {id: d, prompt: d}
-`)
-	var jobs []*taken
-	for range 4 {
-		jobs = append(jobs, e.next(protocol.KindAgent, "default", 5*time.Second))
-	}
+	wf, jobs := e.fourIndependentNodes()
 	readySeq := map[string]uint64{}
 	for _, ev := range e.events(wf) {
 		if ev.Type() == eventlog.TypeNodeReady {
@@ -87,19 +75,7 @@ func TestReportsOfDifferentNodesShareOneMessage(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
 	e.start()
-	wf := e.submit(`name: reports
-defaults:
-  ` + agentCmd + `gates: []
-tasks:
-  - {id: a, prompt: a}
-  - {id: b, prompt: b}
-  - {id: c, prompt: c}
-  - {id: d, prompt: d}
-`)
-	var jobs []*taken
-	for range 4 {
-		jobs = append(jobs, e.next(protocol.KindAgent, "default", 5*time.Second))
-	}
+	wf, jobs := e.fourIndependentNodes()
 	release := e.holdQueue(wf)
 	for _, j := range jobs {
 		e.started(j, 1)
@@ -131,6 +107,25 @@ tasks:
 			t.Errorf("%s: %s, lease %d, host %q; want succeeded under lease 1 on test-runner", id, n.Status, n.LeaseToken, n.Host)
 		}
 	}
+}
+
+// fourIndependentNodes submits a workflow of four independent tasks, a to
+// d, without gates, and takes their four agent jobs.
+func (e *env) fourIndependentNodes() (wf string, jobs []*taken) {
+	e.t.Helper()
+	wf = e.submit(`name: four
+defaults:
+  ` + agentCmd + `gates: []
+tasks:
+  - {id: a, prompt: a}
+  - {id: b, prompt: b}
+  - {id: c, prompt: c}
+  - {id: d, prompt: d}
+`)
+	for range 4 {
+		jobs = append(jobs, e.next(protocol.KindAgent, "default", 5*time.Second))
+	}
+	return wf, jobs
 }
 
 // holdQueue keeps workflow wf's queue busy until the returned release is
