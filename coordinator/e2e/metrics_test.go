@@ -233,8 +233,11 @@ func TestMetrics(t *testing.T) {
 	expect(t, "coordinator", c, 0, "supervisor_workflows", "status=running")
 	expect(t, "coordinator", c, 3, "supervisor_inbox_size", "status=escalated")
 	expect(t, "coordinator", c, 1, "supervisor_events_appended_total", "type=workflow.submitted")
-	if n, appended := c.Sum("supervisor_eventlog_append_seconds"), c.Sum("supervisor_events_appended_total"); n < appended || appended == 0 {
-		t.Errorf("append latency observed %v times for %v events appended", n, appended)
+	// The latency is observed once per log message; the workflow's
+	// independent tasks became ready in one decision, whose events went
+	// out as one message (PERF-57), so events outnumber messages.
+	if n, appended := c.Sum("supervisor_eventlog_append_seconds"), c.Sum("supervisor_events_appended_total"); n == 0 || n >= appended {
+		t.Errorf("append latency observed %v times for %v events appended: want fewer messages than events, and some", n, appended)
 	}
 	// A gate that cannot start is a failure of its breaker (one, below the
 	// threshold: closed); a gate that fails on the code is not.
