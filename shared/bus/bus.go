@@ -677,11 +677,10 @@ func (b *Bus) batchLimit() int {
 // AppendEvents appends events of one workflow, in order, as one log
 // message (eventlog.JoinEncoded): all of them or none are in the log, at
 // one sequence. It takes the longest prefix of events that fits in
-// MaxBatchBytes (or less: batchLimit) and eventlog.MaxBatchEvents (at
-// least one event) and
-// returns how many it took, n; the caller appends the rest next, fenced
-// on seq. The options are AppendEvent's: WithMsgID de-duplicates a
-// re-append of the same message, and should name its n events.
+// batchLimit and eventlog.MaxBatchEvents (at least one event) and returns
+// how many it took, n; the caller appends the rest next, fenced on seq.
+// The options are AppendEvent's; WithMsgIDs names each event, and the
+// message is de-duplicated by the ids of the n events it holds.
 func (b *Bus) AppendEvents(ctx context.Context, events []eventlog.Event, opts ...AppendOption) (seq uint64, n int, duplicate bool, err error) {
 	if len(events) == 0 {
 		return 0, 0, false, fmt.Errorf("bus: append events: %w", eventlog.ErrEmptyBatch)

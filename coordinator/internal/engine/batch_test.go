@@ -19,7 +19,7 @@ func TestDecisionEventsShareOneMessage(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
 	e.start()
-	wf, jobs := e.fourIndependentNodes()
+	wf, jobs := e.independentNodes("a", "b", "c", "d")
 	readySeq := map[string]uint64{}
 	for _, ev := range e.events(wf) {
 		if ev.Type() == eventlog.TypeNodeReady {
@@ -75,7 +75,7 @@ func TestReportsOfDifferentNodesShareOneMessage(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
 	e.start()
-	wf, jobs := e.fourIndependentNodes()
+	wf, jobs := e.independentNodes("a", "b", "c", "d")
 	release := e.holdQueue(wf)
 	for _, j := range jobs {
 		e.started(j, 1)
@@ -109,20 +109,17 @@ func TestReportsOfDifferentNodesShareOneMessage(t *testing.T) {
 	}
 }
 
-// fourIndependentNodes submits a workflow of four independent tasks, a to
-// d, without gates, and takes their four agent jobs.
-func (e *env) fourIndependentNodes() (wf string, jobs []*taken) {
+// independentNodes submits a workflow of independent tasks with the ids
+// given, without gates, and takes their agent jobs, in the order they
+// come.
+func (e *env) independentNodes(ids ...string) (wf string, jobs []*taken) {
 	e.t.Helper()
-	wf = e.submit(`name: four
-defaults:
-  ` + agentCmd + `gates: []
-tasks:
-  - {id: a, prompt: a}
-  - {id: b, prompt: b}
-  - {id: c, prompt: c}
-  - {id: d, prompt: d}
-`)
-	for range 4 {
+	spec := "name: independent\ndefaults:\n  " + agentCmd + "gates: []\ntasks:\n"
+	for _, id := range ids {
+		spec += fmt.Sprintf("  - {id: %s, prompt: %s}\n", id, id)
+	}
+	wf = e.submit(spec)
+	for range ids {
 		jobs = append(jobs, e.next(protocol.KindAgent, "default", 5*time.Second))
 	}
 	return wf, jobs
@@ -156,14 +153,6 @@ func (e *env) holdQueue(wf string) (release func(reports int)) {
 	}
 }
 
-const twoNodes = `name: two
-defaults:
-  ` + agentCmd + `gates: []
-tasks:
-  - {id: a, prompt: a}
-  - {id: b, prompt: b}
-`
-
 // PERF-58: a report of a node whose earlier report waits in the same
 // group is answered only once that one is folded. A started report under
 // lease 2, then a late one under lease 1 of the same node, folded
@@ -173,9 +162,8 @@ func TestGroupedReportsKeepLeaseFencing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
 	e.start()
-	wf := e.submit(twoNodes)
-	a := e.next(protocol.KindAgent, "default", 5*time.Second)
-	b := e.next(protocol.KindAgent, "default", 5*time.Second)
+	wf, jobs := e.independentNodes("a", "b")
+	a, b := jobs[0], jobs[1]
 	release := e.holdQueue(wf)
 	e.started(a, 2)
 	e.started(a, 1)
@@ -197,9 +185,8 @@ func TestGroupedReportsRecordADuplicateResultOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, bus.Config{})
 	e.start()
-	wf := e.submit(twoNodes)
-	a := e.next(protocol.KindAgent, "default", 5*time.Second)
-	b := e.next(protocol.KindAgent, "default", 5*time.Second)
+	wf, jobs := e.independentNodes("a", "b")
+	a, b := jobs[0], jobs[1]
 	e.started(a, 1)
 	e.started(b, 1)
 	e.waitNode(wf, a.agent.NodeID, protocol.NodeRunning)
