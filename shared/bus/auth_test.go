@@ -179,3 +179,46 @@ func TestRunnerLackingAPermissionFailsAtStart(t *testing.T) {
 		t.Fatal("the denied consumer was retried until the context ended")
 	}
 }
+
+// TestInProcessKeepsCredentialsAndPermissions: a client connected to an
+// embedded server through the in-memory pipe (InProcess) uses no socket,
+// and the server still authenticates it and applies its role's
+// permissions (AUTH-04).
+func TestInProcessKeepsCredentialsAndPermissions(t *testing.T) {
+	dir, users := keySet(t)
+	srv := authServer(t, users)
+	ctx := testkit.Context(t, 60*time.Second)
+	t0 := time.Now()
+	if _, err := Connect(ctx, srv.URL(), "test", quiet, InProcess(srv), WithNkey("", natsauth.Worker)); !errors.Is(err, ErrRefused) {
+		t.Fatalf("in-process without credentials: %v, want ErrRefused", err)
+	}
+	t.Logf("refused in %v", time.Since(t0))
+	t0 = time.Now()
+	c, err := Open(ctx, srv.URL(), "coordinator", Config{}, quiet, InProcess(srv),
+		WithNkey(natsauth.KeyFile(dir, natsauth.Coordinator), natsauth.Coordinator))
+	if err != nil {
+		t.Fatalf("coordinator: %v", err)
+	}
+	defer c.Close()
+	if addr := c.NC.ConnectedAddr(); addr != "pipe" {
+		t.Fatalf("the in-process client is connected to %q, want the in-memory pipe", addr)
+	}
+	w, err := Connect(ctx, srv.URL(), "worker", quiet, InProcess(srv), WithNkey(natsauth.KeyFile(dir, natsauth.Worker), natsauth.Worker))
+	if err != nil {
+		t.Fatalf("worker: %v", err)
+	}
+	defer w.Close()
+	t.Logf("opened in %v", time.Since(t0))
+	// A worker may not write the event log.
+	if err := w.Publish(protocol.EventSubject("wf-x"), []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Flush()
+	deadline := time.Now().Add(5 * time.Second)
+	for Denied(w) == nil && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := Denied(w); !errors.Is(err, ErrDenied) || !strings.Contains(err.Error(), "sup.evt.wf-x") {
+		t.Fatalf("a worker's event publish in process: %v, want ErrDenied naming the subject", err)
+	}
+}

@@ -41,10 +41,22 @@ var ErrDenied = errors.New("NATS denied a permission")
 type ConnectOption func(*connectOptions)
 
 type connectOptions struct {
-	nkeyFile string
-	role     natsauth.Role
-	onDenied func(error)
-	tls      tlsconfig.Files
+	nkeyFile  string
+	role      natsauth.Role
+	onDenied  func(error)
+	tls       tlsconfig.Files
+	inProcess nats.InProcessConnProvider
+}
+
+// InProcess connects to a NATS server running in this process through an
+// in-memory pipe instead of its listener (nats.InProcessServer): no
+// socket, no system call per message. The server still authenticates the
+// client (WithNkey) and applies its role's permissions; TLS is not used on
+// the pipe, there being no network to protect. The pipe is buffered in
+// both directions as a socket is (a bare net.Pipe makes every write wait
+// for the other side's read). A nil srv changes nothing.
+func InProcess(srv nats.InProcessConnProvider) ConnectOption {
+	return func(o *connectOptions) { o.inProcess = srv }
 }
 
 // OnDenied has f called (on the connection's callback goroutine) with the
@@ -244,16 +256,24 @@ func Connect(ctx context.Context, serverURL, name string, log *slog.Logger, opti
 		}),
 	}
 	opts = append(opts, auth...)
-	if !co.tls.IsZero() {
+	if co.inProcess != nil {
+		// No TLS on the pipe: there is no network to protect.
+		opts = append(opts, nats.InProcessServer(bufferedProvider{co.inProcess}))
+	} else if !co.tls.IsZero() {
 		cfg, err := co.tls.Client("")
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrTLS, err)
 		}
 		opts = append(opts, nats.Secure(cfg))
 	}
+	connectURL := serverURL
+	if co.inProcess != nil {
+		// A tls:// URL would have the client ask for TLS on the pipe.
+		connectURL = strings.ReplaceAll(serverURL, "tls://", "nats://")
+	}
 	delay := time.Duration(0)
 	for attempt := 1; ; attempt++ {
-		nc, err := nats.Connect(serverURL, opts...)
+		nc, err := nats.Connect(connectURL, opts...)
 		if err == nil {
 			if attempt > 1 {
 				log.Info("connected to NATS", "url", shown, "attempts", attempt)

@@ -6,6 +6,7 @@ package embedded
 import (
 	"crypto/tls"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"time"
@@ -149,6 +150,10 @@ func (s *Server) ClusterAddr() string {
 
 // URL is the client URL of the server: tls://… when it serves TLS.
 func (s *Server) URL() string { return s.srv.ClientURL() }
+
+// InProcessConn opens a client connection to the server through an
+// in-memory pipe (bus.InProcess), for clients running in the same process.
+func (s *Server) InProcessConn() (net.Conn, error) { return s.srv.InProcessConn() }
 
 // Shutdown stops the server and waits for it to finish.
 func (s *Server) Shutdown() {

@@ -262,6 +262,7 @@ type loopStats struct {
 func (w *watcher) feedbackRounds(id string) (loopStats, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.catchUp()
 	var st loopStats
 	wf := w.wfs[id]
 	if wf == nil {

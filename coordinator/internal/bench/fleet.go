@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -207,7 +208,7 @@ func (r *runner) openFleetWith(ctx context.Context, name, sandboxPath string, no
 			closeFleet()
 		}
 	}()
-	nc, err := bus.Connect(ctx, f.URL(), "supervisor-bench", r.cfg.Log)
+	nc, err := bus.Connect(ctx, f.URL(), "supervisor-bench", r.cfg.Log, bus.InProcess(f))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -357,6 +358,13 @@ func submit(ctx context.Context, client *api.Client, repo *benchRepo, file strin
 }
 
 // watcher follows the event log and keeps what the figures need.
+//
+// It runs in the measured process, so what it spends reading events would
+// be counted with the coordinator's CPU. While a measurement runs it reads
+// only the messages that can end a wait (workflow.finished and
+// node.escalated); it keeps the others as they came and reads them all, in
+// log order, when the figures are collected, after the measurement's
+// window (catchUp).
 type watcher struct {
 	it      jetstream.MessagesContext
 	done    chan struct{}
@@ -364,7 +372,17 @@ type watcher struct {
 
 	mu  sync.Mutex
 	wfs map[string]*wfEvents
+	// pending are the log messages not yet applied, in log order.
+	pending [][]byte
 }
+
+// The markers of the event types that can end a wait: a message holding
+// one is read on arrival. A marker found elsewhere (in a reason, say) only
+// has a message read early.
+var (
+	markWorkflowFinished = []byte(`"` + string(eventlog.TypeWorkflowFinished) + `"`)
+	markNodeEscalated    = []byte(`"` + string(eventlog.TypeNodeEscalated) + `"`)
+)
 
 // wfEvents is what the event log said about one workflow.
 type wfEvents struct {
@@ -431,11 +449,7 @@ func watchEvents(ctx context.Context, b *bus.Bus) (*watcher, error) {
 				time.Sleep(10 * time.Millisecond)
 				continue
 			}
-			if evs, err := watchDecode(msg.Data()); err == nil {
-				for _, ev := range evs {
-					w.apply(ev)
-				}
-			}
+			w.receive(msg.Data())
 		}
 	}()
 	return w, nil
@@ -446,9 +460,43 @@ func (w *watcher) close() {
 	<-w.done
 }
 
-func (w *watcher) apply(ev eventlog.Event) {
+// receive keeps one log message for catchUp; one that can end a wait has
+// its workflow.finished and node.escalated events applied at once.
+func (w *watcher) receive(data []byte) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.pending = append(w.pending, data)
+	if !bytes.Contains(data, markWorkflowFinished) && !bytes.Contains(data, markNodeEscalated) {
+		return
+	}
+	evs, err := watchDecode(data)
+	if err != nil {
+		return
+	}
+	for _, ev := range evs {
+		switch ev.Body.(type) {
+		case eventlog.WorkflowFinished, eventlog.NodeEscalated:
+			// apply sets the same fields again when catchUp reaches
+			// this message, so applying them twice changes nothing.
+			w.applyLocked(ev)
+		}
+	}
+}
+
+// catchUp applies every kept message, in log order. The caller holds mu.
+func (w *watcher) catchUp() {
+	for _, data := range w.pending {
+		if evs, err := watchDecode(data); err == nil {
+			for _, ev := range evs {
+				w.applyLocked(ev)
+			}
+		}
+	}
+	w.pending = nil
+}
+
+// applyLocked counts one event. The caller holds mu.
+func (w *watcher) applyLocked(ev eventlog.Event) {
 	wf := w.wfs[ev.WorkflowID]
 	if wf == nil {
 		wf = &wfEvents{ready: map[string]time.Time{}, started: map[string]time.Time{}, agentDone: map[string]time.Time{},
@@ -533,36 +581,38 @@ func (w *watcher) apply(ev eventlog.Event) {
 
 // wait blocks until every workflow of ids has finished and returns when
 // the last one did (the coordinator's timestamp of workflow.finished). A
-// workflow that did not succeed is an error.
+// workflow that did not succeed is an error. It reads the kept messages
+// (catchUp) only to explain a failure or a timeout.
 func (w *watcher) wait(ctx context.Context, ids []string) (time.Time, error) {
 	for {
 		var last time.Time
-		finished, nodes := 0, 0
-		var failed error
+		finished, ok := 0, true
 		w.mu.Lock()
 		for _, id := range ids {
 			wf := w.wfs[id]
 			if wf == nil {
 				continue
 			}
-			nodes += wf.succeeded
-			if wf.escalated != "" && failed == nil {
-				failed = fmt.Errorf("workflow %s: %s", id, wf.escalated)
+			if wf.escalated != "" {
+				ok = false
 			}
 			if !wf.finished {
 				continue
 			}
 			finished++
-			if wf.status != protocol.WorkflowSucceeded && failed == nil {
-				failed = fmt.Errorf("workflow %s %s: %s (first failure: %s)", id, wf.status, wf.reason, wf.failure)
+			if wf.status != protocol.WorkflowSucceeded {
+				ok = false
 			}
 			if wf.finishedAt.After(last) {
 				last = wf.finishedAt
 			}
 		}
 		w.mu.Unlock()
-		if failed != nil {
-			return time.Time{}, failed
+		if !ok {
+			if _, err := w.progress(ids); err != nil {
+				return time.Time{}, err
+			}
+			return time.Time{}, errors.New("a workflow failed or escalated")
 		}
 		if finished == len(ids) {
 			return last, nil
@@ -570,9 +620,34 @@ func (w *watcher) wait(ctx context.Context, ids []string) (time.Time, error) {
 		select {
 		case <-w.changed:
 		case <-ctx.Done():
+			nodes, _ := w.progress(ids)
 			return time.Time{}, fmt.Errorf("%d of %d workflows finished (%d nodes succeeded) before %w", finished, len(ids), nodes, ctx.Err())
 		}
 	}
+}
+
+// progress reads every kept message and returns how many nodes of ids
+// succeeded, and the first workflow's failure, if any.
+func (w *watcher) progress(ids []string) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.catchUp()
+	nodes := 0
+	var failed error
+	for _, id := range ids {
+		wf := w.wfs[id]
+		if wf == nil {
+			continue
+		}
+		nodes += wf.succeeded
+		if wf.escalated != "" && failed == nil {
+			failed = fmt.Errorf("workflow %s: %s", id, wf.escalated)
+		}
+		if wf.finished && wf.status != protocol.WorkflowSucceeded && failed == nil {
+			failed = fmt.Errorf("workflow %s %s: %s (first failure: %s)", id, wf.status, wf.reason, wf.failure)
+		}
+	}
+	return nodes, failed
 }
 
 // stats is what a set of workflows' events add up to.
@@ -597,6 +672,7 @@ type stats struct {
 func (w *watcher) collect(ids []string) stats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.catchUp()
 	st := stats{gateHosts: map[string]int{}, agentHosts: map[string]int{}}
 	for _, id := range ids {
 		wf := w.wfs[id]

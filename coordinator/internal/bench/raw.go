@@ -41,7 +41,7 @@ func (r *runner) runRaw(ctx context.Context, want map[string]bool) ([]Result, er
 		return nil, err
 	}
 	defer srv.Shutdown()
-	b, err := bus.Open(ctx, srv.URL(), "supervisor-bench-raw", bus.Config{}, r.cfg.Log)
+	b, err := bus.Open(ctx, srv.URL(), "supervisor-bench-raw", bus.Config{}, r.cfg.Log, bus.InProcess(srv))
 	if err != nil {
 		return nil, err
 	}

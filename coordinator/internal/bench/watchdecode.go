@@ -10,7 +10,7 @@ import (
 
 // The bench follows every event of the log in its own process, so what it
 // spends reading them is counted with the coordinator's CPU. It reads them
-// leniently and only as far as watcher.apply looks: the envelope, and the
+// leniently and only as far as watcher.applyLocked looks: the envelope, and the
 // body of the types whose fields it uses. The coordinator reads the same
 // messages strictly (eventlog.DecodeAll).
 
@@ -56,7 +56,7 @@ func watchDecode(data []byte) ([]eventlog.Event, error) {
 	return out, nil
 }
 
-// watchBody is the body of env as far as watcher.apply reads it: nil for
+// watchBody is the body of env as far as watcher.applyLocked reads it: nil for
 // a type it does not count, an empty body for one whose fields it does
 // not use.
 func watchBody(env leanEnvelope) (eventlog.Body, error) {

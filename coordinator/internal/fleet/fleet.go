@@ -155,7 +155,7 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 	}
 	f := &Fleet{srv: srv, log: o.Log}
 	f.bus, err = bus.Open(ctx, srv.URL(), "supervisor-dev", bus.Config{AckWait: o.AckWait}, o.Log, o.nkey(natsauth.Coordinator),
-		bus.WithTLS(o.ClientTLS))
+		bus.WithTLS(o.ClientTLS), bus.InProcess(srv))
 	if err != nil {
 		srv.Shutdown()
 		return nil, err
@@ -229,7 +229,7 @@ func (f *Fleet) runnerDeps(ctx context.Context, o Options, role natsauth.Role, d
 	}
 	s.DataDir = filepath.Join(dataDir, string(role))
 	b, err := bus.Open(ctx, f.srv.URL(), "supervisor-dev-"+string(role), bus.Config{AckWait: o.AckWait}, o.Log, o.nkey(role),
-		bus.WithTLS(o.ClientTLS))
+		bus.WithTLS(o.ClientTLS), bus.InProcess(f.srv))
 	if err != nil {
 		return jobrun.Deps{}, err
 	}
@@ -255,6 +255,10 @@ func (f *Fleet) goRun(name string, fn func() error) {
 		}
 	}()
 }
+
+// InProcessConn opens a connection to the embedded NATS server through an
+// in-memory pipe, for clients in this process (bus.InProcess(f)).
+func (f *Fleet) InProcessConn() (net.Conn, error) { return f.srv.InProcessConn() }
 
 // URL is the embedded NATS server's client URL (tls:// when it serves TLS).
 func (f *Fleet) URL() string { return f.srv.URL() }
