@@ -72,7 +72,8 @@ func Command(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Measure no-op nodes' throughput and latency against raw JetStream, in one run",
 		Long: `bench measures, in this one process and one run, what Supervisor costs on top of
 its message bus. First the bus alone, on an embedded NATS with a file-store
-work-queue stream: a burst of small messages published asynchronously and
+work-queue stream, reached through the in-memory pipe the embedded fleet's
+own services use: a burst of small messages published asynchronously and
 consumed with a batched pull consumer (raw, the baseline); the same burst
 consumed the way workers and gate runners consume jobs, one Fetch(1) per free
 slot with confirmed acks (raw-fetch1); and one message at a time to an idle

@@ -541,12 +541,25 @@ func Encode(e Event) ([]byte, error) {
 	if e.WorkflowID == "" {
 		return nil, fmt.Errorf("encode %s event: no workflow id", e.Type())
 	}
-	data, err := json.Marshal(e.Body)
+	// One pass: the body is encoded in place of the envelope's data, the
+	// same bytes as encoding it first and embedding the result.
+	data, err := json.Marshal(outEnvelope{V: Version, Type: e.Type(), WorkflowID: e.WorkflowID,
+		NodeID: e.NodeID, Time: e.Time, Data: e.Body})
 	if err != nil {
 		return nil, fmt.Errorf("encode %s event: %w", e.Type(), err)
 	}
-	return json.Marshal(eventEnvelope{V: Version, Type: e.Type(), WorkflowID: e.WorkflowID,
-		NodeID: e.NodeID, Time: e.Time, Data: data})
+	return data, nil
+}
+
+// outEnvelope is eventEnvelope as Encode writes it: the body itself in
+// place of its encoding.
+type outEnvelope struct {
+	V          int       `json:"v"`
+	Type       Type      `json:"type"`
+	WorkflowID string    `json:"workflow_id"`
+	NodeID     string    `json:"node_id,omitempty"`
+	Time       time.Time `json:"time"`
+	Data       Body      `json:"data"`
 }
 
 // Decode decodes an event of the log, of either version, strictly:

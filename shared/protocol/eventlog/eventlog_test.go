@@ -1,6 +1,7 @@
 package eventlog
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -59,6 +60,34 @@ func TestEveryTypeRoundTrips(t *testing.T) {
 		}
 		if !reflect.DeepEqual(back, ev) {
 			t.Errorf("%s: round trip changed the event:\n%+v\n%+v", typ, ev, back)
+		}
+	}
+}
+
+// Encode writes, in one pass, the bytes of encoding the body first and
+// embedding it in the envelope (as earlier builds did, and as the log's
+// readers expect), for every type, with strings that JSON escapes.
+func TestEncodeInOnePassKeepsTheBytes(t *testing.T) {
+	for _, typ := range Types() {
+		ev := sample(t, typ)
+		if _, ok := ev.Body.(NodeEscalated); ok {
+			ev.Body = NodeEscalated{Attempt: 2, Reason: "<gate> \"vet\" & \u2028 é\n"}
+		}
+		got, err := Encode(ev)
+		if err != nil {
+			t.Fatalf("%s: %v", typ, err)
+		}
+		body, err := json.Marshal(ev.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(eventEnvelope{V: Version, Type: ev.Type(), WorkflowID: ev.WorkflowID,
+			NodeID: ev.NodeID, Time: ev.Time, Data: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("%s: encoded as\n%s\nwant\n%s", typ, got, want)
 		}
 	}
 }
