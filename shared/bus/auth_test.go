@@ -188,12 +188,9 @@ func TestInProcessKeepsCredentialsAndPermissions(t *testing.T) {
 	dir, users := keySet(t)
 	srv := authServer(t, users)
 	ctx := testkit.Context(t, 60*time.Second)
-	t0 := time.Now()
 	if _, err := Connect(ctx, srv.URL(), "test", quiet, InProcess(srv), WithNkey("", natsauth.Worker)); !errors.Is(err, ErrRefused) {
 		t.Fatalf("in-process without credentials: %v, want ErrRefused", err)
 	}
-	t.Logf("refused in %v", time.Since(t0))
-	t0 = time.Now()
 	c, err := Open(ctx, srv.URL(), "coordinator", Config{}, quiet, InProcess(srv),
 		WithNkey(natsauth.KeyFile(dir, natsauth.Coordinator), natsauth.Coordinator))
 	if err != nil {
@@ -208,7 +205,6 @@ func TestInProcessKeepsCredentialsAndPermissions(t *testing.T) {
 		t.Fatalf("worker: %v", err)
 	}
 	defer w.Close()
-	t.Logf("opened in %v", time.Since(t0))
 	// A worker may not write the event log.
 	if err := w.Publish(protocol.EventSubject("wf-x"), []byte("{}")); err != nil {
 		t.Fatal(err)

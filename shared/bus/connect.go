@@ -54,7 +54,7 @@ type connectOptions struct {
 // client (WithNkey) and applies its role's permissions; TLS is not used on
 // the pipe, there being no network to protect. The pipe is buffered in
 // both directions as a socket is (a bare net.Pipe makes every write wait
-// for the other side's read). A nil srv changes nothing.
+// for the other side's read).
 func InProcess(srv nats.InProcessConnProvider) ConnectOption {
 	return func(o *connectOptions) { o.inProcess = srv }
 }

@@ -15,8 +15,8 @@ import (
 // the connection stops reading the server until the client has read.
 const pipeBufferLimit = 4 << 20
 
-// pipeDrainTimeout bounds how long Close waits for the server to read what
-// the client wrote before it.
+// pipeDrainTimeout bounds how long, after Close, the pipe stays open for
+// the server to read what the client wrote before it.
 const pipeDrainTimeout = 2 * time.Second
 
 // bufferedProvider hands out in-process connections wrapped in pipeConn.
@@ -172,9 +172,7 @@ func (c *pipeConn) Read(p []byte) (int, error) {
 			return 0, err
 		}
 		c.mu.Unlock()
-		if err := waitUntil(c.canRead, deadline); err != nil {
-			return 0, err
-		}
+		waitUntil(c.canRead, deadline)
 	}
 }
 
@@ -203,9 +201,7 @@ func (c *pipeConn) Write(p []byte) (int, error) {
 			return len(p), nil
 		}
 		c.mu.Unlock()
-		if err := waitUntil(c.canWrite, deadline); err != nil {
-			return 0, err
-		}
+		waitUntil(c.canWrite, deadline)
 	}
 }
 
@@ -214,30 +210,30 @@ func expired(deadline time.Time) bool {
 	return !deadline.IsZero() && !time.Now().Before(deadline)
 }
 
-// waitUntil waits for a wake-up on ch, or returns os.ErrDeadlineExceeded
-// once deadline (if set) has passed.
-func waitUntil(ch chan struct{}, deadline time.Time) error {
+// waitUntil waits for a wake-up on ch or for deadline (if set) to pass,
+// whichever comes first. The caller looks at the deadline again (it may
+// have moved meanwhile) and says whether it has passed.
+func waitUntil(ch chan struct{}, deadline time.Time) {
 	if deadline.IsZero() {
 		<-ch
-		return nil
+		return
 	}
 	d := time.Until(deadline)
 	if d <= 0 {
-		return os.ErrDeadlineExceeded
+		return
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ch:
-		return nil
 	case <-t.C:
-		return os.ErrDeadlineExceeded
 	}
 }
 
-// Close lets the server read what was written before it (for at most
-// pipeDrainTimeout), as closing a socket does, then closes the pipe.
-// Reads and writes after Close fail with net.ErrClosed.
+// Close returns at once, as closing a socket does; what was written before
+// it is still delivered: the pipe is closed once the server has read it,
+// or after pipeDrainTimeout if the server does not read. Reads and writes
+// after Close fail with net.ErrClosed.
 func (c *pipeConn) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -250,11 +246,16 @@ func (c *pipeConn) Close() error {
 	wake(c.canRead)
 	wake(c.canWrite)
 	wake(c.hasRoom)
-	select {
-	case <-c.flushed:
-	case <-time.After(pipeDrainTimeout):
-	}
-	return c.pipe.Close()
+	go func() {
+		t := time.NewTimer(pipeDrainTimeout)
+		defer t.Stop()
+		select {
+		case <-c.flushed:
+		case <-t.C:
+		}
+		_ = c.pipe.Close()
+	}()
+	return nil
 }
 
 // LocalAddr is the pipe's address.

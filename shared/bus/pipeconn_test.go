@@ -52,24 +52,59 @@ func TestPipeConnNeitherSideWaits(t *testing.T) {
 	}
 }
 
-// Closing the client's end lets the server read what was written before
-// it, then the end of the stream, as closing a socket does.
+// Closing the client's end returns at once, as closing a socket does, and
+// the server still reads what was written before it, then the end of the
+// stream.
 func TestPipeConnCloseDeliversWhatWasWritten(t *testing.T) {
 	server, client := net.Pipe()
 	c := newPipeConn(client)
 	if _, err := c.Write([]byte("UNSUB 1\r\n")); err != nil {
 		t.Fatal(err)
 	}
-	closed := make(chan error, 1)
-	go func() { closed <- c.Close() }()
+	// The server reads nothing until Close has returned.
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
 	got, err := io.ReadAll(server)
 	if err != nil || string(got) != "UNSUB 1\r\n" {
 		t.Fatalf("the server read %q, %v; want what was written before Close, then EOF", got, err)
 	}
-	if err := <-closed; err != nil {
-		t.Fatal(err)
-	}
 	if _, err := c.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("write after Close: %v, want net.ErrClosed", err)
+	}
+}
+
+// A deadline removed while two reads wait on it no longer ends either of
+// them: both wait for data.
+func TestPipeConnDeadlineRemovedWhileReading(t *testing.T) {
+	server, client := net.Pipe()
+	c := newPipeConn(client)
+	defer func() { _ = c.Close(); _ = server.Close() }()
+	if err := c.SetReadDeadline(time.Now().Add(200 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := c.Read(make([]byte, 1))
+			got <- err
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := c.SetReadDeadline(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		t.Fatalf("a read ended at the removed deadline: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if _, err := server.Write([]byte("ab")); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-got; err != nil {
+			t.Fatalf("read: %v, want a byte", err)
+		}
 	}
 }

@@ -238,7 +238,7 @@ func (r *runner) measureWorkflows(ctx context.Context, fs *fleetSession, name st
 		return Result{}, fmt.Errorf("%s: %w", name, err)
 	}
 	wall := end.Sub(start)
-	memory := mem.stop(count)
+	memory := mem.stop(count, fs.watcher.settle)
 	st := fs.watcher.collect(ids)
 	if st.succeeded != count {
 		return Result{}, fmt.Errorf("%s: %d of %d nodes succeeded", name, st.succeeded, count)

@@ -154,7 +154,7 @@ func (r *runner) runFeedback(ctx context.Context, fs *fleetSession) (Result, err
 		return Result{}, err
 	}
 	wall := end.Sub(start)
-	memory := mem.stop(count)
+	memory := mem.stop(count, fs.watcher.settle)
 	st := fs.watcher.collect([]string{id})
 	if st.succeeded != count {
 		return Result{}, fmt.Errorf("%d of %d nodes succeeded", st.succeeded, count)

@@ -483,6 +483,14 @@ func (w *watcher) receive(data []byte) {
 	}
 }
 
+// settle applies every kept message (catchUp), for a measurement whose
+// window has closed.
+func (w *watcher) settle() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.catchUp()
+}
+
 // catchUp applies every kept message, in log order. The caller holds mu.
 func (w *watcher) catchUp() {
 	for _, data := range w.pending {

@@ -280,7 +280,7 @@ func (r *runner) scaleRun(ctx context.Context, fs *fleetSession, spec scaleOutSp
 	if err != nil {
 		return ScaleOutRun{}, err
 	}
-	memory := mem.stop(spec.tasks)
+	memory := mem.stop(spec.tasks, fs.watcher.settle)
 	cpu := runnersCPU(procs) - cpu0
 	st := fs.watcher.collect([]string{id})
 	run := ScaleOutRun{Runners: n, WallSeconds: end.Sub(start).Seconds(), RunnerCPUSeconds: cpu.Seconds(), Memory: memory}

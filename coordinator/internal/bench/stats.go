@@ -86,8 +86,11 @@ func startMem() *memMeter {
 	return m
 }
 
-// stop returns what was allocated since start, per op of count.
-func (m *memMeter) stop(count int) Memory {
+// stop returns what was allocated since start, per op of count. Each of
+// settle runs after the CPU and allocations are read and before the live
+// heap is: work the measurement put off until after its window (the
+// watcher's catchUp) so that the heap holds what it did before.
+func (m *memMeter) stop(count int, settle ...func()) Memory {
 	self, children := cpuTime()
 	children -= m.childCPU
 	cpu := self - m.cpu + children
@@ -98,6 +101,9 @@ func (m *memMeter) stop(count int) Memory {
 		Mallocs:         after.Mallocs - m.before.Mallocs,
 		CPUSeconds:      cpu.Seconds(),
 		ChildCPUSeconds: children.Seconds(),
+	}
+	for _, f := range settle {
+		f()
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
