@@ -313,10 +313,13 @@ type taskDef struct {
 	gatesRole string
 }
 
+// taskFields are the fields a task may have.
+var taskFields = append([]string{"id", "type", "agent", "prompt", "depends_on", "gates", "pool", "timeout", "env",
+	"approval", "context", "output", "expand", "max_cost_usd", "role"}, append(retryFields, fileFields...)...)
+
 func (p *parser) task(n *yaml.Node, d defaultsDef) taskDef {
 	t := taskDef{node: n, spec: protocol.TaskSpec{Pool: d.pool, TimeoutSeconds: d.timeout}}
-	f, ok := p.Fields(n, "task", append([]string{"id", "type", "agent", "prompt", "depends_on", "gates", "pool", "timeout", "env",
-		"approval", "context", "output", "expand", "max_cost_usd", "role"}, append(retryFields, fileFields...)...)...)
+	f, ok := p.Fields(n, "task", taskFields...)
 	if !ok {
 		d.retry.apply(&t.spec)
 		return t
@@ -604,6 +607,7 @@ func (p *parser) workflow(root *yaml.Node) *protocol.WorkflowSpec {
 			if len(items) == 0 {
 				p.Addf(x.Val, "workflow has no tasks")
 			}
+			tasks = make([]taskDef, 0, len(items))
 			for _, n := range items {
 				tasks = append(tasks, p.task(n, d))
 			}
@@ -635,6 +639,9 @@ func (p *parser) workflow(root *yaml.Node) *protocol.WorkflowSpec {
 		wfNames[g.Name] = true
 	}
 	needed := map[string]bool{} // lower-source gates some task runs
+	if len(tasks) > 0 {
+		spec.Tasks = make([]protocol.TaskSpec, 0, len(tasks))
+	}
 	for _, t := range tasks {
 		taskSet := gates.Merge(wfSet, gates.NewSet(t.own...))
 		names := t.spec.Gates
