@@ -104,7 +104,7 @@ each role only its permissions; clients connect with --nats-nkey DIR/<role>.nk.`
 				serverTLS, clientTLS, cliTLS = devTLS(tlsDir, tlscreds.NATSServer), devTLS(tlsDir, "coordinator"), devTLS(tlsDir, "cli")
 			}
 			st, err := startFleet(ctx, fleet.Options{Gates: lower, RetryPolicies: policies, Strategies: strategies, Roles: roleSrc, Notify: notifierOf(notifier),
-				DataDir: e.v.GetString("data-dir"), Listen: e.v.GetString("listen"), ServerTLS: serverTLS, ClientTLS: clientTLS,
+				DataDir: e.v.GetString("data-dir"), Listen: e.v.GetString("listen"), ServerTLS: serverTLS,
 				WorkerConcurrency: e.v.GetInt("worker-concurrency"), GateConcurrency: e.v.GetInt("gate-concurrency"),
 				SandboxPath: e.v.GetString("sandbox-path"), ProcessUser: e.v.GetString("sandbox-process-user"), Breakers: breakers, Log: e.log,
 				MaxFailuresPerHour: e.v.GetInt("max-failures-per-hour"), Prices: prices, RepoRoots: roots,

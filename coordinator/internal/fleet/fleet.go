@@ -52,9 +52,9 @@ type Options struct {
 	// ServerTLS, if it names a certificate and key, makes the embedded
 	// NATS server accept TLS connections only, with that certificate, and
 	// (with a CA) only from clients presenting a certificate the CA
-	// signed. ClientTLS are then the files of the fleet's own connection.
+	// signed. The fleet's own services need none: they connect through
+	// the server's in-memory pipe (bus.InProcess), which carries no TLS.
 	ServerTLS         tlsconfig.Files
-	ClientTLS         tlsconfig.Files
 	WorkerConcurrency int
 	GateConcurrency   int
 	// SandboxPath is PATH inside the runners' process sandbox ("" = the
@@ -155,7 +155,7 @@ func Start(ctx context.Context, o Options) (*Fleet, error) {
 	}
 	f := &Fleet{srv: srv, log: o.Log}
 	f.bus, err = bus.Open(ctx, srv.URL(), "supervisor-dev", bus.Config{AckWait: o.AckWait}, o.Log, o.nkey(natsauth.Coordinator),
-		bus.WithTLS(o.ClientTLS), bus.InProcess(srv))
+		bus.InProcess(srv))
 	if err != nil {
 		srv.Shutdown()
 		return nil, err
@@ -229,7 +229,7 @@ func (f *Fleet) runnerDeps(ctx context.Context, o Options, role natsauth.Role, d
 	}
 	s.DataDir = filepath.Join(dataDir, string(role))
 	b, err := bus.Open(ctx, f.srv.URL(), "supervisor-dev-"+string(role), bus.Config{AckWait: o.AckWait}, o.Log, o.nkey(role),
-		bus.WithTLS(o.ClientTLS), bus.InProcess(f.srv))
+		bus.InProcess(f.srv))
 	if err != nil {
 		return jobrun.Deps{}, err
 	}

@@ -15,13 +15,13 @@ import (
 
 // TestEmbeddedFleetOverTLS (TLS-07): with ServerTLS the embedded default
 // (coordinator dev --tls-dir) serves TLS only, its own services connect
-// with ClientTLS, a client with the CA and a certificate reaches the API,
-// and one without the CA is refused.
+// through the in-memory pipe (PERF-60), a client with the CA and a
+// certificate reaches the API, and one without the CA is refused.
 func TestEmbeddedFleetOverTLS(t *testing.T) {
 	certs := testkit.Certs(t)
 	ctx := testkit.Context(t, 90*time.Second)
 	f, err := Start(ctx, Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", NoRunners: true,
-		ServerTLS: testkit.CertFiles(certs, "nats"), ClientTLS: testkit.CertFiles(certs, "coordinator"),
+		ServerTLS: testkit.CertFiles(certs, "nats"),
 		Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
