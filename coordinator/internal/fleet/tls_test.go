@@ -21,8 +21,7 @@ func TestEmbeddedFleetOverTLS(t *testing.T) {
 	certs := testkit.Certs(t)
 	ctx := testkit.Context(t, 90*time.Second)
 	f, err := Start(ctx, Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", NoRunners: true,
-		ServerTLS: testkit.CertFiles(certs, "nats"),
-		Log: slog.New(slog.DiscardHandler)})
+		ServerTLS: testkit.CertFiles(certs, "nats"), Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
