@@ -199,6 +199,9 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 			}
 			fmt.Fprintf(e.out, "branch %s in %s is at %s\n", sum.Branch, repoPath, short(fin.Commit))
 		}
+		// The end is in the log a moment before the coordinator serves
+		// it: wait for that, so a status asked next agrees.
+		e.awaitStatus(ctx, client, wf, fin.Status)
 		switch fin.Status {
 		case protocol.WorkflowSucceeded:
 			if !sum.AutoMerge {
@@ -214,6 +217,30 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 			return &ExitError{Code: ExitCancelled}
 		default:
 			return &ExitError{Code: ExitFailed}
+		}
+	}
+}
+
+// awaitStatus asks the coordinator for workflow wf's status until it is
+// want, for at most the --timeout setting: an event is in the log a
+// moment before the coordinator serves the state it leads to. It gives up
+// quietly: the log has already said how the workflow ended.
+func (e *env) awaitStatus(ctx context.Context, client *api.Client, wf string, want protocol.WorkflowStatus) {
+	deadline := time.Now().Add(e.v.GetDuration("timeout"))
+	for delay := 5 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
+		rctx, cancel := context.WithTimeout(ctx, e.v.GetDuration("timeout"))
+		s, err := client.Status(rctx, wf)
+		cancel()
+		if err == nil && s.Status == want {
+			return
+		}
+		if time.Now().Add(delay).After(deadline) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
 		}
 	}
 }
