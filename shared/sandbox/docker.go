@@ -866,9 +866,15 @@ func (d *Docker) run(ctx context.Context, spec Spec, cfg *container.Config, host
 	}
 
 	name := "supervisor-sbx-" + randomHex(8)
-	created, err := d.cli.ContainerCreate(ctx, cfg, hostCfg, nil, nil, name)
+	// Once asked, the engine may create the container even if the request
+	// is abandoned, and a removal sent meanwhile would find nothing: the
+	// create is not cancelled with ctx (the attach below notices a
+	// cancellation and the deferred removal cleans up).
+	cctx, cancelCreate := context.WithTimeout(bg, engineTimeout)
+	created, err := d.cli.ContainerCreate(cctx, cfg, hostCfg, nil, nil, name)
+	cancelCreate()
 	if err != nil {
-		// The engine may have created it before ctx ended.
+		// A create that timed out may still have been carried out.
 		d.remove(bg, name)
 		switch {
 		case ctx.Err() != nil:

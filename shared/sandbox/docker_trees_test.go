@@ -314,16 +314,28 @@ func TestDockerTreesStopWithClose(t *testing.T) {
 	img := treeImage(t, probe, strings.Repeat("large content ", 4<<20)) // 56 MiB, twice
 	warmed := make(chan error, 1)
 	go func() { warmed <- d.WarmTrees(context.Background(), img) }()
-	time.Sleep(200 * time.Millisecond)
+	// Close once the copy is under way (its directory exists), not after a
+	// guess at how long that takes: on a loaded machine the copy may not
+	// have begun 200 ms on, and a Close before it has nothing to wait for.
+	deadline := time.Now().Add(60 * time.Second)
+	for underWay := false; !underWay; {
+		if len(warmed) > 0 {
+			break
+		}
+		ents, _ := os.ReadDir(filepath.Join(dir, "trees"))
+		for _, e := range ents {
+			underWay = underWay || strings.HasPrefix(e.Name(), ".new-")
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the copy did not begin within 60s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-warmed:
-		t.Logf("WarmTrees: %v", err)
-	default:
-		t.Fatal("Close returned before the copy did")
-	}
+	// Close has waited for the copy: its scratch directory and its
+	// container (checked when the test ends) are gone already.
 	ents, err := os.ReadDir(filepath.Join(dir, "trees"))
 	if err != nil {
 		t.Fatal(err)
@@ -338,4 +350,5 @@ func TestDockerTreesStopWithClose(t *testing.T) {
 			t.Errorf("a copy in place is incomplete: %v, %v", fi, err)
 		}
 	}
+	t.Logf("WarmTrees: %v", <-warmed)
 }
