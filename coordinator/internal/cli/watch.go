@@ -222,11 +222,12 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 }
 
 // awaitStatus asks the coordinator for workflow wf's status until it is
-// want, for at most the --timeout setting: an event is in the log a
-// moment before the coordinator serves the state it leads to. It gives up
-// quietly: the log has already said how the workflow ended.
+// want, for at most 5 s (or --timeout, if shorter): an event is in the
+// log a moment before the coordinator serves the state it leads to. It
+// gives up quietly: the log has already said how the workflow ended, and
+// the workflow may have been reopened since.
 func (e *env) awaitStatus(ctx context.Context, client *api.Client, wf string, want protocol.WorkflowStatus) {
-	deadline := time.Now().Add(e.v.GetDuration("timeout"))
+	deadline := time.Now().Add(min(e.v.GetDuration("timeout"), 5*time.Second))
 	for delay := 5 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
 		rctx, cancel := context.WithTimeout(ctx, e.v.GetDuration("timeout"))
 		s, err := client.Status(rctx, wf)
