@@ -256,20 +256,18 @@ func Connect(ctx context.Context, serverURL, name string, log *slog.Logger, opti
 		}),
 	}
 	opts = append(opts, auth...)
+	connectURL := serverURL
 	if co.inProcess != nil {
-		// No TLS on the pipe: there is no network to protect.
+		// No TLS on the pipe: there is no network to protect (and a
+		// tls:// URL would have the client ask for it).
 		opts = append(opts, nats.InProcessServer(bufferedProvider{co.inProcess}))
+		connectURL = strings.ReplaceAll(serverURL, "tls://", "nats://")
 	} else if !co.tls.IsZero() {
 		cfg, err := co.tls.Client("")
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrTLS, err)
 		}
 		opts = append(opts, nats.Secure(cfg))
-	}
-	connectURL := serverURL
-	if co.inProcess != nil {
-		// A tls:// URL would have the client ask for TLS on the pipe.
-		connectURL = strings.ReplaceAll(serverURL, "tls://", "nats://")
 	}
 	delay := time.Duration(0)
 	for attempt := 1; ; attempt++ {

@@ -865,17 +865,10 @@ func (d *Docker) run(ctx context.Context, spec Spec, cfg *container.Config, host
 		return Result{}, fmt.Errorf("%w: %s: %w", ErrEngine, what, err)
 	}
 
-	name := "supervisor-sbx-" + randomHex(8)
-	// Once asked, the engine may create the container even if the request
-	// is abandoned, and a removal sent meanwhile would find nothing: the
-	// create is not cancelled with ctx (the attach below notices a
-	// cancellation and the deferred removal cleans up).
-	cctx, cancelCreate := context.WithTimeout(bg, engineTimeout)
-	created, err := d.cli.ContainerCreate(cctx, cfg, hostCfg, nil, nil, name)
-	cancelCreate()
+	// The attach below notices a cancellation during the create, and the
+	// deferred removal cleans up.
+	id, err := d.create(ctx, cfg, hostCfg)
 	if err != nil {
-		// A create that timed out may still have been carried out.
-		d.remove(bg, name)
 		switch {
 		case ctx.Err() != nil:
 		case cerrdefs.IsNotFound(err):
@@ -887,7 +880,6 @@ func (d *Docker) run(ctx context.Context, spec Spec, cfg *container.Config, host
 		}
 		return notStarted("create container", err)
 	}
-	id := created.ID
 	defer d.remove(bg, id)
 
 	hj, err := d.cli.ContainerAttach(ctx, id, container.AttachOptions{
@@ -1063,6 +1055,25 @@ func (d *Docker) terminate(ctx context.Context, id string, grace time.Duration, 
 	case <-exit.done:
 	case <-time.After(engineTimeout):
 	}
+}
+
+// create creates a sandbox container and returns its id. Once asked, the
+// engine may create the container even if the request is abandoned, and a
+// removal sent meanwhile would find nothing: so the create is not
+// cancelled with ctx (the caller looks at ctx once it has returned), and a
+// create that failed, a timed-out one that may still have been carried out
+// among them, has its container removed by name.
+func (d *Docker) create(ctx context.Context, cfg *container.Config, hostCfg *container.HostConfig) (string, error) {
+	bg := context.WithoutCancel(ctx)
+	name := "supervisor-sbx-" + randomHex(8)
+	cctx, cancel := context.WithTimeout(bg, engineTimeout)
+	created, err := d.cli.ContainerCreate(cctx, cfg, hostCfg, nil, nil, name)
+	cancel()
+	if err != nil {
+		d.remove(bg, name)
+		return "", err
+	}
+	return created.ID, nil
 }
 
 // remove force-removes a container, retrying a little; a container it

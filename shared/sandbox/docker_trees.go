@@ -312,22 +312,16 @@ func (d *Docker) extractTrees(ctx context.Context, id string, dirs []string, fin
 		Labels: map[string]string{LabelSandbox: "1", LabelHost: d.host, LabelImageCopy: "1"},
 	}
 	hostCfg := &container.HostConfig{NetworkMode: "none", LogConfig: container.LogConfig{Type: "none"}}
-	// Once asked, the engine may create the container even if the request
-	// is abandoned, and nothing would remove it: the create is not
-	// cancelled, and a cancellation (a Close during the copy) is
-	// looked at once it has returned.
-	cctx, cancel := context.WithTimeout(bg, engineTimeout)
-	created, err := d.cli.ContainerCreate(cctx, cfg, hostCfg, nil, nil, "supervisor-sbx-"+randomHex(8))
-	cancel()
+	cid, err := d.create(ctx, cfg, hostCfg)
 	if err != nil {
 		return fmt.Errorf("%w: create container: %w", ErrEngine, err)
 	}
-	defer d.remove(bg, created.ID)
+	defer d.remove(bg, cid)
 	if err := ctx.Err(); err != nil {
-		return err
+		return err // a Close during the create
 	}
 	for _, dir := range dirs {
-		rc, _, err := d.cli.CopyFromContainer(ctx, created.ID, dir)
+		rc, _, err := d.cli.CopyFromContainer(ctx, cid, dir)
 		if err != nil {
 			return fmt.Errorf("%w: copy %s out of the image: %w", ErrEngine, dir, err)
 		}
