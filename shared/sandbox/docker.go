@@ -229,6 +229,15 @@ type DockerOptions struct {
 	// ImageLayersOnly has every run read all of its image from the
 	// image's layers: LabelImageTrees is ignored.
 	ImageLayersOnly bool
+	// Prestart has the sandbox start, once a run in a workspace ends, the
+	// container of that workspace's next run, so that its command runs
+	// in it with exec instead of waiting for a container's start (see
+	// prestart.go). Every command still gets a container of its own.
+	Prestart bool
+	// Helper is the path of supervisor-sandbox-helper, the static binary
+	// that prestarted containers run ("" = the file of that name beside
+	// the running executable). Prestart needs it.
+	Helper string
 }
 
 // Docker is the Sandbox that runs each command in a fresh container of the
@@ -252,6 +261,7 @@ type Docker struct {
 	gpus      int
 	caches    *cacheStore
 	trees     *treeStore
+	pre       *prestarter // nil without DockerOptions.Prestart
 
 	ncpuOnce sync.Once
 	ncpu     int // CPUs of the engine's host, 0 if unknown
@@ -336,6 +346,11 @@ func NewDocker(ctx context.Context, opts DockerOptions) (*Docker, error) {
 	if d.trees, err = newTreeStore(treeDir, caches.log); err != nil {
 		return nil, err
 	}
+	if opts.Prestart {
+		if d.pre, err = newPrestarter(d, opts.Helper); err != nil {
+			return nil, err
+		}
+	}
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrEngine, err)
@@ -354,10 +369,14 @@ func (d *Docker) Client() *client.Client { return d.cli }
 // Resources returns the default limits of a container, defaults applied.
 func (d *Docker) Resources() Resources { return d.resources }
 
-// Close stops a cache warm-up or a copy of an image's directories still
-// running (its container is removed and nothing it wrote is kept), waits
-// for them, then releases the engine client.
+// Close removes the containers started ahead of their jobs, stops a cache
+// warm-up or a copy of an image's directories still running (its
+// container is removed and nothing it wrote is kept), waits for them,
+// then releases the engine client.
 func (d *Docker) Close() error {
+	if d.pre != nil {
+		d.pre.close()
+	}
 	if d.caches != nil {
 		d.caches.stop()
 	}
@@ -563,6 +582,9 @@ func (d *Docker) runSpec(ctx context.Context, spec Spec, warm map[string]string)
 		return Result{}, err
 	}
 	hostCfg.Mounts = append(hostCfg.Mounts, trees...)
+	if d.pre != nil && warm == nil {
+		return d.pre.run(ctx, spec, cfg, hostCfg, imageID, fixPerms)
+	}
 	caches, err := d.addCaches(ctx, spec, cfg, hostCfg, warm, imageID)
 	if err != nil {
 		return Result{}, err

@@ -170,6 +170,9 @@ type Result struct {
 	// "process", or "docker IMAGE@ID" with the image's ID as the engine
 	// had it.
 	Environment string
+	// Prestarted is true when the command ran, with exec, in a container
+	// the Docker sandbox had started ahead of it (DockerOptions.Prestart).
+	Prestarted bool
 }
 
 // Sandbox runs commands. Run returns an error only when the command could

@@ -77,6 +77,42 @@ var shared struct {
 	probeOnce sync.Once
 	image     string
 	probeErr  error
+
+	helperOnce sync.Once
+	helper     string
+	helperErr  error
+}
+
+// HelperPackage is the import path of supervisor-sandbox-helper, the
+// program containers started ahead of their job run
+// (sandbox.DockerOptions.Prestart).
+const HelperPackage = "github.com/supervisorhq/supervisor/shared/sandbox/cmd/supervisor-sandbox-helper"
+
+// Helper returns the path of supervisor-sandbox-helper built for this test
+// binary (once, static, in a directory Cleanup removes), for
+// sandbox.DockerOptions.Helper.
+func Helper(t testing.TB) string {
+	t.Helper()
+	shared.helperOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+		defer cancel()
+		bin, err := StaticBinary(ctx, "", HelperPackage)
+		if err != nil {
+			shared.helperErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "sandboxtest-helper-*")
+		if err != nil {
+			shared.helperErr = err
+			return
+		}
+		shared.helper = filepath.Join(dir, "supervisor-sandbox-helper")
+		shared.helperErr = os.WriteFile(shared.helper, bin, 0o755)
+	})
+	if shared.helperErr != nil {
+		t.Fatalf("sandboxtest: helper: %v", shared.helperErr)
+	}
+	return shared.helper
 }
 
 // Engine returns a client of the Docker engine named by the environment
@@ -144,9 +180,13 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-// Cleanup removes the probe image ProbeImage built, if any, and closes the
-// shared engine client. Call it from TestMain once m.Run has returned.
+// Cleanup removes the probe image ProbeImage built and the helper Helper
+// built, if any, and closes the shared engine client. Call it from
+// TestMain once m.Run has returned.
 func Cleanup() error {
+	if shared.helper != "" {
+		_ = os.RemoveAll(filepath.Dir(shared.helper))
+	}
 	if shared.cli == nil {
 		return nil
 	}

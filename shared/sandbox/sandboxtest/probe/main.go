@@ -136,6 +136,35 @@ func main() {
 		fmt.Println("sleeping")
 		time.Sleep(d)
 		fmt.Println("slept")
+	case "spawn": // DURATION: start "probe sleep DURATION" in the background, holding this one's output, and exit
+		cmd := exec.Command(os.Args[0], "sleep", arg(0))
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			fail("spawn: %v", err)
+		}
+		fmt.Println("spawned", cmd.Process.Pid)
+	case "procs": // the command lines of the other processes it can see, sorted
+		entries, err := os.ReadDir("/proc")
+		if err != nil {
+			fail("procs: %v", err)
+		}
+		var lines []string
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == os.Getpid() {
+				continue
+			}
+			b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+			if err != nil {
+				continue
+			}
+			lines = append(lines, strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " ")))
+		}
+		sort.Strings(lines)
+		for _, l := range lines {
+			fmt.Println(l)
+		}
 	case "env":
 		env := os.Environ()
 		sort.Strings(env)

@@ -1,0 +1,264 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/pkg/stdcopy"
+)
+
+// execPoll is how often a run in a prestarted container asks the engine
+// whether its command is still running, besides watching its output end
+// (a process the command left in the background can hold the output open).
+const execPoll = 250 * time.Millisecond
+
+// runIn runs spec's command with exec in the prestarted container ic, with
+// cfg's user, environment and working directory, supervises it as run
+// does a container, and removes the container. errStale means nothing was
+// started (the container had stopped) and ic is released.
+func (p *prestarter) runIn(ctx context.Context, spec Spec, cfg *container.Config, ic *idleContainer) (Result, error) {
+	d := p.d
+	bg := context.WithoutCancel(ctx)
+	defer p.release(ic)
+	if err := copyFiles(spec, ic.files); err != nil {
+		return Result{}, err
+	}
+	env := cfg.Env
+	for k, v := range cacheEnv(spec, func(c Cache) (string, bool) { return cacheTarget(c), true }) {
+		env = setEnv(env, k, v)
+	}
+	stdin := spec.Stdin != nil
+	ectx, cancel := context.WithTimeout(bg, engineTimeout)
+	created, err := d.cli.ContainerExecCreate(ectx, ic.id, container.ExecOptions{
+		User: cfg.User, Env: env, WorkingDir: cfg.WorkingDir, Cmd: spec.Argv,
+		AttachStdin: stdin, AttachStdout: true, AttachStderr: true,
+	})
+	cancel()
+	if err != nil {
+		if cerrdefs.IsConflict(err) || cerrdefs.IsNotFound(err) {
+			return Result{}, fmt.Errorf("%w: %w", errStale, err)
+		}
+		return Result{}, fmt.Errorf("%w: exec in container %.12s: %w", ErrEngine, ic.id, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, fmt.Errorf("sandbox: not started: %w", err)
+	}
+	p.mu.Lock()
+	p.running[ic.id] = cfg.Labels
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.running, ic.id)
+		p.mu.Unlock()
+	}()
+
+	// The engine's oom events of the container: the only record of an
+	// exec'd process killed for memory.
+	evCtx, stopEvents := context.WithCancel(bg)
+	defer stopEvents()
+	evC, evErrC := d.cli.Events(evCtx, events.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("type", string(events.ContainerEventType)),
+		filters.Arg("container", ic.id), filters.Arg("event", string(events.ActionOOM)))})
+	var oomMu sync.Mutex
+	oom := false
+	go func() {
+		for {
+			select {
+			case <-evC:
+				oomMu.Lock()
+				oom = true
+				oomMu.Unlock()
+			case <-evErrC:
+				return
+			case <-evCtx.Done():
+				return
+			}
+		}
+	}()
+
+	// The attach starts the command, and the engine may start it even if
+	// the request is abandoned: not cancellable, like a container's start.
+	startedAt := time.Now()
+	sctx, cancelStart := context.WithTimeout(bg, startTimeout)
+	hj, err := d.cli.ContainerExecAttach(sctx, created.ID, container.ExecAttachOptions{})
+	cancelStart()
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: start exec in container %.12s: %w", ErrEngine, ic.id, err)
+	}
+	defer hj.Close()
+	stdout, stderr := NewTailBuffer(spec.OutputLimit), NewTailBuffer(spec.OutputLimit)
+	var sinkMu sync.Mutex
+	outW := &lineWriter{tail: stdout, sink: spec.Stdout, mu: &sinkMu}
+	errW := &lineWriter{tail: stderr, sink: spec.Stderr, mu: &sinkMu}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = stdcopy.StdCopy(outW, errW, hj.Reader)
+	}()
+	if stdin {
+		go func() {
+			_, _ = io.Copy(hj.Conn, spec.Stdin)
+			_ = hj.CloseWrite()
+		}()
+	}
+
+	exit := &containerExit{done: make(chan struct{})}
+	waitCtx, cancelWait := context.WithCancel(bg)
+	defer cancelWait()
+	go func() {
+		defer close(exit.done)
+		out, next := copied, execPoll
+		for {
+			select {
+			case <-out:
+				// The output ended: the exit follows at once, as a rule.
+				out, next = nil, 20*time.Millisecond
+			case <-time.After(next):
+			case <-waitCtx.Done():
+				exit.err = waitCtx.Err()
+				return
+			}
+			ictx, cancel := context.WithTimeout(waitCtx, engineTimeout)
+			info, err := d.cli.ContainerExecInspect(ictx, created.ID)
+			cancel()
+			switch {
+			case err != nil && waitCtx.Err() == nil:
+				exit.err = err
+				return
+			case err == nil && !info.Running:
+				exit.code = int64(info.ExitCode)
+				return
+			}
+			if out == nil && next < execPoll {
+				next *= 2
+			}
+		}
+	}()
+
+	grace, timeout, stopTimer := spec.limits()
+	defer stopTimer()
+	var res Result
+	killed := false
+	select {
+	case <-exit.done:
+	case <-timeout:
+		res.TimedOut = !exit.exited()
+		killed = res.TimedOut
+		p.terminate(bg, ic.id, cfg.User, grace, exit)
+	case <-ctx.Done():
+		killed = !exit.exited()
+		p.terminate(bg, ic.id, cfg.User, grace, exit)
+	}
+	res.StartedAt, res.Duration = startedAt, time.Since(startedAt)
+
+	// What the command left running can hold its output open: the
+	// container goes once the command has ended.
+	select {
+	case <-copied:
+	case <-time.After(pipeDrainTimeout):
+	}
+	kctx, kcancel := context.WithTimeout(bg, engineTimeout)
+	_ = d.cli.ContainerKill(kctx, ic.id, "SIGKILL")
+	kcancel()
+	select {
+	case <-copied:
+	case <-time.After(pipeDrainTimeout):
+	}
+	hj.Close()
+	<-copied
+	outW.flush()
+	errW.flush()
+	res.Stdout, res.StdoutTruncated = stdout.Bytes(), stdout.Truncated()
+	res.Stderr, res.StderrTruncated = stderr.Bytes(), stderr.Truncated()
+	res.Environment, res.Prestarted = ic.env, true
+
+	res.ExitCode = -1
+	if !exit.exited() {
+		return res, fmt.Errorf("%w: command in container %.12s did not stop", ErrEngine, ic.id)
+	}
+	if exit.err != nil {
+		return res, fmt.Errorf("%w: waiting for the command in container %.12s: %w", ErrEngine, ic.id, exit.err)
+	}
+	code := int(exit.code)
+	if !killed && (code == 126 || code == 127) && (len(res.Stdout) == 0 || len(res.Stderr) == 0) {
+		// The runtime's message is the exec's only output, on either
+		// stream depending on the engine's version.
+		if m := execFailed(append(res.Stdout, res.Stderr...)); m != "" {
+			return Result{}, fmt.Errorf("%w: %s: %s", ErrStart, spec.Argv[0], m)
+		}
+	}
+	sigKill := 128 + int(syscall.SIGKILL)
+	isOOM := func() bool {
+		oomMu.Lock()
+		defer oomMu.Unlock()
+		return oom
+	}
+	res.OOMKilled = isOOM()
+	// The event can come after the exit, as in run.
+	for i := 0; !killed && !res.OOMKilled && code == sigKill && i < oomSettleTries; i++ {
+		time.Sleep(oomSettleInterval)
+		res.OOMKilled = isOOM()
+	}
+	switch {
+	case killed || (res.OOMKilled && code == sigKill):
+		if code > 128 && code < 128+65 {
+			res.Signal = signalName(syscall.Signal(code - 128))
+		}
+	default:
+		res.ExitCode = code
+	}
+	return res, nil
+}
+
+// execFailed returns why the runtime could not start an exec'd command,
+// from what it writes as the exec's only output ("" if that is not it).
+func execFailed(out []byte) string {
+	s := strings.TrimSpace(string(out))
+	const prefix = "OCI runtime exec failed: exec failed: "
+	if !strings.HasPrefix(s, prefix) || strings.Contains(s, "\n") {
+		return ""
+	}
+	return strings.TrimPrefix(s, prefix)
+}
+
+// terminate sends SIGTERM to every process of the container but its init
+// and the idle helper (the helper's signal mode, as the command's user)
+// and, if the command has not ended after grace, SIGKILL to the whole
+// container; it returns once the command has ended or the engine stopped
+// answering.
+func (p *prestarter) terminate(ctx context.Context, id, user string, grace time.Duration, exit *containerExit) {
+	if exit.exited() {
+		return
+	}
+	c, cancel := context.WithTimeout(ctx, engineTimeout)
+	sig, err := p.d.cli.ContainerExecCreate(c, id, container.ExecOptions{User: user, Cmd: []string{helperTarget, "signal", "TERM"}})
+	if err == nil {
+		err = p.d.cli.ContainerExecStart(c, sig.ID, container.ExecStartOptions{Detach: true})
+	}
+	cancel()
+	if err == nil {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-exit.done:
+			return
+		case <-t.C:
+		}
+	}
+	c, cancel = context.WithTimeout(ctx, engineTimeout)
+	_ = p.d.cli.ContainerKill(c, id, "SIGKILL")
+	cancel()
+	select {
+	case <-exit.done:
+	case <-time.After(engineTimeout):
+	}
+}

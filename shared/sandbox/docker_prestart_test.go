@@ -1,0 +1,405 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/supervisorhq/supervisor/shared/sandbox/sandboxtest"
+	"github.com/supervisorhq/supervisor/shared/testkit"
+)
+
+// Tests of containers started ahead of their job (PERF-63), against the
+// real engine.
+
+// prestartTest returns a Docker sandbox with Prestart and the probe image;
+// the sandbox is closed, and no container of it may be left, when the
+// test ends.
+func prestartTest(t *testing.T, opts DockerOptions) (*Docker, string) {
+	t.Helper()
+	opts.Prestart, opts.Helper = true, sandboxtest.Helper(t)
+	if opts.Host == "" {
+		opts.Host = fmt.Sprintf("sandbox-test-%d-%s", os.Getpid(), t.Name())
+	}
+	if opts.Caches.Dir == "" {
+		opts.Caches.Dir = t.TempDir()
+	}
+	d, img := dockerTest(t, opts)
+	// Registered after dockerTest's check of what is left, so it runs
+	// before it.
+	t.Cleanup(func() { d.Close() })
+	return d, img
+}
+
+// runPrestarted runs spec after waiting for the workspace's prestarted
+// container, and fails the test unless the command ran in one.
+func runPrestarted(t *testing.T, d *Docker, spec Spec) Result {
+	t.Helper()
+	waitPrestarted(t, d, spec.Workspace)
+	res := runDocker(t, d, spec)
+	if !res.Prestarted {
+		t.Fatalf("Run(%q) did not run in a prestarted container: %+v", spec.Argv, res)
+	}
+	return res
+}
+
+// waitPrestarted waits until the workspace's prestarted container is up.
+func waitPrestarted(t *testing.T, d *Docker, ws string) {
+	t.Helper()
+	d.pre.mu.Lock()
+	ic := d.pre.idle[filepath.Clean(ws)]
+	d.pre.mu.Unlock()
+	if ic == nil {
+		t.Fatalf("no container is being started ahead for %s", ws)
+	}
+	select {
+	case <-ic.ready:
+	case <-time.After(time.Minute):
+		t.Fatal("the prestarted container did not come up within a minute")
+	}
+	if ic.err != nil {
+		t.Fatalf("prestart: %v", ic.err)
+	}
+}
+
+// envVar returns the value of name in a probe env output.
+func envVar(out []byte, name string) (string, bool) {
+	for _, l := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(l, name+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// TestDockerPrestartFreshContainerPerJob: each run after the first in a
+// workspace runs in a container started ahead of it, and that container is
+// its own: another container (HOSTNAME), none of the last job's /tmp,
+// environment or processes, while the workspace is the same directory.
+func TestDockerPrestartFreshContainerPerJob(t *testing.T) {
+	t.Parallel()
+	d, img := prestartTest(t, DockerOptions{})
+	ws := newWorkspace(t)
+	spec := func(env map[string]string, args ...string) Spec {
+		return Spec{Argv: append([]string{"probe"}, args...), Workspace: ws, Image: img, Env: env}
+	}
+
+	first := runDocker(t, d, spec(map[string]string{"JOB": "one"}, "env"))
+	if first.Prestarted || first.ExitCode != 0 {
+		t.Fatalf("first run: %+v", first)
+	}
+	host1, _ := envVar(first.Stdout, "HOSTNAME")
+
+	// The second job leaves a file in /tmp and in the workspace, and a
+	// process that holds its output open: the run still ends once the
+	// command has.
+	start := time.Now()
+	res := runPrestarted(t, d, spec(nil, "write", "/tmp/left", filepath.Join(ContainerWorkspace, "kept")))
+	if res.ExitCode != 0 {
+		t.Fatalf("write: %+v", res)
+	}
+	res = runPrestarted(t, d, spec(nil, "spawn", "60s"))
+	if res.ExitCode != 0 || !strings.HasPrefix(string(res.Stdout), "spawned") {
+		t.Fatalf("spawn: %+v", res)
+	}
+	if el := time.Since(start); el > 20*time.Second {
+		t.Errorf("two short runs took %v: the background process held the run", el)
+	}
+
+	res = runPrestarted(t, d, spec(map[string]string{"OTHER": "x"}, "env"))
+	host2, _ := envVar(res.Stdout, "HOSTNAME")
+	if host2 == "" || host2 == host1 {
+		t.Errorf("HOSTNAME %q after %q: want another container", host2, host1)
+	}
+	if _, ok := envVar(res.Stdout, "JOB"); ok {
+		t.Errorf("the environment of an earlier job leaked:\n%s", res.Stdout)
+	}
+	if v, _ := envVar(res.Stdout, "OTHER"); v != "x" {
+		t.Errorf("OTHER=%q, want x", v)
+	}
+	if v, _ := envVar(res.Stdout, "HOME"); v != "/tmp" {
+		t.Errorf("HOME=%q, want the sandbox's", v)
+	}
+	if !strings.HasPrefix(res.Environment, "docker "+img+"@sha256:") {
+		t.Errorf("Environment %q", res.Environment)
+	}
+
+	res = runPrestarted(t, d, spec(nil, "cat", "/tmp/left", filepath.Join(ContainerWorkspace, "kept")))
+	if got := string(res.Stdout); !strings.HasPrefix(got, "/tmp/left: <missing>\n") || !strings.Contains(got, "kept: written by probe") {
+		t.Errorf("cat: %q; want /tmp fresh and the workspace kept", got)
+	}
+	res = runPrestarted(t, d, spec(nil, "procs"))
+	if strings.Contains(string(res.Stdout), "sleep") {
+		t.Errorf("a process of an earlier job is still there:\n%s", res.Stdout)
+	}
+}
+
+// TestDockerPrestartCommand: what the command sees and how it ends are the
+// same in a prestarted container: exit status, working directory, user,
+// standard input and output, files, and a command that cannot start.
+func TestDockerPrestartCommand(t *testing.T) {
+	t.Parallel()
+	d, img := prestartTest(t, DockerOptions{})
+	ws := newWorkspace(t)
+	if err := os.Mkdir(filepath.Join(ws, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runDocker(t, d, Spec{Argv: []string{"probe", "id"}, Workspace: ws, Image: img})
+
+	res := runPrestarted(t, d, Spec{Argv: []string{"probe", "exit", "7"}, Workspace: ws, Image: img})
+	if res.ExitCode != 7 || res.Signal != "" || string(res.Stderr) != "exiting with 7\n" {
+		t.Errorf("exit 7: %+v", res)
+	}
+	res = runPrestarted(t, d, Spec{Argv: []string{"probe", "pwd"}, Workspace: ws, WorkingDir: "sub", Image: img})
+	if got := strings.TrimSpace(string(res.Stdout)); got != ContainerWorkspace+"/sub" {
+		t.Errorf("pwd %q", got)
+	}
+	res = runPrestarted(t, d, Spec{Argv: []string{"probe", "id"}, Workspace: ws, Image: img})
+	if want := fmt.Sprintf("uid=%d ", os.Getuid()); os.Getuid() != 0 && !strings.HasPrefix(string(res.Stdout), want) {
+		t.Errorf("id %q, want %s…", res.Stdout, want)
+	} else if os.Getuid() == 0 && !strings.HasPrefix(string(res.Stdout), "uid=65534 ") {
+		t.Errorf("id %q, want nobody", res.Stdout)
+	}
+	var live bytes.Buffer
+	res = runPrestarted(t, d, Spec{Argv: []string{"probe", "read-stdin"}, Workspace: ws, Image: img,
+		Stdin: strings.NewReader("prompt\nlines\n"), Stdout: &live})
+	if string(res.Stdout) != "prompt\nlines\n" || live.String() != "prompt\nlines\n" {
+		t.Errorf("stdin: %q, live %q", res.Stdout, live.String())
+	}
+
+	feedback := filepath.Join(t.TempDir(), "feedback.json")
+	if err := os.WriteFile(feedback, []byte(`{"round":1}`), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	files := []File{{HostPath: feedback, Env: "FEEDBACK"}}
+	res = runPrestarted(t, d, Spec{Argv: []string{"probe", "cat-env", "FEEDBACK"}, Workspace: ws, Image: img, Files: files})
+	if string(res.Stdout) != `{"round":1}` {
+		t.Errorf("file: %q %q", res.Stdout, res.Stderr)
+	}
+	res = runPrestarted(t, d, Spec{Argv: []string{"probe", "write", ContainerFiles + "/0-feedback.json"}, Workspace: ws, Image: img, Files: files})
+	if res.ExitCode == 0 {
+		t.Errorf("the files directory is writable: %+v", res)
+	}
+
+	waitPrestarted(t, d, ws)
+	_, err := runDockerErr(d, Spec{Argv: []string{"no-such-command"}, Workspace: ws, Image: img})
+	if !errors.Is(err, ErrStart) || !strings.Contains(err.Error(), "no-such-command") {
+		t.Errorf("missing command: %v, want ErrStart naming it", err)
+	}
+	waitPrestarted(t, d, ws)
+	_, err = runDockerErr(d, Spec{Argv: []string{"/etc"}, Workspace: ws, Image: img})
+	if !errors.Is(err, ErrStart) {
+		t.Errorf("a directory as the command: %v, want ErrStart", err)
+	}
+	res = runPrestarted(t, d, Spec{Argv: []string{"probe", "exit", "0"}, Workspace: ws, Image: img})
+	if res.ExitCode != 0 {
+		t.Errorf("after a failed start: %+v", res)
+	}
+}
+
+// TestDockerPrestartTimeoutAndCancel: a timeout reaches a command that is
+// not the container's first process with SIGTERM, then SIGKILL after the
+// grace; a cancellation ends it too; nothing is left behind.
+func TestDockerPrestartTimeoutAndCancel(t *testing.T) {
+	t.Parallel()
+	d, img := prestartTest(t, DockerOptions{})
+	ws := newWorkspace(t)
+	runDocker(t, d, Spec{Argv: []string{"probe", "id"}, Workspace: ws, Image: img})
+
+	spec := Spec{Argv: []string{"probe", "sleep", "60s"}, Workspace: ws, Image: img, Timeout: time.Second, KillGrace: 5 * time.Second}
+	start := time.Now()
+	res := runPrestarted(t, d, spec)
+	if !res.TimedOut || res.ExitCode != -1 || res.Signal != "SIGTERM" || string(res.Stdout) != "sleeping\n" {
+		t.Errorf("timeout: %+v", res)
+	}
+	if el := time.Since(start); el > 10*time.Second {
+		t.Errorf("Run took %v", el)
+	}
+
+	spec = Spec{Argv: []string{"probe", "sleep-ignore-term", "60s"}, Workspace: ws, Image: img,
+		Timeout: 500 * time.Millisecond, KillGrace: 500 * time.Millisecond}
+	res = runPrestarted(t, d, spec)
+	if !res.TimedOut || res.ExitCode != -1 || res.Signal != "SIGKILL" {
+		t.Errorf("timeout ignoring SIGTERM: %+v", res)
+	}
+
+	waitPrestarted(t, d, ws)
+	ctx, cancel := context.WithCancel(context.Background())
+	var live testkit.Buffer
+	go func() {
+		for !strings.Contains(live.String(), "sleeping") {
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+	}()
+	res, err := d.Run(ctx, Spec{Argv: []string{"probe", "sleep", "60s"}, Workspace: ws, Image: img, Timeout: time.Minute, Stdout: &live})
+	if err != nil || res.TimedOut || res.ExitCode != -1 || !res.Prestarted {
+		t.Errorf("cancelled: %+v, %v", res, err)
+	}
+
+	d.Close()
+	if n := len(listContainers(t, d, d.host)); n != 0 {
+		t.Errorf("%d container(s) left after Close", n)
+	}
+}
+
+// TestDockerPrestartOOM: a command killed for memory in a prestarted
+// container is reported as such.
+func TestDockerPrestartOOM(t *testing.T) {
+	t.Parallel()
+	d, img := prestartTest(t, DockerOptions{})
+	if info, err := d.Client().Info(context.Background()); err != nil || !info.MemoryLimit {
+		t.Skipf("the engine does not enforce memory limits (%v)", err)
+	}
+	ws := newWorkspace(t)
+	spec := Spec{Argv: []string{"probe", "alloc", "16"}, Workspace: ws, Image: img, Resources: Resources{MemoryBytes: 64 << 20}}
+	runDocker(t, d, spec)
+	if res := runPrestarted(t, d, spec); res.OOMKilled || res.ExitCode != 0 {
+		t.Errorf("small allocation: %+v", res)
+	}
+	spec.Argv = []string{"probe", "alloc", "512"}
+	res := runPrestarted(t, d, spec)
+	if !res.OOMKilled || res.ExitCode != -1 || res.Signal != "SIGKILL" || res.TimedOut {
+		t.Errorf("memory hog: %+v (stderr %q)", res, res.Stderr)
+	}
+}
+
+// TestDockerPrestartOnlyWhatFits: a run whose container would differ from
+// the prestarted one (another image setting, another workspace, a .git
+// replaced since) runs in a new container; so does one whose prestarted
+// container stopped meanwhile.
+func TestDockerPrestartOnlyWhatFits(t *testing.T) {
+	t.Parallel()
+	d, img := prestartTest(t, DockerOptions{})
+	ws := newWorkspace(t)
+	git := filepath.Join(ws, ".git")
+	if err := os.WriteFile(git, []byte("gitdir: /elsewhere\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{Argv: []string{"probe", "cat", ContainerWorkspace + "/.git"}, Workspace: ws, Image: img}
+	runDocker(t, d, spec)
+	runPrestarted(t, d, spec)
+
+	// Limits are the container's: other limits, another container.
+	waitPrestarted(t, d, ws)
+	other := spec
+	other.Resources.Pids = 99
+	if res := runDocker(t, d, other); res.Prestarted {
+		t.Errorf("a run with other limits took the prestarted container")
+	}
+
+	// A .git replaced (a new file, as the workspace pool writes it) is
+	// not what the prestarted container has mounted.
+	waitPrestarted(t, d, ws)
+	if err := os.Remove(git); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(git, []byte("gitdir: /the-new-one\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := runDocker(t, d, spec)
+	if res.Prestarted || !strings.Contains(string(res.Stdout), "the-new-one") {
+		t.Errorf("after .git changed: prestarted %v, %q", res.Prestarted, res.Stdout)
+	}
+
+	// A prestarted container that stopped: the run starts a new one.
+	waitPrestarted(t, d, ws)
+	d.pre.mu.Lock()
+	id := d.pre.idle[ws].id
+	d.pre.mu.Unlock()
+	if err := d.Client().ContainerKill(context.Background(), id, "SIGKILL"); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		info, err := d.Client().ContainerInspect(context.Background(), id)
+		if err != nil || !info.State.Running {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	res = runDocker(t, d, spec)
+	if res.Prestarted || res.ExitCode != 0 {
+		t.Errorf("after the prestarted container stopped: %+v", res)
+	}
+	// The one after it is prestarted again.
+	runPrestarted(t, d, spec)
+}
+
+// TestDockerPrestartLabels: a prestarted container carries the sandbox's
+// labels, not its job's; RunLabels gives the job's while it runs.
+func TestDockerPrestartLabels(t *testing.T) {
+	t.Parallel()
+	d, img := prestartTest(t, DockerOptions{})
+	ws := newWorkspace(t)
+	spec := Spec{Argv: []string{"probe", "sleep", "2s"}, Workspace: ws, Image: img, Labels: map[string]string{"job": "j-1"}}
+	runDocker(t, d, Spec{Argv: []string{"probe", "id"}, Workspace: ws, Image: img})
+	waitPrestarted(t, d, ws)
+	done := make(chan Result, 1)
+	go func() { done <- runDocker(t, d, spec) }()
+	var found bool
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && !found; time.Sleep(50 * time.Millisecond) {
+		for _, c := range listContainers(t, d, d.host) {
+			if c.Labels[LabelPrestarted] != "1" || c.State != container.StateRunning {
+				continue
+			}
+			if l := d.RunLabels(c.ID); l["supervisor.job"] == "j-1" {
+				found = true
+				if c.Labels["supervisor.job"] != "" || c.Labels[LabelDeadline] == "" {
+					t.Errorf("labels of the prestarted container: %v", c.Labels)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Error("RunLabels never named the job of the running command")
+	}
+	if res := <-done; !res.Prestarted {
+		t.Errorf("not prestarted: %+v", res)
+	}
+}
+
+// TestDockerPrestartCachesCannotBePoisoned: what a gate writes to its
+// caches in a prestarted container is gone for the next gate, which sees
+// the trusted layer only (the poisoned-cache case, PERF-21, with PERF-63).
+func TestDockerPrestartCachesCannotBePoisoned(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	d, img := prestartTest(t, DockerOptions{Caches: CacheOptions{
+		Dir:        dir,
+		Warmup:     [][]string{{"probe", "write-text", "/tmp/.cache/tool/entry", "trusted"}},
+		WarmCaches: toolCaches[:1],
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := d.WarmCaches(ctx, img); err != nil {
+		t.Fatal(err)
+	}
+	ws := newWorkspace(t)
+	spec := func(args ...string) Spec {
+		return Spec{Argv: append([]string{"probe"}, args...), Workspace: ws, Image: img, Caches: toolCaches[:1]}
+	}
+	runDocker(t, d, spec("id"))
+	res := runPrestarted(t, d, spec("remove", "/tmp/.cache/tool/entry"))
+	if res.ExitCode != 0 {
+		t.Fatalf("poisoner: %+v", res)
+	}
+	res = runPrestarted(t, d, spec("write", "/tmp/.cache/tool/added"))
+	if res.ExitCode != 0 {
+		t.Fatalf("poisoner: %+v", res)
+	}
+	res = runPrestarted(t, d, spec("cat", "/tmp/.cache/tool/entry", "/tmp/.cache/tool/added"))
+	if got := string(res.Stdout); got != "/tmp/.cache/tool/entry: trusted\n/tmp/.cache/tool/added: <missing>\n" {
+		t.Errorf("the next gate's cache: %q, want the trusted entry only", got)
+	}
+	if v, _ := envVar(runPrestarted(t, d, spec("env")).Stdout, "TOOL_CACHE"); v != "/tmp/.cache/tool" {
+		t.Errorf("TOOL_CACHE=%q", v)
+	}
+}

@@ -1,0 +1,518 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/strslice"
+)
+
+// Containers started ahead of their job (PERF-63).
+//
+// Starting a container is most of what a short command costs in the Docker
+// sandbox (a quarter to a third of a second on an engine with
+// fuse-overlayfs, against under a tenth for an exec into a running one).
+// With DockerOptions.Prestart, once a run in a workspace ends, the sandbox
+// creates and starts the container of that workspace's next run in the
+// background: the same image, user, mounts (the workspace and its .git,
+// the image's directories, fresh throw-away cache layers), network and
+// limits, with an idle helper as its command. The next run in that
+// workspace whose container would be the same (a key over all of that,
+// with the identity of the workspace directory and of its .git) runs its
+// command in it with exec, and the container is removed afterwards as
+// usual: every command still gets a container of its own, which nothing
+// ran in before it. Anything else (another workspace, another image, a
+// new trusted cache layer, a changed .git) runs in a new container, as
+// without the option, and the idle one is removed.
+//
+// What exec changes, and how each is kept:
+//
+//   - The command is not the container's first process, so the engine's
+//     kill does not reach it. The helper (supervisor-sandbox-helper,
+//     mounted read-only) is run with exec as the command's user to send
+//     SIGTERM to every process of the container (kill(-1)); the idle
+//     helper ignores it. After the grace, the whole container gets
+//     SIGKILL.
+//   - The engine does not record an out-of-memory kill of an exec'd
+//     process in the container's state; its oom event, which it sends for
+//     the container's cgroup, is watched instead.
+//   - A command that cannot be started is reported by the runtime as the
+//     exec's output with status 126 or 127: ErrStart, as before.
+//   - Spec.Files are copied into a directory of the container's own,
+//     mounted read-only at ContainerFiles under the same names.
+//   - The environment is set on the exec; the container itself is created
+//     without one of the job's.
+//   - A container's labels cannot change once it exists, so the job's own
+//     (Spec.Labels) are not on it; RunLabels gives them while it runs.
+
+// LabelPrestarted marks a container started ahead of its job ("1").
+const LabelPrestarted = "supervisor.prestarted"
+
+// HelperName is the file name of the helper binary (see
+// DockerOptions.Helper).
+const HelperName = "supervisor-sandbox-helper"
+
+// helperTarget is where a prestarted container sees the helper.
+const helperTarget = "/run/" + HelperName
+
+const (
+	// prestartIdle is how long a prestarted container waits for its job
+	// before it is removed.
+	prestartIdle = 10 * time.Minute
+	// maxPrestarted bounds the containers waiting for a job at once; the
+	// oldest goes first.
+	maxPrestarted = 16
+)
+
+// prestarter keeps the idle containers of a Docker sandbox, one per
+// workspace at most.
+type prestarter struct {
+	d      *Docker
+	helper string // the helper binary, as the runner sees it
+	dir    string // where files directories are made ("" = os.TempDir())
+
+	mu      sync.Mutex
+	idle    map[string]*idleContainer // by workspace root
+	running map[string]map[string]string
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+// idleContainer is a container started ahead of its job; its fields are
+// valid once ready is closed, and only if err is nil.
+type idleContainer struct {
+	ready    chan struct{}
+	err      error
+	key      string
+	id       string
+	created  time.Time
+	deadline time.Time
+	env      string   // Result.Environment of a run in it
+	files    string   // its files directory, as the runner sees it
+	caches   cacheRun // its throw-away cache layers
+}
+
+// newPrestarter checks the helper and returns the prestarter of d.
+func newPrestarter(d *Docker, helper string) (*prestarter, error) {
+	if helper == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: prestart: no helper given and no executable path: %w", err)
+		}
+		helper = filepath.Join(filepath.Dir(exe), HelperName)
+	}
+	fi, err := os.Stat(helper)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: prestart: helper: %w", err)
+	}
+	if !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+		return nil, fmt.Errorf("sandbox: prestart: helper %s is not an executable file", helper)
+	}
+	p := &prestarter{d: d, helper: helper, idle: map[string]*idleContainer{}, running: map[string]map[string]string{}}
+	switch {
+	case d.caches.dir != "":
+		// Under the cache directory, which a runner in a container has
+		// mapped to the engine's host (PathMaps): a copy of the helper,
+		// and the files directories beside the throw-away layers.
+		p.dir = filepath.Join(d.caches.dir, "runs")
+		copied, err := copyHelper(helper, filepath.Join(d.caches.dir, "helper"))
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: prestart: %w", err)
+		}
+		p.helper = copied
+	case len(d.maps) > 0:
+		return nil, errors.New("sandbox: prestart: a runner in a container needs a cache directory to share the helper with the engine")
+	}
+	return p, nil
+}
+
+// copyHelper copies the helper into dir under a name of its content's
+// hash (so that runners of different versions sharing dir never replace
+// each other's) and returns the copy's path.
+func copyHelper(src, dir string) (string, error) {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return "", fmt.Errorf("helper: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	dst := filepath.Join(dir, HelperName+"-"+hex.EncodeToString(sum[:8]))
+	if fi, err := os.Stat(dst); err == nil && fi.Size() == int64(len(b)) {
+		return dst, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("helper: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".helper-")
+	if err != nil {
+		return "", fmt.Errorf("helper: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	_, werr := tmp.Write(b)
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Chmod(tmp.Name(), 0o755)
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), dst)
+	}
+	if werr != nil {
+		return "", fmt.Errorf("helper: %w", werr)
+	}
+	return dst, nil
+}
+
+// prestartKey is everything a prestarted container was made with that a
+// run's command could tell apart; two runs with the same key would get the
+// same container.
+type prestartKey struct {
+	Image, ImageID, User string
+	Network              string
+	Host                 *container.HostConfig
+	Caches               []cacheLayout
+	Workspace, Git       fileID
+}
+
+// cacheLayout is how one cache would be mounted.
+type cacheLayout struct {
+	Target string
+	Lowers []string `json:",omitempty"`
+	Tmpfs  bool     `json:",omitempty"`
+}
+
+// fileID identifies a file (a bind mount holds on to its inode).
+type fileID struct{ Dev, Ino uint64 }
+
+// key returns the key of the container of spec, whose configuration
+// without its files and caches is cfg and host.
+func (p *prestarter) key(spec Spec, cfg *container.Config, host *container.HostConfig, imageID string) (string, error) {
+	k := prestartKey{Image: cfg.Image, ImageID: imageID, User: cfg.User, Network: cfg.Labels[LabelNetwork], Host: host}
+	root := filepath.Clean(spec.Workspace)
+	var err error
+	if k.Workspace, err = statID(root); err != nil {
+		return "", err
+	}
+	if k.Git, err = statID(filepath.Join(root, ".git")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	for _, c := range spec.Caches {
+		l := cacheLayout{Target: cacheTarget(c)}
+		if p.d.caches.dir == "" {
+			l.Tmpfs = true
+		} else {
+			l.Lowers = p.d.caches.lowers(envKey(imageID), c)
+		}
+		k.Caches = append(k.Caches, l)
+	}
+	b, err := json.Marshal(k)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// statID returns the identity of the file at p (not following a symlink).
+func statID(p string) (fileID, error) {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return fileID{}, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{}, fmt.Errorf("sandbox: no inode for %s", p)
+	}
+	return fileID{Dev: uint64(st.Dev), Ino: st.Ino}, nil //nolint:unconvert // Dev is not uint64 everywhere
+}
+
+// withoutFiles returns a copy of host without the mounts of Spec.Files,
+// with its own Mounts and Tmpfs.
+func withoutFiles(host *container.HostConfig) *container.HostConfig {
+	c := *host
+	c.Mounts = make([]mount.Mount, 0, len(host.Mounts))
+	for _, m := range host.Mounts {
+		if path.Dir(m.Target) != ContainerFiles {
+			c.Mounts = append(c.Mounts, m)
+		}
+	}
+	c.Tmpfs = make(map[string]string, len(host.Tmpfs))
+	for k, v := range host.Tmpfs {
+		c.Tmpfs[k] = v
+	}
+	return &c
+}
+
+// run runs spec, whose container configuration is cfg and host (image
+// directories included, caches not yet), in the workspace's prestarted
+// container if it has one that fits, else in a new one; then starts the
+// workspace's next container.
+func (p *prestarter) run(ctx context.Context, spec Spec, cfg *container.Config, host *container.HostConfig,
+	imageID string, fixPerms bool) (Result, error) {
+	d := p.d
+	if imageID == "" {
+		id, err := d.ImageDigest(ctx, cfg.Image)
+		if err != nil {
+			return Result{}, err
+		}
+		imageID = id
+	}
+	base := withoutFiles(host)
+	key, kerr := p.key(spec, cfg, base, imageID)
+	var ic *idleContainer
+	if kerr == nil {
+		ic = p.take(ctx, spec, key)
+	}
+	if fixPerms {
+		if err := MakeWritable(filepath.Clean(spec.Workspace)); err != nil {
+			if ic != nil {
+				p.discard(ic)
+			}
+			return Result{}, fmt.Errorf("%w: making the workspace writable for %s: %w", ErrStart, cfg.User, err)
+		}
+	}
+	var res Result
+	err := errStale
+	if ic != nil {
+		res, err = p.runIn(ctx, spec, cfg, ic)
+	}
+	if errors.Is(err, errStale) {
+		caches, cerr := d.addCaches(ctx, spec, cfg, host, nil, imageID)
+		if cerr != nil {
+			return Result{}, cerr
+		}
+		res, err = d.run(ctx, spec, cfg, host)
+		caches.cleanup()
+	}
+	if kerr == nil && spec.Timeout > 0 && ctx.Err() == nil && !errors.Is(err, ErrInvalidSpec) {
+		// The key again: the run may have changed what it covers (a new
+		// .git), and a key taken before the container's create never
+		// matches a container made from anything else.
+		if key, kerr = p.key(spec, cfg, base, imageID); kerr == nil {
+			p.start(spec, cfg, base, imageID, key)
+		}
+	}
+	return res, err
+}
+
+// errStale means a prestarted container could not take the run (it had
+// stopped), and nothing was started in it.
+var errStale = errors.New("sandbox: prestarted container unusable")
+
+// take returns the workspace's prestarted container if it fits key and
+// spec's timeout, waiting for one still being started; nil otherwise. A
+// container that does not fit is removed.
+func (p *prestarter) take(ctx context.Context, spec Spec, key string) *idleContainer {
+	root := filepath.Clean(spec.Workspace)
+	p.mu.Lock()
+	ic := p.idle[root]
+	delete(p.idle, root)
+	p.mu.Unlock()
+	if ic == nil {
+		return nil
+	}
+	select {
+	case <-ic.ready:
+	case <-ctx.Done():
+		p.discard(ic)
+		return nil
+	}
+	if ic.err != nil {
+		return nil // cleaned up by start
+	}
+	fits := ic.key == key && time.Since(ic.created) < prestartIdle && spec.Timeout > 0 &&
+		!time.Now().Add(startTimeout+spec.Timeout).After(ic.deadline)
+	if !fits {
+		p.discard(ic)
+		return nil
+	}
+	return ic
+}
+
+// start creates and starts, in the background, the next container of
+// spec's workspace, replacing the one it may have; it also removes the
+// containers that waited too long.
+func (p *prestarter) start(spec Spec, cfg *container.Config, base *container.HostConfig, imageID, key string) {
+	root := filepath.Clean(spec.Workspace)
+	ic := &idleContainer{ready: make(chan struct{}), key: key, created: time.Now()}
+	ic.deadline = ic.created.Add(prestartIdle + startTimeout + spec.Timeout)
+	var drop []*idleContainer
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	if old := p.idle[root]; old != nil {
+		drop = append(drop, old)
+	}
+	p.idle[root] = ic
+	var oldest string
+	for ws, c := range p.idle {
+		switch {
+		case time.Since(c.created) >= prestartIdle:
+			drop = append(drop, c)
+			delete(p.idle, ws)
+		case oldest == "" || c.created.Before(p.idle[oldest].created):
+			oldest = ws
+		}
+	}
+	if len(p.idle) > maxPrestarted {
+		drop = append(drop, p.idle[oldest])
+		delete(p.idle, oldest)
+	}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	for _, c := range drop {
+		p.discard(c)
+	}
+	go func() {
+		defer p.wg.Done()
+		defer close(ic.ready)
+		ic.err = p.create(spec, cfg, base, imageID, ic)
+		if ic.err != nil {
+			p.d.caches.log.Debug("sandbox: cannot start a container ahead of its job", "workspace", root, "err", ic.err)
+		}
+	}()
+}
+
+// create creates and starts ic's container: cfg and base as for spec's
+// run, with its own files directory and throw-away cache layers, the
+// helper idle as its command, no environment of the job and no job labels.
+func (p *prestarter) create(spec Spec, cfg *container.Config, base *container.HostConfig, imageID string, ic *idleContainer) error {
+	d := p.d
+	ctx, cancel := context.WithTimeout(d.caches.stopCtx, startTimeout)
+	defer cancel()
+	files, err := os.MkdirTemp(p.dir, "files-")
+	if err != nil {
+		return fmt.Errorf("files directory: %w", err)
+	}
+	if err := os.Chmod(files, 0o755); err != nil {
+		_ = os.RemoveAll(files)
+		return fmt.Errorf("files directory: %w", err)
+	}
+	labels := map[string]string{
+		LabelSandbox: "1", LabelHost: d.host, LabelPrestarted: "1",
+		LabelDeadline: strconv.FormatInt(ic.deadline.Unix(), 10),
+	}
+	if n := cfg.Labels[LabelNetwork]; n != "" {
+		labels[LabelNetwork] = n
+	}
+	c := &container.Config{
+		User: cfg.User, Image: cfg.Image, WorkingDir: ContainerWorkspace, Labels: labels,
+		Cmd: strslice.StrSlice{helperTarget, "idle"}, Entrypoint: strslice.StrSlice{},
+	}
+	h := withoutFiles(base)
+	h.Mounts = append(h.Mounts,
+		mount.Mount{Type: mount.TypeBind, Source: d.HostPath(files), Target: ContainerFiles, ReadOnly: true},
+		mount.Mount{Type: mount.TypeBind, Source: d.HostPath(p.helper), Target: helperTarget, ReadOnly: true})
+	caches, err := d.addCaches(ctx, spec, c, h, nil, imageID)
+	if err != nil {
+		_ = os.RemoveAll(files)
+		return err
+	}
+	c.Env = nil // the cache variables are the exec's, with the rest
+	cleanup := func() {
+		caches.cleanup()
+		_ = os.RemoveAll(files)
+	}
+	id, err := d.create(ctx, c, h)
+	if err != nil {
+		cleanup()
+		return fmt.Errorf("create: %w", err)
+	}
+	bg := context.WithoutCancel(ctx)
+	if err := d.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		d.remove(bg, id)
+		cleanup()
+		return fmt.Errorf("start: %w", err)
+	}
+	info, err := d.cli.ContainerInspect(ctx, id)
+	if err != nil || info.State == nil || !info.State.Running {
+		d.remove(bg, id)
+		cleanup()
+		return fmt.Errorf("started container %.12s is not running (%v)", id, err)
+	}
+	ic.id, ic.files, ic.caches = id, files, caches
+	ic.env = "docker " + cfg.Image
+	if info.Image != "" {
+		ic.env += "@" + info.Image
+	}
+	return nil
+}
+
+// discard removes a prestarted container (once it is started, if it is
+// still being started) in the background.
+func (p *prestarter) discard(ic *idleContainer) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		<-ic.ready
+		if ic.err == nil {
+			p.release(ic)
+		}
+	}()
+}
+
+// release removes ic's container, its files directory and its cache layers.
+func (p *prestarter) release(ic *idleContainer) {
+	p.d.remove(context.Background(), ic.id)
+	ic.caches.cleanup()
+	_ = os.RemoveAll(ic.files)
+}
+
+// close removes every prestarted container and waits for those being
+// started or removed.
+func (p *prestarter) close() {
+	p.mu.Lock()
+	p.closed = true
+	idle := p.idle
+	p.idle = map[string]*idleContainer{}
+	p.mu.Unlock()
+	for _, ic := range idle {
+		p.discard(ic)
+	}
+	p.wg.Wait()
+}
+
+// copyFiles copies spec.Files into dir under the names fileEnv gives them
+// below ContainerFiles, readable by anyone.
+func copyFiles(spec Spec, dir string) error {
+	names, err := fileEnv(spec, ContainerFiles)
+	if err != nil {
+		return err
+	}
+	for _, f := range spec.Files {
+		dst := filepath.Join(dir, path.Base(names[f.Env]))
+		if err := copyFile(f.HostPath, dst); err != nil {
+			return fmt.Errorf("%w: file %s: %w", ErrStart, f.Env, err)
+		}
+	}
+	return nil
+}
+
+// RunLabels returns the labels (Spec.Labels, named as on a container) of
+// the run going on in container id if it was started ahead of its job, and
+// nil otherwise: such a container does not carry its job's labels. The
+// egress proxy uses it to name the job behind a connection.
+func (d *Docker) RunLabels(id string) map[string]string {
+	p := d.pre
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.running[id]
+}
