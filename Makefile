@@ -23,7 +23,7 @@ all: build
 help:
 	@awk 'match($$0, /^## [A-Za-z0-9_-]+: /) { printf "  %-14s %s\n", substr($$0, 4, RLENGTH - 5), substr($$0, RLENGTH + 1) }' $(MAKEFILE_LIST)
 
-## build: the three binaries, the scripted test agent and a nats-server built from its Go module
+## build: the three binaries, the scripted test agent, the Docker sandbox's static helper and a nats-server built from its Go module
 build:
 	@mkdir -p $(BIN)
 	cd coordinator && $(GO) build -o $(BIN)/coordinator ./cmd/coordinator
@@ -33,6 +33,7 @@ build:
 	cd gaterunner && $(GO) build -o $(BIN)/supervisor-coverage-check ./cmd/supervisor-coverage-check
 	cd worker && $(GO) build -o $(BIN)/supervisor-test-agent ./cmd/supervisor-test-agent
 	cd shared && $(GO) build -o $(BIN)/nats-server github.com/nats-io/nats-server/v2
+	cd shared && CGO_ENABLED=0 $(GO) build -o $(BIN)/supervisor-sandbox-helper ./sandbox/cmd/supervisor-sandbox-helper
 
 ## run: the demo — embedded NATS, coordinator, worker and gate runner in one process; it prints the dashboard's URL (127.0.0.1:7070)
 run: build

@@ -120,8 +120,8 @@ binaries() {
   case $1 in
     nats) echo nats-server ;;
     coordinator) echo coordinator ;;
-    worker) echo worker supervisor-test-agent ;;
-    gaterunner) echo gaterunner supervisor-coverage-check ;;
+    worker) echo worker supervisor-test-agent supervisor-sandbox-helper ;;
+    gaterunner) echo gaterunner supervisor-coverage-check supervisor-sandbox-helper ;;
   esac
 }
 
@@ -163,7 +163,9 @@ fi
 build_binaries() {
   local need=() name b
   for name in "${wanted[@]}"; do
-    for b in $(binaries "$name"); do need+=("$b"); done
+    for b in $(binaries "$name"); do
+      [[ " ${need[*]-} " == *" $b "* ]] || need+=("$b")
+    done
   done
   [ ${#need[@]} -gt 0 ] || return 0
   mkdir -p "$stage/bin"
@@ -175,6 +177,7 @@ build_binaries() {
       gaterunner) mod=gaterunner pkg=./cmd/gaterunner ;;
       supervisor-coverage-check) mod=gaterunner pkg=./cmd/supervisor-coverage-check ;;
       supervisor-test-agent) mod=worker pkg=./cmd/supervisor-test-agent ;;
+      supervisor-sandbox-helper) mod=shared pkg=./sandbox/cmd/supervisor-sandbox-helper ;;
       nats-server) mod=shared pkg=github.com/nats-io/nats-server/v2 ;;
     esac
     (cd "$root/$mod" && CGO_ENABLED=0 "$GO" build -trimpath -ldflags='-s -w' -o "$stage/bin/$b" "$pkg") ||

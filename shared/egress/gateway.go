@@ -196,6 +196,10 @@ type GatewayOptions struct {
 	// identified as the sandbox container with that address on the
 	// network (its supervisor.job label, else workflow/node/attempt).
 	Proxy Options
+	// RunLabels, if set, gives the labels of the job running in a
+	// container that does not carry them itself (one the sandbox started
+	// ahead of its job: sandbox.Docker.RunLabels); nil if none.
+	RunLabels func(containerID string) map[string]string
 }
 
 // Gateway is a running egress proxy on an internal network.
@@ -253,7 +257,9 @@ func StartGateway(ctx context.Context, opts GatewayOptions) (*Gateway, error) {
 	}
 	popts := opts.Proxy
 	if popts.Identify == nil {
-		popts.Identify = newContainerIdentifier(opts.Client, name, opts.Host).identify
+		ci := newContainerIdentifier(opts.Client, name, opts.Host)
+		ci.runLabels = opts.RunLabels
+		popts.Identify = ci.identify
 	}
 	p, err := New(popts)
 	if err != nil {
@@ -311,9 +317,10 @@ func (g *Gateway) Close() error {
 // engine, caching answers briefly (addresses are reused once a container
 // is gone).
 type containerIdentifier struct {
-	cli     *client.Client
-	network string
-	host    string
+	cli       *client.Client
+	network   string
+	host      string
+	runLabels func(containerID string) map[string]string // nil: labels only
 
 	mu    sync.Mutex
 	cache map[string]idEntry
@@ -390,6 +397,11 @@ func (c *containerIdentifier) lookup(ip string) string {
 		}
 		if job := jobOf(ct.Labels); job != "" {
 			return job
+		}
+		if c.runLabels != nil {
+			if job := jobOf(c.runLabels(ct.ID)); job != "" {
+				return job
+			}
 		}
 		if len(ct.Names) > 0 {
 			return "container " + strings.TrimPrefix(ct.Names[0], "/")

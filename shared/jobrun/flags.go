@@ -108,6 +108,8 @@ func AddSandboxFlags(fs *pflag.FlagSet, p Profile) {
 	fs.String("sandbox-memory", FormatBytes(res.MemoryBytes), "memory limit of a Docker sandbox container (bytes, or with a unit: 512MiB, 4GiB, 4g)")
 	fs.Float64("sandbox-cpus", res.CPUs, "CPU limit of a Docker sandbox container")
 	fs.Int64("sandbox-pids", res.Pids, "pids limit of a Docker sandbox container")
+	fs.Bool("sandbox-prestart", true, "start each workspace's next Docker sandbox container ahead of its job and run the command in it with exec, saving a container's start on every job after a workspace's first (needs "+sandbox.HelperName+", by default beside this binary; without it, a warning and no prestart)")
+	fs.String("sandbox-helper", "", "path of "+sandbox.HelperName+" (default: beside this binary)")
 	fs.Bool("sandbox-image-layers-only", false, "read every directory of Docker sandbox images from their layers, ignoring the images' "+sandbox.LabelImageTrees+" label (which has the sandbox serve those directories from a read-only copy on this host)")
 	if p.Egress {
 		fs.StringSlice("egress-allow", egress.DefaultAllow, "host:port (or *.domain:port) agent containers may reach through the egress proxy; repeatable; --egress-allow= for no network at all")
@@ -148,6 +150,8 @@ func SettingsFrom(v *viper.Viper, log *slog.Logger, p Profile) (Settings, error)
 			Path:  v.GetString("sandbox-container-path"),
 
 			ImageLayersOnly: v.GetBool("sandbox-image-layers-only"),
+			Prestart:        v.GetBool("sandbox-prestart"),
+			Helper:          v.GetString("sandbox-helper"),
 		},
 	}
 	bp, err := BreakerPolicy(v)

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -125,6 +126,10 @@ type DockerSettings struct {
 	Resources sandbox.Resources
 	// ImageLayersOnly is sandbox.DockerOptions.ImageLayersOnly.
 	ImageLayersOnly bool
+	// Prestart and Helper are sandbox.DockerOptions.Prestart and Helper;
+	// a missing helper turns Prestart off with a warning.
+	Prestart bool
+	Helper   string
 }
 
 // EgressSettings configure the egress proxy of a Docker sandbox.
@@ -342,6 +347,24 @@ func SelectSandbox(ctx context.Context, s Settings, dataDir, host string, log *s
 
 	stopSweep := sweepExpired(base, log)
 
+	if s.Docker.Prestart {
+		helper, err := sandbox.FindHelper(s.Docker.Helper)
+		if err != nil {
+			log.Warn("sandbox: containers are not started ahead of their jobs", "err", err)
+		} else {
+			opts.Prestart, opts.Helper = true, helper
+		}
+	}
+	// The egress proxy names the job behind a connection from the
+	// container's labels, or, for a container started ahead of its job,
+	// from the sandbox (set once it exists).
+	var built atomic.Pointer[sandbox.Docker]
+	runLabels := func(id string) map[string]string {
+		if d := built.Load(); d != nil {
+			return d.RunLabels(id)
+		}
+		return nil
+	}
 	var gw *egress.Gateway
 	var network []string
 	if s.Egress != nil {
@@ -350,7 +373,7 @@ func SelectSandbox(ctx context.Context, s Settings, dataDir, host string, log *s
 		} else {
 			gw, err = egress.StartGateway(ctx, egress.GatewayOptions{
 				Client: base.Client(), Network: s.Egress.Network, Host: host, Port: s.Egress.Port,
-				Proxy: egress.Options{Allow: s.Egress.Allow, Log: log},
+				Proxy: egress.Options{Allow: s.Egress.Allow, Log: log}, RunLabels: runLabels,
 			})
 			if err != nil {
 				stopSweep()
@@ -372,6 +395,7 @@ func SelectSandbox(ctx context.Context, s Settings, dataDir, host string, log *s
 		_ = base.Close()
 		return Selected{}, err
 	}
+	built.Store(d)
 	if len(s.Caches.Warmup) > 0 {
 		// In the background: gates run meanwhile, with colder caches.
 		go func() {
@@ -382,7 +406,7 @@ func SelectSandbox(ctx context.Context, s Settings, dataDir, host string, log *s
 	}
 	res := d.Resources()
 	log.Info("sandbox: docker", "image", opts.Image, "host", host, "memory", res.MemoryBytes, "cpus", res.CPUs,
-		"pids", res.Pids, "gpus", s.GPUs)
+		"pids", res.Pids, "gpus", s.GPUs, "prestart", opts.Prestart)
 	return Selected{Sandbox: d, Network: network, Close: func() {
 		if gw != nil {
 			if err := gw.Close(); err != nil {

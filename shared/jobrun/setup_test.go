@@ -38,6 +38,9 @@ func captureLog() (*slog.Logger, *testkit.Buffer) {
 	return slog.New(slog.NewTextHandler(l, nil)), l
 }
 
+// TestMain removes what sandboxtest built for the tests (the helper).
+func TestMain(m *testing.M) { sandboxtest.Main(m) }
+
 func TestSelectSandboxProcess(t *testing.T) {
 	for _, mode := range []string{"", SandboxProcess} {
 		log, logs := captureLog()
@@ -137,11 +140,17 @@ func TestSelectSandboxDocker(t *testing.T) {
 	})
 
 	log, logs := captureLog()
-	s := Settings{Sandbox: SandboxDocker, Docker: DockerSettings{Image: img, Resources: sandbox.Resources{MemoryBytes: 4 << 30}},
+	s := Settings{Sandbox: SandboxDocker, Docker: DockerSettings{Image: img, Resources: sandbox.Resources{MemoryBytes: 4 << 30},
+		Prestart: true, Helper: filepath.Join(t.TempDir(), "no-helper")},
 		Egress: &EgressSettings{Allow: []string{"API.example.com:443", "*.example.org:443"}, Port: port}, GPUs: 1}
 	sel, err = SelectSandbox(ctx, s, dataDir, host, log)
 	if err != nil {
 		t.Fatalf("docker: %v", err)
+	}
+	// Without the helper: no prestart (PERF-63), with a warning naming it.
+	if !strings.Contains(logs.String(), "containers are not started ahead of their jobs") ||
+		!strings.Contains(logs.String(), "no-helper") || !strings.Contains(logs.String(), "prestart=false") {
+		t.Errorf("no warning about the missing helper:\n%s", logs)
 	}
 	closed := false
 	defer func() {
@@ -211,6 +220,18 @@ func TestSelectSandboxDocker(t *testing.T) {
 	}
 	if firewalled() {
 		t.Errorf("the host firewall rule for %s outlived Close", bridge)
+	}
+
+	// With the helper: prestart on.
+	log, logs = captureLog()
+	s = Settings{Sandbox: SandboxDocker, Docker: DockerSettings{Image: img, Prestart: true, Helper: sandboxtest.Helper(t)}}
+	sel, err = SelectSandbox(ctx, s, dataDir, host, log)
+	if err != nil {
+		t.Fatalf("docker with the helper: %v", err)
+	}
+	sel.Close()
+	if !strings.Contains(logs.String(), "prestart=true") || strings.Contains(logs.String(), "not started ahead") {
+		t.Errorf("prestart with the helper:\n%s", logs)
 	}
 }
 
@@ -282,7 +303,8 @@ func TestSandboxFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Sandbox != SandboxAuto || s.Docker.Image != DefaultSandboxImage || s.Docker.Resources != gates.Resources || s.Egress != nil {
+	if s.Sandbox != SandboxAuto || s.Docker.Image != DefaultSandboxImage || s.Docker.Resources != gates.Resources || s.Egress != nil ||
+		!s.Docker.Prestart || s.Docker.Helper != "" {
 		t.Errorf("gate defaults: %+v, egress %+v", s.Docker, s.Egress)
 	}
 	s, err = settingsFor(t, agents)
@@ -297,11 +319,12 @@ func TestSandboxFlags(t *testing.T) {
 	s, err = settingsFor(t, agents, "--sandbox", "Docker", "--sandbox-image", "img:1", "--sandbox-user", "1000:1000",
 		"--sandbox-memory", "6g", "--sandbox-cpus", "1.5", "--sandbox-pids", "100",
 		"--egress-allow", "a.example:443", "--egress-allow", "*.b.example:8443,c.example:443", "--egress-proxy-port", "0",
-		"--egress-network", "custom-egress", "--host-id", "w1")
+		"--egress-network", "custom-egress", "--host-id", "w1", "--sandbox-prestart=false", "--sandbox-helper", "/opt/helper")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := DockerSettings{Image: "img:1", User: "1000:1000", Resources: sandbox.Resources{MemoryBytes: 6 << 30, CPUs: 1.5, Pids: 100}}
+	want := DockerSettings{Image: "img:1", User: "1000:1000", Resources: sandbox.Resources{MemoryBytes: 6 << 30, CPUs: 1.5, Pids: 100},
+		Helper: "/opt/helper"}
 	if s.Sandbox != SandboxDocker || s.Docker != want || s.Host != "w1" {
 		t.Errorf("flags: %q %+v %q", s.Sandbox, s.Docker, s.Host)
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/docker/docker/api/types/network"
@@ -41,6 +42,7 @@ func TestDockerEgressProxy(t *testing.T) {
 	// reaches by itself; the proxy maps the names to them.
 	backends := map[string]string{"allowed.test:443": serve("allowed"), "other.test:443": serve("other")}
 	var logs testkit.Buffer
+	var prestarted atomic.Pointer[Docker]
 	netName := fmt.Sprintf("supervisor-egress-test-%d", os.Getpid())
 	gw, err := egress.StartGateway(ctx, egress.GatewayOptions{
 		Client: base.Client(), Network: netName, Host: host,
@@ -53,6 +55,12 @@ func TestDockerEgressProxy(t *testing.T) {
 				}
 				return (&net.Dialer{}).DialContext(ctx, network, addr)
 			},
+		},
+		RunLabels: func(id string) map[string]string {
+			if p := prestarted.Load(); p != nil {
+				return p.RunLabels(id)
+			}
+			return nil
 		},
 	})
 	if err != nil {
@@ -108,5 +116,30 @@ func TestDockerEgressProxy(t *testing.T) {
 	spec.Network = []string{"allowed.test:443"}
 	if res := runDocker(t, d, spec); res.ExitCode != 1 {
 		t.Errorf("a container on the egress network connected out directly: %+v", res)
+	}
+
+	// A container started ahead of its job (PERF-63) joins the network
+	// too, and the proxy names its job from the sandbox, not its labels.
+	p, err := NewDocker(ctx, DockerOptions{Host: host, EgressNetwork: netName, EgressProxy: gw.URL,
+		Prestart: true, Helper: sandboxtest.Helper(t), Caches: CacheOptions{Dir: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prestarted.Store(p)
+	t.Cleanup(func() { p.Close() })
+	ws := newWorkspace(t)
+	spec = Spec{Argv: []string{"probe", "https-get", "https://allowed.test/first"}, Workspace: ws, Image: img,
+		Network: []string{"allowed.test:443"}, Labels: map[string]string{"job": "job-first"}}
+	if res := runDocker(t, p, spec); res.ExitCode != 0 || res.Prestarted {
+		t.Fatalf("first run: %+v stdout %q stderr %q", res, res.Stdout, res.Stderr)
+	}
+	spec.Argv = []string{"probe", "https-get", "https://other.test/"}
+	spec.Labels = map[string]string{"job": "job-prestarted"}
+	res = runPrestarted(t, p, spec)
+	if res.ExitCode != 1 || !strings.Contains(string(res.Stderr), "Forbidden") {
+		t.Fatalf("denied, prestarted: %+v stdout %q stderr %q", res, res.Stdout, res.Stderr)
+	}
+	if want := `msg="egress denied" host=other.test port=443 job=job-prestarted`; !strings.Contains(logs.String(), want) {
+		t.Errorf("proxy log lacks %q:\n%s", want, logs.String())
 	}
 }

@@ -105,21 +105,32 @@ type idleContainer struct {
 	caches   cacheRun // its throw-away cache layers
 }
 
-// newPrestarter checks the helper and returns the prestarter of d.
-func newPrestarter(d *Docker, helper string) (*prestarter, error) {
+// FindHelper returns the path of the helper prestarted containers run:
+// helper if set, else HelperName beside the running executable; an error
+// says why there is none there.
+func FindHelper(helper string) (string, error) {
 	if helper == "" {
 		exe, err := os.Executable()
 		if err != nil {
-			return nil, fmt.Errorf("sandbox: prestart: no helper given and no executable path: %w", err)
+			return "", fmt.Errorf("sandbox: prestart: no helper given and no executable path: %w", err)
 		}
 		helper = filepath.Join(filepath.Dir(exe), HelperName)
 	}
 	fi, err := os.Stat(helper)
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: prestart: helper: %w", err)
+		return "", fmt.Errorf("sandbox: prestart: helper: %w", err)
 	}
 	if !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
-		return nil, fmt.Errorf("sandbox: prestart: helper %s is not an executable file", helper)
+		return "", fmt.Errorf("sandbox: prestart: helper %s is not an executable file", helper)
+	}
+	return helper, nil
+}
+
+// newPrestarter checks the helper and returns the prestarter of d.
+func newPrestarter(d *Docker, helper string) (*prestarter, error) {
+	helper, err := FindHelper(helper)
+	if err != nil {
+		return nil, err
 	}
 	p := &prestarter{d: d, helper: helper, idle: map[string]*idleContainer{}, running: map[string]map[string]string{}}
 	switch {
