@@ -23,12 +23,14 @@ const execPoll = 250 * time.Millisecond
 
 // runIn runs spec's command with exec in the prestarted container ic, with
 // cfg's user, environment and working directory, supervises it as run
-// does a container, and removes the container. errStale means nothing was
-// started (the container had stopped) and ic is released.
+// does a container, and removes the container (in the background: Close
+// waits for it). errStale means nothing was started (the container had
+// stopped).
 func (p *prestarter) runIn(ctx context.Context, spec Spec, cfg *container.Config, ic *idleContainer) (Result, error) {
 	d := p.d
 	bg := context.WithoutCancel(ctx)
-	defer p.release(ic)
+	// The removal is not the command's: the result does not wait for it.
+	defer p.background(func() { p.release(ic) })
 	if err := copyFiles(spec, ic.files); err != nil {
 		return Result{}, err
 	}

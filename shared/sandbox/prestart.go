@@ -467,13 +467,28 @@ func (p *prestarter) create(spec Spec, cfg *container.Config, base *container.Ho
 // discard removes a prestarted container (once it is started, if it is
 // still being started) in the background.
 func (p *prestarter) discard(ic *idleContainer) {
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
+	p.background(func() {
 		<-ic.ready
 		if ic.err == nil {
 			p.release(ic)
 		}
+	})
+}
+
+// background runs f in a goroutine close waits for, or, once close has
+// begun, right away.
+func (p *prestarter) background(f func()) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		f()
+		return
+	}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.wg.Done()
+		f()
 	}()
 }
 
