@@ -387,6 +387,11 @@ func SelectSandbox(ctx context.Context, s Settings, dataDir, host string, log *s
 		}
 	}
 	d, err := sandbox.NewDocker(ctx, opts)
+	if err != nil && opts.Prestart {
+		log.Warn("sandbox: containers are not started ahead of their jobs", "err", err)
+		opts.Prestart = false
+		d, err = sandbox.NewDocker(ctx, opts)
+	}
 	if err != nil {
 		if gw != nil {
 			_ = gw.Close()

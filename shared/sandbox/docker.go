@@ -548,6 +548,13 @@ func pathWithin(p, dir string) bool {
 // longer than 64 KiB is passed on in pieces, an unterminated last line at
 // the end).
 //
+// With DockerOptions.Prestart, a run may instead take a container started
+// ahead of it for its workspace and run the command in it with exec (see
+// prestart.go): the same environment, mounts, network and limits, and the
+// same Result, except that a timeout's SIGTERM goes to every process of
+// the command's user rather than through the container's init, and that
+// the container does not carry spec.Labels (RunLabels gives them).
+//
 // Errors: ErrInvalidSpec (nothing created), ErrStart (the command is not
 // found or not executable in the image, as the engine or the container's
 // init reports it; the container is removed), ErrEngine (see there), or the

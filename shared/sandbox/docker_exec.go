@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,7 +33,7 @@ func (p *prestarter) runIn(ctx context.Context, spec Spec, cfg *container.Config
 	// The removal is not the command's: the result does not wait for it.
 	defer p.background(func() { p.release(ic) })
 	if err := copyFiles(spec, ic.files); err != nil {
-		return Result{}, err
+		return Result{}, fmt.Errorf("%w: %w", ErrEngine, err)
 	}
 	env := cfg.Env
 	for k, v := range cacheEnv(spec, func(c Cache) (string, bool) { return cacheTarget(c), true }) {
@@ -146,6 +147,21 @@ func (p *prestarter) runIn(ctx context.Context, spec Spec, cfg *container.Config
 		}
 	}()
 
+	// ended reports whether the command has ended, asking the engine
+	// now: the polling above learns it up to execPoll late.
+	ended := func() bool {
+		if exit.exited() {
+			return true
+		}
+		ictx, cancel := context.WithTimeout(bg, engineTimeout)
+		defer cancel()
+		info, err := d.cli.ContainerExecInspect(ictx, created.ID)
+		if err != nil || info.Running {
+			return false
+		}
+		<-exit.done // the polling sees it too
+		return true
+	}
 	grace, timeout, stopTimer := spec.limits()
 	defer stopTimer()
 	var res Result
@@ -153,24 +169,28 @@ func (p *prestarter) runIn(ctx context.Context, spec Spec, cfg *container.Config
 	select {
 	case <-exit.done:
 	case <-timeout:
-		res.TimedOut = !exit.exited()
-		killed = res.TimedOut
-		p.terminate(bg, ic.id, cfg.User, grace, exit)
+		if !ended() {
+			res.TimedOut, killed = true, true
+			p.terminate(bg, ic.id, cfg.User, grace, exit)
+		}
 	case <-ctx.Done():
-		killed = !exit.exited()
-		p.terminate(bg, ic.id, cfg.User, grace, exit)
+		if !ended() {
+			killed = true
+			p.terminate(bg, ic.id, cfg.User, grace, exit)
+		}
 	}
 	res.StartedAt, res.Duration = startedAt, time.Since(startedAt)
 
-	// What the command left running can hold its output open: the
-	// container goes once the command has ended.
+	// The command has ended: so does everything it left running, at once,
+	// as when a container's command ends (and its output then ends too).
+	// The run returns only once nothing of it runs any more.
 	select {
-	case <-copied:
-	case <-time.After(pipeDrainTimeout):
+	case <-copied: // as a rule the output has ended already
+	case <-time.After(100 * time.Millisecond):
 	}
-	kctx, kcancel := context.WithTimeout(bg, engineTimeout)
-	_ = d.cli.ContainerKill(kctx, ic.id, "SIGKILL")
-	kcancel()
+	if err := p.stop(bg, ic.id); err != nil {
+		d.remove(bg, ic.id)
+	}
 	select {
 	case <-copied:
 	case <-time.After(pipeDrainTimeout):
@@ -194,7 +214,7 @@ func (p *prestarter) runIn(ctx context.Context, spec Spec, cfg *container.Config
 	if !killed && (code == 126 || code == 127) && (len(res.Stdout) == 0 || len(res.Stderr) == 0) {
 		// The runtime's message is the exec's only output, on either
 		// stream depending on the engine's version.
-		if m := execFailed(append(res.Stdout, res.Stderr...)); m != "" {
+		if m := execFailed(append(res.Stdout, res.Stderr...), spec.Argv[0]); m != "" {
 			return Result{}, fmt.Errorf("%w: %s: %s", ErrStart, spec.Argv[0], m)
 		}
 	}
@@ -221,19 +241,20 @@ func (p *prestarter) runIn(ctx context.Context, spec Spec, cfg *container.Config
 	return res, nil
 }
 
-// execFailed returns why the runtime could not start an exec'd command,
-// from what it writes as the exec's only output ("" if that is not it).
-func execFailed(out []byte) string {
+// execFailed returns why the runtime could not start argv0 with exec, from
+// what it writes as the exec's only output ("" if that is not it).
+func execFailed(out []byte, argv0 string) string {
 	s := strings.TrimSpace(string(out))
 	const prefix = "OCI runtime exec failed: exec failed: "
-	if !strings.HasPrefix(s, prefix) || strings.Contains(s, "\n") {
+	if !strings.HasPrefix(s, prefix) || strings.Contains(s, "\n") || !strings.Contains(s, "exec: "+strconv.Quote(argv0)+":") {
 		return ""
 	}
 	return strings.TrimPrefix(s, prefix)
 }
 
-// terminate sends SIGTERM to every process of the container but its init
-// and the idle helper (the helper's signal mode, as the command's user)
+// terminate sends SIGTERM to every process of the command's user in the
+// container (the helper's signal mode, run with exec as that user: the
+// container's init and the idle helper run as root, out of its reach)
 // and, if the command has not ended after grace, SIGKILL to the whole
 // container; it returns once the command has ended or the engine stopped
 // answering.
@@ -242,7 +263,7 @@ func (p *prestarter) terminate(ctx context.Context, id, user string, grace time.
 		return
 	}
 	c, cancel := context.WithTimeout(ctx, engineTimeout)
-	sig, err := p.d.cli.ContainerExecCreate(c, id, container.ExecOptions{User: user, Cmd: []string{helperTarget, "signal", "TERM"}})
+	sig, err := p.d.cli.ContainerExecCreate(c, id, container.ExecOptions{User: user, Cmd: []string{helperTarget, "signal"}})
 	if err == nil {
 		err = p.d.cli.ContainerExecStart(c, sig.ID, container.ExecStartOptions{Detach: true})
 	}
@@ -262,5 +283,25 @@ func (p *prestarter) terminate(ctx context.Context, id, user string, grace time.
 	select {
 	case <-exit.done:
 	case <-time.After(engineTimeout):
+	}
+}
+
+// stop kills every process of container id and waits until it is no
+// longer running.
+func (p *prestarter) stop(ctx context.Context, id string) error {
+	c, cancel := context.WithTimeout(ctx, engineTimeout)
+	defer cancel()
+	if err := p.d.cli.ContainerKill(c, id, "SIGKILL"); err != nil && !cerrdefs.IsConflict(err) && !cerrdefs.IsNotFound(err) {
+		return err
+	}
+	waitC, errC := p.d.cli.ContainerWait(c, id, container.WaitConditionNotRunning)
+	select {
+	case <-waitC:
+		return nil
+	case err := <-errC:
+		if cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		return err
 	}
 }

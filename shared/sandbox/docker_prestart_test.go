@@ -99,19 +99,22 @@ func TestDockerPrestartFreshContainerPerJob(t *testing.T) {
 	host1, _ := envVar(first.Stdout, "HOSTNAME")
 
 	// The second job leaves a file in /tmp and in the workspace, and a
-	// process that holds its output open: the run still ends once the
-	// command has.
-	start := time.Now()
+	// process that holds its output open: the run ends once the command
+	// has, and nothing of it runs on once Run has returned.
 	res := runPrestarted(t, d, spec(nil, "write", "/tmp/left", filepath.Join(ContainerWorkspace, "kept")))
 	if res.ExitCode != 0 {
 		t.Fatalf("write: %+v", res)
 	}
+	waitPrestarted(t, d, ws)
+	d.pre.mu.Lock()
+	id := d.pre.idle[ws].id
+	d.pre.mu.Unlock()
 	res = runPrestarted(t, d, spec(nil, "spawn", "60s"))
 	if res.ExitCode != 0 || !strings.HasPrefix(string(res.Stdout), "spawned") {
 		t.Fatalf("spawn: %+v", res)
 	}
-	if el := time.Since(start); el > 20*time.Second {
-		t.Errorf("two short runs took %v: the background process held the run", el)
+	if info, err := d.Client().ContainerInspect(context.Background(), id); err == nil && info.State.Running {
+		t.Errorf("the container of the job that left a process behind still runs after Run returned")
 	}
 
 	res = runPrestarted(t, d, spec(map[string]string{"OTHER": "x"}, "env"))
@@ -189,6 +192,13 @@ func TestDockerPrestartCommand(t *testing.T) {
 		t.Errorf("the files directory is writable: %+v", res)
 	}
 
+	// The job's user cannot reach the container's init or the idle
+	// helper: killing all it can leaves the command alone.
+	res = runPrestarted(t, d, Spec{Argv: []string{"probe", "kill-all", "9"}, Workspace: ws, Image: img})
+	if res.ExitCode != 0 || !strings.HasSuffix(string(res.Stdout), "alive\n") {
+		t.Errorf("kill(-1, SIGKILL) as the job's user: %+v, stdout %q", res, res.Stdout)
+	}
+
 	waitPrestarted(t, d, ws)
 	_, err := runDockerErr(d, Spec{Argv: []string{"no-such-command"}, Workspace: ws, Image: img})
 	if !errors.Is(err, ErrStart) || !strings.Contains(err.Error(), "no-such-command") {
@@ -248,6 +258,31 @@ func TestDockerPrestartTimeoutAndCancel(t *testing.T) {
 	d.Close()
 	if n := len(listContainers(t, d, d.host)); n != 0 {
 		t.Errorf("%d container(s) left after Close", n)
+	}
+	// Nor files directories, throw-away layers or a run's scratch.
+	if left, err := os.ReadDir(filepath.Join(d.caches.dir, "runs")); err != nil || len(left) != 0 {
+		t.Errorf("left in the cache directory's runs after Close: %v, %v", left, err)
+	}
+}
+
+// TestExecFailed: only the runtime's own message about the command that
+// was to run, alone, is a failure to start.
+func TestExecFailed(t *testing.T) {
+	for _, tt := range []struct {
+		out, argv0, want string
+	}{
+		{"OCI runtime exec failed: exec failed: unable to start container process: exec: \"nope\": executable file not found in $PATH: unknown\r\n",
+			"nope", "unable to start container process: exec: \"nope\": executable file not found in $PATH: unknown"},
+		{"OCI runtime exec failed: exec failed: unable to start container process: exec: \"/etc\": permission denied: unknown\n",
+			"/etc", "unable to start container process: exec: \"/etc\": permission denied: unknown"},
+		// The message about another command: printed by this one.
+		{"OCI runtime exec failed: exec failed: unable to start container process: exec: \"other\": executable file not found in $PATH: unknown\n", "nope", ""},
+		{"some output\nOCI runtime exec failed: exec failed: exec: \"nope\": x\n", "nope", ""},
+		{"", "nope", ""},
+	} {
+		if got := execFailed([]byte(tt.out), tt.argv0); got != tt.want {
+			t.Errorf("execFailed(%q, %q) = %q, want %q", tt.out, tt.argv0, got, tt.want)
+		}
 	}
 }
 

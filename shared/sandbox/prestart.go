@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -34,18 +35,23 @@ import (
 // with the identity of the workspace directory and of its .git) runs its
 // command in it with exec, and the container is removed afterwards as
 // usual: every command still gets a container of its own, which nothing
-// ran in before it. Anything else (another workspace, another image, a
-// new trusted cache layer, a changed .git) runs in a new container, as
-// without the option, and the idle one is removed.
+// ran in before it. A run whose container would differ (another image or
+// image ID, other limits, a new trusted cache layer, a workspace directory
+// or .git replaced by another file) runs in a new container, as without
+// the option, and the workspace's idle one is removed. An idle container
+// that no run took within prestartIdle is removed.
 //
 // What exec changes, and how each is kept:
 //
 //   - The command is not the container's first process, so the engine's
 //     kill does not reach it. The helper (supervisor-sandbox-helper,
 //     mounted read-only) is run with exec as the command's user to send
-//     SIGTERM to every process of the container (kill(-1)); the idle
-//     helper ignores it. After the grace, the whole container gets
-//     SIGKILL.
+//     SIGTERM to every process of that user (kill(-1)); the container's
+//     init and the idle helper run as root (with no capabilities, as
+//     everything in the container), out of the command's reach. After the
+//     grace, the whole container gets SIGKILL. Once the command has
+//     ended, the container is killed before the run returns, so nothing it
+//     left behind runs on, as when a container's command ends.
 //   - The engine does not record an out-of-memory kill of an exec'd
 //     process in the container's state; its oom event, which it sends for
 //     the container's cgroup, is watched instead.
@@ -57,6 +63,8 @@ import (
 //     without one of the job's.
 //   - A container's labels cannot change once it exists, so the job's own
 //     (Spec.Labels) are not on it; RunLabels gives them while it runs.
+//   - The container is removed in the background after the run (Close
+//     waits for it); its processes are dead by then.
 
 // LabelPrestarted marks a container started ahead of its job ("1").
 const LabelPrestarted = "supervisor.prestarted"
@@ -67,6 +75,11 @@ const HelperName = "supervisor-sandbox-helper"
 
 // helperTarget is where a prestarted container sees the helper.
 const helperTarget = "/run/" + HelperName
+
+// idleUser runs a prestarted container's init and idle helper: root in
+// the container (with no capabilities, no-new-privileges, a read-only
+// root file system), so that the job's user cannot signal them.
+const idleUser = "0:0"
 
 const (
 	// prestartIdle is how long a prestarted container waits for its job
@@ -83,6 +96,10 @@ type prestarter struct {
 	d      *Docker
 	helper string // the helper binary, as the runner sees it
 	dir    string // where files directories are made ("" = os.TempDir())
+	// ctx ends with close: creates under way stop.
+	ctx    context.Context
+	cancel context.CancelFunc
+	warned sync.Once // a create failed (logged once as a warning)
 
 	mu      sync.Mutex
 	idle    map[string]*idleContainer // by workspace root
@@ -133,6 +150,7 @@ func newPrestarter(d *Docker, helper string) (*prestarter, error) {
 		return nil, err
 	}
 	p := &prestarter{d: d, helper: helper, idle: map[string]*idleContainer{}, running: map[string]map[string]string{}}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
 	switch {
 	case d.caches.dir != "":
 		// Under the cache directory, which a runner in a container has
@@ -214,10 +232,12 @@ func (p *prestarter) key(spec Spec, cfg *container.Config, host *container.HostC
 	k := prestartKey{Image: cfg.Image, ImageID: imageID, User: cfg.User, Network: cfg.Labels[LabelNetwork], Host: host}
 	root := filepath.Clean(spec.Workspace)
 	var err error
-	if k.Workspace, err = statID(root); err != nil {
+	// The root as the mount sees it (a symlink followed); .git as it is
+	// (the sandbox refuses a symlinked one).
+	if k.Workspace, err = statID(root, os.Stat); err != nil {
 		return "", err
 	}
-	if k.Git, err = statID(filepath.Join(root, ".git")); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if k.Git, err = statID(filepath.Join(root, ".git"), os.Lstat); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", err
 	}
 	for _, c := range spec.Caches {
@@ -237,9 +257,9 @@ func (p *prestarter) key(spec Spec, cfg *container.Config, host *container.HostC
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// statID returns the identity of the file at p (not following a symlink).
-func statID(p string) (fileID, error) {
-	fi, err := os.Lstat(p)
+// statID returns the identity of the file at p, as stat sees it.
+func statID(p string, stat func(string) (os.FileInfo, error)) (fileID, error) {
+	fi, err := stat(p)
 	if err != nil {
 		return fileID{}, err
 	}
@@ -389,13 +409,37 @@ func (p *prestarter) start(spec Spec, cfg *container.Config, base *container.Hos
 	for _, c := range drop {
 		p.discard(c)
 	}
+	// What create reads of the spec, copied: the caller may reuse its own.
+	own := Spec{Workspace: spec.Workspace, Caches: slices.Clone(spec.Caches), Timeout: spec.Timeout}
 	go func() {
 		defer p.wg.Done()
 		defer close(ic.ready)
-		ic.err = p.create(spec, cfg, base, imageID, ic)
+		ic.err = p.create(own, cfg, base, imageID, ic)
 		if ic.err != nil {
-			p.d.caches.log.Debug("sandbox: cannot start a container ahead of its job", "workspace", root, "err", ic.err)
+			log := p.d.caches.log
+			warned := false
+			p.warned.Do(func() {
+				warned = true
+				log.Warn("sandbox: cannot start a container ahead of its job (its commands start their own container; later failures are logged at debug level)",
+					"workspace", root, "err", ic.err)
+			})
+			if !warned {
+				log.Debug("sandbox: cannot start a container ahead of its job", "workspace", root, "err", ic.err)
+			}
+			return
 		}
+		// Removed if no run takes it in time.
+		time.AfterFunc(prestartIdle, func() {
+			p.mu.Lock()
+			stale := p.idle[root] == ic
+			if stale {
+				delete(p.idle, root)
+			}
+			p.mu.Unlock()
+			if stale {
+				p.discard(ic)
+			}
+		})
 	}()
 }
 
@@ -404,7 +448,7 @@ func (p *prestarter) start(spec Spec, cfg *container.Config, base *container.Hos
 // helper idle as its command, no environment of the job and no job labels.
 func (p *prestarter) create(spec Spec, cfg *container.Config, base *container.HostConfig, imageID string, ic *idleContainer) error {
 	d := p.d
-	ctx, cancel := context.WithTimeout(d.caches.stopCtx, startTimeout)
+	ctx, cancel := context.WithTimeout(p.ctx, startTimeout)
 	defer cancel()
 	files, err := os.MkdirTemp(p.dir, "files-")
 	if err != nil {
@@ -429,12 +473,14 @@ func (p *prestarter) create(spec Spec, cfg *container.Config, base *container.Ho
 	h.Mounts = append(h.Mounts,
 		mount.Mount{Type: mount.TypeBind, Source: d.HostPath(files), Target: ContainerFiles, ReadOnly: true},
 		mount.Mount{Type: mount.TypeBind, Source: d.HostPath(p.helper), Target: helperTarget, ReadOnly: true})
+	// The caches' throw-away layers belong to the job's user.
 	caches, err := d.addCaches(ctx, spec, c, h, nil, imageID)
 	if err != nil {
 		_ = os.RemoveAll(files)
 		return err
 	}
 	c.Env = nil // the cache variables are the exec's, with the rest
+	c.User = idleUser
 	cleanup := func() {
 		caches.cleanup()
 		_ = os.RemoveAll(files)
@@ -455,6 +501,12 @@ func (p *prestarter) create(spec Spec, cfg *container.Config, base *container.Ho
 		d.remove(bg, id)
 		cleanup()
 		return fmt.Errorf("started container %.12s is not running (%v)", id, err)
+	}
+	if info.Image != imageID {
+		// The tag moved since the key was taken.
+		d.remove(bg, id)
+		cleanup()
+		return fmt.Errorf("image %s is %s now, not %s", cfg.Image, info.Image, imageID)
 	}
 	ic.id, ic.files, ic.caches = id, files, caches
 	ic.env = "docker " + cfg.Image
@@ -502,6 +554,7 @@ func (p *prestarter) release(ic *idleContainer) {
 // close removes every prestarted container and waits for those being
 // started or removed.
 func (p *prestarter) close() {
+	p.cancel()
 	p.mu.Lock()
 	p.closed = true
 	idle := p.idle
@@ -532,7 +585,8 @@ func copyFiles(spec Spec, dir string) error {
 // RunLabels returns the labels (Spec.Labels, named as on a container) of
 // the run going on in container id if it was started ahead of its job, and
 // nil otherwise: such a container does not carry its job's labels. The
-// egress proxy uses it to name the job behind a connection.
+// egress proxy uses it to name the job behind a connection. The map is
+// the sandbox's: read it, never change it.
 func (d *Docker) RunLabels(id string) map[string]string {
 	p := d.pre
 	if p == nil {

@@ -144,6 +144,14 @@ func main() {
 			fail("spawn: %v", err)
 		}
 		fmt.Println("spawned", cmd.Process.Pid)
+	case "kill-all": // SIGNAL (a number): kill(-1, SIGNAL), then report that this process lives on
+		n, err := strconv.Atoi(arg(0))
+		if err != nil {
+			fail("kill-all: %v", err)
+		}
+		fmt.Println("kill(-1):", syscall.Kill(-1, syscall.Signal(n)))
+		time.Sleep(200 * time.Millisecond)
+		fmt.Println("alive")
 	case "procs": // the command lines of the other processes it can see, sorted
 		entries, err := os.ReadDir("/proc")
 		if err != nil {
