@@ -206,6 +206,9 @@ type Config struct {
 	SandboxRuns int
 	// GoGateRuns is how many times each go-gate variant is measured.
 	GoGateRuns int
+	// SandboxHelper is supervisor-sandbox-helper for the go-gate
+	// scenario's prestarted variant ("" = beside this executable).
+	SandboxHelper string
 
 	// CoordinatorNodes is the number of tasks of the coordinator
 	// scenario's burst; its chain has ChainNodes.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/supervisorhq/supervisor/shared/config"
 	"github.com/supervisorhq/supervisor/shared/jobrun"
+	"github.com/supervisorhq/supervisor/shared/sandbox"
 )
 
 // Exit codes of supervisor-bench.
@@ -196,6 +197,7 @@ kept in memory.
 				WorkerRunners: workers, BinDir: binDir, GateSandbox: v.GetString("gate-sandbox"),
 				SandboxImage: v.GetString("sandbox-image"), SandboxCommand: sandboxArgv(command),
 				SandboxRuns: v.GetInt("sandbox-runs"), GoGateRuns: v.GetInt("go-gate-runs"), FeedbackTasks: v.GetInt("feedback-tasks"),
+				SandboxHelper:    v.GetString("sandbox-helper"),
 				CoordinatorNodes: v.GetInt("coordinator-nodes"),
 			}
 			if cfg.ReplayEvents, err = cmd.Flags().GetIntSlice("replay-events"); err != nil {
@@ -262,6 +264,7 @@ kept in memory.
 	fs.StringArray("sandbox-command", DefaultSandboxCommand,
 		"argv every sandbox variant runs, no shell: one value is split at white space, or repeat the flag once per argument")
 	fs.Int("sandbox-runs", DefaultSandboxRuns, "runs of each sandbox variant, after 2 warm-up rounds")
+	fs.String("sandbox-helper", "", "path of "+sandbox.HelperName+" for the go-gate scenario's prestarted variant (default: beside this executable)")
 	fs.Int("go-gate-runs", DefaultGoGateRuns, "runs of each go-gate variant (`go vet ./...` with warm caches), after one unmeasured round")
 	fs.Int("feedback-tasks", DefaultFeedbackTasks, "tasks of the feedback scenario's workflow (at most 500)")
 	fs.IntSlice("replay-events", DefaultReplayEvents, "sizes in events of the replay scenario's logs of history (e.g. 1000,10000,100000)")

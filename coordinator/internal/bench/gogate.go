@@ -35,6 +35,10 @@ const (
 	// its trusted layers: what serving the directories the image names in
 	// its sandbox.LabelImageTrees from a copy on the host changes.
 	VariantGoDockerLayers = "docker-layers"
+	// VariantGoDockerPrestarted is VariantGoDocker with its containers
+	// started ahead of their gate (sandbox.DockerOptions.Prestart, a gate
+	// runner's default): the gate runs with exec in a running container.
+	VariantGoDockerPrestarted = "docker-prestarted"
 )
 
 // Defaults of the go-gate scenario.
@@ -83,6 +87,10 @@ type GoGateReport struct {
 	// DockerOverLayers is the Docker variant's p50 over the same sandbox's
 	// reading the image from its layers alone.
 	DockerOverLayers float64 `json:"docker_over_layers"`
+	// PrestartedOverProcess is the prestarted Docker variant's p50 over
+	// the process variant's: figure 4 per gate as a gate runner runs it
+	// by default.
+	PrestartedOverProcess float64 `json:"prestarted_over_process"`
 }
 
 // GoGateVariant is one sandbox's figures.
@@ -141,7 +149,11 @@ func (r *runner) runGoGate(ctx context.Context, eng *sandboxEngine) (*GoGateRepo
 	if err := makeGoWorkspace(ctx, ws); err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
-	variants, closeAll, err := goGateVariants(ctx, filepath.Join(base, "data"))
+	helper, err := sandbox.FindHelper(r.cfg.SandboxHelper)
+	if err != nil {
+		return nil, fmt.Errorf("the %s variant needs %s (make build puts it beside the coordinator): %w", VariantGoDockerPrestarted, sandbox.HelperName, err)
+	}
+	variants, closeAll, err := goGateVariants(ctx, filepath.Join(base, "data"), helper)
 	if err != nil {
 		return nil, err
 	}
@@ -190,14 +202,16 @@ func (r *runner) runGoGate(ctx context.Context, eng *sandboxEngine) (*GoGateRepo
 	rep.Variants = results
 	rep.DockerOverProcess = ratioTo(results[1].P50Micros, results[0].P50Micros)
 	rep.DockerOverLayers = ratioTo(results[1].P50Micros, results[2].P50Micros)
+	rep.PrestartedOverProcess = ratioTo(results[3].P50Micros, results[0].P50Micros)
 	return rep, nil
 }
 
 // goGateVariants builds the sandboxes as a gate runner builds them
 // (jobrun.SelectSandbox), each with Go's caches and the scenario's
-// warm-up; the two Docker ones share their data directory, so the second
-// finds the trusted layers the first's warm-up filled.
-func goGateVariants(ctx context.Context, dataDir string) ([]goGateVariant, func(), error) {
+// warm-up; the Docker ones share their data directory, so the later ones
+// find the trusted layers the first's warm-up filled. helper is the
+// prestarted variant's.
+func goGateVariants(ctx context.Context, dataDir, helper string) ([]goGateVariant, func(), error) {
 	caches := sandbox.CacheOptions{Warmup: goGateWarmup, WarmCaches: gaterunner.GoCaches, WarmEnv: goGateEnv}
 	docker := jobrun.Settings{Sandbox: jobrun.SandboxDocker, Caches: caches,
 		Docker: jobrun.DockerSettings{Image: GoGateImage, Resources: gaterunner.DefaultResources}}
@@ -220,6 +234,20 @@ func goGateVariants(ctx context.Context, dataDir string) ([]goGateVariant, func(
 		closeAll()
 		return nil, nil, fmt.Errorf("docker sandbox: got the %s sandbox", layers.Sandbox.Name())
 	}
+	docker.Docker.ImageLayersOnly = false
+	docker.Docker.Prestart, docker.Docker.Helper = true, helper
+	pre, err := jobrun.SelectSandbox(ctx, docker, filepath.Join(dataDir, "docker"), sandboxHost(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		closeAll()
+		return nil, nil, fmt.Errorf("docker sandbox: %w", err)
+	}
+	closeThree := closeAll
+	closeAll = func() { closeThree(); pre.Close() }
+	dp, ok := pre.Sandbox.(*sandbox.Docker)
+	if !ok {
+		closeAll()
+		return nil, nil, fmt.Errorf("docker sandbox: got the %s sandbox", pre.Sandbox.Name())
+	}
 	p, ok := proc.(*sandbox.Process)
 	if !ok {
 		closeAll()
@@ -241,6 +269,8 @@ func goGateVariants(ctx context.Context, dataDir string) ([]goGateVariant, func(
 				"the directories the image names in its " + sandbox.LabelImageTrees + " label served from a read-only copy on the host"},
 		{name: VariantGoDockerLayers, sb: dl, warm: func(ctx context.Context) error { return dl.WarmCaches(ctx, GoGateImage) },
 			description: "the same, with the image read from its layers alone (--sandbox-image-layers-only)"},
+		{name: VariantGoDockerPrestarted, sb: dp, warm: func(ctx context.Context) error { return dp.WarmCaches(ctx, GoGateImage) },
+			description: "the same as " + VariantGoDocker + ", with each gate's container started ahead of it and the gate run in it with exec (--sandbox-prestart, a gate runner's default)"},
 	}, closeAll, nil
 }
 

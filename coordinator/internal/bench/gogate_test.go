@@ -32,7 +32,7 @@ func TestGoGateScenario(t *testing.T) {
 	defer cancel()
 	var progress bytes.Buffer
 	rep, err := bench.Run(ctx, bench.Config{Concurrency: 1, Scenarios: []string{bench.ScenarioGoGate}, GoGateRuns: 1,
-		WorkDir: t.TempDir(), Progress: &progress})
+		WorkDir: t.TempDir(), Progress: &progress, SandboxHelper: sandboxtest.Helper(t)})
 	if err != nil {
 		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
 	}
@@ -44,7 +44,7 @@ func TestGoGateScenario(t *testing.T) {
 		strings.Join(g.Command, " ") != "go vet ./..." || len(g.Warmup) == 0 {
 		t.Errorf("header: image %q (%q), %d runs, command %q, warm-up %q", g.Image, g.ImageID, g.Runs, g.Command, g.Warmup)
 	}
-	want := []string{bench.VariantGoProcess, bench.VariantGoDocker, bench.VariantGoDockerLayers}
+	want := []string{bench.VariantGoProcess, bench.VariantGoDocker, bench.VariantGoDockerLayers, bench.VariantGoDockerPrestarted}
 	if len(g.Variants) != len(want) {
 		t.Fatalf("variants %+v, want %v", g.Variants, want)
 	}
@@ -65,6 +65,9 @@ func TestGoGateScenario(t *testing.T) {
 	}
 	if !near(g.DockerOverLayers, g.Variants[1].P50Micros/g.Variants[2].P50Micros) {
 		t.Errorf("docker over layers %v; want %v", g.DockerOverLayers, g.Variants[1].P50Micros/g.Variants[2].P50Micros)
+	}
+	if !near(g.PrestartedOverProcess, g.Variants[3].P50Micros/g.Variants[0].P50Micros) {
+		t.Errorf("prestarted over process %v; want %v", g.PrestartedOverProcess, g.Variants[3].P50Micros/g.Variants[0].P50Micros)
 	}
 
 	var table bytes.Buffer
