@@ -82,8 +82,8 @@ func TestGoGateScenario(t *testing.T) {
 		t.Fatal(err)
 	}
 	var back bench.Report
-	if err := json.Unmarshal(js, &back); err != nil || back.GoGate == nil || len(back.GoGate.Variants) != 3 ||
-		back.GoGate.DockerOverProcess != g.DockerOverProcess {
+	if err := json.Unmarshal(js, &back); err != nil || back.GoGate == nil || len(back.GoGate.Variants) != len(want) ||
+		back.GoGate.DockerOverProcess != g.DockerOverProcess || back.GoGate.PrestartedOverProcess != g.PrestartedOverProcess {
 		t.Errorf("JSON round trip lost the go-gate figures (%v):\n%s", err, js)
 	}
 }
