@@ -50,8 +50,10 @@ import (
 //     init and the idle helper run as root (with no capabilities, as
 //     everything in the container), out of the command's reach. After the
 //     grace, the whole container gets SIGKILL. Once the command has
-//     ended, the container is killed before the run returns, so nothing it
-//     left behind runs on, as when a container's command ends.
+//     ended, the helper's kill mode, run with exec as the command's user,
+//     kills every process of that user and waits until none is left (the
+//     container's stop if that fails) before the run returns, so nothing
+//     the command left behind runs on, as when a container's command ends.
 //   - The engine does not record an out-of-memory kill of an exec'd
 //     process in the container's state; its oom event, which it sends for
 //     the container's cgroup, is watched instead.
