@@ -28,7 +28,6 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/strslice"
 	"github.com/docker/docker/client"
-	"github.com/docker/docker/pkg/stdcopy"
 )
 
 // Deployment notes for the Docker sandbox.
@@ -936,15 +935,7 @@ func (d *Docker) run(ctx context.Context, spec Spec, cfg *container.Config, host
 		}
 	}()
 
-	stdout, stderr := NewTailBuffer(spec.OutputLimit), NewTailBuffer(spec.OutputLimit)
-	var sinkMu sync.Mutex
-	outW := &lineWriter{tail: stdout, sink: spec.Stdout, mu: &sinkMu}
-	errW := &lineWriter{tail: stderr, sink: spec.Stderr, mu: &sinkMu}
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
-		_, _ = stdcopy.StdCopy(outW, errW, hj.Reader)
-	}()
+	out := readStreams(spec, hj.Reader)
 
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("sandbox: not started: %w", err)
@@ -986,18 +977,8 @@ func (d *Docker) run(ctx context.Context, spec Spec, cfg *container.Config, host
 	res.Duration = time.Since(startedAt)
 	res.StartedAt = startedAt
 
-	// The attach stream ends when the container does; do not wait for it
-	// forever if the engine keeps it open.
-	select {
-	case <-copied:
-	case <-time.After(pipeDrainTimeout):
-	}
-	hj.Close()
-	<-copied
-	outW.flush()
-	errW.flush()
-	res.Stdout, res.StdoutTruncated = stdout.Bytes(), stdout.Truncated()
-	res.Stderr, res.StderrTruncated = stderr.Bytes(), stderr.Truncated()
+	// The attach stream ends when the container does.
+	out.finish(hj.Close, &res)
 
 	res.ExitCode = -1
 	if !exit.exited() {
@@ -1042,15 +1023,7 @@ func (d *Docker) run(ctx context.Context, spec Spec, cfg *container.Config, host
 			return Result{}, fmt.Errorf("%w: %s: %s", ErrStart, spec.Argv[0], m[2])
 		}
 	}
-	sigKill := 128 + int(syscall.SIGKILL)
-	switch {
-	case killed || (res.OOMKilled && code == sigKill):
-		if code > 128 && code < 128+65 {
-			res.Signal = signalName(syscall.Signal(code - 128))
-		}
-	default:
-		res.ExitCode = code
-	}
+	res.setEnd(code, killed)
 	return res, nil
 }
 

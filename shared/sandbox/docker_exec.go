@@ -100,15 +100,8 @@ func (p *prestarter) runIn(ctx context.Context, spec Spec, cfg *container.Config
 		return Result{}, fmt.Errorf("%w: start exec in container %.12s: %w", ErrEngine, ic.id, err)
 	}
 	defer hj.Close()
-	stdout, stderr := NewTailBuffer(spec.OutputLimit), NewTailBuffer(spec.OutputLimit)
-	var sinkMu sync.Mutex
-	outW := &lineWriter{tail: stdout, sink: spec.Stdout, mu: &sinkMu}
-	errW := &lineWriter{tail: stderr, sink: spec.Stderr, mu: &sinkMu}
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
-		_, _ = stdcopy.StdCopy(outW, errW, hj.Reader)
-	}()
+	out := readStreams(spec, hj.Reader)
+	copied := out.copied
 	if stdin {
 		go func() {
 			_, _ = io.Copy(hj.Conn, spec.Stdin)
@@ -199,16 +192,7 @@ func (p *prestarter) runIn(ctx context.Context, spec Spec, cfg *container.Config
 			d.remove(bg, ic.id)
 		}
 	}
-	select {
-	case <-copied:
-	case <-time.After(pipeDrainTimeout):
-	}
-	hj.Close()
-	<-copied
-	outW.flush()
-	errW.flush()
-	res.Stdout, res.StdoutTruncated = stdout.Bytes(), stdout.Truncated()
-	res.Stderr, res.StderrTruncated = stderr.Bytes(), stderr.Truncated()
+	out.finish(hj.Close, &res)
 	res.Environment, res.Prestarted = ic.env, true
 
 	res.ExitCode = -1
@@ -226,7 +210,6 @@ func (p *prestarter) runIn(ctx context.Context, spec Spec, cfg *container.Config
 			return Result{}, fmt.Errorf("%w: %s: %s", ErrStart, spec.Argv[0], m)
 		}
 	}
-	sigKill := 128 + int(syscall.SIGKILL)
 	isOOM := func() bool {
 		oomMu.Lock()
 		defer oomMu.Unlock()
@@ -234,18 +217,11 @@ func (p *prestarter) runIn(ctx context.Context, spec Spec, cfg *container.Config
 	}
 	res.OOMKilled = isOOM()
 	// The event can come after the exit, as in run.
-	for i := 0; !killed && !res.OOMKilled && code == sigKill && i < oomSettleTries; i++ {
+	for i := 0; !killed && !res.OOMKilled && code == 128+int(syscall.SIGKILL) && i < oomSettleTries; i++ {
 		time.Sleep(oomSettleInterval)
 		res.OOMKilled = isOOM()
 	}
-	switch {
-	case killed || (res.OOMKilled && code == sigKill):
-		if code > 128 && code < 128+65 {
-			res.Signal = signalName(syscall.Signal(code - 128))
-		}
-	default:
-		res.ExitCode = code
-	}
+	res.setEnd(code, killed)
 	return res, nil
 }
 
