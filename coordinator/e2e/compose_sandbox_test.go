@@ -195,22 +195,40 @@ func TestComposeDockerSandbox(t *testing.T) {
 	// (supervisor.warmup=1), started in the background when it starts,
 	// may still be running, and so may the copy of its gate image's
 	// directories that comes first (supervisor.image-copy=1): neither is a
-	// gate's.
+	// gate's. What each runner has instead is the container of its
+	// workspace's next job, started ahead of it (supervisor.prestarted=1,
+	// running, PERF-63): the runners ship the helper that needs.
 	for _, h := range []string{runner, worker} {
-		out, err := exec.Command("docker", "ps", "-a", "--filter", "label=supervisor.host="+h,
-			"--format", `{{.ID}} {{.Label "supervisor.warmup"}}{{.Label "supervisor.image-copy"}}`).CombinedOutput()
-		if err != nil {
-			t.Errorf("docker ps for runner %s: %v: %s", h, err, out)
-			continue
-		}
 		var left []string
-		for line := range strings.Lines(string(out)) {
-			if id, warmup, _ := strings.Cut(strings.TrimSpace(line), " "); id != "" && warmup != "1" {
-				left = append(left, id)
+		prestarted := 0
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+			out, err := exec.Command("docker", "ps", "-a", "--filter", "label=supervisor.host="+h,
+				"--format", `{{.ID}}|{{.Label "supervisor.warmup"}}{{.Label "supervisor.image-copy"}}|{{.Label "supervisor.prestarted"}}|{{.State}}`).CombinedOutput()
+			if err != nil {
+				t.Errorf("docker ps for runner %s: %v: %s", h, err, out)
+				break
+			}
+			left, prestarted = nil, 0
+			for line := range strings.Lines(string(out)) {
+				f := strings.Split(strings.TrimSpace(line), "|")
+				switch {
+				case len(f) != 4 || f[0] == "":
+				case f[1] != "": // the warm-up or the image copy
+				case f[2] == "1" && f[3] == "running":
+					prestarted++
+				default:
+					left = append(left, f[0])
+				}
+			}
+			if (prestarted > 0 && len(left) == 0) || time.Now().After(deadline) {
+				break
 			}
 		}
 		if len(left) > 0 {
 			t.Errorf("containers of runner %s left behind: %q", h, left)
+		}
+		if prestarted == 0 {
+			t.Errorf("runner %s has no container started ahead of its next job", h)
 		}
 	}
 	// The runner's workspaces were in its directory on this host.
