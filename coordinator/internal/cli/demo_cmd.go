@@ -162,7 +162,12 @@ func (e *env) demo(ctx context.Context, cmd *cobra.Command) error {
 	return nil
 }
 
-// writeSampleRepo creates the demo's Go repository with one commit.
+// sampleCommitDate is the author and committer date of the sample
+// repository's commit.
+const sampleCommitDate = "2026-01-01T00:00:00Z"
+
+// writeSampleRepo creates the demo's Go repository with one commit, the
+// same commit every time.
 func writeSampleRepo(ctx context.Context, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -191,6 +196,10 @@ func writeSampleRepo(ctx context.Context, dir string) error {
 	} {
 		cmd := exec.CommandContext(ctx, "git", args...)
 		cmd.Dir = dir
+		// A fixed date makes the commit, so the repository's id, the same
+		// in every demo: a fleet sees repeated demos as repeated workflows
+		// on one project, with its mirror and workspace slots already there.
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_DATE="+sampleCommitDate, "GIT_COMMITTER_DATE="+sampleCommitDate)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, out)
 		}
