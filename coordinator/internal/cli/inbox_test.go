@@ -212,6 +212,12 @@ tasks:
 	})
 	wantCode(t, run("status"), 0, "2 agent rounds failed within an hour, more than the 1 allowed", "coordinator resume")
 	wantCode(t, run("status", id), ExitRunning, "fleet     paused: 2 agent rounds failed within an hour")
+	// A workflow submitted while paused waits; its watch shows why.
+	later := filepath.Join(t.TempDir(), "later.yaml")
+	testkit.WriteFile(t, later, "name: later\ndefaults:\n  agent: {command: [\"true\"]}\n  allow_empty: true\ntasks:\n  - {id: l, prompt: l, gates: []}\n")
+	r = run("submit", later, "--repo", repo)
+	wantCode(t, r, 0)
+	laterID := strings.Fields(r.stdout)[0]
 	// No new round starts while paused: past the retry delay, every node
 	// is still at the attempt it had when the pause began (its second, if
 	// its first failed more than the 1 s delay before the other's did) and
@@ -235,6 +241,25 @@ tasks:
 	wantCode(t, r, 0, "the fleet runs again (resumed by ada; ")
 	if !regexp.MustCompile(`; [2-9] failed rounds in the last hour before\)`).MatchString(r.stdout) {
 		t.Errorf("resume did not report the failed rounds before it:\n%s", r.stdout)
+	}
+	// watch prints the pause in force when the workflow began, before its
+	// first event, and the resume when it comes (S-4.6).
+	w := run("watch", laterID)
+	wantCode(t, w, 0)
+	lines := strings.Split(w.stdout, "\n")
+	at := func(want string) int {
+		for i, l := range lines {
+			if strings.Contains(l, want) {
+				return i
+			}
+		}
+		t.Errorf("watch %s printed no line with %q:\n%s", laterID, want, w.stdout)
+		return -1
+	}
+	pause := at("fleet                        paused: 2 agent rounds failed within an hour, more than the 1 allowed; no new agent round starts anywhere until `coordinator resume`")
+	submitted, resumed, ready := at("submitted: later"), at("fleet                        resumed by ada"), at("node l                       ready")
+	if !(pause < submitted && submitted < resumed && resumed < ready) {
+		t.Errorf("watch %s: want the pause, the submission, the resume and the node's start in that order:\n%s", laterID, w.stdout)
 	}
 	testkit.WaitFor(t, 30*time.Second, 100*time.Millisecond, "the retries to run", func() bool {
 		var s api.WorkflowSummary

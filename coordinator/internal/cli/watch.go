@@ -74,7 +74,8 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 		return apiErr(err)
 	}
 	cons, err := b.JS.OrderedConsumer(ctx, protocol.StreamEvents, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{protocol.EventSubject(wf)},
+		// The fleet's log too: a pause holds every workflow's next round.
+		FilterSubjects: []string{protocol.EventSubject(wf), protocol.EventSubject(eventlog.FleetLogID)},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
@@ -115,6 +116,9 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 	// of its latest merge since then; awaitMerge is set once a succeeded
 	// workflow with auto_merge has finished and its merge has no outcome
 	// yet: watch goes on until it has.
+	// fleet follows the fleet's log: its events before the workflow's
+	// first are history, of which only a pause still in force is shown.
+	fleet := fleetLines{}
 	var (
 		fin        *eventlog.WorkflowFinished
 		merged     *eventlog.Event
@@ -155,7 +159,13 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 		}
 		ev := queued[0]
 		queued = queued[1:]
-		printEvent(e.out, ev)
+		ofFleet := ev.WorkflowID == eventlog.FleetLogID
+		if ofFleet {
+			fleet.event(e.out, ev)
+		} else {
+			fleet.workflowEvent(e.out)
+			printEvent(e.out, ev)
+		}
 		changed()
 		if awaitMerge {
 			if done, err := mergeOutcome(ev, sum.Branch); done {
@@ -163,18 +173,20 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 			}
 			continue
 		}
-		switch b := ev.Body.(type) {
-		case eventlog.NodeEscalated, eventlog.NodeAwaitingApproval:
-			escalated[ev.NodeID] = true
-		case eventlog.NodeApproved, eventlog.NodeRejected, eventlog.NodeRetryGranted, eventlog.NodeReopened:
-			delete(escalated, ev.NodeID)
-		case eventlog.WorkflowFinished:
-			fin, merged = &b, nil
-		case eventlog.WorkflowMerged, eventlog.WorkflowMergeFailed:
-			merged = &ev
-		}
-		if ev.NodeID != "" {
-			fin, merged = nil, nil // the workflow runs again
+		if !ofFleet {
+			switch b := ev.Body.(type) {
+			case eventlog.NodeEscalated, eventlog.NodeAwaitingApproval:
+				escalated[ev.NodeID] = true
+			case eventlog.NodeApproved, eventlog.NodeRejected, eventlog.NodeRetryGranted, eventlog.NodeReopened:
+				delete(escalated, ev.NodeID)
+			case eventlog.WorkflowFinished:
+				fin, merged = &b, nil
+			case eventlog.WorkflowMerged, eventlog.WorkflowMergeFailed:
+				merged = &ev
+			}
+			if ev.NodeID != "" {
+				fin, merged = nil, nil // the workflow runs again
+			}
 		}
 		ended(fin != nil)
 		recheck = false
@@ -337,12 +349,48 @@ func feedbackFixes(doc json.RawMessage) string {
 	return b.String()
 }
 
+// fleetLines shows the fleet's pauses and resumes among a workflow's
+// events: those from the workflow's first event on as they come, and of
+// the earlier ones only a pause still in force, once, before the
+// workflow's first event.
+type fleetLines struct {
+	started bool            // a workflow event has been shown
+	paused  *eventlog.Event // the pause in force before that, if any
+}
+
+// event takes an event of the fleet's log.
+func (f *fleetLines) event(w io.Writer, ev eventlog.Event) {
+	if f.started {
+		printEvent(w, ev)
+		return
+	}
+	if _, ok := ev.Body.(eventlog.FleetPaused); ok {
+		f.paused = &ev
+	} else {
+		f.paused = nil
+	}
+}
+
+// workflowEvent is called before each of the workflow's events is shown.
+func (f *fleetLines) workflowEvent(w io.Writer) {
+	if f.started {
+		return
+	}
+	f.started = true
+	if f.paused != nil {
+		printEvent(w, *f.paused)
+	}
+}
+
 // printEvent writes one human line for an event.
 func printEvent(w io.Writer, ev eventlog.Event) {
 	ts := ev.Time.Local().Format("15:04:05")
 	subject := "workflow " + ev.WorkflowID
-	if ev.NodeID != "" {
+	switch {
+	case ev.NodeID != "":
 		subject = "node " + ev.NodeID
+	case ev.WorkflowID == eventlog.FleetLogID:
+		subject = "fleet"
 	}
 	withReason := func(what, reason string) string {
 		if reason != "" {
@@ -430,6 +478,10 @@ func printEvent(w io.Writer, ev eventlog.Event) {
 		what = withReason("rejected by "+b.By, b.Reason)
 	case eventlog.NodeRetryGranted:
 		what = withReason(fmt.Sprintf("%d more attempts granted by %s", b.Attempts, b.By), b.Note)
+	case eventlog.FleetPaused:
+		what = "paused: " + b.Reason + "; no new agent round starts anywhere until `coordinator resume`"
+	case eventlog.FleetResumed:
+		what = "resumed by " + b.By
 	case eventlog.WorkflowMergeRequested, eventlog.WorkflowMerged, eventlog.WorkflowMergeFailed:
 		what = mergeEventLine(ev)
 	case eventlog.NodeIntegrationQueued, eventlog.IntegrationDispatched, eventlog.IntegrationFinished:

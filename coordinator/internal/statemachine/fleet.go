@@ -14,9 +14,8 @@ import (
 	"github.com/supervisorhq/supervisor/shared/protocol/eventlog"
 )
 
-// FleetID is the workflow id of the fleet's own events: no workflow id
-// takes this form (they start with "wf-").
-const FleetID = "fleet"
+// FleetID is the workflow id of the fleet's own events.
+const FleetID = eventlog.FleetLogID
 
 // DefaultMaxFailuresPerHour is how many failed agent rounds the fleet
 // takes within an hour before it pauses.

@@ -379,8 +379,13 @@ type IntegrationFinished struct {
 	Reason      string               `json:"reason,omitempty"`
 }
 
+// FleetLogID is the workflow id of the fleet's own log, whose events
+// (FleetPaused, FleetResumed) concern every workflow. No workflow id takes
+// this form (they start with "wf-").
+const FleetLogID = "fleet"
+
 // FleetPaused stops new agent rounds fleet-wide: too many failed within an
-// hour. It is an event of the fleet's log (workflow id "fleet").
+// hour. It is an event of the fleet's log (FleetLogID).
 type FleetPaused struct {
 	Reason   string `json:"reason"`
 	Failures int    `json:"failures"`
