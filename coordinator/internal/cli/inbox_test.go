@@ -258,7 +258,7 @@ tasks:
 	}
 	pause := at("fleet                        paused: 2 agent rounds failed within an hour, more than the 1 allowed; no new agent round starts anywhere until `coordinator resume`")
 	submitted, resumed, ready := at("submitted: later"), at("fleet                        resumed by ada"), at("node l                       ready")
-	if !(pause < submitted && submitted < resumed && resumed < ready) {
+	if pause >= submitted || submitted >= resumed || resumed >= ready {
 		t.Errorf("watch %s: want the pause, the submission, the resume and the node's start in that order:\n%s", laterID, w.stdout)
 	}
 	testkit.WaitFor(t, 30*time.Second, 100*time.Millisecond, "the retries to run", func() bool {
