@@ -161,7 +161,7 @@ func Setup(ctx context.Context, s Settings, name string) (Deps, func(), error) {
 		// coordinator does, right after the streams.
 		store, err = attachState(ctx, s.RedisURL, b, log, s.Redis...)
 	} else {
-		store, err = backends.Open(ctx, s.RedisURL, b.JS, s.Bus.Replicas, s.Redis...)
+		store, err = backends.Open(ctx, s.RedisURL, b.JS, s.Bus.Replicas, log, s.Redis...)
 	}
 	if err != nil {
 		b.Close()
@@ -188,7 +188,9 @@ func attachState(ctx context.Context, redisURL string, b *bus.Bus, log *slog.Log
 		if d := bus.Denied(b.NC); d != nil {
 			return nil, fmt.Errorf("state store: %w", d)
 		}
-		if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		// Not there yet, or JetStream cannot answer yet (a cluster
+		// forming or electing a leader): both pass.
+		if !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, state.ErrUnavailable) {
 			return nil, err
 		}
 		delay = bus.DefaultBackoff.Next(delay)

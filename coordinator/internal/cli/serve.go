@@ -59,7 +59,7 @@ stand by. On restart it rebuilds its state from the event log and carries on.`,
 				return connectErr(err)
 			}
 			defer b.Close()
-			store, err := backends.Open(ctx, e.v.GetString("redis-url"), b.JS, e.v.GetInt("replicas"), jobrun.RedisOptions(e.v)...)
+			store, err := backends.Open(ctx, e.v.GetString("redis-url"), b.JS, e.v.GetInt("replicas"), e.log, jobrun.RedisOptions(e.v)...)
 			if err != nil {
 				return &ExitError{Code: ExitUnavailable, Err: err}
 			}

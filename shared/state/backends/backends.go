@@ -4,10 +4,14 @@ package backends
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/state/kvstate"
 	"github.com/supervisorhq/supervisor/shared/state/redisstate"
@@ -19,18 +23,50 @@ import (
 // keep increasing if Redis loses its data. With Redis and a nil js the
 // tokens restart at 1 after such a loss. opts are the Redis connection's
 // TLS and password settings (redisstate.WithTLS, WithPasswordFile).
-func Open(ctx context.Context, redisURL string, js jetstream.JetStream, replicas int, opts ...redisstate.Option) (state.Store, error) {
+// While JetStream cannot answer yet (a cluster forming or electing a
+// leader: state.ErrUnavailable), creating the bucket is retried with
+// back-off, and said so on log, until ctx ends.
+func Open(ctx context.Context, redisURL string, js jetstream.JetStream, replicas int, log *slog.Logger, opts ...redisstate.Option) (state.Store, error) {
 	if redisURL != "" {
 		if js == nil {
 			return redisstate.Open(ctx, redisURL, opts...)
 		}
-		kv, err := kvstate.New(ctx, js, kvstate.WithReplicas(max(replicas, 1)))
+		kv, err := newBucket(ctx, js, replicas, log)
 		if err != nil {
 			return nil, fmt.Errorf("state: the bucket of fencing epochs: %w", err)
 		}
 		return redisstate.Open(ctx, redisURL, append(append([]redisstate.Option(nil), opts...), redisstate.WithEpochs(kv))...)
 	}
-	return kvstate.New(ctx, js, kvstate.WithReplicas(max(replicas, 1)))
+	return newBucket(ctx, js, replicas, log)
+}
+
+// bucketAttempt bounds one attempt at creating the state bucket: a
+// cluster without a quorum may not answer at all.
+const bucketAttempt = 10 * time.Second
+
+// newBucket creates (or binds) the state bucket, retrying while JetStream
+// is unavailable.
+func newBucket(ctx context.Context, js jetstream.JetStream, replicas int, log *slog.Logger) (*kvstate.Store, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	delay := time.Duration(0)
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, bucketAttempt)
+		kv, err := kvstate.New(actx, js, kvstate.WithReplicas(max(replicas, 1)))
+		timedOut := actx.Err() != nil
+		cancel()
+		if err == nil || ctx.Err() != nil || (!timedOut && !errors.Is(err, state.ErrUnavailable)) {
+			return kv, err
+		}
+		delay = bus.DefaultBackoff.Next(delay)
+		log.Warn("state: JetStream cannot create the state bucket yet; retrying", "attempt", attempt, "retry_in", delay, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(delay):
+		}
+	}
 }
 
 // Attach is Open for a client that may not create buckets (a worker or

@@ -113,7 +113,7 @@ func Attach(ctx context.Context, js jetstream.JetStream, opts ...Option) (*Store
 	}
 	kv, err := js.KeyValue(ctx, c.bucket)
 	if err != nil {
-		return nil, fmt.Errorf("kvstate: bucket %q: %w", c.bucket, err)
+		return nil, fail(ctx, "bucket "+strconv.Quote(c.bucket), err)
 	}
 	return &Store{kv: kv}, nil
 }
@@ -511,6 +511,9 @@ func fail(ctx context.Context, op string, err error) error {
 }
 
 func unavailable(err error) bool {
+	if apiErr := (*jetstream.APIError)(nil); errors.As(err, &apiErr) && apiErr.Code == 503 {
+		return true // JetStream not ready: a cluster forming or electing a leader
+	}
 	for _, target := range []error{
 		nats.ErrConnectionClosed, nats.ErrConnectionDraining, nats.ErrConnectionReconnecting,
 		nats.ErrDisconnected, nats.ErrNoServers, nats.ErrNoResponders, nats.ErrTimeout,
