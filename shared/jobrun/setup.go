@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/egress"
 	"github.com/supervisorhq/supervisor/shared/natsauth"
@@ -189,8 +187,9 @@ func attachState(ctx context.Context, redisURL string, b *bus.Bus, log *slog.Log
 			return nil, fmt.Errorf("state store: %w", d)
 		}
 		// Not there yet, or JetStream cannot answer yet (a cluster
-		// forming or electing a leader): both pass.
-		if !errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, state.ErrUnavailable) {
+		// forming or electing a leader): both pass. Redis's errors do not
+		// come here: its own connect waits as long as it should.
+		if !backends.Waitable(err) {
 			return nil, err
 		}
 		delay = bus.DefaultBackoff.Next(delay)

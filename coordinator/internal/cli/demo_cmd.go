@@ -199,7 +199,9 @@ func writeSampleRepo(ctx context.Context, dir string) error {
 		// A fixed date makes the commit, so the repository's id, the same
 		// in every demo: a fleet sees repeated demos as repeated workflows
 		// on one project, with its mirror and workspace slots already there.
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_DATE="+sampleCommitDate, "GIT_COMMITTER_DATE="+sampleCommitDate)
+		// Nor may the user's git configuration change it (a signed commit).
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_DATE="+sampleCommitDate, "GIT_COMMITTER_DATE="+sampleCommitDate,
+			"GIT_CONFIG_GLOBAL="+os.DevNull, "GIT_CONFIG_NOSYSTEM=1")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, out)
 		}

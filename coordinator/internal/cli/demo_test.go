@@ -13,7 +13,8 @@ import (
 // repositories have the same commit, so a fleet gives them one repository
 // id (one mirror, one pool of workspace slots), and that the second is not
 // the first's directory. The two are made at different moments, as the
-// environment's git dates say.
+// environment's git dates say, the second with a user configuration that
+// would change the commit.
 func TestSampleRepoIsTheSameEveryTime(t *testing.T) {
 	ctx := context.Background()
 	var heads, ids []string
@@ -21,6 +22,14 @@ func TestSampleRepoIsTheSameEveryTime(t *testing.T) {
 		date := []string{"2030-05-01T10:00:00Z", "2031-07-02T11:00:00Z"}[i]
 		t.Setenv("GIT_AUTHOR_DATE", date)
 		t.Setenv("GIT_COMMITTER_DATE", date)
+		if i == 1 {
+			// A user configuration that would change the commit.
+			cfg := filepath.Join(t.TempDir(), "gitconfig")
+			if err := os.WriteFile(cfg, []byte("[i18n]\n\tcommitEncoding = ISO-8859-1\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("GIT_CONFIG_GLOBAL", cfg)
+		}
 		dir := filepath.Join(t.TempDir(), name)
 		if err := writeSampleRepo(ctx, dir); err != nil {
 			t.Fatal(err)

@@ -100,3 +100,65 @@ func TestStatusOutputDetail(t *testing.T) {
 		}
 	}
 }
+
+// watch shows the fleet's pauses and resumes that concern the workflow:
+// of those before it began only a pause still in force, once; those
+// while it runs; those after its end only if it runs again (S-4.6).
+func TestWatchFleetLines(t *testing.T) {
+	at := time.Date(2026, 11, 29, 5, 0, 0, 0, time.UTC)
+	paused := func(reason string) eventlog.Event {
+		return eventlog.Event{WorkflowID: eventlog.FleetLogID, Time: at, Body: eventlog.FleetPaused{Reason: reason}}
+	}
+	resumed := func(by string) eventlog.Event {
+		return eventlog.Event{WorkflowID: eventlog.FleetLogID, Time: at, Body: eventlog.FleetResumed{By: by}}
+	}
+	// step is a fleet event (ended: whether the workflow's last event so
+	// far was its end) or, with wf set, one of the workflow's events.
+	type step struct {
+		fleet eventlog.Event
+		wf    bool
+		ended bool
+	}
+	for _, c := range []struct {
+		name  string
+		steps []step
+		want  []string // the fleet lines shown, in order ("wf" for each workflow event)
+	}{
+		{"history: only the pause in force", []step{{fleet: paused("one")}, {fleet: resumed("ada")}, {fleet: paused("two")}, {wf: true}, {wf: true}},
+			[]string{"paused: two", "wf", "wf"}},
+		{"history ended by a resume", []step{{fleet: paused("one")}, {fleet: resumed("ada")}, {wf: true}}, []string{"wf"}},
+		{"while it runs", []step{{wf: true}, {fleet: paused("one")}, {fleet: resumed("ada")}, {wf: true}},
+			[]string{"wf", "paused: one", "resumed by ada", "wf"}},
+		{"after its end: held", []step{{wf: true}, {fleet: paused("one"), ended: true}, {fleet: resumed("ada"), ended: true}},
+			[]string{"wf"}},
+		{"after its end, then it runs again", []step{{wf: true}, {fleet: paused("one"), ended: true}, {wf: true}},
+			[]string{"wf", "paused: one", "wf"}},
+	} {
+		var out bytes.Buffer
+		var f fleetLines
+		for _, s := range c.steps {
+			if s.wf {
+				f.workflowEvent(&out)
+				out.WriteString("wf\n")
+				continue
+			}
+			f.event(&out, s.fleet, s.ended)
+		}
+		var got []string
+		for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			switch {
+			case l == "wf":
+				got = append(got, l)
+			case strings.Contains(l, "fleet") && strings.Contains(l, "paused: "):
+				got = append(got, l[strings.Index(l, "paused: "):strings.Index(l, ";")])
+			case strings.Contains(l, "fleet") && strings.Contains(l, "resumed by "):
+				got = append(got, l[strings.Index(l, "resumed by "):])
+			default:
+				t.Errorf("%s: unexpected line %q", c.name, l)
+			}
+		}
+		if strings.Join(got, "|") != strings.Join(c.want, "|") {
+			t.Errorf("%s: shown %q, want %q", c.name, got, c.want)
+		}
+	}
+}

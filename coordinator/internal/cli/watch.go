@@ -161,7 +161,7 @@ func (e *env) follow(ctx context.Context, b *bus.Bus, client *api.Client, wf, re
 		queued = queued[1:]
 		ofFleet := ev.WorkflowID == eventlog.FleetLogID
 		if ofFleet {
-			fleet.event(e.out, ev)
+			fleet.event(e.out, ev, fin != nil)
 		} else {
 			fleet.workflowEvent(e.out)
 			printEvent(e.out, ev)
@@ -350,36 +350,45 @@ func feedbackFixes(doc json.RawMessage) string {
 }
 
 // fleetLines shows the fleet's pauses and resumes among a workflow's
-// events: those from the workflow's first event on as they come, and of
-// the earlier ones only a pause still in force, once, before the
-// workflow's first event.
+// events: those while it runs as they come; of the earlier ones only a
+// pause still in force, once, before the workflow's first event; and
+// those after its end only if it runs again (a gate rerun, a merge).
 type fleetLines struct {
-	started bool            // a workflow event has been shown
-	paused  *eventlog.Event // the pause in force before that, if any
+	started bool             // a workflow event has been shown
+	paused  *eventlog.Event  // the pause in force before that, if any
+	held    []eventlog.Event // fleet events since the workflow's end
 }
 
-// event takes an event of the fleet's log.
-func (f *fleetLines) event(w io.Writer, ev eventlog.Event) {
-	if f.started {
+// event takes an event of the fleet's log; ended says whether the
+// workflow's latest event so far is its end.
+func (f *fleetLines) event(w io.Writer, ev eventlog.Event, ended bool) {
+	switch {
+	case !f.started:
+		if _, ok := ev.Body.(eventlog.FleetPaused); ok {
+			f.paused = &ev
+		} else {
+			f.paused = nil
+		}
+	case ended:
+		f.held = append(f.held, ev)
+	default:
 		printEvent(w, ev)
-		return
-	}
-	if _, ok := ev.Body.(eventlog.FleetPaused); ok {
-		f.paused = &ev
-	} else {
-		f.paused = nil
 	}
 }
 
 // workflowEvent is called before each of the workflow's events is shown.
 func (f *fleetLines) workflowEvent(w io.Writer) {
-	if f.started {
+	if !f.started {
+		f.started = true
+		if f.paused != nil {
+			printEvent(w, *f.paused)
+		}
 		return
 	}
-	f.started = true
-	if f.paused != nil {
-		printEvent(w, *f.paused)
+	for _, ev := range f.held {
+		printEvent(w, ev)
 	}
+	f.held = nil
 }
 
 // printEvent writes one human line for an event.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/supervisorhq/supervisor/shared/bus"
@@ -24,8 +25,8 @@ import (
 // tokens restart at 1 after such a loss. opts are the Redis connection's
 // TLS and password settings (redisstate.WithTLS, WithPasswordFile).
 // While JetStream cannot answer yet (a cluster forming or electing a
-// leader: state.ErrUnavailable), creating the bucket is retried with
-// back-off, and said so on log, until ctx ends.
+// leader), creating the bucket is retried with back-off, and said so on
+// log, until ctx ends; its errors are marked ErrBucket.
 func Open(ctx context.Context, redisURL string, js jetstream.JetStream, replicas int, log *slog.Logger, opts ...redisstate.Option) (state.Store, error) {
 	if redisURL != "" {
 		if js == nil {
@@ -44,8 +45,42 @@ func Open(ctx context.Context, redisURL string, js jetstream.JetStream, replicas
 // cluster without a quorum may not answer at all.
 const bucketAttempt = 10 * time.Second
 
+// ErrBucket marks the errors of Open and Attach that concern the state
+// bucket in JetStream, as opposed to reaching Redis.
+var ErrBucket = errors.New("the state bucket")
+
+// clusterNotAvailable is JetStream's "system temporarily unavailable"
+// (nats-server's JSClusterNotAvailErr): no meta leader yet.
+const clusterNotAvailable jetstream.ErrorCode = 10008
+
+// transient reports whether err, from a JetStream request, may clear by
+// waiting: no answer in time (a cluster without a quorum, or a request
+// the server dropped; Denied tells the latter), no responder yet, no meta
+// leader yet, or the connection reconnecting. A refusal that names its
+// reason, JetStream not enabled, or a closed connection is not.
+func transient(err error) bool {
+	if apiErr := (*jetstream.APIError)(nil); errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == clusterNotAvailable
+	}
+	for _, target := range []error{context.DeadlineExceeded, nats.ErrTimeout, nats.ErrNoResponders,
+		jetstream.ErrNoStreamResponse, nats.ErrDisconnected, nats.ErrConnectionReconnecting} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
+
+// Waitable reports whether err, from Open or Attach, concerns the state
+// bucket and may clear by waiting: the bucket not created yet
+// (jetstream.ErrBucketNotFound), or JetStream not answering yet.
+func Waitable(err error) bool {
+	return errors.Is(err, ErrBucket) && (errors.Is(err, jetstream.ErrBucketNotFound) || transient(err))
+}
+
 // newBucket creates (or binds) the state bucket, retrying while JetStream
-// is unavailable.
+// cannot answer yet (transient), unless the connection's permissions
+// refused the request (bus.Denied).
 func newBucket(ctx context.Context, js jetstream.JetStream, replicas int, log *slog.Logger) (*kvstate.Store, error) {
 	if log == nil {
 		log = slog.Default()
@@ -54,10 +89,16 @@ func newBucket(ctx context.Context, js jetstream.JetStream, replicas int, log *s
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, bucketAttempt)
 		kv, err := kvstate.New(actx, js, kvstate.WithReplicas(max(replicas, 1)))
-		timedOut := actx.Err() != nil
 		cancel()
-		if err == nil || ctx.Err() != nil || (!timedOut && !errors.Is(err, state.ErrUnavailable)) {
-			return kv, err
+		if err == nil {
+			return kv, nil
+		}
+		err = fmt.Errorf("%w: %w", ErrBucket, err)
+		if d := bus.Denied(js.Conn()); d != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBucket, d)
+		}
+		if ctx.Err() != nil || !transient(err) {
+			return nil, err
 		}
 		delay = bus.DefaultBackoff.Next(delay)
 		log.Warn("state: JetStream cannot create the state bucket yet; retrying", "attempt", attempt, "retry_in", delay, "err", err)
@@ -76,7 +117,7 @@ func newBucket(ctx context.Context, js jetstream.JetStream, replicas int, log *s
 func Attach(ctx context.Context, redisURL string, js jetstream.JetStream, opts ...redisstate.Option) (state.Store, error) {
 	kv, err := kvstate.Attach(ctx, js)
 	if err != nil {
-		return nil, fmt.Errorf("state: %w", err)
+		return nil, fmt.Errorf("state: %w: %w", ErrBucket, err)
 	}
 	if redisURL != "" {
 		return redisstate.Open(ctx, redisURL, append(opts, redisstate.WithEpochs(kv))...)

@@ -1,6 +1,9 @@
 package backends
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strconv"
@@ -86,5 +89,47 @@ func TestOpenWaitsForJetStream(t *testing.T) {
 	}
 	if _, err := js.KeyValue(ctx, protocol.BucketState); err != nil {
 		t.Errorf("the state bucket after Open: %v", err)
+	}
+}
+
+// TestOpenFailsAtOnceOnAPermanentError: a refusal that names its reason
+// (three replicas asked of a server that is not clustered) ends Open at
+// once: waiting would not change it.
+func TestOpenFailsAtOnceOnAPermanentError(t *testing.T) {
+	js := testkit.JetStream(t, testkit.NATS(t))
+	var logs testkit.Buffer
+	start := time.Now()
+	_, err := Open(testkit.Context(t, time.Minute), "", js, 3, slog.New(slog.NewJSONHandler(&logs, nil)))
+	if err == nil || !errors.Is(err, ErrBucket) || Waitable(err) {
+		t.Fatalf("Open with 3 replicas on a single server: %v; want a permanent ErrBucket error", err)
+	}
+	if took := time.Since(start); took > 5*time.Second || strings.Contains(logs.String(), "retrying") {
+		t.Errorf("Open retried a permanent error (%s):\n%s", took, logs.String())
+	}
+}
+
+// TestWaitable: which errors a runner binding the state bucket waits out.
+func TestWaitable(t *testing.T) {
+	api := func(code jetstream.ErrorCode, status int) error {
+		return &jetstream.APIError{Code: status, ErrorCode: code, Description: "test"}
+	}
+	bucket := func(err error) error { return fmt.Errorf("state: %w: %w", ErrBucket, err) }
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"not created yet", bucket(jetstream.ErrBucketNotFound), true},
+		{"no answer in time", bucket(context.DeadlineExceeded), true},
+		{"no responders", bucket(nats.ErrNoResponders), true},
+		{"no meta leader yet", bucket(api(clusterNotAvailable, 503)), true},
+		{"insufficient resources", bucket(api(10023, 503)), false},
+		{"JetStream not enabled", bucket(jetstream.ErrJetStreamNotEnabled), false},
+		{"connection closed", bucket(nats.ErrConnectionClosed), false},
+		{"Redis not answering", fmt.Errorf("redis: %w", context.DeadlineExceeded), false},
+	} {
+		if got := Waitable(c.err); got != c.want {
+			t.Errorf("%s: Waitable(%v) = %v, want %v", c.name, c.err, got, c.want)
+		}
 	}
 }

@@ -511,8 +511,8 @@ func fail(ctx context.Context, op string, err error) error {
 }
 
 func unavailable(err error) bool {
-	if apiErr := (*jetstream.APIError)(nil); errors.As(err, &apiErr) && apiErr.Code == 503 {
-		return true // JetStream not ready: a cluster forming or electing a leader
+	if apiErr := (*jetstream.APIError)(nil); errors.As(err, &apiErr) && apiErr.ErrorCode == 10008 {
+		return true // "JetStream system temporarily unavailable": no meta leader yet
 	}
 	for _, target := range []error{
 		nats.ErrConnectionClosed, nats.ErrConnectionDraining, nats.ErrConnectionReconnecting,
