@@ -14,7 +14,7 @@ export GOTOOLCHAIN := local
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(BIN)/golangci-lint
 
-.PHONY: all help build run dev lint test test-unit test-e2e fuzz bench vet fmt clean
+.PHONY: all help build run dev lint test test-images test-unit test-e2e fuzz bench vet fmt clean
 
 ## all: the default target, the same as build
 all: build
@@ -54,8 +54,11 @@ lint:
 	  (cd $$m && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...) || status=1; \
 	done; exit $$status
 
-## test: lint, then every test, with a redis-server of our own and Chromium for the dashboard's browser test (each installed from Debian's packages if missing), and every fuzz target run briefly
-test: lint
+## test: lint and the images at once, then every test, with a redis-server of our own and Chromium for the dashboard's browser test (each installed from Debian's packages if missing), and every fuzz target run briefly
+test:
+	@# the lint (CPU) and the images (mostly Docker and Debian's packages) overlap;
+	@# each one's output is shown whole when it ends
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint test-images
 	scripts/ensure-chromium.sh
 	scripts/with-redis.sh $(MAKE) --no-print-directory test-unit test-e2e
 	$(MAKE) --no-print-directory fuzz
@@ -92,6 +95,10 @@ fuzz:
 	    else rm -f $$out; exit 1; fi; \
 	  fi; \
 	done; rm -f $$out
+
+# test-images: the images test-unit and test-e2e need, when a Docker engine answers
+test-images:
+	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory images; fi
 
 ## test-unit: each binary built without go.work, go vet, and every package's tests but the e2e ones (race detector on)
 test-unit:
