@@ -294,6 +294,10 @@ func (e *env) waitsForHuman(ctx context.Context, client *api.Client, wf string) 
 	return true, nil
 }
 
+// resultLookupWait is how long fetchResult asks again for a result bundle
+// not found.
+const resultLookupWait = 10 * time.Second
+
 // fetchResult makes sure the workflow's branch is in the repository: the
 // coordinator writes it there when it can see the repository; otherwise it
 // is fetched from the result bundle in the object store.
@@ -310,7 +314,21 @@ func fetchResult(ctx context.Context, b *bus.Bus, repoPath, wf, branch, commit s
 	defer os.RemoveAll(tmp)
 	file := filepath.Join(tmp, "result.bundle")
 	name := "results/" + wf + ".bundle"
-	info, err := b.Bundles.GetInfo(ctx, name)
+	// The coordinator stores the bundle before it records the end, but in
+	// a cluster a replica may answer the lookup before it has the bundle:
+	// not found is asked again for a while.
+	var info *jetstream.ObjectInfo
+	for delay, deadline := 50*time.Millisecond, time.Now().Add(resultLookupWait); ; delay *= 2 {
+		info, err = b.Bundles.GetInfo(ctx, name)
+		if err == nil || !errors.Is(err, jetstream.ErrObjectNotFound) || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(min(delay, time.Second)):
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("look up result bundle of %s: %w", wf, err)
 	}
