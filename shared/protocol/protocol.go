@@ -5,9 +5,10 @@
 package protocol
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
+
+	json "github.com/goccy/go-json"
 )
 
 // Version is the protocol version stamped on every message as "v". A

@@ -2,13 +2,13 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	json "github.com/goccy/go-json"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -59,7 +59,8 @@ func startResponder(ctx context.Context, b *bus.Bus) (*responder, error) {
 // responderJob is the part of an agent job the responder reads. A worker
 // reads the whole job strictly; the responder stands in for workers on
 // other hosts, whose reading is not the coordinator's cost, so it reads
-// only the fields it answers with.
+// only the fields it answers with, with the JSON library the protocol
+// package reads jobs with (goccy/go-json).
 type responderJob struct {
 	JobID       string    `json:"job_id"`
 	WorkflowID  string    `json:"workflow_id"`

@@ -2,9 +2,10 @@ package eventlog
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
+
+	json "github.com/goccy/go-json"
 )
 
 // A log message holds one event, or several of one workflow appended

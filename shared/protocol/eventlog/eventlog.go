@@ -6,12 +6,13 @@ package eventlog
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"time"
+
+	json "github.com/goccy/go-json"
 
 	"github.com/supervisorhq/supervisor/shared/protocol"
 )
