@@ -92,6 +92,8 @@ func TestBatchRefused(t *testing.T) {
 		"bad event":     {[]byte(`{"v":2,"events":[` + string(enc[0]) + `,` + string(bad) + `]}`), "event 1"},
 		"unknown field": {[]byte(`{"v":2,"events":[` + string(enc[0]) + `,` + string(enc[1]) + `],"x":1}`), "unknown field"},
 		"trailing":      {append(append([]byte(nil), inner...), []byte(` {}`)...), "trailing data"},
+		"stray bracket": {append(append([]byte(nil), inner...), []byte(`]]garbage`)...), "trailing data"},
+		"stray brace":   {append(append([]byte(nil), enc[0]...), []byte(` }`)...), "decode event"},
 		"too many":      {long, "at most"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"slices"
 	"time"
@@ -665,7 +666,9 @@ func strictUnmarshal(data []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
-	if dec.More() {
+	// Only white space may follow the value (More would let a stray ']' or
+	// '}' through).
+	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("trailing data after the JSON value")
 	}
 	return nil
