@@ -109,6 +109,7 @@ func AddSandboxFlags(fs *pflag.FlagSet, p Profile) {
 	fs.Float64("sandbox-cpus", res.CPUs, "CPU limit of a Docker sandbox container")
 	fs.Int64("sandbox-pids", res.Pids, "pids limit of a Docker sandbox container")
 	fs.Bool("sandbox-prestart", true, "start each workspace's next Docker sandbox container ahead of its job and run the command in it with exec, saving a container's start on every job after a workspace's first (needs "+sandbox.HelperName+", by default beside this binary; without it, a warning and no prestart)")
+	fs.Int("sandbox-prestart-max", 0, "the most Docker sandbox containers started ahead that may wait for a job at once, the oldest removed first (0: twice --concurrency, at most "+strconv.Itoa(sandbox.DefaultPrestartMax)+")")
 	fs.String("sandbox-helper", "", "path of "+sandbox.HelperName+" (default: beside this binary)")
 	fs.Bool("sandbox-image-layers-only", false, "read every directory of Docker sandbox images from their layers, ignoring the images' "+sandbox.LabelImageTrees+" label (which has the sandbox serve those directories from a read-only copy on this host)")
 	if p.Egress {
@@ -151,8 +152,12 @@ func SettingsFrom(v *viper.Viper, log *slog.Logger, p Profile) (Settings, error)
 
 			ImageLayersOnly: v.GetBool("sandbox-image-layers-only"),
 			Prestart:        v.GetBool("sandbox-prestart"),
+			PrestartMax:     PrestartMax(v.GetInt("sandbox-prestart-max"), v.GetInt("concurrency")),
 			Helper:          v.GetString("sandbox-helper"),
 		},
+	}
+	if s.Docker.PrestartMax < 0 {
+		return Settings{}, fmt.Errorf("--sandbox-prestart-max must not be negative")
 	}
 	bp, err := BreakerPolicy(v)
 	if err != nil {
@@ -242,4 +247,15 @@ func FormatBytes(n int64) string {
 		}
 	}
 	return strconv.FormatInt(n, 10)
+}
+
+// PrestartMax is how many containers started ahead may wait at once: flag
+// when it is set (not 0), else twice the runner's concurrency (a workspace
+// slot per job, and as many again for a second repository), at most
+// sandbox.DefaultPrestartMax.
+func PrestartMax(flag, concurrency int) int {
+	if flag != 0 {
+		return flag
+	}
+	return min(2*max(concurrency, 1), sandbox.DefaultPrestartMax)
 }

@@ -278,6 +278,33 @@ func TestParseBytes(t *testing.T) {
 	}
 }
 
+// TestPrestartMaxFollowsConcurrency: without --sandbox-prestart-max, a
+// runner keeps at most twice its concurrency of containers started ahead
+// (at most sandbox.DefaultPrestartMax); the flag overrides it, and a
+// negative one is refused.
+func TestPrestartMaxFollowsConcurrency(t *testing.T) {
+	gates := Profile{Resources: sandbox.Resources{MemoryBytes: 2 << 30, CPUs: 2, Pids: 256}}
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{nil, 2},
+		{[]string{"--concurrency", "4"}, 8},
+		{[]string{"--concurrency", "8"}, sandbox.DefaultPrestartMax},
+		{[]string{"--concurrency", "50"}, sandbox.DefaultPrestartMax},
+		{[]string{"--concurrency", "4", "--sandbox-prestart-max", "3"}, 3},
+		{[]string{"--sandbox-prestart-max", "40"}, 40},
+	} {
+		s, err := settingsFor(t, gates, tc.args...)
+		if err != nil || s.Docker.PrestartMax != tc.want {
+			t.Errorf("%v: PrestartMax %d, %v; want %d", tc.args, s.Docker.PrestartMax, err, tc.want)
+		}
+	}
+	if _, err := settingsFor(t, gates, "--sandbox-prestart-max", "-1"); err == nil || !strings.Contains(err.Error(), "--sandbox-prestart-max") {
+		t.Errorf("a negative --sandbox-prestart-max: %v", err)
+	}
+}
+
 // settingsFor parses args with a runner command's flags for profile p.
 func settingsFor(t *testing.T, p Profile, args ...string) (Settings, error) {
 	t.Helper()
@@ -324,7 +351,7 @@ func TestSandboxFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := DockerSettings{Image: "img:1", User: "1000:1000", Resources: sandbox.Resources{MemoryBytes: 6 << 30, CPUs: 1.5, Pids: 100},
-		Helper: "/opt/helper"}
+		PrestartMax: 2, Helper: "/opt/helper"}
 	if s.Sandbox != SandboxDocker || s.Docker != want || s.Host != "w1" {
 		t.Errorf("flags: %q %+v %q", s.Sandbox, s.Docker, s.Host)
 	}

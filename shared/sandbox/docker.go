@@ -233,6 +233,9 @@ type DockerOptions struct {
 	// in it with exec instead of waiting for a container's start (see
 	// prestart.go). Every command still gets a container of its own.
 	Prestart bool
+	// PrestartMax bounds the containers started ahead that wait for a job
+	// at once (0: DefaultPrestartMax); the oldest goes first.
+	PrestartMax int
 	// Helper is the path of supervisor-sandbox-helper, the static binary
 	// that prestarted containers run ("" = the file of that name beside
 	// the running executable). Prestart needs it.
@@ -346,7 +349,7 @@ func NewDocker(ctx context.Context, opts DockerOptions) (*Docker, error) {
 		return nil, err
 	}
 	if opts.Prestart {
-		if d.pre, err = newPrestarter(d, opts.Helper); err != nil {
+		if d.pre, err = newPrestarter(d, opts.Helper, opts.PrestartMax); err != nil {
 			return nil, err
 		}
 	}

@@ -407,6 +407,46 @@ func TestDockerPrestartLabels(t *testing.T) {
 	}
 }
 
+// TestDockerPrestartKeepsAtMostMax: with PrestartMax 2, runs in three
+// workspaces leave two containers waiting, those of the two latest
+// workspaces; the oldest is removed from the engine, and its workspace's
+// next run starts a container of its own.
+func TestDockerPrestartKeepsAtMostMax(t *testing.T) {
+	t.Parallel()
+	d, img := prestartTest(t, DockerOptions{PrestartMax: 2})
+	wss := []string{newWorkspace(t), newWorkspace(t), newWorkspace(t)}
+	for _, ws := range wss {
+		runDocker(t, d, Spec{Argv: []string{"probe", "id"}, Workspace: ws, Image: img})
+		waitPrestarted(t, d, ws)
+	}
+	d.pre.mu.Lock()
+	_, first := d.pre.idle[filepath.Clean(wss[0])]
+	waiting := len(d.pre.idle)
+	d.pre.mu.Unlock()
+	if waiting != 2 || first {
+		t.Fatalf("%d containers wait (the first workspace's among them: %v), want the last two workspaces'", waiting, first)
+	}
+	idle := 0
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		idle = 0
+		for _, c := range listContainers(t, d, d.host) {
+			if c.Labels[LabelPrestarted] == "1" {
+				idle++
+			}
+		}
+		if idle == 2 {
+			break
+		}
+	}
+	if idle != 2 {
+		t.Fatalf("%d prestarted containers on the engine, want 2", idle)
+	}
+	if res := runDocker(t, d, Spec{Argv: []string{"probe", "id"}, Workspace: wss[0], Image: img}); res.Prestarted {
+		t.Errorf("the first workspace's run took a container that should have been removed: %+v", res)
+	}
+	runPrestarted(t, d, Spec{Argv: []string{"probe", "id"}, Workspace: wss[2], Image: img})
+}
+
 // TestDockerPrestartCachesCannotBePoisoned: what a gate writes to its
 // caches in a prestarted container is gone for the next gate, which sees
 // the trusted layer only (the poisoned-cache case, PERF-21, with PERF-63).

@@ -87,16 +87,18 @@ const (
 	// prestartIdle is how long a prestarted container waits for its job
 	// before it is removed.
 	prestartIdle = 10 * time.Minute
-	// maxPrestarted bounds the containers waiting for a job at once; the
-	// oldest goes first.
-	maxPrestarted = 16
 )
+
+// DefaultPrestartMax is how many containers started ahead may wait for a
+// job at once when DockerOptions.PrestartMax is 0.
+const DefaultPrestartMax = 16
 
 // prestarter keeps the idle containers of a Docker sandbox, one per
 // workspace at most.
 type prestarter struct {
 	d      *Docker
 	helper string // the helper binary, as the runner sees it
+	max    int    // the most idle containers at once
 	dir    string // where files directories are made ("" = os.TempDir())
 	// ctx ends with close: creates under way stop.
 	ctx    context.Context
@@ -145,13 +147,20 @@ func FindHelper(helper string) (string, error) {
 	return helper, nil
 }
 
-// newPrestarter checks the helper and returns the prestarter of d.
-func newPrestarter(d *Docker, helper string) (*prestarter, error) {
+// newPrestarter checks the helper and returns the prestarter of d, which
+// keeps at most max idle containers (0: DefaultPrestartMax).
+func newPrestarter(d *Docker, helper string, max int) (*prestarter, error) {
 	helper, err := FindHelper(helper)
 	if err != nil {
 		return nil, err
 	}
-	p := &prestarter{d: d, helper: helper, idle: map[string]*idleContainer{}, running: map[string]map[string]string{}}
+	if max < 0 {
+		return nil, fmt.Errorf("sandbox: prestart: at most %d containers waiting: must not be negative", max)
+	}
+	if max == 0 {
+		max = DefaultPrestartMax
+	}
+	p := &prestarter{d: d, helper: helper, max: max, idle: map[string]*idleContainer{}, running: map[string]map[string]string{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	switch {
 	case d.caches.dir != "":
@@ -402,7 +411,7 @@ func (p *prestarter) start(spec Spec, cfg *container.Config, base *container.Hos
 			oldest = ws
 		}
 	}
-	if len(p.idle) > maxPrestarted {
+	if len(p.idle) > p.max {
 		drop = append(drop, p.idle[oldest])
 		delete(p.idle, oldest)
 	}
