@@ -564,6 +564,11 @@ var ErrEventLogMoved = errors.New("event log moved: another writer appended to i
 // (or EventsMaxAge expires old events).
 var ErrEventLogFull = errors.New("event log full")
 
+// ErrCodeClusterNotAvailable is JetStream's "system temporarily
+// unavailable" (nats-server's JSClusterNotAvailErr): a cluster with no meta
+// leader yet, which waiting may clear.
+const ErrCodeClusterNotAvailable jetstream.ErrorCode = 10008
+
 // errCodeStreamStoreFailed is JetStream's error code for a message a
 // stream could not store (a DiscardNew stream at its limits among others).
 const errCodeStreamStoreFailed jetstream.ErrorCode = 10077

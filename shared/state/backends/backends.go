@@ -49,10 +49,6 @@ const bucketAttempt = 10 * time.Second
 // bucket in JetStream, as opposed to reaching Redis.
 var ErrBucket = errors.New("the state bucket")
 
-// clusterNotAvailable is JetStream's "system temporarily unavailable"
-// (nats-server's JSClusterNotAvailErr): no meta leader yet.
-const clusterNotAvailable jetstream.ErrorCode = 10008
-
 // transient reports whether err, from a JetStream request, may clear by
 // waiting: no answer in time (a cluster without a quorum, or a request
 // the server dropped; Denied tells the latter), no responder yet, no meta
@@ -60,7 +56,7 @@ const clusterNotAvailable jetstream.ErrorCode = 10008
 // reason, JetStream not enabled, or a closed connection is not.
 func transient(err error) bool {
 	if apiErr := (*jetstream.APIError)(nil); errors.As(err, &apiErr) {
-		return apiErr.ErrorCode == clusterNotAvailable
+		return apiErr.ErrorCode == bus.ErrCodeClusterNotAvailable
 	}
 	for _, target := range []error{context.DeadlineExceeded, nats.ErrTimeout, nats.ErrNoResponders,
 		jetstream.ErrNoStreamResponse, nats.ErrDisconnected, nats.ErrConnectionReconnecting} {

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/embedded"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/state"
@@ -122,7 +123,7 @@ func TestWaitable(t *testing.T) {
 		{"not created yet", bucket(jetstream.ErrBucketNotFound), true},
 		{"no answer in time", bucket(context.DeadlineExceeded), true},
 		{"no responders", bucket(nats.ErrNoResponders), true},
-		{"no meta leader yet", bucket(api(clusterNotAvailable, 503)), true},
+		{"no meta leader yet", bucket(api(bus.ErrCodeClusterNotAvailable, 503)), true},
 		{"insufficient resources", bucket(api(10023, 503)), false},
 		{"JetStream not enabled", bucket(jetstream.ErrJetStreamNotEnabled), false},
 		{"connection closed", bucket(nats.ErrConnectionClosed), false},

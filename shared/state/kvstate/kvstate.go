@@ -32,6 +32,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/state"
 	"github.com/supervisorhq/supervisor/shared/state/internal/backend"
@@ -511,7 +512,7 @@ func fail(ctx context.Context, op string, err error) error {
 }
 
 func unavailable(err error) bool {
-	if apiErr := (*jetstream.APIError)(nil); errors.As(err, &apiErr) && apiErr.ErrorCode == 10008 {
+	if apiErr := (*jetstream.APIError)(nil); errors.As(err, &apiErr) && apiErr.ErrorCode == bus.ErrCodeClusterNotAvailable {
 		return true // "JetStream system temporarily unavailable": no meta leader yet
 	}
 	for _, target := range []error{
