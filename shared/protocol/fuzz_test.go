@@ -13,6 +13,18 @@ type message interface {
 	setVersion()
 }
 
+// newMessage returns an empty message of the kind a fuzz input names:
+// an agent job, a gate job or a report (kind modulo 3).
+func newMessage(kind uint8) message {
+	switch kind % 3 {
+	case 0:
+		return &AgentJob{}
+	case 1:
+		return &GateJob{}
+	}
+	return &Report{}
+}
+
 // FuzzDecode feeds any bytes to Decode as an agent job, a gate job and a
 // report, as the worker, the gate runner and the coordinator do with what
 // they pull from the bus: it never panics; a message it accepts has a
@@ -46,15 +58,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"v":1,"type":"waiting","waiting":{"workflow_id":"wf"}}`), uint8(2))
 	f.Add([]byte(`{"v":1,"published_at":"2026-11-25T00:00:00+05:30","feedback":[1, 2]}`), uint8(1))
 	f.Fuzz(func(t *testing.T, data []byte, kind uint8) {
-		fresh := func() message {
-			switch kind % 3 {
-			case 0:
-				return &AgentJob{}
-			case 1:
-				return &GateJob{}
-			}
-			return &Report{}
-		}
+		fresh := func() message { return newMessage(kind) }
 		m := fresh()
 		if err := Decode(data, m); err != nil {
 			if errors.Is(err, ErrUnsupportedVersion) && m.version() >= 1 && m.version() <= Version {

@@ -59,30 +59,19 @@ func TestWireAgreesWithEncodingJSON(t *testing.T) {
 // what encoding/json's Unmarshal accepts (for a version this build
 // speaks) and reads the same value, and refuses what it refuses (PERF-65).
 func FuzzDecodeAgreesWithEncodingJSON(f *testing.F) {
-	for kind, mk := range []func() message{
-		func() message { return &AgentJob{} }, func() message { return &GateJob{} }, func() message { return &Report{} },
-	} {
-		m := mk()
-		wirecheck.NewFiller().Fill(m, 2*kind)
+	for kind := range uint8(3) {
+		m := newMessage(kind)
+		wirecheck.NewFiller().Fill(m, 2*int(kind))
 		data, err := Encode(m)
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(data, uint8(kind))
+		f.Add(data, kind)
 	}
 	f.Add([]byte(`{"v":1,"job_id":"\ud800","env":{"A":"1","A":"2"},"attempt":1e2}`), uint8(0))
 	f.Add([]byte(`{"V":1,"Job_ID":"x","timeout_seconds":-0,"published_at":"2026-11-25T00:00:00+05:30"}`), uint8(1))
 	f.Fuzz(func(t *testing.T, data []byte, kind uint8) {
-		mk := func() message {
-			switch kind % 3 {
-			case 0:
-				return &AgentJob{}
-			case 1:
-				return &GateJob{}
-			}
-			return &Report{}
-		}
-		ours, theirs := mk(), mk()
+		ours, theirs := newMessage(kind), newMessage(kind)
 		errOurs := Decode(data, ours)
 		errTheirs := stdjson.Unmarshal(data, theirs)
 		if errTheirs == nil {
