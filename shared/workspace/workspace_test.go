@@ -584,8 +584,15 @@ func TestExportImportBranch(t *testing.T) {
 	if err := ExportBranch(ctx, bare, "sup/wf1", file); err != nil {
 		t.Fatal(err)
 	}
-	if err := ExportBranch(ctx, bare, "no-such", file+"2"); err == nil {
-		t.Fatal("export of a missing branch succeeded")
+	if err := ExportBranch(ctx, bare, "no-such", file+"2"); err == nil || !strings.Contains(err.Error(), "no such branch") {
+		t.Fatalf("export of a missing branch: %v, want no such branch", err)
+	}
+	// Not a repository, or none at all: said so before anything is fetched.
+	if err := ImportBranch(ctx, t.TempDir(), file, "sup/wf1"); err == nil || !strings.Contains(err.Error(), "not a git repository") {
+		t.Fatalf("import into a plain directory: %v, want not a git repository", err)
+	}
+	if err := ImportBranch(ctx, filepath.Join(t.TempDir(), "gone"), file, "sup/wf1"); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Fatalf("import into a missing directory: %v", err)
 	}
 
 	clone := filepath.Join(t.TempDir(), "clone")

@@ -234,6 +234,11 @@ func (in *integrator) ready(ctx context.Context, x integration) (string, error) 
 	if tip, ok := in.tips.Load(tipKey(gitDir, x.branch)); ok && tip == x.head {
 		return gitDir, nil
 	}
+	if x.head == x.repo.BaseCommit {
+		// Nothing landed: Mirror has just made sure the mirror holds the
+		// base commit, so no git process looks for it (PERF-67).
+		return gitDir, nil
+	}
 	if ok, err := workspace.HasCommit(ctx, gitDir, x.head); err != nil || ok {
 		if ok {
 			in.tips.Store(tipKey(gitDir, x.branch), x.head)
