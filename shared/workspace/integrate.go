@@ -214,13 +214,32 @@ func ExportBranch(ctx context.Context, gitDir, branch, outFile string) error {
 	return nil
 }
 
+// ImportOption is an option of ImportBranch.
+type ImportOption func(*importOptions)
+
+type importOptions struct{ tip string }
+
+// KnownTip tells ImportBranch the commit the bundle's branch is at: if the
+// repository already has it (a workflow that landed nothing ends at the
+// base commit it was submitted from), the branch is pointed at it without
+// reading the bundle (PERF-67), the same outcome as the fetch, for a
+// fraction of its work. A commit the repository lacks changes nothing:
+// the bundle is fetched.
+func KnownTip(commit string) ImportOption {
+	return func(o *importOptions) { o.tip = commit }
+}
+
 // ImportBranch fetches refs/heads/<branch> from bundleFile (as ExportBranch
 // makes) into the repository at repoPath as refs/heads/<branch>, creating
 // it or overwriting it (the previous value stays in the branch's reflog if
 // the repository keeps one). The working tree, the index and HEAD are never
 // touched; a branch checked out in any worktree of the repository is
 // refused.
-func ImportBranch(ctx context.Context, repoPath, bundleFile, branch string) error {
+func ImportBranch(ctx context.Context, repoPath, bundleFile, branch string, opts ...ImportOption) error {
+	var o importOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	ref, err := checkBranch(ctx, branch)
 	if err != nil {
 		return err
@@ -248,6 +267,14 @@ func ImportBranch(ctx context.Context, repoPath, bundleFile, branch string) erro
 		}
 		if line == "branch "+ref {
 			return fmt.Errorf("workspace: import branch %s into %s: the branch is checked out in %s", branch, repoPath, worktree)
+		}
+	}
+	if isObjectID(o.tip) && strings.Trim(o.tip, "0") != "" {
+		// update-ref refuses an object the repository lacks, and a
+		// branch pointed at anything but a commit (the null id, which
+		// would delete the branch, is never given to it).
+		if _, err := g.Text(ctx, "update-ref", "-m", "supervisor: import "+branch, ref, o.tip); err == nil {
+			return nil
 		}
 	}
 	bundle, err := filepath.Abs(bundleFile)

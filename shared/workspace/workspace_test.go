@@ -625,6 +625,37 @@ func TestExportImportBranch(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "checked out") {
 		t.Fatalf("import over the checked-out branch: err = %v", err)
 	}
+	if err = ImportBranch(ctx, clone, file, "main", KnownTip(tip)); err == nil || !strings.Contains(err.Error(), "checked out") {
+		t.Fatalf("import over the checked-out branch at a known tip: err = %v", err)
+	}
+
+	// A tip the repository has is taken without the bundle (PERF-67): here
+	// the bundle is gone, so only update-ref can have moved the branch.
+	testkit.Git(t, clone, "branch", "-D", "sup/wf1")
+	if err := ImportBranch(ctx, clone, file+".gone", "sup/wf1", KnownTip(tip)); err != nil {
+		t.Fatalf("import at a tip the repository has: %v", err)
+	}
+	if got := testkit.Git(t, clone, "rev-parse", "refs/heads/sup/wf1"); got != tip {
+		t.Fatalf("branch at %s, want %s", got, tip)
+	}
+	// A tip a repository lacks is fetched from the bundle.
+	clone2 := filepath.Join(t.TempDir(), "clone2")
+	testkit.Git(t, "", "clone", "--quiet", "--branch", "main", r.dir, clone2)
+	if err := ImportBranch(ctx, clone2, file, "sup/wf1", KnownTip(tip)); err != nil {
+		t.Fatalf("import at a tip the repository lacks: %v", err)
+	}
+	if got := testkit.Git(t, clone2, "rev-parse", "refs/heads/sup/wf1"); got != tip {
+		t.Fatalf("fetched branch at %s, want %s", got, tip)
+	}
+	checkCommitTree(t, filepath.Join(clone2, ".git"), "sup/wf1", r.afterFiles)
+	for _, unknown := range []string{strings.Repeat("0", 40), strings.Repeat("1", 40)} {
+		if err := ImportBranch(ctx, clone2, file+".gone", "sup/wf1", KnownTip(unknown)); err == nil {
+			t.Fatalf("import at tip %s without its bundle succeeded", unknown)
+		}
+		if got := testkit.Git(t, clone2, "rev-parse", "refs/heads/sup/wf1"); got != tip {
+			t.Fatalf("after a failed import at %s, the branch is at %s, want %s", unknown, got, tip)
+		}
+	}
 	if got := testkit.Git(t, clone, "rev-parse", "HEAD"); got != head {
 		t.Fatalf("HEAD moved to %s", got)
 	}

@@ -316,7 +316,7 @@ func (in *integrator) deliver(ctx context.Context, x integration) error {
 			"workflow", x.wf, "repo", x.repoPath, "bundle", bundle)
 		return nil
 	}
-	if err := workspace.ImportBranch(ctx, x.repoPath, tmp.Name(), x.branch); err != nil {
+	if err := workspace.ImportBranch(ctx, x.repoPath, tmp.Name(), x.branch, workspace.KnownTip(head)); err != nil {
 		in.log.WarnContext(ctx, "cannot write the branch into the submitting repository; "+where,
 			"workflow", x.wf, "repo", x.repoPath, "err", err)
 		return nil
