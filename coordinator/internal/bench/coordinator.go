@@ -240,7 +240,10 @@ func (r *runner) measureWorkflows(ctx context.Context, fs *fleetSession, name st
 	}
 	wall := end.Sub(start)
 	memory := mem.stop(count, fs.watcher.settle)
-	st := fs.watcher.collect(ids)
+	st, err := fs.watcher.collect(ids)
+	if err != nil {
+		return Result{}, fmt.Errorf("%s: %w", name, err)
+	}
 	if st.succeeded != count {
 		return Result{}, fmt.Errorf("%s: %d of %d nodes succeeded", name, st.succeeded, count)
 	}

@@ -155,7 +155,10 @@ func (r *runner) runFeedback(ctx context.Context, fs *fleetSession) (Result, err
 	}
 	wall := end.Sub(start)
 	memory := mem.stop(count, fs.watcher.settle)
-	st := fs.watcher.collect([]string{id})
+	st, err := fs.watcher.collect([]string{id})
+	if err != nil {
+		return Result{}, err
+	}
 	if st.succeeded != count {
 		return Result{}, fmt.Errorf("%d of %d nodes succeeded", st.succeeded, count)
 	}
@@ -262,7 +265,6 @@ type loopStats struct {
 func (w *watcher) feedbackRounds(id string) (loopStats, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.catchUp()
 	var st loopStats
 	wf := w.wfs[id]
 	if wf == nil {

@@ -282,7 +282,10 @@ func (r *runner) scaleRun(ctx context.Context, fs *fleetSession, spec scaleOutSp
 	}
 	memory := mem.stop(spec.tasks, fs.watcher.settle)
 	cpu := runnersCPU(procs) - cpu0
-	st := fs.watcher.collect([]string{id})
+	st, err := fs.watcher.collect([]string{id})
+	if err != nil {
+		return ScaleOutRun{}, err
+	}
 	run := ScaleOutRun{Runners: n, WallSeconds: end.Sub(start).Seconds(), RunnerCPUSeconds: cpu.Seconds(), Memory: memory}
 	var window time.Duration
 	hosts := st.gateHosts

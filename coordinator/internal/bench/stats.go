@@ -89,7 +89,7 @@ func startMem() *memMeter {
 // stop returns what was allocated since start, per op of count. Each of
 // settle runs after the CPU and allocations are read and before the live
 // heap is: work the measurement put off until after its window (the
-// watcher's catchUp) so that the heap holds what it did before.
+// watcher's reading of the log) so that the heap holds what it did before.
 func (m *memMeter) stop(count int, settle ...func()) Memory {
 	self, children := cpuTime()
 	children -= m.childCPU

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -76,67 +75,5 @@ func TestWatchDecodeAgreesWithTheLog(t *testing.T) {
 	}
 	if _, err := watchDecode([]byte(`{"v":2,"type":"node.ready","workflow_id":"w","time":"x","data":{}}`)); err == nil {
 		t.Fatal("a malformed time was read")
-	}
-}
-
-// The watcher reads, during a measurement, only the messages that can end
-// a wait; wait returns on workflow.finished with the other messages still
-// kept, and collect reads them all, in log order, into the same figures a
-// reading on arrival gives.
-func TestWatcherReadsTheRestAfterTheWindow(t *testing.T) {
-	at := time.Date(2026, 11, 29, 3, 4, 5, 0, time.UTC)
-	enc := func(node string, d time.Duration, b eventlog.Body) []byte {
-		data, err := eventlog.Encode(eventlog.Event{WorkflowID: "wf-w", NodeID: node, Time: at.Add(d), Body: b})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return data
-	}
-	batch, err := eventlog.JoinEncoded([][]byte{
-		enc("a", 0, eventlog.NodeReady{Attempt: 1}),
-		enc("b", 0, eventlog.NodeReady{Attempt: 1}),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	msgs := [][]byte{batch}
-	for i, n := range []string{"a", "b"} {
-		d := time.Duration(i+1) * time.Millisecond
-		msgs = append(msgs,
-			enc(n, d, eventlog.NodeStarted{Attempt: 1, Host: "h", LatencyMicros: int64(100 * (i + 1))}),
-			enc(n, 2*d, eventlog.NodeAgentDone{Attempt: 1}),
-			enc(n, 3*d, eventlog.NodeFinished{Attempt: 1, Status: protocol.NodeSucceeded}))
-	}
-	msgs = append(msgs, enc("", 10*time.Millisecond, eventlog.WorkflowFinished{Status: protocol.WorkflowSucceeded}))
-
-	w := &watcher{changed: make(chan struct{}, 1), wfs: map[string]*wfEvents{}}
-	for _, m := range msgs {
-		w.receive(m)
-	}
-	end, err := w.wait(t.Context(), []string{"wf-w"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := at.Add(10 * time.Millisecond); !end.Equal(want) {
-		t.Fatalf("wait returned %v, want the workflow.finished time %v", end, want)
-	}
-	if len(w.pending) != len(msgs) || w.wfs["wf-w"].succeeded != 0 {
-		t.Fatalf("the window read more than it needs: %d of %d messages kept, %d nodes counted",
-			len(w.pending), len(msgs), w.wfs["wf-w"].succeeded)
-	}
-	st := w.collect([]string{"wf-w"})
-	if st.succeeded != 2 || len(st.nodeLatency) != 2 || len(st.turnaround) != 2 || st.agentHosts["h"] != 2 {
-		t.Fatalf("collect read %+v, want 2 nodes succeeded, started and turned around on host h", st)
-	}
-	if len(w.pending) != 0 {
-		t.Fatalf("%d messages still kept after collect", len(w.pending))
-	}
-
-	// A failure is explained from the kept messages.
-	w = &watcher{changed: make(chan struct{}, 1), wfs: map[string]*wfEvents{}}
-	w.receive(enc("a", 0, eventlog.NodeFinished{Attempt: 1, Status: protocol.NodeFailed, Reason: "gate vet failed"}))
-	w.receive(enc("", time.Millisecond, eventlog.WorkflowFinished{Status: protocol.WorkflowFailed, Reason: "1 node failed"}))
-	if _, err := w.wait(t.Context(), []string{"wf-w"}); err == nil || !strings.Contains(err.Error(), "gate vet failed") {
-		t.Fatalf("wait on a failed workflow: %v, want the first node's failure", err)
 	}
 }
