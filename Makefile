@@ -63,7 +63,7 @@ test:
 	scripts/with-redis.sh $(MAKE) --no-print-directory test-unit test-e2e
 	$(MAKE) --no-print-directory fuzz
 
-## fuzz: every fuzz target of a parser that takes outside input (FUZZ_TARGETS: workflow and gate files, task front matter, the shell detector, git's index, git status -z, patch stats, path globs, jobs, reports and events off the bus (and that they read as encoding/json would), the agent CLIs' output, the JSON block extractor, context strategies, the egress proxy's requests and allow-list, the redactor, branch names taken without git, feature descriptions), FUZZTIME each (default 5s; `make fuzz FUZZTIME=5m` to run longer)
+## fuzz: every fuzz target of a parser that takes outside input (FUZZ_TARGETS: workflow and gate files, task front matter, the shell detector, git's index, git status -z, patch stats, path globs, jobs, reports and events off the bus (and that they read as encoding/json would), the agent CLIs' output, the JSON block extractor, context strategies, the egress proxy's requests and allow-list, the redactor, branch names (against git's own check), feature descriptions), FUZZTIME each (default 5s; `make fuzz FUZZTIME=5m` to run longer)
 FUZZTIME ?= 5s
 FUZZ_TARGETS = \
 	shared/agentcli:FuzzClaudeStream shared/agentcli:FuzzClaudeJSON shared/agentcli:FuzzCodex \
@@ -79,7 +79,7 @@ FUZZ_TARGETS = \
 	shared/protocol:FuzzDecode shared/protocol/eventlog:FuzzDecode shared/protocol/eventlog:FuzzDecodeAll \
 	shared/protocol:FuzzDecodeAgreesWithEncodingJSON shared/protocol/eventlog:FuzzDecodeAgreesWithEncodingJSON \
 	shared/redact:FuzzRedact \
-	shared/workspace:FuzzPlainBranchIsASubsetOfGits \
+	shared/protocol:FuzzCheckBranchNameAgreesWithGit \
 	coordinator/internal/templates:FuzzFeature \
 	coordinator/internal/workflow:FuzzParse
 fuzz:

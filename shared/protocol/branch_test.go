@@ -2,6 +2,7 @@ package protocol_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/supervisorhq/supervisor/shared/gitexec"
@@ -40,4 +41,29 @@ func TestCheckBranchName(t *testing.T) {
 			t.Errorf("git check-ref-format refs/heads/%q: %v, want valid %v", tc.name, gerr, tc.valid)
 		}
 	}
+}
+
+// FuzzCheckBranchNameAgreesWithGit checks any name against git
+// check-ref-format: what CheckBranchName accepts git accepts (the
+// workspace takes such a name without running git: PERF-67), and what git
+// accepts CheckBranchName accepts too, but for the names git branch
+// reserves.
+func FuzzCheckBranchNameAgreesWithGit(f *testing.F) {
+	for _, s := range []string{"supervisor/wf-x", "a..b", "a/.b", "a.lock", "ünï/code", "a@{1}", "x/y.z.", "a\x00b", "a\xffb"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if strings.ContainsRune(name, 0) {
+			return // not an argument a process can be given
+		}
+		err := protocol.CheckBranchName(name)
+		_, gerr := gitexec.Runner{}.Text(context.Background(), "check-ref-format", "refs/heads/"+name)
+		reserved := name == "" || name == "HEAD" || name == "@" || strings.HasPrefix(name, "-")
+		if err == nil && gerr != nil {
+			t.Fatalf("CheckBranchName accepts %q, which git refuses: %v", name, gerr)
+		}
+		if gerr == nil && err != nil && !reserved {
+			t.Fatalf("git accepts %q, which CheckBranchName refuses: %v", name, err)
+		}
+	})
 }

@@ -11,18 +11,19 @@ import (
 	"time"
 
 	"github.com/supervisorhq/supervisor/shared/gitexec"
+	"github.com/supervisorhq/supervisor/shared/protocol"
 )
 
-// checkBranch validates a branch name and returns its full ref. A name of
-// the plain form plainBranch accepts needs no process; any other name is
-// put to git check-ref-format, once per name: a workflow's branch is
-// checked on its first integration, not on every one.
+// checkBranch validates a branch name and returns its full ref. A name
+// protocol.CheckBranchName accepts (git's rules, in Go) needs no process
+// (PERF-67); any other is put to git check-ref-format (once per name), so
+// a name is only ever refused by git.
 func checkBranch(ctx context.Context, branch string) (string, error) {
 	ref := "refs/heads/" + branch
 	if branch == "" || strings.HasPrefix(branch, "-") || branch == "HEAD" {
 		return "", fmt.Errorf("workspace: invalid branch name %q", branch)
 	}
-	if plainBranch(branch) || validBranches.has(ref) {
+	if protocol.CheckBranchName(branch) == nil || validBranches.has(ref) {
 		return ref, nil
 	}
 	if _, err := (gitexec.Runner{}).Text(ctx, "check-ref-format", ref); err != nil {
@@ -34,37 +35,6 @@ func checkBranch(ctx context.Context, branch string) (string, error) {
 
 // validBranches are refs check-ref-format accepted.
 var validBranches = boundedSet{max: 4096}
-
-// plainBranch reports whether branch is of a form git check-ref-format
-// always accepts under refs/heads/ (PERF-67): '/'-separated components of
-// ASCII letters, digits, '-', '_' and '.', none of them empty, none
-// starting with '.' or ending in ".lock", with no ".." anywhere and no '.'
-// at the end. It is a strict subset of git's rules: false only means git decides.
-func plainBranch(branch string) bool {
-	if branch == "" || len(branch) > 255 || strings.Contains(branch, "..") || strings.HasSuffix(branch, ".") {
-		return false
-	}
-	for comp := range strings.SplitSeq(branch, "/") {
-		if comp == "" || comp[0] == '.' || strings.HasSuffix(comp, ".lock") {
-			return false
-		}
-		for i := 0; i < len(comp); i++ {
-			if !plainByte(comp[i]) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// plainByte reports whether c may be in a plain branch name's component.
-func plainByte(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	return c == '-' || c == '_' || c == '.'
-}
 
 // ApplyToBranch applies patch, a binary patch as Workspace.Diff makes, to
 // the tip of refs/heads/<branch> in the repository at gitDir (bare or not),
@@ -219,12 +189,14 @@ type ImportOption func(*importOptions)
 
 type importOptions struct{ tip string }
 
-// KnownTip tells ImportBranch the commit the bundle's branch is at: if the
-// repository already has it (a workflow that landed nothing ends at the
-// base commit it was submitted from), the branch is pointed at it without
-// reading the bundle (PERF-67), the same outcome as the fetch, for a
-// fraction of its work. A commit the repository lacks changes nothing:
-// the bundle is fetched.
+// KnownTip tells ImportBranch the commit the bundle's branch is at, for a
+// repository that should already have it (a workflow that landed nothing
+// ends at the base commit it was submitted from): the branch is pointed at
+// it with update-ref, without reading the bundle (PERF-67), the same
+// outcome as the fetch for a fraction of its work. If the repository lacks
+// the commit, the bundle is fetched; but update-ref looks for it first,
+// and a partial clone looks for a missing object at its remote, so give
+// only a commit the repository is meant to have.
 func KnownTip(commit string) ImportOption {
 	return func(o *importOptions) { o.tip = commit }
 }
@@ -232,8 +204,9 @@ func KnownTip(commit string) ImportOption {
 // ImportBranch fetches refs/heads/<branch> from bundleFile (as ExportBranch
 // makes) into the repository at repoPath as refs/heads/<branch>, creating
 // it or overwriting it (the previous value stays in the branch's reflog if
-// the repository keeps one). The working tree, the index and HEAD are never
-// touched; a branch checked out in any worktree of the repository is
+// the repository keeps one); with KnownTip, a commit the repository has is
+// set with update-ref instead. The working tree, the index and HEAD are
+// never touched; a branch checked out in any worktree of the repository is
 // refused.
 func ImportBranch(ctx context.Context, repoPath, bundleFile, branch string, opts ...ImportOption) error {
 	var o importOptions
@@ -272,8 +245,9 @@ func ImportBranch(ctx context.Context, repoPath, bundleFile, branch string, opts
 	if isObjectID(o.tip) && strings.Trim(o.tip, "0") != "" {
 		// update-ref refuses an object the repository lacks, and a
 		// branch pointed at anything but a commit (the null id, which
-		// would delete the branch, is never given to it).
-		if _, err := g.Text(ctx, "update-ref", "-m", "supervisor: import "+branch, ref, o.tip); err == nil {
+		// would delete the branch, is never given to it); --no-deref
+		// replaces a symbolic ref rather than moving what it names.
+		if _, err := g.Text(ctx, "update-ref", "--no-deref", "-m", "supervisor: import "+branch, ref, o.tip); err == nil {
 			return nil
 		}
 	}

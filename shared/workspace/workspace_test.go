@@ -638,6 +638,17 @@ func TestExportImportBranch(t *testing.T) {
 	if got := testkit.Git(t, clone, "rev-parse", "refs/heads/sup/wf1"); got != tip {
 		t.Fatalf("branch at %s, want %s", got, tip)
 	}
+	// A symbolic ref to the checked-out branch is replaced, not followed.
+	testkit.Git(t, clone, "symbolic-ref", "refs/heads/sup/sym", "refs/heads/main")
+	if err := ImportBranch(ctx, clone, file+".gone", "sup/sym", KnownTip(tip)); err != nil {
+		t.Fatalf("import over a symbolic ref: %v", err)
+	}
+	if got := testkit.Git(t, clone, "rev-parse", "refs/heads/main"); got != head {
+		t.Fatalf("the checked-out branch moved to %s through a symbolic ref", got)
+	}
+	if got := testkit.Git(t, clone, "rev-parse", "refs/heads/sup/sym"); got != tip {
+		t.Fatalf("sup/sym at %s, want %s", got, tip)
+	}
 	// A tip a repository lacks is fetched from the bundle.
 	clone2 := filepath.Join(t.TempDir(), "clone2")
 	testkit.Git(t, "", "clone", "--quiet", "--branch", "main", r.dir, clone2)

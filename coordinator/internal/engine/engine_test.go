@@ -851,6 +851,11 @@ func TestNoGatesSucceedsOnAgent(t *testing.T) {
 	if s.Head != e.repo.BaseCommit {
 		t.Errorf("head = %s, want the base (no patch)", s.Head)
 	}
+	// Delivered into the submitting repository, which has the base
+	// commit: set there without the bundle (PERF-67).
+	if got := testkit.Git(t, e.repoDir, "rev-parse", "refs/heads/"+s.Branch); got != e.repo.BaseCommit {
+		t.Errorf("delivered branch %s at %s, want the base %s", s.Branch, got, e.repo.BaseCommit)
+	}
 	e.noJob(protocol.KindGate, "default", 200*time.Millisecond, "a node without gates")
 
 	wf2 := e.submit("name: agentfails\ndefaults:\n  " + agentCmd + "  max_attempts: 1\ngates:\n  - name: vet\n    command: [vet]\n" +

@@ -316,7 +316,14 @@ func (in *integrator) deliver(ctx context.Context, x integration) error {
 			"workflow", x.wf, "repo", x.repoPath, "bundle", bundle)
 		return nil
 	}
-	if err := workspace.ImportBranch(ctx, x.repoPath, tmp.Name(), x.branch, workspace.KnownTip(head)); err != nil {
+	var known []workspace.ImportOption
+	if head == x.repo.BaseCommit {
+		// The repository it was submitted from has it: no bundle to
+		// read. A commit landed here it cannot have (and asking a
+		// partial clone for one would fetch from its remote).
+		known = append(known, workspace.KnownTip(head))
+	}
+	if err := workspace.ImportBranch(ctx, x.repoPath, tmp.Name(), x.branch, known...); err != nil {
 		in.log.WarnContext(ctx, "cannot write the branch into the submitting repository; "+where,
 			"workflow", x.wf, "repo", x.repoPath, "err", err)
 		return nil
