@@ -107,7 +107,10 @@ func (w *watcher) settle() {
 
 // readLocked reads, in log order, every event message from w.next to the
 // last one in the stream now, and applies its events. The caller holds mu.
-func (w *watcher) readLocked(ctx context.Context) error {
+// It reads through an ephemeral pull consumer of its own (no acks), which
+// it deletes when done, so none is left on the server into the next
+// measurement.
+func (w *watcher) readLocked(ctx context.Context) (err error) {
 	stream, err := w.js.Stream(ctx, protocol.StreamEvents)
 	if err != nil {
 		return fmt.Errorf("read the event log: %w", err)
@@ -120,13 +123,23 @@ func (w *watcher) readLocked(ctx context.Context) error {
 	if last < w.next {
 		return nil
 	}
-	cons, err := w.js.OrderedConsumer(ctx, protocol.StreamEvents, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{protocol.SubjectEvents},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy, OptStartSeq: w.next,
+	cons, err := stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		FilterSubject: protocol.SubjectEvents,
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: w.next,
+		AckPolicy: jetstream.AckNonePolicy, MemoryStorage: true,
+		// Gone by itself if this process dies before deleting it.
+		InactiveThreshold: time.Minute,
 	})
 	if err != nil {
 		return fmt.Errorf("read the event log from %d: %w", w.next, err)
 	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if derr := stream.DeleteConsumer(dctx, cons.CachedInfo().Name); derr != nil && err == nil {
+			err = fmt.Errorf("read the event log: delete its consumer: %w", derr)
+		}
+	}()
 	for w.next <= last {
 		batch, err := cons.FetchNoWait(1000)
 		if err != nil {
@@ -241,8 +254,7 @@ func (w *watcher) applyLocked(ev eventlog.Event) {
 // explained from the log.
 //
 // It looks at the last log message of the first workflow not known to have
-// finished: every millisecond at first, then less often, at most every
-// waitPollMax. That costs the server one message read a look, whatever
+// finished, at intervals growing from a millisecond to waitPollMax. That costs the server one message read a look, whatever
 // the size of the workflows. Every waitListEvery it also asks the
 // coordinator for its listing (listed).
 func (w *watcher) wait(ctx context.Context, ids []string) (time.Time, error) {
@@ -252,7 +264,7 @@ func (w *watcher) wait(ctx context.Context, ids []string) (time.Time, error) {
 	}
 	var (
 		last     time.Time
-		done     = make(map[string]bool, len(ids))
+		done     int // ids[:done] have finished
 		delay    = time.Millisecond
 		nextList = time.Now().Add(waitListEvery)
 		lookErr  error
@@ -264,21 +276,20 @@ func (w *watcher) wait(ctx context.Context, ids []string) (time.Time, error) {
 		return time.Time{}, errors.New("a workflow failed or waits for a human")
 	}
 	for {
-		for len(done) < len(ids) {
-			id := ids[len(done)]
-			fin, ok, err := lastFinished(ctx, stream, id)
+		for done < len(ids) {
+			fin, ok, err := lastFinished(ctx, stream, ids[done])
 			if lookErr = err; !ok {
 				break
 			}
 			if fin.Status != protocol.WorkflowSucceeded {
 				return fail()
 			}
-			done[id] = true
+			done++
 			if fin.At.After(last) {
 				last = fin.At
 			}
 		}
-		if len(done) == len(ids) {
+		if done == len(ids) {
 			return last, nil
 		}
 		if time.Now().After(nextList) {
@@ -417,9 +428,7 @@ func (w *watcher) collect(ids []string) (stats, error) {
 	defer cancel()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err := w.readLocked(ctx); err != nil {
-		w.readErr = err
-	}
+	w.readErr = w.readLocked(ctx)
 	st := stats{gateHosts: map[string]int{}, agentHosts: map[string]int{}}
 	for _, id := range ids {
 		wf := w.wfs[id]

@@ -59,7 +59,8 @@ func TestWatcherReadsTheLogAfterTheWindow(t *testing.T) {
 
 	// wait finds the end in the workflow's last message, and reads
 	// nothing else.
-	w := newWatcher(b, nil)
+	// No coordinator answers the listing here: wait goes on without it.
+	w := newWatcher(b, &api.Client{NC: b.NC})
 	end, err := w.wait(ctx, []string{"wf-w"})
 	if err != nil || !end.Equal(at.Add(10*time.Millisecond)) {
 		t.Fatalf("wait = %v, %v; want the workflow.finished time %v", end, err, at.Add(10*time.Millisecond))
@@ -77,6 +78,18 @@ func TestWatcherReadsTheLogAfterTheWindow(t *testing.T) {
 	st, err := w.collect([]string{"wf-w"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The readings left no consumer on the log.
+	stream, err := b.JS.Stream(ctx, protocol.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Consumers != 0 {
+		t.Fatalf("the event log has %d consumers after the readings, want none", info.State.Consumers)
 	}
 	if st.succeeded != 2 || len(st.nodeLatency) != 2 || len(st.turnaround) != 2 || st.agentHosts["h"] != 2 {
 		t.Fatalf("collect read %+v, want 2 nodes succeeded, started and turned around on host h", st)
