@@ -205,8 +205,9 @@ func KnownTip(commit string) ImportOption {
 // makes) into the repository at repoPath as refs/heads/<branch>, creating
 // it or overwriting it (the previous value stays in the branch's reflog if
 // the repository keeps one); with KnownTip, a commit the repository has is
-// set with update-ref instead. The working tree, the index and HEAD are
-// never touched; a branch checked out in any worktree of the repository is
+// set with update-ref instead. A symbolic ref at the branch's name is
+// replaced, never followed. The working tree, the index and HEAD are never
+// touched; a branch checked out in any worktree of the repository is
 // refused.
 func ImportBranch(ctx context.Context, repoPath, bundleFile, branch string, opts ...ImportOption) error {
 	var o importOptions
@@ -257,6 +258,14 @@ func ImportBranch(ctx context.Context, repoPath, bundleFile, branch string, opts
 	}
 	if err != nil {
 		return fmt.Errorf("workspace: import branch %s into %s: bundle: %w", branch, repoPath, err)
+	}
+	// A fetch into a symbolic ref would move the branch it names (perhaps
+	// the checked-out one): the symbolic ref is removed first, so it is
+	// replaced, as update-ref --no-deref replaces it above.
+	if _, err := g.Text(ctx, "symbolic-ref", "-q", ref); err == nil {
+		if _, err := g.Text(ctx, "update-ref", "--no-deref", "-d", ref); err != nil {
+			return fmt.Errorf("workspace: import branch %s into %s: remove the symbolic ref: %w", branch, repoPath, err)
+		}
 	}
 	if _, err := g.Text(ctx, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules",
 		bundle, "+"+ref+":"+ref); err != nil {

@@ -659,6 +659,23 @@ func TestExportImportBranch(t *testing.T) {
 		t.Fatalf("fetched branch at %s, want %s", got, tip)
 	}
 	checkCommitTree(t, filepath.Join(clone2, ".git"), "sup/wf1", r.afterFiles)
+	// So is one in front of a fetch.
+	gitBare(t, bare, "update-ref", "refs/heads/sup/sym", tip)
+	symFile := filepath.Join(t.TempDir(), "sym.bundle")
+	if err := ExportBranch(ctx, bare, "sup/sym", symFile); err != nil {
+		t.Fatal(err)
+	}
+	head2 := testkit.Git(t, clone2, "rev-parse", "HEAD")
+	testkit.Git(t, clone2, "symbolic-ref", "refs/heads/sup/sym", "refs/heads/main")
+	if err := ImportBranch(ctx, clone2, symFile, "sup/sym"); err != nil {
+		t.Fatalf("fetch over a symbolic ref: %v", err)
+	}
+	if got := testkit.Git(t, clone2, "rev-parse", "refs/heads/main"); got != head2 {
+		t.Fatalf("the checked-out branch moved to %s through a symbolic ref", got)
+	}
+	if got := testkit.Git(t, clone2, "rev-parse", "refs/heads/sup/sym"); got != tip {
+		t.Fatalf("fetched sup/sym at %s, want %s", got, tip)
+	}
 	for _, unknown := range []string{strings.Repeat("0", 40), strings.Repeat("1", 40)} {
 		if err := ImportBranch(ctx, clone2, file+".gone", "sup/wf1", KnownTip(unknown)); err == nil {
 			t.Fatalf("import at tip %s without its bundle succeeded", unknown)
