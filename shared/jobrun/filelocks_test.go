@@ -146,7 +146,7 @@ func TestFileLockLostStopsTheJob(t *testing.T) {
 // go, then runs with its locks held, and gives them up when it ends.
 func TestRunHoldsFileLocks(t *testing.T) {
 	t.Parallel()
-	e := newRunEnv(t)
+	e := newRunEnvAckWait(t, 10*time.Second)
 	e.deps.FileLockWait = 200 * time.Millisecond
 	m := e.meta()
 	m.FileLocks = []string{protocol.FileLockKey(m.WorkflowID, "node"), protocol.FileLockKey(m.WorkflowID, "other")}
@@ -190,7 +190,7 @@ func TestRunHoldsFileLocks(t *testing.T) {
 // do their work at the same time, and each runs in the end.
 func TestRunFileLockedJobsNeverOverlap(t *testing.T) {
 	t.Parallel()
-	e := newRunEnv(t)
+	e := newRunEnvAckWait(t, 10*time.Second)
 	e.deps.FileLockWait = 100 * time.Millisecond
 	base := e.meta()
 	key := func(n string) string { return protocol.FileLockKey(base.WorkflowID, n) }

@@ -83,6 +83,14 @@ const ackWait = 900 * time.Millisecond
 
 func newRunEnv(t *testing.T) *runEnv {
 	t.Helper()
+	return newRunEnvAckWait(t, ackWait)
+}
+
+// newRunEnvAckWait is newRunEnv with another ack wait, for a test whose
+// point is not the lease's timing: with the default's 600 ms lease, a
+// renewal late on a loaded machine abandons the job.
+func newRunEnvAckWait(t *testing.T, ackWait time.Duration) *runEnv {
+	t.Helper()
 	f := jobruntest.OpenFleet(t, "jobrun-test", bus.Config{AckWait: ackWait})
 	f.ConsumeReports()
 	return &runEnv{Fleet: f, t: t, deps: Deps{Bus: f.Bus, Store: f.Store, Host: "test-host", Log: slog.New(slog.DiscardHandler)}}
