@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/supervisorhq/supervisor/shared/patchstat"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 )
+
+// patchNotFoundPatience bounds the last wait before a patch object not
+// found is taken as missing: 50 ms doubling to it, about 1.5 s in all.
+const patchNotFoundPatience = 800 * time.Millisecond
 
 // maxSummarizedPatch is the largest patch the coordinator reads to
 // summarize it itself. A larger one is left with no summary, which the
@@ -30,6 +35,18 @@ func (e *Engine) summarizePatch(ctx context.Context, r *protocol.Report) error {
 	}
 	p := r.Agent.Patch
 	info, err := e.bus.Patches.GetInfo(ctx, p.Object)
+	// In a cluster, the object's description may be read from a replica
+	// that has not yet applied the runner's upload (the object store's
+	// direct reads are served by any replica): a missing object is looked
+	// for again for a while before it is taken as missing.
+	for wait := 50 * time.Millisecond; errors.Is(err, jetstream.ErrObjectNotFound) && wait <= patchNotFoundPatience; wait *= 2 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("engine: summarize patch %s: %w", p.Object, ctx.Err())
+		case <-time.After(wait):
+		}
+		info, err = e.bus.Patches.GetInfo(ctx, p.Object)
+	}
 	switch {
 	case errors.Is(err, jetstream.ErrObjectNotFound):
 		e.log.WarnContext(ctx, "agent patch not in the object store; it has no summary", "workflow", r.WorkflowID(),
