@@ -70,6 +70,10 @@ type Options struct {
 	// do for it, stays in memory before it is retired to a summary
 	// (0: DefaultRetainFinished; negative: never).
 	RetainFinished time.Duration
+	// SnapshotListWait bounds how long listing the snapshots may take
+	// (0: DefaultSnapshotListWait). A listing that takes longer fails:
+	// on start the whole log is folded instead.
+	SnapshotListWait time.Duration
 	// RepoRoots are where the coordinator may write a workflow's branch
 	// and merges (its submitting repository, when under one); the zero
 	// value: nowhere. Checked again at every write, so a workflow
@@ -158,6 +162,9 @@ func New(b *bus.Bus, store state.Store, opts Options) (*Engine, error) {
 	}
 	if opts.RetainFinished == 0 {
 		opts.RetainFinished = DefaultRetainFinished
+	}
+	if opts.SnapshotListWait <= 0 {
+		opts.SnapshotListWait = DefaultSnapshotListWait
 	}
 	integ, err := newIntegrator(b, opts.DataDir, opts.RepoRoots, opts.Log)
 	if err != nil {

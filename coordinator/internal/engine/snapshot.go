@@ -59,6 +59,13 @@ const keepSnapshots = 3
 // the log has moved since the last one.
 const DefaultSnapshotInterval = time.Minute
 
+// DefaultSnapshotListWait is how long listing the snapshots may take by
+// default. A listing is quick; it waits without end only when the object
+// store's watcher never gets its initial values, which happens when the
+// store is empty and its last message cannot be looked up (as when its
+// stream, just made on a cluster just formed, has no leader yet).
+const DefaultSnapshotListWait = 10 * time.Second
+
 // snapshotName is the object name of the snapshot covering seq.
 func snapshotName(seq uint64) string { return fmt.Sprintf("%s%020d", snapshotPrefix, seq) }
 
@@ -208,13 +215,20 @@ func (e *Engine) WriteSnapshot(ctx context.Context) (SnapshotInfo, error) {
 	return info, nil
 }
 
-// snapshotsNewestFirst lists the snapshots, the newest first.
-func snapshotsNewestFirst(ctx context.Context, store jetstream.ObjectStore) ([]*jetstream.ObjectInfo, error) {
-	list, err := store.List(ctx)
+// snapshotsNewestFirst lists the snapshots, the newest first, failing
+// when that takes longer than wait.
+func snapshotsNewestFirst(ctx context.Context, store jetstream.ObjectStore, wait time.Duration) ([]*jetstream.ObjectInfo, error) {
+	lctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	list, err := store.List(lctx)
 	if errors.Is(err, jetstream.ErrNoObjectsFound) {
 		return nil, nil
 	}
 	if err != nil {
+		if ctx.Err() == nil && lctx.Err() != nil {
+			return nil, fmt.Errorf("engine: list snapshots: the %s store gave no listing within %s: %w",
+				protocol.BucketSnapshots, wait, err)
+		}
 		return nil, fmt.Errorf("engine: list snapshots: %w", err)
 	}
 	var out []*jetstream.ObjectInfo
@@ -229,7 +243,7 @@ func snapshotsNewestFirst(ctx context.Context, store jetstream.ObjectStore) ([]*
 
 // pruneSnapshots deletes all but the newest keepSnapshots snapshots.
 func (e *Engine) pruneSnapshots(ctx context.Context, store jetstream.ObjectStore) {
-	list, err := snapshotsNewestFirst(ctx, store)
+	list, err := snapshotsNewestFirst(ctx, store, e.opts.SnapshotListWait)
 	if err != nil {
 		e.log.Warn("cannot list snapshots to delete old ones", "err", err)
 		return
@@ -247,7 +261,7 @@ func (e *Engine) loadSnapshot(ctx context.Context) (*statemachine.State, Snapsho
 	if err != nil {
 		return nil, SnapshotInfo{}, err
 	}
-	list, err := snapshotsNewestFirst(ctx, store)
+	list, err := snapshotsNewestFirst(ctx, store, e.opts.SnapshotListWait)
 	if err != nil || len(list) == 0 {
 		return nil, SnapshotInfo{}, err
 	}

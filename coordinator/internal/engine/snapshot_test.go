@@ -2,22 +2,27 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/api"
+	"github.com/supervisorhq/supervisor/coordinator/internal/service"
 	"github.com/supervisorhq/supervisor/coordinator/internal/statemachine"
 	"github.com/supervisorhq/supervisor/shared/bus"
 	"github.com/supervisorhq/supervisor/shared/protocol"
+	"github.com/supervisorhq/supervisor/shared/state/kvstate"
 	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
@@ -29,7 +34,7 @@ func (e *env) snapshotList() []*jetstream.ObjectInfo {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	list, err := snapshotsNewestFirst(ctx, store)
+	list, err := snapshotsNewestFirst(ctx, store, DefaultSnapshotListWait)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -371,5 +376,65 @@ func TestRetiredWorkflowsStayQueryable(t *testing.T) {
 	}
 	if len(l.Workflows) != 2 || l.Workflows[0].ID != kept.ID || l.Workflows[1].ID != running {
 		t.Errorf("list after the restart: %+v", l.Workflows)
+	}
+}
+
+// A snapshot listing that never ends does not keep a new leader from
+// becoming ready: the listing is given up after SnapshotListWait and the
+// whole log is folded. The object store's listing waits without end when
+// the store is empty and its last message cannot be looked up, as on a
+// just-formed cluster whose snapshots stream has no leader yet; here NATS
+// denies the coordinator that lookup (PERF-32).
+func TestSnapshotListingThatNeverEndsIsGivenUp(t *testing.T) {
+	t.Parallel()
+	stream := "OBJ_" + protocol.BucketSnapshots
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
+		StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
+		Users: []*server.User{{Username: "coordinator", Password: "secret", Permissions: &server.Permissions{
+			Publish: &server.SubjectPermission{Allow: []string{">"},
+				Deny: []string{"$JS.API.DIRECT.GET." + stream + ".>", "$JS.API.STREAM.MSG.GET." + stream}},
+			Subscribe: &server.SubjectPermission{Allow: []string{">"}}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	url := fmt.Sprintf("nats://coordinator:secret@%s", srv.Addr())
+	ctx := testkit.Context(t, time.Minute)
+	b, err := bus.Open(ctx, url, t.Name(), bus.Config{}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	snaps, err := b.Snapshots(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The library's listing of the empty store does wait past any bound.
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err = snaps.List(lctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("listing the empty store with its lookup denied: %v, want it to wait out its context", err)
+	}
+
+	store, err := kvstate.New(ctx, b.JS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logBuf testkit.Buffer
+	log := slog.New(slog.NewJSONHandler(&logBuf, nil))
+	eng, err := New(b, store, Options{DataDir: t.TempDir(), Tick: 100 * time.Millisecond, LeaderTTL: 10 * time.Second,
+		Log: log, SnapshotListWait: 500 * time.Millisecond, RepoRoots: tempRoots(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runEngine(t, "engine", eng, service.New(eng, b, service.Options{Log: log, RepoRoots: tempRoots(t)}))
+	r := testkit.LogRecord(t, logBuf.String(), "cannot read snapshots; folding the whole event log", "level", "WARN")
+	if msg, _ := r["err"].(string); !strings.Contains(msg, "gave no listing within 500ms") {
+		t.Errorf("warning's error %q, want it to say the listing was given up", msg)
 	}
 }
