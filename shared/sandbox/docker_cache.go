@@ -151,6 +151,15 @@ func (d *Docker) WarmCaches(ctx context.Context, image string) error {
 	return d.caches.warm(ctx, envKey(id), d.warmFunc(image))
 }
 
+// DockerCachesWarmed reports whether a warm-up of the Docker sandbox's
+// caches for the image whose ID is imageID has completed in dir, a
+// runner's cache directory (CacheOptions.Dir): from then on every run in
+// that image gets its trusted layers.
+func DockerCachesWarmed(dir, imageID string) bool {
+	_, err := os.Stat(filepath.Join(dir, "trusted", envKey(imageID), ".complete"))
+	return err == nil
+}
+
 // warmFunc runs warm-up commands in image.
 func (d *Docker) warmFunc(image string) warmFunc {
 	return func(ctx context.Context, argv []string, dirs map[string]string) (Result, error) {

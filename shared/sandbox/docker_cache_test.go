@@ -56,6 +56,10 @@ func TestDockerCachesCannotBePoisoned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !DockerCachesWarmed(dir, id) || DockerCachesWarmed(dir, "sha256:another") {
+		t.Fatalf("DockerCachesWarmed: %v for the image warmed, %v for another; want true, false",
+			DockerCachesWarmed(dir, id), DockerCachesWarmed(dir, "sha256:another"))
+	}
 	trusted := filepath.Join(dir, "trusted", envKey(id))
 	entry := filepath.Join(trusted, CacheKey(".cache/tool"), "entry")
 	if got := readFile(t, entry); got != "trusted" {
@@ -160,6 +164,10 @@ func TestDockerCloseStopsWarmup(t *testing.T) {
 		},
 		WarmCaches: toolCaches,
 	}})
+	id, err := d.ImageDigest(context.Background(), img)
+	if err != nil {
+		t.Fatal(err)
+	}
 	warmed := make(chan error, 1)
 	go func() { warmed <- d.WarmCaches(context.Background(), img) }()
 	for deadline := time.Now().Add(2 * time.Minute); ; {
@@ -190,5 +198,8 @@ func TestDockerCloseStopsWarmup(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(filepath.Join(dir, "trusted")); len(ents) != 0 {
 		t.Errorf("trusted/ holds %d entries after a stopped warm-up, want none", len(ents))
+	}
+	if DockerCachesWarmed(dir, id) {
+		t.Error("DockerCachesWarmed after a stopped warm-up, want false")
 	}
 }

@@ -93,6 +93,10 @@ const (
 	// in the Docker sandbox against the same in the process sandbox
 	// (issue 13, figure 4, per gate).
 	ScenarioGoGate = "go-gate"
+	// ScenarioDemo runs `coordinator demo`'s workflow with runner
+	// processes in the Docker sandbox against the same in the process
+	// sandbox, alternating (issue 13, figure 4 at the demo level).
+	ScenarioDemo = "demo"
 	// ScenarioReplay times a coordinator's start on event logs of history
 	// of ReplayEvents sizes, from a snapshot and the events after it
 	// against folding the whole log.
@@ -106,7 +110,7 @@ const (
 // Scenarios lists every scenario in the order they run.
 var Scenarios = []string{ScenarioRaw, ScenarioRawFetch1, ScenarioRawSerial, ScenarioNodes, ScenarioGated, ScenarioChain,
 	ScenarioFeedback, ScenarioCoordinator, ScenarioCacheKey, ScenarioGateScale,
-	ScenarioWorkerScale, ScenarioSandbox, ScenarioGoGate, ScenarioReplay, ScenarioScale}
+	ScenarioWorkerScale, ScenarioSandbox, ScenarioGoGate, ScenarioDemo, ScenarioReplay, ScenarioScale}
 
 // latencyReference is the scenario each scenario's p50 is compared with:
 // bursts with the raw burst, one-at-a-time runs with the raw serial run.
@@ -210,6 +214,17 @@ type Config struct {
 	// scenario's prestarted variant ("" = beside this executable).
 	SandboxHelper string
 
+	// DemoRuns is how many demos of each demo variant are measured.
+	DemoRuns int
+	// DemoDataDir holds the demo scenario's runner processes' data
+	// directories, kept between runs ("" = a directory in the user's cache
+	// directory): the Docker gate runner's cache warm-up is done once.
+	DemoDataDir string
+	// demoProcessOnly has the demo scenario compare the process sandbox
+	// with itself instead of the Docker sandbox (for tests of the
+	// scenario's machinery: export_test.go).
+	demoProcessOnly bool
+
 	// CoordinatorNodes is the number of tasks of the coordinator
 	// scenario's burst; its chain has ChainNodes.
 	CoordinatorNodes int
@@ -298,6 +313,18 @@ func (c *Config) Validate() error {
 	}
 	if want[ScenarioSandbox] {
 		errs = append(errs, c.validateSandbox()...)
+	}
+	if want[ScenarioDemo] {
+		if c.DemoRuns < 1 || c.DemoRuns > maxSandboxRuns {
+			errs = append(errs, fmt.Errorf("demo runs must be between 1 and %d, got %d", maxSandboxRuns, c.DemoRuns))
+		}
+		for _, b := range []struct{ name, what string }{
+			{WorkerBinary, "runs worker processes"}, {GateRunnerBinary, "runs gate runner processes"}, {TestAgentBinary, "runs it as the agent"},
+		} {
+			if err := c.checkBinary(ScenarioDemo, b.name, b.what); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	if want[ScenarioGoGate] && (c.GoGateRuns < 1 || c.GoGateRuns > maxSandboxRuns) {
 		errs = append(errs, fmt.Errorf("go-gate runs must be between 1 and %d, got %d", maxSandboxRuns, c.GoGateRuns))
@@ -405,6 +432,9 @@ type Report struct {
 	Sandbox *SandboxReport `json:"sandbox,omitempty"`
 	// GoGate is the go-gate scenario's figures, if it ran.
 	GoGate *GoGateReport `json:"go_gate,omitempty"`
+	// Demo is the demo scenario's figures, or why it was skipped, if it
+	// was selected.
+	Demo *DemoReport `json:"demo,omitempty"`
 	// Replay and Scale are the replay and scale scenarios' figures, if
 	// they ran.
 	Replay *ReplayReport `json:"replay,omitempty"`
@@ -520,9 +550,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// The sandbox scenario runs last, but a missing image must not wait
 	// for the others to fail.
 	var engine *sandboxEngine
-	if want[ScenarioSandbox] || want[ScenarioGoGate] {
+	if want[ScenarioSandbox] || want[ScenarioGoGate] || want[ScenarioDemo] {
 		var err error
-		named := slices.Contains(cfg.Scenarios, ScenarioSandbox) || slices.Contains(cfg.Scenarios, ScenarioGoGate)
+		named := slices.Contains(cfg.Scenarios, ScenarioSandbox) || slices.Contains(cfg.Scenarios, ScenarioGoGate) ||
+			slices.Contains(cfg.Scenarios, ScenarioDemo)
 		if engine, err = r.probeSandboxEngine(ctx, named); err != nil {
 			return nil, err
 		}
@@ -568,6 +599,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("scenario %s: %w", ScenarioGoGate, err)
 		}
 		rep.GoGate = gg
+	}
+	if want[ScenarioDemo] {
+		d, err := r.runDemo(ctx, engine)
+		if err != nil {
+			return nil, fmt.Errorf("scenario %s: %w", ScenarioDemo, err)
+		}
+		rep.Demo = d
 	}
 	if err := r.runHistory(ctx, want, rep); err != nil {
 		return nil, err

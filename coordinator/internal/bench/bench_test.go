@@ -224,7 +224,7 @@ func TestValidate(t *testing.T) {
 		RepoFiles: 10, ChangedFiles: 1, KeyIterations: 1,
 		GateTasks: 4, GateSleep: time.Second, GateRunners: []int{1, 2, 4}, BinDir: fakeBinDir(t),
 		SandboxImage: bench.DefaultSandboxImage, SandboxCommand: []string{"true"}, SandboxRuns: 1, GoGateRuns: 1, FeedbackTasks: 2,
-		CoordinatorNodes: 1, WorkerRunners: []int{1, 2}, ReplayEvents: []int{1000}, ScaleNodes: []int{10, 20}}
+		CoordinatorNodes: 1, WorkerRunners: []int{1, 2}, ReplayEvents: []int{1000}, ScaleNodes: []int{10, 20}, DemoRuns: 1}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("valid config rejected: %v", err)
 	}
@@ -252,14 +252,23 @@ func TestValidate(t *testing.T) {
 		"unknown sandbox":         func(c *bench.Config) { c.GateSandbox = "vm" },
 		"no sandbox runs":         func(c *bench.Config) { c.SandboxRuns = 0 },
 		"no go-gate runs":         func(c *bench.Config) { c.GoGateRuns = 0 },
-		"no sandbox image":        func(c *bench.Config) { c.SandboxImage = "" },
-		"no sandbox command":      func(c *bench.Config) { c.SandboxCommand = nil },
-		"empty sandbox argv[0]":   func(c *bench.Config) { c.SandboxCommand = []string{"", "x"} },
-		"no replay sizes":         func(c *bench.Config) { c.ReplayEvents = nil },
-		"a tiny replay log":       func(c *bench.Config) { c.ReplayEvents = []int{99} },
-		"no scale sizes":          func(c *bench.Config) { c.ScaleNodes = nil },
-		"scale not increasing":    func(c *bench.Config) { c.ScaleNodes = []int{20, 10} },
-		"scale below a workflow":  func(c *bench.Config) { c.ScaleNodes = []int{5} },
+		"no demo runs":            func(c *bench.Config) { c.DemoRuns = 0 },
+		"demo without a worker": func(c *bench.Config) {
+			c.Scenarios = []string{bench.ScenarioDemo}
+			c.BinDir = fakeBinDir(t, bench.GateRunnerBinary, bench.TestAgentBinary)
+		},
+		"demo without a test agent": func(c *bench.Config) {
+			c.Scenarios = []string{bench.ScenarioDemo}
+			c.BinDir = fakeBinDir(t, bench.GateRunnerBinary, bench.WorkerBinary)
+		},
+		"no sandbox image":       func(c *bench.Config) { c.SandboxImage = "" },
+		"no sandbox command":     func(c *bench.Config) { c.SandboxCommand = nil },
+		"empty sandbox argv[0]":  func(c *bench.Config) { c.SandboxCommand = []string{"", "x"} },
+		"no replay sizes":        func(c *bench.Config) { c.ReplayEvents = nil },
+		"a tiny replay log":      func(c *bench.Config) { c.ReplayEvents = []int{99} },
+		"no scale sizes":         func(c *bench.Config) { c.ScaleNodes = nil },
+		"scale not increasing":   func(c *bench.Config) { c.ScaleNodes = []int{20, 10} },
+		"scale below a workflow": func(c *bench.Config) { c.ScaleNodes = []int{5} },
 	} {
 		bad := ok
 		mutate(&bad)
@@ -300,18 +309,24 @@ func buildGateRunner(t *testing.T) string {
 // directory of the test's own, as name, and returns the directory.
 func buildBinary(t *testing.T, module, pkg, name string) string {
 	t.Helper()
+	dir := t.TempDir()
+	buildInto(t, dir, module, pkg, name)
+	return dir
+}
+
+// buildInto builds pkg of the monorepo's module as dir/name.
+func buildInto(t *testing.T, dir, module, pkg, name string) {
+	t.Helper()
 	out, err := exec.Command("go", "env", "GOWORK").Output()
 	gowork := strings.TrimSpace(string(out))
 	if err != nil || gowork == "" || gowork == "off" {
 		t.Skipf("not in the go.work monorepo (go env GOWORK: %q, %v)", gowork, err)
 	}
-	dir := t.TempDir()
 	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
 	cmd.Dir = filepath.Join(filepath.Dir(gowork), module)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", name, err, out)
 	}
-	return dir
 }
 
 // testRedis returns a Redis URL when one is at hand (SUPERVISOR_TEST_REDIS_URL

@@ -126,6 +126,17 @@ pulled), the command --sandbox-command (argv, no shell: one value is split at
 white space, or repeat the flag once per argument). Without a Docker engine
 the scenario is skipped, unless --scenarios names it.
 
+go-gate times 'go vet ./...' of a tiny module with warm caches in the process
+sandbox and in the Docker sandbox (supervisor/sandbox-go), --go-gate-runs times
+each. demo runs the workflow 'coordinator demo' submits on a fleet with two
+sets of runner processes from --bin-dir, a worker and a gate runner each: one
+in the process sandbox, one in the Docker sandbox (agents in supervisor/worker
+without a network, gates in supervisor/sandbox-go). It waits for the Docker
+gate runner's cache warm-up (minutes the first time; the runners' data is kept
+in --demo-data-dir, so once per image), runs one unmeasured demo on each, then
+--demo-runs demos on each in turn, and compares the medians of their wall
+times. Without a Docker engine both are skipped, unless --scenarios names them.
+
 Last, the coordinator's cost with history. replay writes event logs of
 --replay-events events of history (workflows of 10 gated tasks, finished two
 hours ago, one in 20 still running), has a coordinator stop cleanly on all but
@@ -197,7 +208,8 @@ kept in memory.
 				WorkerRunners: workers, BinDir: binDir, GateSandbox: v.GetString("gate-sandbox"),
 				SandboxImage: v.GetString("sandbox-image"), SandboxCommand: sandboxArgv(command),
 				SandboxRuns: v.GetInt("sandbox-runs"), GoGateRuns: v.GetInt("go-gate-runs"), FeedbackTasks: v.GetInt("feedback-tasks"),
-				SandboxHelper:    v.GetString("sandbox-helper"),
+				SandboxHelper: v.GetString("sandbox-helper"),
+				DemoRuns:      v.GetInt("demo-runs"), DemoDataDir: v.GetString("demo-data-dir"),
 				CoordinatorNodes: v.GetInt("coordinator-nodes"),
 			}
 			if cfg.ReplayEvents, err = cmd.Flags().GetIntSlice("replay-events"); err != nil {
@@ -266,6 +278,8 @@ kept in memory.
 	fs.Int("sandbox-runs", DefaultSandboxRuns, "runs of each sandbox variant, after 2 warm-up rounds")
 	fs.String("sandbox-helper", "", "path of "+sandbox.HelperName+" for the go-gate scenario's prestarted variant (default: beside this executable)")
 	fs.Int("go-gate-runs", DefaultGoGateRuns, "runs of each go-gate variant (`go vet ./...` with warm caches), after one unmeasured round")
+	fs.Int("demo-runs", DefaultDemoRuns, "demos of each demo variant measured, alternating, after one unmeasured demo each")
+	fs.String("demo-data-dir", "", "directory of the demo scenario's runner processes' data, kept between runs so that the Docker gate runner's cache warm-up is done once per image (default: supervisor-bench/demo in the user's cache directory)")
 	fs.Int("feedback-tasks", DefaultFeedbackTasks, "tasks of the feedback scenario's workflow (at most 500)")
 	fs.IntSlice("replay-events", DefaultReplayEvents, "sizes in events of the replay scenario's logs of history (e.g. 1000,10000,100000)")
 	fs.IntSlice("scale-nodes", DefaultScaleNodes, "node counts of the scale scenario, increasing (e.g. 1000,10000,100000)")

@@ -46,6 +46,9 @@ func (r *runner) prepareRepo(ctx context.Context) (*benchRepo, error) {
 		return r.repo, nil
 	}
 	path := filepath.Join(r.dir, "repo")
+	if err := os.RemoveAll(path); err != nil { // a kept --dir from an earlier run
+		return nil, err
+	}
 	if err := os.MkdirAll(path, 0o755); err != nil {
 		return nil, err
 	}
@@ -67,17 +70,24 @@ func (r *runner) prepareRepo(ctx context.Context) (*benchRepo, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r.repo, err = bundleRepo(ctx, path, commit, filepath.Join(r.dir, "base.bundle")); err != nil {
+		return nil, err
+	}
+	return r.repo, nil
+}
+
+// bundleRepo bundles commit of the repository at path into bundle and
+// returns the repository as workflows name it.
+func bundleRepo(ctx context.Context, path, commit, bundle string) (*benchRepo, error) {
 	id, err := workspace.RepoID(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	bundle := filepath.Join(r.dir, "base.bundle")
 	if err := workspace.CreateBundle(ctx, path, commit, bundle); err != nil {
 		return nil, err
 	}
-	r.repo = &benchRepo{path: path, bundle: bundle,
-		ref: protocol.RepoRef{ID: id, BaseCommit: commit, Bundle: fmt.Sprintf("%s/%s.bundle", id, commit)}}
-	return r.repo, nil
+	return &benchRepo{path: path, bundle: bundle,
+		ref: protocol.RepoRef{ID: id, BaseCommit: commit, Bundle: fmt.Sprintf("%s/%s.bundle", id, commit)}}, nil
 }
 
 // uploadBundle puts the base bundle in the fleet's object store, as
@@ -172,9 +182,9 @@ func (r *runner) openFleetWith(ctx context.Context, name, sandboxPath string, no
 	}
 	// The embedded default on a free port, with the sandbox's default PATH
 	// (where `true` lives) unless told otherwise.
-	// The coordinator delivers into the bench's repository, as it does
+	// The coordinator delivers into the bench's repositories, as it does
 	// into a user's under its repo roots.
-	roots, err := reporoots.New([]string{filepath.Join(r.dir, "repo")})
+	roots, err := reporoots.New([]string{filepath.Join(r.dir, "repo"), r.demoRepoPath()})
 	if err != nil {
 		return nil, nil, err
 	}

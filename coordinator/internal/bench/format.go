@@ -33,6 +33,9 @@ func PrintTable(w io.Writer, rep *Report) {
 	if rep.GoGate != nil {
 		printGoGate(w, rep.GoGate)
 	}
+	if rep.Demo != nil {
+		printDemo(w, rep.Demo)
+	}
 	printHistory(w, rep)
 }
 
@@ -285,6 +288,36 @@ func printGoGate(w io.Writer, g *GoGateReport) {
 	for _, v := range g.Variants {
 		fmt.Fprintf(w, "  %-14s %s\n", v.Name, v.Description)
 	}
+}
+
+// printDemo writes the demo scenario's figures, or why it was skipped.
+func printDemo(w io.Writer, d *DemoReport) {
+	if d.Skipped != "" {
+		fmt.Fprintf(w, "\nThe demo workflow per sandbox (%s): skipped: %s\n", ScenarioDemo, d.Skipped)
+		return
+	}
+	fmt.Fprintf(w, "\nThe demo workflow per sandbox (%s): %s (%d tasks, each gated by go vet and go test), on a worker and a gate runner\n",
+		ScenarioDemo, d.Workflow, d.Tasks)
+	fmt.Fprintf(w, "process of concurrency %d per sandbox; %d demos of each after one unmeasured demo each, alternating; wall time from\n",
+		demoConcurrency, d.Runs)
+	fmt.Fprintln(w, "the submit to workflow.finished:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "VARIANT\tRUNS\tMEDIAN\tMIN\tMAX\tAGENT RUN\tGATE RUN\tGATE LATENCY\tWARM-UP\t")
+	for _, v := range d.Variants {
+		warm := "-"
+		if v.WarmupSeconds > 0 {
+			warm = secs(v.WarmupSeconds)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", v.Name, len(v.Seconds), secs(v.MedianSeconds), secs(v.MinSeconds),
+			secs(v.MaxSeconds), dur(v.AgentRunP50Micros), dur(v.GateRunP50Micros), dur(v.GateLatencyP50Micros), warm)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "  (AGENT RUN: node started → agent done; GATE RUN: gate started → finished; GATE LATENCY: dispatched → started; p50s)")
+	fmt.Fprintf(w, "  docker: %s process by the medians (issue 13 figure 4, the demo: at most 1.25x)\n", ratio(d.DockerOverProcess))
+	for _, v := range d.Variants {
+		fmt.Fprintf(w, "  %-8s %s\n", v.Name, v.Description)
+	}
+	fmt.Fprintf(w, "  the runners' data (the Docker gate runner's warmed caches among it) is kept in %s\n", d.DataDir)
 }
 
 // printSandbox writes the sandbox scenario's figures, or why it was

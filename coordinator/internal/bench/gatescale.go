@@ -337,17 +337,24 @@ func (r *runner) startRunner(ctx context.Context, spec scaleOutSpec, bin, natsUR
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
+	return r.startProc(spec.scenario, name, bin, natsURL, dir, filepath.Join(dir, "data"),
+		[]string{"--pools", ScalePool, "--concurrency", "1", "--sandbox", spec.sandbox, "--sandbox-path", ScaleSandboxPath})
+}
+
+// startProc starts runner process name of scenario: bin with the fleet's
+// NATS, data directory data, host id name, a 10 s drain and args, working
+// in dir, where its log goes.
+func (r *runner) startProc(scenario, name, bin, natsURL, dir, data string, args []string) (*runnerProc, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	logPath := filepath.Join(dir, spec.binary+".log")
+	logPath := filepath.Join(dir, filepath.Base(bin)+".log")
 	lf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "--nats", natsURL, "--data-dir", filepath.Join(dir, "data"), "--host-id", name,
-		"--pools", ScalePool, "--concurrency", "1", "--sandbox", spec.sandbox, "--sandbox-path", ScaleSandboxPath,
-		"--drain-timeout", "10s")
+	cmd := exec.Command(bin, append([]string{"--nats", natsURL, "--data-dir", data, "--host-id", name, "--drain-timeout", "10s"},
+		args...)...)
 	cmd.Dir = dir
 	cmd.Env = config.ChildEnv()
 	cmd.Stdout, cmd.Stderr = lf, lf
@@ -355,7 +362,7 @@ func (r *runner) startRunner(ctx context.Context, spec scaleOutSpec, bin, natsUR
 		lf.Close()
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	r.progress("%s: started %s (pid %d, log %s)", spec.scenario, name, cmd.Process.Pid, logPath)
+	r.progress("%s: started %s (pid %d, log %s)", scenario, name, cmd.Process.Pid, logPath)
 	p := &runnerProc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()

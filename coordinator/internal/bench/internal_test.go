@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/supervisorhq/supervisor/coordinator/internal/cli/demo"
 	"github.com/supervisorhq/supervisor/coordinator/internal/workflow"
 	"github.com/supervisorhq/supervisor/shared/protocol"
 	"github.com/supervisorhq/supervisor/shared/sandbox"
@@ -295,5 +296,70 @@ func TestHardenedRunArgs(t *testing.T) {
 	}
 	if got := plainRunArgs("img:1", []string{"true"}, "k=v"); !slices.Equal(got, []string{"run", "--rm", "--pull", "never", "--label", "k=v", "img:1", "true"}) {
 		t.Errorf("plain run %q", got)
+	}
+}
+
+// TestDemoSummarize checks the demo report's medians (odd and even
+// counts), extremes and ratio, and that a variant with no demo is left at
+// zero.
+func TestDemoSummarize(t *testing.T) {
+	for _, tc := range []struct {
+		name                 string
+		process, docker      []float64
+		med0, med1, lo1, hi1 float64
+		ratio                float64
+	}{
+		{"odd", []float64{4, 2, 3}, []float64{9, 6, 7}, 3, 7, 6, 9, 7.0 / 3},
+		{"even", []float64{2, 4}, []float64{5, 8, 6, 7}, 3, 6.5, 5, 8, 6.5 / 3},
+		{"no process demo", nil, []float64{5}, 0, 5, 5, 5, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			given := slices.Clone(tc.docker)
+			d := DemoReport{Variants: []DemoVariant{{Seconds: tc.process}, {Seconds: tc.docker}}}
+			d.summarize()
+			p, k := d.Variants[0], d.Variants[1]
+			if p.MedianSeconds != tc.med0 || k.MedianSeconds != tc.med1 || k.MinSeconds != tc.lo1 || k.MaxSeconds != tc.hi1 {
+				t.Errorf("medians %v, %v; docker min %v max %v; want %v, %v, %v, %v",
+					p.MedianSeconds, k.MedianSeconds, k.MinSeconds, k.MaxSeconds, tc.med0, tc.med1, tc.lo1, tc.hi1)
+			}
+			if d.DockerOverProcess != tc.ratio {
+				t.Errorf("ratio %v, want %v", d.DockerOverProcess, tc.ratio)
+			}
+			if !slices.Equal(d.Variants[1].Seconds, given) {
+				t.Errorf("summarize changed the samples: %v, given %v", d.Variants[1].Seconds, given)
+			}
+		})
+	}
+}
+
+// TestDemoYAML checks the demo workflow made for a variant: every agent
+// and gate job in the variant's pool, gates uncached, the rest as the
+// demo has it.
+func TestDemoYAML(t *testing.T) {
+	y, err := demoYAML("bench-demo-x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf, err := workflow.Parse("demo.yaml", y)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, y)
+	}
+	orig, err := workflow.Parse("demo.yaml", demo.Workflow())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wf.Name != orig.Name || len(wf.Tasks) != len(orig.Tasks) || len(wf.Gates) != 2 {
+		t.Fatalf("workflow %q, %d tasks, %d gates; want the demo's (%q, %d tasks, 2 gates)", wf.Name, len(wf.Tasks), len(wf.Gates),
+			orig.Name, len(orig.Tasks))
+	}
+	for i, task := range wf.Tasks {
+		if task.Pool != "bench-demo-x" || task.Prompt != orig.Tasks[i].Prompt {
+			t.Errorf("task %s: pool %q, prompt changed: %v", task.ID, task.Pool, task.Prompt != orig.Tasks[i].Prompt)
+		}
+	}
+	for _, g := range wf.Gates {
+		if g.Pool != "bench-demo-x" || g.Cache == nil || *g.Cache {
+			t.Errorf("gate %s: pool %q, cache %v; want the variant's pool, uncached", g.Name, g.Pool, g.Cache)
+		}
 	}
 }

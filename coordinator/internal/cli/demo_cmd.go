@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -85,7 +84,7 @@ func (e *env) demo(ctx context.Context, cmd *cobra.Command) error {
 		defer os.RemoveAll(dir)
 	}
 	repo := filepath.Join(dir, "greet")
-	if err := writeSampleRepo(ctx, repo); err != nil {
+	if err := demo.WriteRepo(ctx, repo); err != nil {
 		return err
 	}
 	wfFile := filepath.Join(dir, "demo-workflow.yaml")
@@ -158,53 +157,6 @@ func (e *env) demo(ctx context.Context, cmd *cobra.Command) error {
 			return fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, out)
 		}
 		fmt.Fprint(e.out, string(out))
-	}
-	return nil
-}
-
-// sampleCommitDate is the author and committer date of the sample
-// repository's commit.
-const sampleCommitDate = "2026-01-01T00:00:00Z"
-
-// writeSampleRepo creates the demo's Go repository with one commit, the
-// same commit every time.
-func writeSampleRepo(ctx context.Context, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	err := fs.WalkDir(demo.Repo(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := fs.ReadFile(demo.Repo(), p)
-		if err != nil {
-			return err
-		}
-		dst := filepath.Join(dir, strings.TrimSuffix(p, ".txt"))
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return err
-		}
-		return os.WriteFile(dst, b, 0o644)
-	})
-	if err != nil {
-		return fmt.Errorf("write sample repository: %w", err)
-	}
-	for _, args := range [][]string{
-		{"init", "-q", "-b", "main"},
-		{"add", "-A"},
-		{"-c", "user.name=Demo", "-c", "user.email=demo@example.com", "commit", "-q", "-m", "greet: Hello"},
-	} {
-		cmd := exec.CommandContext(ctx, "git", args...)
-		cmd.Dir = dir
-		// A fixed date makes the commit, so the repository's id, the same
-		// in every demo: a fleet sees repeated demos as repeated workflows
-		// on one project, with its mirror and workspace slots already there.
-		// Nor may the user's git configuration change it (a signed commit).
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_DATE="+sampleCommitDate, "GIT_COMMITTER_DATE="+sampleCommitDate,
-			"GIT_CONFIG_GLOBAL="+os.DevNull, "GIT_CONFIG_NOSYSTEM=1")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, out)
-		}
 	}
 	return nil
 }

@@ -2,8 +2,14 @@
 package demo
 
 import (
+	"context"
 	"embed"
+	"fmt"
 	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 )
 
 //go:embed repo workflow.yaml
@@ -20,4 +26,51 @@ func Workflow() []byte {
 func Repo() fs.FS {
 	sub, _ := fs.Sub(files, "repo")
 	return sub
+}
+
+// sampleCommitDate is the author and committer date of the sample
+// repository's commit.
+const sampleCommitDate = "2026-01-01T00:00:00Z"
+
+// WriteRepo creates the sample repository in dir (made if missing): its
+// files and one commit on branch main, the same commit every time.
+func WriteRepo(ctx context.Context, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	err := fs.WalkDir(Repo(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(Repo(), p)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(dir, strings.TrimSuffix(p, ".txt"))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o644)
+	})
+	if err != nil {
+		return fmt.Errorf("write sample repository: %w", err)
+	}
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main"},
+		{"add", "-A"},
+		{"-c", "user.name=Demo", "-c", "user.email=demo@example.com", "commit", "-q", "-m", "greet: Hello"},
+	} {
+		cmd := exec.CommandContext(ctx, "git", args...)
+		cmd.Dir = dir
+		// A fixed date makes the commit, so the repository's id, the same
+		// in every demo: a fleet sees repeated demos as repeated workflows
+		// on one project, with its mirror and workspace slots already there.
+		// Nor may the user's git configuration change it (a signed commit).
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_DATE="+sampleCommitDate, "GIT_COMMITTER_DATE="+sampleCommitDate,
+			"GIT_CONFIG_GLOBAL="+os.DevNull, "GIT_CONFIG_NOSYSTEM=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	return nil
 }

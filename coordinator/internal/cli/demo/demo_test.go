@@ -1,4 +1,4 @@
-package cli
+package demo
 
 import (
 	"context"
@@ -31,7 +31,7 @@ func TestSampleRepoIsTheSameEveryTime(t *testing.T) {
 			t.Setenv("GIT_CONFIG_GLOBAL", cfg)
 		}
 		dir := filepath.Join(t.TempDir(), name)
-		if err := writeSampleRepo(ctx, dir); err != nil {
+		if err := WriteRepo(ctx, dir); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
