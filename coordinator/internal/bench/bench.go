@@ -37,6 +37,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/supervisorhq/supervisor/shared/sandbox"
 	"github.com/supervisorhq/supervisor/shared/state/redisstate"
 )
 
@@ -318,9 +319,13 @@ func (c *Config) Validate() error {
 		if c.DemoRuns < 1 || c.DemoRuns > maxSandboxRuns {
 			errs = append(errs, fmt.Errorf("demo runs must be between 1 and %d, got %d", maxSandboxRuns, c.DemoRuns))
 		}
-		for _, b := range []struct{ name, what string }{
+		bins := []struct{ name, what string }{
 			{WorkerBinary, "runs worker processes"}, {GateRunnerBinary, "runs gate runner processes"}, {TestAgentBinary, "runs it as the agent"},
-		} {
+		}
+		if !c.demoProcessOnly {
+			bins = append(bins, struct{ name, what string }{sandbox.HelperName, "starts Docker sandbox containers ahead of their job with it"})
+		}
+		for _, b := range bins {
 			if err := c.checkBinary(ScenarioDemo, b.name, b.what); err != nil {
 				errs = append(errs, err)
 			}
@@ -550,10 +555,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// The sandbox scenario runs last, but a missing image must not wait
 	// for the others to fail.
 	var engine *sandboxEngine
-	if want[ScenarioSandbox] || want[ScenarioGoGate] || want[ScenarioDemo] {
+	dockerDemo := want[ScenarioDemo] && !cfg.demoProcessOnly
+	if want[ScenarioSandbox] || want[ScenarioGoGate] || dockerDemo {
 		var err error
 		named := slices.Contains(cfg.Scenarios, ScenarioSandbox) || slices.Contains(cfg.Scenarios, ScenarioGoGate) ||
-			slices.Contains(cfg.Scenarios, ScenarioDemo)
+			(dockerDemo && slices.Contains(cfg.Scenarios, ScenarioDemo))
 		if engine, err = r.probeSandboxEngine(ctx, named); err != nil {
 			return nil, err
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/supervisorhq/supervisor/coordinator/internal/bench"
+	"github.com/supervisorhq/supervisor/shared/sandbox"
 	"github.com/supervisorhq/supervisor/shared/testkit"
 )
 
@@ -208,7 +209,7 @@ func TestMissingTestAgent(t *testing.T) {
 // gaterunner and supervisor-test-agent), enough for Validate.
 func fakeBinDir(t *testing.T, names ...string) string {
 	if len(names) == 0 {
-		names = []string{bench.GateRunnerBinary, bench.TestAgentBinary, bench.WorkerBinary}
+		names = []string{bench.GateRunnerBinary, bench.TestAgentBinary, bench.WorkerBinary, sandbox.HelperName}
 	}
 	dir := t.TempDir()
 	for _, name := range names {
@@ -256,6 +257,10 @@ func TestValidate(t *testing.T) {
 		"demo without a worker": func(c *bench.Config) {
 			c.Scenarios = []string{bench.ScenarioDemo}
 			c.BinDir = fakeBinDir(t, bench.GateRunnerBinary, bench.TestAgentBinary)
+		},
+		"demo without the sandbox helper": func(c *bench.Config) {
+			c.Scenarios = []string{bench.ScenarioDemo}
+			c.BinDir = fakeBinDir(t, bench.GateRunnerBinary, bench.WorkerBinary, bench.TestAgentBinary)
 		},
 		"demo without a test agent": func(c *bench.Config) {
 			c.Scenarios = []string{bench.ScenarioDemo}

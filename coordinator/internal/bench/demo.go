@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -196,6 +198,11 @@ func (r *runner) measureDemo(ctx context.Context, variants []demoVariant) (*Demo
 	if err != nil {
 		return nil, err
 	}
+	unlock, err := lockDemoData(data)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	repo, err := r.demoRepo(ctx)
 	if err != nil {
 		return nil, err
@@ -262,9 +269,9 @@ func (r *runner) measureDemo(ctx context.Context, variants []demoVariant) (*Demo
 
 	// run runs demo n of variant i and returns its wall time; it counts
 	// the runners of a measured one's jobs. Each demo starts from a commit
-	// of its own, which changes package greet: no demo finds what an
-	// earlier one compiled in a cache its gates share (the process
-	// sandbox's), as a real fleet's next workflow would not.
+	// of its own, which changes package greet: no demo, of this run or an
+	// earlier one, finds what another compiled in a cache its gates share
+	// (the process sandbox's), as a real fleet's next workflow would not.
 	run := func(i, n int) (time.Duration, error) {
 		rctx, cancel := context.WithTimeout(ctx, r.cfg.MaxWait)
 		defer cancel()
@@ -349,6 +356,25 @@ func (d *DemoReport) summarize() {
 	}
 }
 
+// lockDemoData takes data's lock, so that two benches never run their
+// runners on it at once (same host ids: each would remove the other's
+// containers); unlock releases it.
+func lockDemoData(data string) (unlock func(), err error) {
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(data, ".lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("another bench runs the demo scenario on %s (%w): wait for it, or give another --demo-data-dir", data, err)
+	}
+	return func() { f.Close() }, nil
+}
+
 // waitWarm waits until the cache warm-up of the gate runner p, whose data
 // directory is data, has completed for the image imageID, and returns how
 // long it waited.
@@ -357,11 +383,14 @@ func (r *runner) waitWarm(ctx context.Context, p *runnerProc, data, imageID stri
 	if sandbox.DockerCachesWarmed(dir, imageID) {
 		return 0, nil
 	}
-	r.progress("%s: %s: waiting for its cache warm-up (go build std, go vet std in %s; minutes the first time, kept in %s)",
+	r.progress("%s: %s: waiting for its cache warm-up (go build and go vet of std in %s; minutes the first time, kept in %s)",
 		ScenarioDemo, p.name, GoGateImage, data)
 	began := time.Now()
 	deadline := began.Add(demoWarmupTimeout)
 	for !sandbox.DockerCachesWarmed(dir, imageID) {
+		if b, _ := os.ReadFile(p.log); bytes.Contains(b, []byte(warmupTrouble)) {
+			return 0, fmt.Errorf("%s: its cache warm-up did not complete:\n%s", p.name, tail(p.log))
+		}
 		select {
 		case <-p.done:
 			return 0, fmt.Errorf("%s exited during its cache warm-up: %v\n%s", p.name, p.err, tail(p.log))
@@ -374,9 +403,18 @@ func (r *runner) waitWarm(ctx context.Context, p *runnerProc, data, imageID stri
 		}
 	}
 	took := time.Since(began)
+	if b, _ := os.ReadFile(p.log); bytes.Contains(b, []byte(warmupTrouble)) {
+		// A warm-up whose command failed keeps what it wrote: measuring on
+		// it would measure colder caches than a gate runner's.
+		return 0, fmt.Errorf("%s: its cache warm-up ended with a failure (remove %s to warm up again):\n%s", p.name, dir, tail(p.log))
+	}
 	r.progress("%s: %s: caches warmed after %.0fs", ScenarioDemo, p.name, took.Seconds())
 	return took, nil
 }
+
+// warmupTrouble begins the runners' log messages of a cache warm-up that
+// failed or could not complete.
+const warmupTrouble = "msg=\"sandbox: cache warm-up"
 
 // demoRepo writes the demo's sample repository (the same first commit as
 // every `coordinator demo`'s, so the same repository id) and its bundle.
@@ -402,21 +440,29 @@ func (r *runner) demoCommit(ctx context.Context, repo *benchRepo, label string) 
 	if err != nil {
 		return nil, err
 	}
-	_, err = fmt.Fprintf(f, "\n// Bench demo %s.\n", label)
+	// The run's start makes the change differ from every earlier run's:
+	// the process sandbox's Go cache is kept from one run to the next.
+	_, err = fmt.Fprintf(f, "\n// Bench demo %s of the run of %s.\n", label, r.epoch.UTC().Format(time.RFC3339Nano))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return nil, err
 	}
-	for _, args := range [][]string{
-		{"add", "greet.go"},
-		{"-c", "user.name=Bench", "-c", "user.email=bench@example.com", "-c", "commit.gpgsign=false", "commit", "-q", "-m", "bench: demo " + label},
+	for _, step := range []struct {
+		verb string
+		args []string
+	}{
+		{"add", []string{"add", "greet.go"}},
+		{"commit", []string{"-c", "user.name=Bench", "-c", "user.email=bench@example.com", "commit", "-q", "-m", "bench: demo " + label}},
 	} {
-		cmd := exec.CommandContext(ctx, "git", args...)
+		cmd := exec.CommandContext(ctx, "git", step.args...)
 		cmd.Dir = repo.path
+		// As for the sample repository: the user's configuration (hooks,
+		// signing) has no say.
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL="+os.DevNull, "GIT_CONFIG_NOSYSTEM=1")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("git %s: %v: %s", args[len(args)-1], err, out)
+			return nil, fmt.Errorf("git %s in %s: %w: %s", step.verb, repo.path, err, out)
 		}
 	}
 	commit, err := workspace.ResolveCommit(ctx, repo.path, "HEAD")

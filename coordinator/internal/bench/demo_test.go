@@ -18,10 +18,11 @@ import (
 // TestDemoScenarioMachinery runs the demo scenario (issue 13, figure 4 at
 // the demo level) with its second set of runner processes in the process
 // sandbox too (bench.DemoOnProcessOnly: what is checked is the scenario,
-// not Docker's cost) and checks that the report is consistent: each set
-// ran its measured demos, every agent round on its own worker and every
-// gate, uncached, on its own gate runner, and the ratio is that of the
-// medians. It never checks speed.
+// not Docker's cost, and no Docker engine is needed) and checks that the
+// report is consistent: each set ran its measured demo, every agent round
+// on its own worker and every gate on its own gate runner, and the ratio
+// is that of the medians. (TestDemoYAML checks the gates are uncached.)
+// It never checks speed.
 func TestDemoScenarioMachinery(t *testing.T) {
 	needGit(t)
 	if _, err := exec.LookPath("go"); err != nil {
@@ -72,7 +73,7 @@ func TestDemoScenarioMachinery(t *testing.T) {
 			t.Errorf("%s: agent rounds by runner %v, want at least %d, all by %s", name, v.AgentHosts, d.Tasks, worker)
 		}
 		if len(v.GateHosts) != 1 || v.GateHosts[gates] < 2*d.Tasks {
-			t.Errorf("%s: gate runs by runner %v, want at least %d (uncached), all by %s", name, v.GateHosts, 2*d.Tasks, gates)
+			t.Errorf("%s: gate runs by runner %v, want at least %d, all by %s", name, v.GateHosts, 2*d.Tasks, gates)
 		}
 	}
 	if !near(d.DockerOverProcess, d.Variants[1].MedianSeconds/d.Variants[0].MedianSeconds) {

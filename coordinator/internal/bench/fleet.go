@@ -188,6 +188,10 @@ func (r *runner) openFleetWith(ctx context.Context, name, sandboxPath string, no
 	if err != nil {
 		return nil, nil, err
 	}
+	// A kept --dir's earlier fleet would resume its unfinished workflows.
+	if err := os.RemoveAll(filepath.Join(r.dir, name)); err != nil {
+		return nil, nil, err
+	}
 	f, err := fleet.Start(ctx, fleet.Options{DataDir: filepath.Join(r.dir, name), Listen: "127.0.0.1:0",
 		WorkerConcurrency: r.cfg.Concurrency, GateConcurrency: r.cfg.Concurrency, SandboxPath: sandboxPath, Log: flog,
 		RepoRoots: roots, NoRunners: noRunners,

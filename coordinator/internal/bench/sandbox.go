@@ -240,7 +240,7 @@ const workflowLabel = "supervisor.workflow"
 func (r *runner) probeSandboxEngine(ctx context.Context, required bool) (*sandboxEngine, error) {
 	skip := func(reason string, err error) (*sandboxEngine, error) {
 		if required {
-			return nil, fmt.Errorf("scenario %s: %s: %w", ScenarioSandbox, reason, err)
+			return nil, fmt.Errorf("the Docker scenarios (%s, %s, %s): %s: %w", ScenarioSandbox, ScenarioGoGate, ScenarioDemo, reason, err)
 		}
 		return &sandboxEngine{skip: fmt.Sprintf("%s: %v", reason, err)}, nil
 	}

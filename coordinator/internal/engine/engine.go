@@ -70,9 +70,10 @@ type Options struct {
 	// do for it, stays in memory before it is retired to a summary
 	// (0: DefaultRetainFinished; negative: never).
 	RetainFinished time.Duration
-	// SnapshotListWait bounds how long listing the snapshots may take
-	// (0: DefaultSnapshotListWait). A listing that takes longer fails:
-	// on start the whole log is folded instead.
+	// SnapshotListWait bounds how long listing the snapshots may wait for
+	// the store's next record (0 or less: DefaultSnapshotListWait). A
+	// listing that waits longer fails: on start the whole log is folded
+	// instead.
 	SnapshotListWait time.Duration
 	// RepoRoots are where the coordinator may write a workflow's branch
 	// and merges (its submitting repository, when under one); the zero

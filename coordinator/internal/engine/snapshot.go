@@ -59,11 +59,11 @@ const keepSnapshots = 3
 // the log has moved since the last one.
 const DefaultSnapshotInterval = time.Minute
 
-// DefaultSnapshotListWait is how long listing the snapshots may take by
-// default. A listing is quick; it waits without end only when the object
-// store's watcher never gets its initial values, which happens when the
-// store is empty and its last message cannot be looked up (as when its
-// stream, just made on a cluster just formed, has no leader yet).
+// DefaultSnapshotListWait is how long listing the snapshots may wait for
+// the store's next record by default. A listing waits without end when
+// the object store's watcher never gets its initial values, which happens
+// when the store is empty and its last message cannot be looked up (as
+// when its stream, just made on a cluster just formed, has no leader yet).
 const DefaultSnapshotListWait = 10 * time.Second
 
 // snapshotName is the object name of the snapshot covering seq.
@@ -215,30 +215,48 @@ func (e *Engine) WriteSnapshot(ctx context.Context) (SnapshotInfo, error) {
 	return info, nil
 }
 
-// snapshotsNewestFirst lists the snapshots, the newest first, failing
-// when that takes longer than wait.
+// snapshotsNewestFirst lists the snapshots, the newest first. It fails
+// when the store gives neither a record nor the end of its records for
+// wait: a listing that goes on delivering is never cut short.
 func snapshotsNewestFirst(ctx context.Context, store jetstream.ObjectStore, wait time.Duration) ([]*jetstream.ObjectInfo, error) {
-	lctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	list, err := store.List(lctx)
-	if errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return nil, nil
-	}
+	w, err := store.Watch(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
-		if ctx.Err() == nil && lctx.Err() != nil {
-			return nil, fmt.Errorf("engine: list snapshots: the %s store gave no listing within %s: %w",
-				protocol.BucketSnapshots, wait, err)
-		}
 		return nil, fmt.Errorf("engine: list snapshots: %w", err)
 	}
+	updates := w.Updates()
+	idle := time.NewTimer(wait)
+	defer idle.Stop()
 	var out []*jetstream.ObjectInfo
-	for _, o := range list {
-		if !o.Deleted && strings.HasPrefix(o.Name, snapshotPrefix) {
-			out = append(out, o)
+	for {
+		select {
+		case o, ok := <-updates:
+			if !ok || o == nil { // closed (the connection's end), or every record delivered
+				_ = w.Stop()
+				if !ok {
+					return nil, errors.New("engine: list snapshots: the store's watcher ended")
+				}
+				sort.Slice(out, func(i, j int) bool { return out[i].Name > out[j].Name })
+				return out, nil
+			}
+			if !o.Deleted && strings.HasPrefix(o.Name, snapshotPrefix) {
+				out = append(out, o)
+			}
+			idle.Reset(wait)
+			continue
+		case <-idle.C:
+			err = fmt.Errorf("the %s store gave nothing for %s", protocol.BucketSnapshots, wait)
+		case <-ctx.Done():
+			err = ctx.Err()
 		}
+		// Given up: stop the watcher and take what it still delivers, so
+		// that its delivery, blocked on the full channel, ends.
+		_ = w.Stop()
+		go func() {
+			for range updates { //nolint:revive // drained only
+			}
+		}()
+		return nil, fmt.Errorf("engine: list snapshots: %w", err)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name > out[j].Name })
-	return out, nil
 }
 
 // pruneSnapshots deletes all but the newest keepSnapshots snapshots.

@@ -69,7 +69,7 @@ func WriteRepo(ctx context.Context, dir string) error {
 		cmd.Env = append(os.Environ(), "GIT_AUTHOR_DATE="+sampleCommitDate, "GIT_COMMITTER_DATE="+sampleCommitDate,
 			"GIT_CONFIG_GLOBAL="+os.DevNull, "GIT_CONFIG_NOSYSTEM=1")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, out)
+			return fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, out)
 		}
 	}
 	return nil
