@@ -15,6 +15,7 @@ package engine
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -219,7 +220,17 @@ func (e *Engine) WriteSnapshot(ctx context.Context) (SnapshotInfo, error) {
 // when the store gives neither a record nor the end of its records for
 // wait: a listing that goes on delivering is never cut short.
 func snapshotsNewestFirst(ctx context.Context, store jetstream.ObjectStore, wait time.Duration) ([]*jetstream.ObjectInfo, error) {
-	w, err := store.Watch(ctx, jetstream.IgnoreDeletes())
+	return listSnapshots(ctx, store, wait, false)
+}
+
+// listSnapshots is snapshotsNewestFirst, with deleted snapshots' records
+// too when withDeleted.
+func listSnapshots(ctx context.Context, store jetstream.ObjectStore, wait time.Duration, withDeleted bool) ([]*jetstream.ObjectInfo, error) {
+	var opts []jetstream.WatchOpt
+	if !withDeleted {
+		opts = append(opts, jetstream.IgnoreDeletes())
+	}
+	w, err := store.Watch(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("engine: list snapshots: %w", err)
 	}
@@ -238,7 +249,7 @@ func snapshotsNewestFirst(ctx context.Context, store jetstream.ObjectStore, wait
 				sort.Slice(out, func(i, j int) bool { return out[i].Name > out[j].Name })
 				return out, nil
 			}
-			if !o.Deleted && strings.HasPrefix(o.Name, snapshotPrefix) {
+			if (withDeleted || !o.Deleted) && strings.HasPrefix(o.Name, snapshotPrefix) {
 				out = append(out, o)
 			}
 			idle.Reset(wait)
@@ -259,18 +270,45 @@ func snapshotsNewestFirst(ctx context.Context, store jetstream.ObjectStore, wait
 	}
 }
 
-// pruneSnapshots deletes all but the newest keepSnapshots snapshots.
+// pruneSnapshots deletes all but the newest keepSnapshots snapshots, and
+// the records the store keeps of deleted ones.
 func (e *Engine) pruneSnapshots(ctx context.Context, store jetstream.ObjectStore) {
-	list, err := snapshotsNewestFirst(ctx, store, e.opts.SnapshotListWait)
+	list, err := listSnapshots(ctx, store, e.opts.SnapshotListWait, true)
 	if err != nil {
 		e.log.Warn("cannot list snapshots to delete old ones", "err", err)
 		return
 	}
-	for _, o := range list[min(len(list), keepSnapshots):] {
-		if err := store.Delete(ctx, o.Name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-			e.log.Warn("cannot delete an old snapshot", "snapshot", o.Name, "err", err)
+	kept := 0
+	for _, o := range list {
+		if !o.Deleted {
+			if kept++; kept <= keepSnapshots {
+				continue
+			}
+			if err := store.Delete(ctx, o.Name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+				e.log.Warn("cannot delete an old snapshot", "snapshot", o.Name, "err", err)
+				continue
+			}
+		}
+		if err := e.purgeDeletedRecord(ctx, o.Name); err != nil {
+			e.log.Warn("cannot remove a deleted snapshot's record", "snapshot", o.Name, "err", err)
 		}
 	}
+}
+
+// purgeDeletedRecord removes the record the object store keeps of deleted
+// object name: a marker on its metadata subject ($O.<bucket>.M.<name in
+// URL-safe base64>, as the object store's specification lays them out),
+// which every later listing would otherwise deliver, one a snapshot ever
+// deleted. It is called, under snapWrite, for objects the listing showed
+// deleted only: their content is gone already, and no snapshot is written
+// meanwhile under their name.
+func (e *Engine) purgeDeletedRecord(ctx context.Context, name string) error {
+	s, err := e.bus.JS.Stream(ctx, "OBJ_"+protocol.BucketSnapshots)
+	if err != nil {
+		return err
+	}
+	subject := fmt.Sprintf("$O.%s.M.%s", protocol.BucketSnapshots, base64.URLEncoding.EncodeToString([]byte(name)))
+	return s.Purge(ctx, jetstream.WithPurgeSubject(subject))
 }
 
 // loadSnapshot reads the newest valid snapshot; nil when there is none.

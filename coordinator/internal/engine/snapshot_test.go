@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -437,4 +438,59 @@ func TestSnapshotListingThatNeverEndsIsGivenUp(t *testing.T) {
 	if msg, _ := r["err"].(string); !strings.Contains(msg, "gave nothing for 500ms") {
 		t.Errorf("warning's error %q, want it to say the listing was given up", msg)
 	}
+}
+
+// Only the newest keepSnapshots snapshots are kept, and the store keeps
+// no record of those deleted: a listing delivers what is there, not one
+// record per snapshot ever written. A deleted snapshot's record left by
+// an earlier coordinator is removed too (PERF-30).
+func TestOldSnapshotsLeaveNoRecords(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, bus.Config{})
+	eng := e.start()
+	ctx := testkit.Context(t, time.Minute)
+	store, err := e.b.Snapshots(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A record of a snapshot deleted by a coordinator before this one.
+	if _, err := store.PutBytes(ctx, snapshotName(1), []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Delete(ctx, snapshotName(1)); err != nil {
+		t.Fatal(err)
+	}
+	var written []string
+	for i := range keepSnapshots + 2 {
+		e.runNoGates(fmt.Sprintf("w%d", i))
+		si, err := eng.WriteSnapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		written = append(written, si.Name)
+	}
+	want := slices.Clone(written[len(written)-keepSnapshots:])
+	slices.Reverse(want)
+	if got := names(e.snapshotList()); !slices.Equal(got, want) {
+		t.Fatalf("snapshots %v, want the newest %d of %v", got, keepSnapshots, written)
+	}
+	s, err := e.b.JS.Stream(ctx, "OBJ_"+protocol.BucketSnapshots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter("$O."+protocol.BucketSnapshots+".M.>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.State.Subjects) != keepSnapshots {
+		t.Errorf("the store holds records of %d objects (%v), want the %d kept", len(info.State.Subjects), info.State.Subjects, keepSnapshots)
+	}
+	all, err := listSnapshots(ctx, store, DefaultSnapshotListWait, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != keepSnapshots {
+		t.Errorf("a listing with deleted records gives %v, want the %d kept", names(all), keepSnapshots)
+	}
+	sameAsFullReplay(t, eng)
 }
