@@ -342,7 +342,8 @@ func (r *runner) startRunner(ctx context.Context, spec scaleOutSpec, bin, natsUR
 }
 
 // startProc starts runner process name of scenario: bin with the fleet's
-// NATS, data directory data, host id name, a 10 s drain and args, working
+// NATS, data directory data, host id name, a 10 s drain, no metrics
+// listener (several share the host) and args, working
 // in dir, where its log goes.
 func (r *runner) startProc(scenario, name, bin, natsURL, dir, data string, args []string) (*runnerProc, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -353,7 +354,8 @@ func (r *runner) startProc(scenario, name, bin, natsURL, dir, data string, args 
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, append([]string{"--nats", natsURL, "--data-dir", data, "--host-id", name, "--drain-timeout", "10s"},
+	cmd := exec.Command(bin, append([]string{"--nats", natsURL, "--data-dir", data, "--host-id", name, "--drain-timeout", "10s",
+		"--metrics-listen", "off"},
 		args...)...)
 	cmd.Dir = dir
 	cmd.Env = config.ChildEnv()
