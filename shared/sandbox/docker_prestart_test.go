@@ -484,3 +484,73 @@ func TestDockerPrestartCachesCannotBePoisoned(t *testing.T) {
 		t.Errorf("TOOL_CACHE=%q", v)
 	}
 }
+
+// TestDockerPrestartNextDuringTheRun: a run in a container started ahead
+// starts the workspace's next container while its command runs, so that a
+// job following at once (a node's next gate) finds it ready instead of
+// waiting for its start; that job runs in it (PERF-69).
+func TestDockerPrestartNextDuringTheRun(t *testing.T) {
+	t.Parallel()
+	d, img := prestartTest(t, DockerOptions{})
+	ws := filepath.Clean(newWorkspace(t))
+	spec := func(args ...string) Spec { return Spec{Argv: append([]string{"probe"}, args...), Workspace: ws, Image: img} }
+	runDocker(t, d, spec("env"))
+	waitPrestarted(t, d, ws)
+	idle := func() *idleContainer {
+		d.pre.mu.Lock()
+		defer d.pre.mu.Unlock()
+		return d.pre.idle[ws]
+	}
+	first := idle()
+
+	type outcome struct {
+		res Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := runDockerErr(d, spec("sleep", "4s"))
+		done <- outcome{res, err}
+	}()
+	var next *idleContainer
+	for deadline := time.Now().Add(time.Minute); next == nil; {
+		if ic := idle(); ic != nil && ic != first {
+			next = ic
+			break
+		}
+		select {
+		case o := <-done:
+			t.Fatalf("the run ended (%+v, %v) with no next container started during it", o.res, o.err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no next container within a minute of the run's start")
+		}
+	}
+	select {
+	case <-next.ready:
+	case <-time.After(time.Minute):
+		t.Fatal("the next container did not come up within a minute")
+	}
+	if next.err != nil {
+		t.Fatalf("next container: %v", next.err)
+	}
+	select {
+	case o := <-done:
+		t.Fatalf("the run (4 s) ended (%+v, %v) before the next container was up: it was not started during the run", o.res, o.err)
+	default:
+	}
+	o := <-done
+	if o.err != nil || o.res.ExitCode != 0 || !o.res.Prestarted {
+		t.Fatalf("the sleeping run: %+v, %v; want it in the container started ahead", o.res, o.err)
+	}
+	// The run kept the container it started (same key), and the next job
+	// runs in it.
+	if ic := idle(); ic != next {
+		t.Fatal("the run replaced the container it had started for the next job")
+	}
+	res := runPrestarted(t, d, spec("env"))
+	if h, _ := envVar(res.Stdout, "HOSTNAME"); h == "" || !strings.HasPrefix(next.id, h) {
+		t.Errorf("the next job ran in %q, want the container started during the run (%.12s)", h, next.id)
+	}
+}

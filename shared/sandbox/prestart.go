@@ -26,9 +26,11 @@ import (
 // Starting a container is most of what a short command costs in the Docker
 // sandbox (a quarter to a third of a second on an engine with
 // fuse-overlayfs, against under a tenth for an exec into a running one).
-// With DockerOptions.Prestart, once a run in a workspace ends, the sandbox
-// creates and starts the container of that workspace's next run in the
-// background: the same image, user, mounts (the workspace and its .git,
+// With DockerOptions.Prestart, as a run in a workspace starts in a
+// container started ahead (else once the run ends), the sandbox creates
+// and starts the container of that workspace's next run in the
+// background, so that a run that follows at once finds it ready: the same
+// image, user, mounts (the workspace and its .git,
 // the image's directories, fresh throw-away cache layers), network and
 // limits, with an idle helper as its command. The next run in that
 // workspace whose container would be the same (a key over all of that,
@@ -300,8 +302,10 @@ func withoutFiles(host *container.HostConfig) *container.HostConfig {
 
 // run runs spec, whose container configuration is cfg and host (image
 // directories included, caches not yet), in the workspace's prestarted
-// container if it has one that fits, else in a new one; then starts the
-// workspace's next container.
+// container if it has one that fits, else in a new one. The workspace's
+// next container is started as the command starts in a prestarted one,
+// else once the run has ended (and again then if the run changed what
+// the key covers).
 func (p *prestarter) run(ctx context.Context, spec Spec, cfg *container.Config, host *container.HostConfig,
 	imageID string, fixPerms bool) (Result, error) {
 	d := p.d
@@ -328,7 +332,16 @@ func (p *prestarter) run(ctx context.Context, spec Spec, cfg *container.Config, 
 	}
 	var res Result
 	err := errStale
+	startedNext := ""
 	if ic != nil {
+		// The workspace's next container is started now, beside this
+		// run, whose own container is running already: a job that comes
+		// as soon as this one ends (a node's next gate) finds it ready
+		// instead of waiting for its start.
+		if spec.Timeout > 0 && ctx.Err() == nil {
+			p.start(spec, cfg, base, imageID, key)
+			startedNext = key
+		}
 		res, err = p.runIn(ctx, spec, cfg, ic)
 	}
 	if errors.Is(err, errStale) {
@@ -343,7 +356,7 @@ func (p *prestarter) run(ctx context.Context, spec Spec, cfg *container.Config, 
 		// The key again: the run may have changed what it covers (a new
 		// .git), and a key taken before the container's create never
 		// matches a container made from anything else.
-		if key, kerr = p.key(spec, cfg, base, imageID); kerr == nil {
+		if key, kerr = p.key(spec, cfg, base, imageID); kerr == nil && key != startedNext {
 			p.start(spec, cfg, base, imageID, key)
 		}
 	}
