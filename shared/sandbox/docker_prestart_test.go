@@ -493,7 +493,9 @@ func TestDockerPrestartNextDuringTheRun(t *testing.T) {
 	t.Parallel()
 	d, img := prestartTest(t, DockerOptions{})
 	ws := filepath.Clean(newWorkspace(t))
-	spec := func(args ...string) Spec { return Spec{Argv: append([]string{"probe"}, args...), Workspace: ws, Image: img} }
+	spec := func(args ...string) Spec {
+		return Spec{Argv: append([]string{"probe"}, args...), Workspace: ws, Image: img}
+	}
 	runDocker(t, d, spec("env"))
 	waitPrestarted(t, d, ws)
 	idle := func() *idleContainer {
