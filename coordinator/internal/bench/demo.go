@@ -449,20 +449,12 @@ func (r *runner) demoCommit(ctx context.Context, repo *benchRepo, label string) 
 	if err != nil {
 		return nil, err
 	}
-	for _, step := range []struct {
-		verb string
-		args []string
-	}{
-		{"add", []string{"add", "greet.go"}},
-		{"commit", []string{"-c", "user.name=Bench", "-c", "user.email=bench@example.com", "commit", "-q", "-m", "bench: demo " + label}},
+	for _, args := range [][]string{
+		{"add", "greet.go"},
+		{"-c", "user.name=Bench", "-c", "user.email=bench@example.com", "commit", "-q", "-m", "bench: demo " + label},
 	} {
-		cmd := exec.CommandContext(ctx, "git", step.args...)
-		cmd.Dir = repo.path
-		// As for the sample repository: the user's configuration (hooks,
-		// signing) has no say.
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL="+os.DevNull, "GIT_CONFIG_NOSYSTEM=1")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("git %s in %s: %w: %s", step.verb, repo.path, err, out)
+		if err := demo.Git(ctx, repo.path, nil, args...); err != nil {
+			return nil, err
 		}
 	}
 	commit, err := workspace.ResolveCommit(ctx, repo.path, "HEAD")

@@ -241,11 +241,11 @@ func listSnapshots(ctx context.Context, store jetstream.ObjectStore, wait time.D
 	for {
 		select {
 		case o, ok := <-updates:
-			if !ok || o == nil { // closed (the connection's end), or every record delivered
+			if !ok { // the connection's end
+				return nil, errors.New("engine: list snapshots: the store's watcher ended")
+			}
+			if o == nil { // every record delivered
 				_ = w.Stop()
-				if !ok {
-					return nil, errors.New("engine: list snapshots: the store's watcher ended")
-				}
 				sort.Slice(out, func(i, j int) bool { return out[i].Name > out[j].Name })
 				return out, nil
 			}
@@ -278,6 +278,7 @@ func (e *Engine) pruneSnapshots(ctx context.Context, store jetstream.ObjectStore
 		e.log.Warn("cannot list snapshots to delete old ones", "err", err)
 		return
 	}
+	var stream jetstream.Stream // the store's, looked up once a record is to be purged
 	kept := 0
 	for _, o := range list {
 		if !o.Deleted {
@@ -289,26 +290,29 @@ func (e *Engine) pruneSnapshots(ctx context.Context, store jetstream.ObjectStore
 				continue
 			}
 		}
-		if err := e.purgeDeletedRecord(ctx, o.Name); err != nil {
+		if stream == nil {
+			if stream, err = e.bus.JS.Stream(ctx, "OBJ_"+protocol.BucketSnapshots); err != nil {
+				e.log.Warn("cannot remove deleted snapshots' records", "err", err)
+				return
+			}
+		}
+		if err := purgeDeletedRecord(ctx, stream, o.Name); err != nil {
 			e.log.Warn("cannot remove a deleted snapshot's record", "snapshot", o.Name, "err", err)
 		}
 	}
 }
 
-// purgeDeletedRecord removes the record the object store keeps of deleted
-// object name: a marker on its metadata subject ($O.<bucket>.M.<name in
-// URL-safe base64>, as the object store's specification lays them out),
-// which every later listing would otherwise deliver, one a snapshot ever
-// deleted. It is called, under snapWrite, for objects the listing showed
-// deleted only: their content is gone already, and no snapshot is written
-// meanwhile under their name.
-func (e *Engine) purgeDeletedRecord(ctx context.Context, name string) error {
-	s, err := e.bus.JS.Stream(ctx, "OBJ_"+protocol.BucketSnapshots)
-	if err != nil {
-		return err
-	}
+// purgeDeletedRecord removes from stream, the snapshots store's, the
+// record the object store keeps of deleted object name: a marker on its
+// metadata subject ($O.<bucket>.M.<name in URL-safe base64>, as the
+// object store's specification lays them out), which every later listing
+// would otherwise deliver, one a snapshot ever deleted. It is called,
+// under snapWrite, for objects the listing showed deleted only: their
+// content is gone already, and no snapshot is written meanwhile under
+// their name.
+func purgeDeletedRecord(ctx context.Context, stream jetstream.Stream, name string) error {
 	subject := fmt.Sprintf("$O.%s.M.%s", protocol.BucketSnapshots, base64.URLEncoding.EncodeToString([]byte(name)))
-	return s.Purge(ctx, jetstream.WithPurgeSubject(subject))
+	return stream.Purge(ctx, jetstream.WithPurgeSubject(subject))
 }
 
 // loadSnapshot reads the newest valid snapshot; nil when there is none.

@@ -55,22 +55,31 @@ func WriteRepo(ctx context.Context, dir string) error {
 	if err != nil {
 		return fmt.Errorf("write sample repository: %w", err)
 	}
+	// A fixed date makes the commit, so the repository's id, the same in
+	// every demo: a fleet sees repeated demos as repeated workflows on one
+	// project, with its mirror and workspace slots already there.
+	dates := []string{"GIT_AUTHOR_DATE=" + sampleCommitDate, "GIT_COMMITTER_DATE=" + sampleCommitDate}
 	for _, args := range [][]string{
 		{"init", "-q", "-b", "main"},
 		{"add", "-A"},
 		{"-c", "user.name=Demo", "-c", "user.email=demo@example.com", "commit", "-q", "-m", "greet: Hello"},
 	} {
-		cmd := exec.CommandContext(ctx, "git", args...)
-		cmd.Dir = dir
-		// A fixed date makes the commit, so the repository's id, the same
-		// in every demo: a fleet sees repeated demos as repeated workflows
-		// on one project, with its mirror and workspace slots already there.
-		// Nor may the user's git configuration change it (a signed commit).
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_DATE="+sampleCommitDate, "GIT_COMMITTER_DATE="+sampleCommitDate,
-			"GIT_CONFIG_GLOBAL="+os.DevNull, "GIT_CONFIG_NOSYSTEM=1")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, out)
+		if err := Git(ctx, dir, dates, args...); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// Git runs git with args in dir, env added to its environment, without
+// the user's git configuration (hooks, signing, encodings have no say in
+// the sample repository's commits).
+func Git(ctx context.Context, dir string, env []string, args ...string) error {
+	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), "GIT_CONFIG_GLOBAL="+os.DevNull, "GIT_CONFIG_NOSYSTEM=1"), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("git %s in %s: %w: %s", strings.Join(args, " "), dir, err, out)
 	}
 	return nil
 }
