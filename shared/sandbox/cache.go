@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -44,7 +45,14 @@ import (
 // Layout under CacheOptions.Dir:
 //
 //	trusted/<env>/<cache>/   the warm-up's layer of one environment (image)
-//	trusted/<env>/.complete  written once the warm-up ended
+//	trusted/<env>/.complete  written once the warm-up ended with every command
+//	                         done: when, and a digest of the warm-up's
+//	                         configuration (warmDigest)
+//	trusted/<env>/.partial   instead of .complete when a command failed: the
+//	                         layer keeps what the warm-up wrote, and the next
+//	                         sandbox to start warms up again
+//	trusted/<env>.old-<n>/   a layer a later warm-up replaced, removed once
+//	                         no run can still have it mounted (staleLayers)
 //	seed/<cache>/            the operator's layer, for every environment
 //	runs/<run>/<cache>/      a Docker run's throw-away layers (upper, work)
 //
@@ -74,8 +82,10 @@ type CacheOptions struct {
 	// with the caches of WarmCaches writable and an empty workspace, no
 	// network and the sandbox's usual limits; what they leave in those
 	// caches becomes the trusted layer. A command that fails or cannot
-	// start (the image has no such program) ends the warm-up, and what
-	// was written so far is kept.
+	// start (the image has no such program) ends the warm-up: what was
+	// written so far is kept as a partial layer, and the next sandbox
+	// started on this directory warms up again. A completed warm-up is
+	// redone when these commands, WarmCaches or WarmEnv change.
 	Warmup [][]string
 	// WarmCaches are the caches the warm-up writes.
 	WarmCaches []Cache
@@ -213,7 +223,8 @@ func newCacheStore(opts CacheOptions) (*cacheStore, error) {
 		}
 		for _, e := range ents {
 			fi, err := e.Info()
-			if err != nil || time.Since(fi.ModTime()) < staleLayers || (d == "trusted" && !strings.Contains(e.Name(), ".warming-")) {
+			if err != nil || time.Since(fi.ModTime()) < staleLayers ||
+				(d == "trusted" && !strings.Contains(e.Name(), ".warming-") && !strings.Contains(e.Name(), ".old-")) {
 				continue
 			}
 			removeScratch(filepath.Join(abs, d, e.Name()))
@@ -311,13 +322,17 @@ func (s *cacheStore) warms() bool {
 }
 
 // runWarm runs environment env's warm-up with run, unless a previous
-// runner completed it (trusted/<env>/.complete), and publishes what it
-// wrote as the environment's trusted layers. Failures are logged: the
-// caches are then as warm as the warm-up got.
+// runner completed the same warm-up (trusted/<env>/.complete with this
+// configuration's digest), and publishes what it wrote as the
+// environment's trusted layers. A failed command ends it: the layer then
+// holds what the warm-up wrote so far, marked partial, and the next
+// sandbox to start (a runner's restart) warms up again; this one does not
+// retry.
 func (s *cacheStore) runWarm(env string, run warmFunc) {
 	ctx := s.stopCtx
 	final := filepath.Join(s.dir, "trusted", env)
-	if _, err := os.Stat(filepath.Join(final, ".complete")); err == nil {
+	digest := s.warmDigest()
+	if warmedWith(final) == digest {
 		return
 	}
 	began := time.Now()
@@ -346,6 +361,7 @@ func (s *cacheStore) runWarm(env string, run warmFunc) {
 		}
 		dirs[c.Path] = d
 	}
+	failed := false
 	for _, argv := range s.opts.Warmup {
 		res, err := run(ctx, argv, dirs)
 		if ctx.Err() != nil {
@@ -357,8 +373,9 @@ func (s *cacheStore) runWarm(env string, run warmFunc) {
 			err = fmt.Errorf("exit %d (timed out: %v): %s", res.ExitCode, res.TimedOut, strings.TrimSpace(string(res.Stderr)))
 		}
 		if err != nil {
-			s.log.Warn("sandbox: cache warm-up command failed; the caches keep what it wrote so far",
+			s.log.Warn("sandbox: cache warm-up command failed; the caches keep what it wrote so far, and the next start warms up again",
 				"env", env, "command", strings.Join(argv, " "), "err", err)
+			failed = true
 			break
 		}
 	}
@@ -368,16 +385,68 @@ func (s *cacheStore) runWarm(env string, run warmFunc) {
 			return
 		}
 	}
-	if err := os.WriteFile(filepath.Join(staging, ".complete"), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o444); err != nil {
+	record := ".complete"
+	if failed {
+		record = ".partial"
+	}
+	if err := os.WriteFile(filepath.Join(staging, record), []byte(time.Now().UTC().Format(time.RFC3339)+"\nwarm-up "+digest+"\n"), 0o444); err != nil {
 		s.log.Warn("sandbox: cache warm-up: cannot record it", "env", env, "err", err)
 		return
 	}
-	removeScratch(final) // an incomplete earlier one
+	// The layer this one replaces (a partial one, or an earlier
+	// configuration's) may be mounted by runs still going: it is set
+	// aside, dated now, and removed once stale (newCacheStore).
+	if _, err := os.Stat(final); err == nil {
+		old := final + ".old-" + randomHex(6)
+		if err := os.Rename(final, old); err != nil {
+			s.log.Warn("sandbox: cache warm-up: cannot replace the earlier layer", "env", env, "err", err)
+			return
+		}
+		now := time.Now()
+		_ = os.Chtimes(old, now, now)
+	}
 	if err := os.Rename(staging, final); err != nil {
 		s.log.Warn("sandbox: cache warm-up: cannot publish its layer", "env", env, "err", err)
 		return
 	}
+	if failed {
+		s.log.Warn("sandbox: cache warm-up ended early; its layer is partial", "env", env,
+			"took", time.Since(began).Round(time.Millisecond), "dir", final)
+		return
+	}
 	s.log.Info("sandbox: caches warmed", "env", env, "took", time.Since(began).Round(time.Millisecond), "dir", final)
+}
+
+// warmDigest identifies the warm-up's configuration (its commands, caches
+// and environment): a completed warm-up counts only for the configuration
+// it ran with.
+func (s *cacheStore) warmDigest() string {
+	b, err := json.Marshal(struct {
+		Warmup [][]string
+		Caches []Cache
+		Env    map[string]string
+	}{s.opts.Warmup, s.opts.WarmCaches, s.opts.WarmEnv})
+	if err != nil {
+		panic(err) // strings only: cannot fail
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// warmedWith returns the configuration digest of the completed warm-up
+// whose layer is dir, "" if it has none (never warmed, partial, or
+// recorded before digests were).
+func warmedWith(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, ".complete"))
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if d, ok := strings.CutPrefix(line, "warm-up "); ok {
+			return d
+		}
+	}
+	return ""
 }
 
 // trustedMtime is the modification (and access) time of every file of a

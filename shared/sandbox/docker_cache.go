@@ -153,11 +153,11 @@ func (d *Docker) WarmCaches(ctx context.Context, image string) error {
 
 // DockerCachesWarmed reports whether a warm-up of the Docker sandbox's
 // caches for the image whose ID is imageID has completed in dir, a
-// runner's cache directory (CacheOptions.Dir): from then on every run in
-// that image gets its trusted layers.
+// runner's cache directory (CacheOptions.Dir), every command of it
+// succeeding (whatever its configuration): from then on every run in that
+// image gets its trusted layers.
 func DockerCachesWarmed(dir, imageID string) bool {
-	_, err := os.Stat(filepath.Join(dir, "trusted", envKey(imageID), ".complete"))
-	return err == nil
+	return warmedWith(filepath.Join(dir, "trusted", envKey(imageID))) != ""
 }
 
 // warmFunc runs warm-up commands in image.

@@ -156,3 +156,82 @@ func TestCloseStopsWarmup(t *testing.T) {
 		t.Error("a warm-up ran after Close")
 	}
 }
+
+// TestWarmupRedoneWhenPartialOrChanged (PERF-71): a warm-up whose command
+// failed publishes what it wrote as a partial layer, which runs use, and
+// the next sandbox started on the directory warms up again; a completed
+// warm-up is not redone by the next sandbox with the same configuration,
+// and is redone when its commands change. The layer a warm-up replaces is
+// set aside for the runs that may still have it mounted.
+func TestWarmupRedoneWhenPartialOrChanged(t *testing.T) {
+	needRoot(t)
+	dir, out := reachableDir(t), reachableDir(t)
+	if err := os.Chmod(out, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	caches := filepath.Join(dir, "caches")
+	// Each warm-up command counts its runs in out/runs, then writes the
+	// cache entry.
+	warm := func(entry string, then ...[]string) [][]string {
+		return append([][]string{{"sh", "-c", `echo x >> ` + out + `/runs; printf ` + entry + ` > "$TOOL_CACHE/entry"`}}, then...)
+	}
+	u := DefaultRunAs
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// start starts a sandbox on the directory (a runner's start), lets it
+	// warm up, and returns what a run sees in the cache, the warm-up runs
+	// so far and the trusted layer's records.
+	start := func(warmup [][]string) (seen string, runs int, complete, partial bool) {
+		t.Helper()
+		p := NewProcess(ProcessOptions{ScratchRoot: reachableDir(t), RunAs: &u,
+			Caches: CacheOptions{Dir: caches, Warmup: warmup, WarmCaches: toolCaches[:1]}})
+		defer p.Close()
+		if err := p.WarmCaches(ctx); err != nil {
+			t.Fatal(err)
+		}
+		res, err := p.Run(ctx, Spec{Argv: []string{"sh", "-c", `cat "$TOOL_CACHE/entry"`}, Workspace: reachableDir(t), Caches: toolCaches[:1]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(filepath.Join(out, "runs"))
+		layer := filepath.Join(caches, "trusted", processEnvKey)
+		_, errC := os.Stat(filepath.Join(layer, ".complete"))
+		_, errP := os.Stat(filepath.Join(layer, ".partial"))
+		return string(res.Stdout), strings.Count(string(b), "x"), errC == nil, errP == nil
+	}
+	check := func(step, seen string, runs int, complete, partial bool, wantSeen string, wantRuns int, wantComplete bool) {
+		t.Helper()
+		if seen != wantSeen || runs != wantRuns || complete != wantComplete || partial == wantComplete {
+			t.Errorf("%s: a run saw %q after %d warm-up runs, .complete %v, .partial %v; want %q after %d, .complete %v",
+				step, seen, runs, complete, partial, wantSeen, wantRuns, wantComplete)
+		}
+	}
+
+	failing := warm("one", []string{"sh", "-c", "exit 3"})
+	seen, runs, complete, partial := start(failing)
+	check("a failed warm-up", seen, runs, complete, partial, "one", 1, false)
+	seen, runs, complete, partial = start(warm("two"))
+	check("the next start after a failed warm-up", seen, runs, complete, partial, "two", 2, true)
+	seen, runs, complete, partial = start(warm("two"))
+	check("the next start with the same warm-up", seen, runs, complete, partial, "two", 2, true)
+	seen, runs, complete, partial = start(warm("three"))
+	check("the next start with another warm-up", seen, runs, complete, partial, "three", 3, true)
+
+	// The two layers replaced are set aside, dated when they were.
+	ents, err := os.ReadDir(filepath.Join(caches, "trusted"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), processEnvKey+".old-") {
+			old = append(old, e.Name())
+			if fi, err := e.Info(); err != nil || time.Since(fi.ModTime()) > time.Minute {
+				t.Errorf("%s: dated %v, want when it was replaced", e.Name(), fi.ModTime())
+			}
+		}
+	}
+	if len(old) != 2 {
+		t.Errorf("trusted/ holds %d replaced layers (%v), want 2", len(old), old)
+	}
+}
