@@ -921,23 +921,8 @@ func (d *Docker) run(ctx context.Context, spec Spec, cfg *container.Config, host
 	}
 	defer hj.Close()
 
-	waitCtx, cancelWait := context.WithCancel(bg)
-	defer cancelWait()
-	waitC, waitErrC := d.cli.ContainerWait(waitCtx, id, container.WaitConditionNextExit)
-	exit := &containerExit{done: make(chan struct{})}
-	go func() {
-		defer close(exit.done)
-		select {
-		case w := <-waitC:
-			exit.code = w.StatusCode
-			if w.Error != nil && w.Error.Message != "" {
-				exit.err = errors.New(w.Error.Message)
-			}
-		case err := <-waitErrC:
-			exit.err = err
-		}
-	}()
-
+	exit, stopWait := d.waitExit(bg, id)
+	defer stopWait()
 	out := readStreams(spec, hj.Reader)
 
 	if err := ctx.Err(); err != nil {
@@ -962,7 +947,44 @@ func (d *Docker) run(ctx context.Context, spec Spec, cfg *container.Config, host
 			_ = hj.CloseWrite()
 		}()
 	}
+	return d.supervise(ctx, spec, id, cfg.Image, hj.Close, out, exit, startedAt, func(stderr []byte) string {
+		if m := initExecFailed.FindSubmatch(stderr); m != nil && string(m[1]) == spec.Argv[0] {
+			return string(m[2])
+		}
+		return ""
+	})
+}
 
+// waitExit starts waiting for the next exit of container id; the exit is
+// reported once its done is closed. stop ends the wait.
+func (d *Docker) waitExit(ctx context.Context, id string) (exit *containerExit, stop func()) {
+	waitCtx, cancelWait := context.WithCancel(ctx)
+	waitC, waitErrC := d.cli.ContainerWait(waitCtx, id, container.WaitConditionNextExit)
+	exit = &containerExit{done: make(chan struct{})}
+	go func() {
+		defer close(exit.done)
+		select {
+		case w := <-waitC:
+			exit.code = w.StatusCode
+			if w.Error != nil && w.Error.Message != "" {
+				exit.err = errors.New(w.Error.Message)
+			}
+		case err := <-waitErrC:
+			exit.err = err
+		}
+	}()
+	return exit, cancelWait
+}
+
+// supervise sees the command of container id (of image), started at
+// startedAt, to its end: it terminates the container on spec's timeout or
+// ctx's end, collects the output out (closeStream ends its stream), and
+// reads the exit from the engine. startFailed returns why the command
+// could not be started if its standard error says so (the command's
+// status 126 or 127 and no standard output), else "".
+func (d *Docker) supervise(ctx context.Context, spec Spec, id, image string, closeStream func(), out *streams,
+	exit *containerExit, startedAt time.Time, startFailed func(stderr []byte) string) (Result, error) {
+	bg := context.WithoutCancel(ctx)
 	grace, timeout, stopTimer := spec.limits()
 	defer stopTimer()
 	var res Result
@@ -981,7 +1003,7 @@ func (d *Docker) run(ctx context.Context, spec Spec, cfg *container.Config, host
 	res.StartedAt = startedAt
 
 	// The attach stream ends when the container does.
-	out.finish(hj.Close, &res)
+	out.finish(closeStream, &res)
 
 	res.ExitCode = -1
 	if !exit.exited() {
@@ -998,7 +1020,9 @@ func (d *Docker) run(ctx context.Context, spec Spec, cfg *container.Config, host
 		res.OOMKilled = info.State.OOMKilled
 		code = info.State.ExitCode
 		// The command's own run time, from the engine: without the
-		// container's start-up (~0.2 s) that the start request includes.
+		// container's start-up (~0.2 s) that the start request includes
+		// (a container started ahead of its job started before the job
+		// and keeps the sandbox's own measure).
 		started, serr := time.Parse(time.RFC3339Nano, info.State.StartedAt)
 		finished, ferr := time.Parse(time.RFC3339Nano, info.State.FinishedAt)
 		if serr == nil && ferr == nil && finished.After(started) && finished.Sub(started) <= res.Duration {
@@ -1017,13 +1041,13 @@ func (d *Docker) run(ctx context.Context, spec Spec, cfg *container.Config, host
 			res.OOMKilled = info.State.OOMKilled
 		}
 	}
-	res.Environment = "docker " + cfg.Image
+	res.Environment = "docker " + image
 	if err == nil && info.Image != "" {
 		res.Environment += "@" + info.Image
 	}
 	if !killed && (code == 126 || code == 127) && len(res.Stdout) == 0 {
-		if m := initExecFailed.FindSubmatch(res.Stderr); m != nil && string(m[1]) == spec.Argv[0] {
-			return Result{}, fmt.Errorf("%w: %s: %s", ErrStart, spec.Argv[0], m[2])
+		if m := startFailed(res.Stderr); m != "" {
+			return Result{}, fmt.Errorf("%w: %s: %s", ErrStart, spec.Argv[0], m)
 		}
 	}
 	res.setEnd(code, killed)

@@ -1,12 +1,15 @@
 package sandbox
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +73,13 @@ func waitPrestarted(t *testing.T, d *Docker, ws string) {
 	}
 }
 
+// containerIn returns the container id the probe's env-in printed.
+func containerIn(out []byte) string {
+	first, _, _ := strings.Cut(string(out), "\n")
+	id, _ := strings.CutPrefix(first, "container ")
+	return id
+}
+
 // envVar returns the value of name in a probe env output.
 func envVar(out []byte, name string) (string, bool) {
 	for _, l := range strings.Split(string(out), "\n") {
@@ -82,7 +92,7 @@ func envVar(out []byte, name string) (string, bool) {
 
 // TestDockerPrestartFreshContainerPerJob: each run after the first in a
 // workspace runs in a container started ahead of it, and that container is
-// its own: another container (HOSTNAME), none of the last job's /tmp,
+// its own: another container (by its cgroup), none of the last job's /tmp,
 // environment or processes, while the workspace is the same directory.
 func TestDockerPrestartFreshContainerPerJob(t *testing.T) {
 	t.Parallel()
@@ -92,11 +102,11 @@ func TestDockerPrestartFreshContainerPerJob(t *testing.T) {
 		return Spec{Argv: append([]string{"probe"}, args...), Workspace: ws, Image: img, Env: env}
 	}
 
-	first := runDocker(t, d, spec(map[string]string{"JOB": "one"}, "env"))
+	first := runDocker(t, d, spec(map[string]string{"JOB": "one"}, "env-in"))
 	if first.Prestarted || first.ExitCode != 0 {
 		t.Fatalf("first run: %+v", first)
 	}
-	host1, _ := envVar(first.Stdout, "HOSTNAME")
+	host1 := containerIn(first.Stdout)
 
 	// The second job leaves a file in /tmp and in the workspace, and a
 	// process that holds its output open: the run ends once the command
@@ -123,10 +133,10 @@ func TestDockerPrestartFreshContainerPerJob(t *testing.T) {
 		}
 	}
 
-	res = runPrestarted(t, d, spec(map[string]string{"OTHER": "x"}, "env"))
-	host2, _ := envVar(res.Stdout, "HOSTNAME")
+	res = runPrestarted(t, d, spec(map[string]string{"OTHER": "x"}, "env-in"))
+	host2 := containerIn(res.Stdout)
 	if host2 == "" || host2 == host1 {
-		t.Errorf("HOSTNAME %q after %q: want another container", host2, host1)
+		t.Errorf("container %q after %q: want another container", host2, host1)
 	}
 	if _, ok := envVar(res.Stdout, "JOB"); ok {
 		t.Errorf("the environment of an earlier job leaked:\n%s", res.Stdout)
@@ -271,23 +281,24 @@ func TestDockerPrestartTimeoutAndCancel(t *testing.T) {
 	}
 }
 
-// TestExecFailed: only the runtime's own message about the command that
+// TestHelperFailed: only the helper's own message about the command that
 // was to run, alone, is a failure to start.
-func TestExecFailed(t *testing.T) {
+func TestHelperFailed(t *testing.T) {
 	for _, tt := range []struct {
 		out, argv0, want string
 	}{
-		{"OCI runtime exec failed: exec failed: unable to start container process: exec: \"nope\": executable file not found in $PATH: unknown\r\n",
-			"nope", "unable to start container process: exec: \"nope\": executable file not found in $PATH: unknown"},
-		{"OCI runtime exec failed: exec failed: unable to start container process: exec: \"/etc\": permission denied: unknown\n",
-			"/etc", "unable to start container process: exec: \"/etc\": permission denied: unknown"},
+		{"supervisor-sandbox-helper: cannot start \"nope\": exec: \"nope\": executable file not found in $PATH\n",
+			"nope", "exec: \"nope\": executable file not found in $PATH"},
+		{"supervisor-sandbox-helper: cannot start \"/etc\": fork/exec /etc: permission denied\n",
+			"/etc", "fork/exec /etc: permission denied"},
+		{"supervisor-sandbox-helper: cannot start \"a \\\"q\\\"\": exec: no\n", "a \"q\"", "exec: no"},
 		// The message about another command: printed by this one.
-		{"OCI runtime exec failed: exec failed: unable to start container process: exec: \"other\": executable file not found in $PATH: unknown\n", "nope", ""},
-		{"some output\nOCI runtime exec failed: exec failed: exec: \"nope\": x\n", "nope", ""},
+		{"supervisor-sandbox-helper: cannot start \"other\": exec: \"other\": executable file not found in $PATH\n", "nope", ""},
+		{"some output\nsupervisor-sandbox-helper: cannot start \"nope\": x\n", "nope", ""},
 		{"", "nope", ""},
 	} {
-		if got := execFailed([]byte(tt.out), tt.argv0); got != tt.want {
-			t.Errorf("execFailed(%q, %q) = %q, want %q", tt.out, tt.argv0, got, tt.want)
+		if got := helperFailed([]byte(tt.out), tt.argv0); got != tt.want {
+			t.Errorf("helperFailed(%q, %q) = %q, want %q", tt.out, tt.argv0, got, tt.want)
 		}
 	}
 }
@@ -551,8 +562,99 @@ func TestDockerPrestartNextDuringTheRun(t *testing.T) {
 	if ic := idle(); ic != next {
 		t.Fatal("the run replaced the container it had started for the next job")
 	}
-	res := runPrestarted(t, d, spec("env"))
-	if h, _ := envVar(res.Stdout, "HOSTNAME"); h == "" || !strings.HasPrefix(next.id, h) {
+	res := runPrestarted(t, d, spec("env-in"))
+	if h := containerIn(res.Stdout); h != next.id {
 		t.Errorf("the next job ran in %q, want the container started during the run (%.12s)", h, next.id)
+	}
+}
+
+// TestDockerPrestartNetnsPerWorkspace (PERF-73): the jobs of a workspace
+// that have no network run in the network namespace of the workspace's
+// holder, which has a loopback and nothing else; another workspace's jobs
+// have another namespace, and cannot reach a port listening in the first;
+// a holder that stopped is replaced, and the sandbox's Close removes the
+// holders (dockerTest checks that nothing is left).
+func TestDockerPrestartNetnsPerWorkspace(t *testing.T) {
+	t.Parallel()
+	d, img := prestartTest(t, DockerOptions{})
+	ws1, ws2 := newWorkspace(t), newWorkspace(t)
+	netns := func(ws string) (string, []string) {
+		t.Helper()
+		res := runDocker(t, d, Spec{Argv: []string{"probe", "netns"}, Workspace: ws, Image: img})
+		lines := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
+		if res.ExitCode != 0 || len(lines) < 2 {
+			t.Fatalf("netns: %+v", res)
+		}
+		return lines[0], lines[1:]
+	}
+	a1, ifaces := netns(ws1)
+	if !slices.Equal(ifaces, []string{"lo"}) {
+		t.Errorf("interfaces %v, want the loopback alone", ifaces)
+	}
+	waitPrestarted(t, d, ws1)
+	a2, _ := netns(ws1)
+	b1, _ := netns(ws2)
+	if a1 != a2 || a1 == b1 {
+		t.Errorf("namespaces: workspace 1 %s then %s, workspace 2 %s; want the first two the same, the third another", a1, a2, b1)
+	}
+
+	// A port listening in workspace 1's namespace is reached by another
+	// job of workspace 1 running beside it, and not from workspace 2's.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	listening := make(chan error, 1)
+	go func() {
+		_, err := d.Run(ctx, Spec{Argv: []string{"probe", "listen", "127.0.0.1:7311"}, Workspace: ws1, Image: img,
+			Timeout: time.Minute, Stdout: pw})
+		pw.Close()
+		listening <- err
+	}()
+	if line, err := bufio.NewReader(pr).ReadString('\n'); err != nil || line != "listening\n" {
+		t.Fatalf("listener: %q, %v", line, err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	connect := func(ws string) Result {
+		return runDocker(t, d, Spec{Argv: []string{"probe", "tcp-connect", "127.0.0.1:7311"}, Workspace: ws, Image: img})
+	}
+	if res := connect(ws1); res.ExitCode != 0 {
+		t.Errorf("workspace 1's listener from workspace 1: %+v, want connected", res)
+	}
+	if res := connect(ws2); res.ExitCode == 0 {
+		t.Error("a job of workspace 2 reached a port listening in workspace 1's namespace")
+	}
+	cancel()
+	if err := <-listening; err != nil {
+		t.Fatalf("listener: %v", err)
+	}
+
+	// A holder that stopped is replaced.
+	d.pre.mu.Lock()
+	h := d.pre.holders[filepath.Clean(ws1)]
+	d.pre.mu.Unlock()
+	if h == nil {
+		t.Fatal("workspace 1 has no holder")
+	}
+	if err := d.Client().ContainerKill(context.Background(), h.id, "SIGKILL"); err != nil {
+		t.Fatal(err)
+	}
+	// The next container may have been made before the kill, in the old
+	// namespace (which lives as long as a container is in it); the one
+	// after it is made with a new holder. (A namespace's number may be
+	// reused once it is gone: the holder is what tells.)
+	for i := 0; i < 2; i++ {
+		if res := runDocker(t, d, Spec{Argv: []string{"probe", "netns"}, Workspace: ws1, Image: img}); res.ExitCode != 0 {
+			t.Fatalf("a run after its workspace's holder stopped: %+v", res)
+		}
+	}
+	d.pre.mu.Lock()
+	h2 := d.pre.holders[filepath.Clean(ws1)]
+	d.pre.mu.Unlock()
+	if h2 == nil || h2.id == h.id {
+		t.Fatalf("workspace 1's holder after the first one stopped: %+v, want a new one", h2)
+	}
+	info, err := d.Client().ContainerInspect(context.Background(), h2.id)
+	if err != nil || !info.State.Running || info.HostConfig.NetworkMode != "none" || !info.HostConfig.ReadonlyRootfs {
+		t.Errorf("the new holder: %v, %+v", err, info.State)
 	}
 }

@@ -25,46 +25,44 @@ import (
 //
 // Starting a container is most of what a short command costs in the Docker
 // sandbox (a quarter to a third of a second on an engine with
-// fuse-overlayfs, against under a tenth for an exec into a running one).
-// With DockerOptions.Prestart, as a run in a workspace starts in a
-// container started ahead (else once the run ends), the sandbox creates
-// and starts the container of that workspace's next run in the
-// background, so that a run that follows at once finds it ready: the same
-// image, user, mounts (the workspace and its .git,
-// the image's directories, fresh throw-away cache layers), network and
-// limits, with an idle helper as its command. The next run in that
-// workspace whose container would be the same (a key over all of that,
-// with the identity of the workspace directory and of its .git) runs its
-// command in it with exec, and the container is removed afterwards as
-// usual: every command still gets a container of its own, which nothing
-// ran in before it. A run whose container would differ (another image or
-// image ID, other limits, a new trusted cache layer, a workspace directory
-// or .git replaced by another file) runs in a new container, as without
-// the option, and the workspace's idle one is removed. An idle container
-// that no run took within prestartIdle is removed.
+// fuse-overlayfs). With DockerOptions.Prestart, as a run in a workspace
+// starts in a container started ahead (else once the run ends), the
+// sandbox creates and starts the container of that workspace's next run in
+// the background, so that a run that follows at once finds it ready: the
+// same image, user, mounts (the workspace and its .git, the image's
+// directories, fresh throw-away cache layers), network and limits, with the
+// helper (supervisor-sandbox-helper, mounted read-only) as its command and
+// first process, in place of the container's init, waiting for its job on
+// its standard input.
+// The next run in that workspace whose container would be the same (a key
+// over all of that, with the identity of the workspace directory and of
+// its .git) attaches to the container and writes the job (argv,
+// environment, working directory); the helper runs the command and exits
+// with its status, and the container ends with it, as a container's own
+// command does. The container is removed afterwards as usual: every
+// command still gets a container of its own, which nothing ran in before
+// it. A run whose container would differ (another image or image ID, other
+// limits, a new trusted cache layer, a workspace directory or .git
+// replaced by another file) runs in a new container, as without the
+// option, and the workspace's idle one is removed. An idle container that
+// no run took within prestartIdle is removed.
 //
-// What exec changes, and how each is kept:
+// What the helper in between changes, and how each is kept:
 //
-//   - The command is not the container's first process, so the engine's
-//     kill does not reach it. The helper (supervisor-sandbox-helper,
-//     mounted read-only) is run with exec as the command's user to send
-//     SIGTERM to every process of that user (kill(-1)); the container's
-//     init and the idle helper run as root (with no capabilities, as
-//     everything in the container), out of the command's reach. After the
-//     grace, the whole container gets SIGKILL. Once the command has
-//     ended, the helper's kill mode, run with exec as the command's user,
-//     kills every process of that user and waits until none is left (the
-//     container's stop if that fails) before the run returns, so nothing
-//     the command left behind runs on, as when a container's command ends.
-//   - The engine does not record an out-of-memory kill of an exec'd
-//     process in the container's state; its oom event, which it sends for
-//     the container's cgroup, is watched instead.
-//   - A command that cannot be started is reported by the runtime as the
-//     exec's output with status 126 or 127: ErrStart, as before.
+//   - The helper is the container's init: the engine's SIGTERM reaches it
+//     and it passes it to the command; the SIGKILL after the grace ends
+//     the whole container, as for any container. It reaps what ends, and
+//     when the command has ended it exits with its status, and the kernel
+//     kills what the command left running, as when a container's command
+//     ends under the init. It runs as the job's user (it has no
+//     capabilities to switch users), but as the first process it receives
+//     only the signals it handles, and kill(-1) never reaches it.
+//   - A command that cannot be started is reported by the helper, alone on
+//     standard error with status 126 or 127: ErrStart, as before.
 //   - Spec.Files are copied into a directory of the container's own,
 //     mounted read-only at ContainerFiles under the same names.
-//   - The environment is set on the exec; the container itself is created
-//     without one of the job's.
+//   - The environment is the job's, sent with it, over the image's; the
+//     container itself is created without one of the job's.
 //   - A container's labels cannot change once it exists, so the job's own
 //     (Spec.Labels) are not on it; RunLabels gives them while it runs.
 //   - The container is removed in the background after the run (Close
@@ -79,11 +77,6 @@ const HelperName = "supervisor-sandbox-helper"
 
 // helperTarget is where a prestarted container sees the helper.
 const helperTarget = "/run/" + HelperName
-
-// idleUser runs a prestarted container's init and idle helper: root in
-// the container (with no capabilities, no-new-privileges, a read-only
-// root file system), so that the job's user cannot signal them.
-const idleUser = "0:0"
 
 const (
 	// prestartIdle is how long a prestarted container waits for its job
@@ -109,6 +102,7 @@ type prestarter struct {
 
 	mu      sync.Mutex
 	idle    map[string]*idleContainer // by workspace root
+	holders map[string]*netnsHolder   // by workspace root
 	running map[string]map[string]string
 	closed  bool
 	wg      sync.WaitGroup
@@ -123,7 +117,6 @@ type idleContainer struct {
 	id       string
 	created  time.Time
 	deadline time.Time
-	env      string   // Result.Environment of a run in it
 	files    string   // its files directory, as the runner sees it
 	caches   cacheRun // its throw-away cache layers
 }
@@ -162,7 +155,7 @@ func newPrestarter(d *Docker, helper string, max int) (*prestarter, error) {
 	if max == 0 {
 		max = DefaultPrestartMax
 	}
-	p := &prestarter{d: d, helper: helper, max: max, idle: map[string]*idleContainer{}, running: map[string]map[string]string{}}
+	p := &prestarter{d: d, helper: helper, max: max, idle: map[string]*idleContainer{}, holders: map[string]*netnsHolder{}, running: map[string]map[string]string{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	switch {
 	case d.caches.dir != "":
@@ -349,7 +342,7 @@ func (p *prestarter) run(ctx context.Context, spec Spec, cfg *container.Config, 
 		if cerr != nil {
 			return Result{}, cerr
 		}
-		res, err = d.run(ctx, spec, cfg, host)
+		res, err = d.run(ctx, spec, cfg, p.withNetns(ctx, spec, cfg, host))
 		caches.cleanup()
 	}
 	if kerr == nil && spec.Timeout > 0 && ctx.Err() == nil && !errors.Is(err, ErrInvalidSpec) {
@@ -489,11 +482,18 @@ func (p *prestarter) create(spec Spec, cfg *container.Config, base *container.Ho
 	if n := cfg.Labels[LabelNetwork]; n != "" {
 		labels[LabelNetwork] = n
 	}
+	// The helper waits for the job on its standard input, which stays
+	// open until the job's attach closes it.
 	c := &container.Config{
 		User: cfg.User, Image: cfg.Image, WorkingDir: ContainerWorkspace, Labels: labels,
-		Cmd: strslice.StrSlice{helperTarget, "idle"}, Entrypoint: strslice.StrSlice{},
+		Cmd: strslice.StrSlice{helperTarget, "job"}, Entrypoint: strslice.StrSlice{},
+		OpenStdin: true, StdinOnce: true, AttachStdin: true, AttachStdout: true, AttachStderr: true,
 	}
-	h := withoutFiles(base)
+	h := p.withNetns(ctx, spec, cfg, withoutFiles(base))
+	// The helper is the container's init: the first process, out of reach
+	// of kill(-1) from the job.
+	noInit := false
+	h.Init = &noInit
 	h.Mounts = append(h.Mounts,
 		mount.Mount{Type: mount.TypeBind, Source: d.HostPath(files), Target: ContainerFiles, ReadOnly: true},
 		mount.Mount{Type: mount.TypeBind, Source: d.HostPath(p.helper), Target: helperTarget, ReadOnly: true})
@@ -503,8 +503,7 @@ func (p *prestarter) create(spec Spec, cfg *container.Config, base *container.Ho
 		_ = os.RemoveAll(files)
 		return err
 	}
-	c.Env = nil // the cache variables are the exec's, with the rest
-	c.User = idleUser
+	c.Env = nil // the cache variables are the job's, with the rest
 	cleanup := func() {
 		caches.cleanup()
 		_ = os.RemoveAll(files)
@@ -533,10 +532,6 @@ func (p *prestarter) create(spec Spec, cfg *container.Config, base *container.Ho
 		return fmt.Errorf("image %s is %s now, not %s", cfg.Image, info.Image, imageID)
 	}
 	ic.id, ic.files, ic.caches = id, files, caches
-	ic.env = "docker " + cfg.Image
-	if info.Image != "" {
-		ic.env += "@" + info.Image
-	}
 	return nil
 }
 
@@ -581,11 +576,14 @@ func (p *prestarter) close() {
 	p.cancel()
 	p.mu.Lock()
 	p.closed = true
-	idle := p.idle
-	p.idle = map[string]*idleContainer{}
+	idle, holders := p.idle, p.holders
+	p.idle, p.holders = map[string]*idleContainer{}, map[string]*netnsHolder{}
 	p.mu.Unlock()
 	for _, ic := range idle {
 		p.discard(ic)
+	}
+	for _, h := range holders {
+		p.background(func() { p.d.remove(context.Background(), h.id) })
 	}
 	p.wg.Wait()
 }

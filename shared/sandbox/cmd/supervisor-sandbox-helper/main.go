@@ -1,22 +1,29 @@
-// Command supervisor-sandbox-helper runs inside the containers the Docker
-// sandbox starts ahead of their job (sandbox.DockerOptions.Prestart). It
-// is mounted read-only into each such container and has two modes:
+// Command supervisor-sandbox-helper is the first process (PID 1) of the
+// containers the Docker sandbox starts ahead of their job
+// (sandbox.DockerOptions.Prestart). It is mounted read-only into each such
+// container, which runs it as the job's user:
 //
-//	supervisor-sandbox-helper idle
-//	    The container's command (as root, with no capabilities) until its
-//	    job arrives: it waits forever, ignoring every signal it can.
-//	supervisor-sandbox-helper signal
-//	    Run with exec as the job's user: sends SIGTERM to every process of
-//	    the container that user may signal (kill(-1, SIGTERM): its own
-//	    processes, not the container's init or the idle helper). This is
-//	    how a timeout reaches a command that is not the container's first
-//	    process.
-//	supervisor-sandbox-helper kill
-//	    Run with exec as the job's user once its command has ended: sends
-//	    SIGKILL to every process of that user in the container and waits,
-//	    at most 5 s, until none is left but zombies (exit status 1 if some
-//	    are). The job cannot have processes of another user: it has no
-//	    capabilities and no-new-privileges.
+//	supervisor-sandbox-helper job
+//
+// (or, in a container that only holds a network namespace for others to
+// join, `supervisor-sandbox-helper hold`, which sleeps forever).
+//
+// It waits for its job on its standard input: the length in bytes of a
+// JSON object, in decimal, on a line of its own, then that object:
+// {"argv": [...], "env": ["K=V", ...], "dir": "..."}. It then runs argv
+// in dir with its own environment (the image's) overlaid by env, the rest
+// of its standard input and its standard output and error as the
+// command's, and does what a container's init does for a container's
+// command: it passes SIGTERM, SIGINT, SIGHUP and SIGQUIT on to the
+// command, reaps every process that ends, and exits with the command's
+// status (128 plus the signal's number if a signal ended it) once the
+// command has ended; the kernel then kills what the command left running.
+// As the container's first process it receives no signal the command's
+// user sends it but those it handles, and kill(-1) never reaches it. A
+// command that cannot be started exits 127 (not found) or 126 (any other
+// reason) with one line on standard error:
+//
+//	supervisor-sandbox-helper: cannot start "argv0": <reason>
 //
 // It must be a static binary (CGO_ENABLED=0): it runs in images that may
 // have no C library at all. It imports nothing but the standard library,
@@ -24,83 +31,175 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
+	"os/exec"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 )
 
+// maxJob bounds the job (its argv and environment).
+const maxJob = 16 << 20
+
+// job is what the sandbox sends.
+type job struct {
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+	Dir  string   `json:"dir"`
+}
+
 func main() { os.Exit(run(os.Args[1:])) }
 
 func run(args []string) int {
 	switch {
-	case len(args) == 1 && args[0] == "idle":
-		signal.Ignore()
+	case len(args) == 1 && args[0] == "hold":
+		// A holder of a network namespace: nothing to do. As the
+		// container's first process it receives no signal it does not
+		// handle.
 		for {
 			time.Sleep(time.Hour)
 		}
-	case len(args) == 1 && args[0] == "signal":
-		// ESRCH: nothing left to signal.
-		if err := syscall.Kill(-1, syscall.SIGTERM); err != nil && err != syscall.ESRCH {
-			fmt.Fprintf(os.Stderr, "supervisor-sandbox-helper: kill(-1, SIGTERM): %v\n", err)
-			return 1
-		}
-		return 0
-	case len(args) == 1 && args[0] == "kill":
-		if err := syscall.Kill(-1, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
-			fmt.Fprintf(os.Stderr, "supervisor-sandbox-helper: kill(-1, SIGKILL): %v\n", err)
-			return 1
-		}
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-			left := alive()
-			if left == 0 {
-				return 0
-			}
-			if time.Now().After(deadline) {
-				fmt.Fprintf(os.Stderr, "supervisor-sandbox-helper: %d process(es) still alive after SIGKILL\n", left)
-				return 1
-			}
+	case len(args) != 1 || args[0] != "job":
+		fmt.Fprintln(os.Stderr, "usage: supervisor-sandbox-helper job | hold")
+		return 2
+	}
+	// Caught, not ignored: an ignored signal would stay ignored in the
+	// command. Before the command has started, one ends the helper.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+	started := make(chan *os.Process, 1)
+	go forward(sigs, started)
+	line, err := readJob(os.Stdin, maxJob)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "supervisor-sandbox-helper: reading the job: %v\n", err)
+		return 2
+	}
+	var j job
+	if err := json.Unmarshal(line, &j); err != nil || len(j.Argv) == 0 {
+		fmt.Fprintf(os.Stderr, "supervisor-sandbox-helper: a job needs an argv: %v\n", err)
+		return 2
+	}
+	env := overlay(os.Environ(), j.Env)
+	// The helper's own PATH and directory are the command's, so that argv0
+	// is found (and a relative one resolved) as a container's command is.
+	os.Clearenv()
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		_ = os.Setenv(k, v)
+	}
+	if j.Dir != "" {
+		if err := os.Chdir(j.Dir); err != nil {
+			return cannotStart(j.Argv[0], err)
 		}
 	}
-	fmt.Fprintln(os.Stderr, "usage: supervisor-sandbox-helper idle | signal | kill")
-	return 2
+	cmd := exec.Command(j.Argv[0], j.Argv[1:]...)
+	if errors.Is(cmd.Err, exec.ErrDot) {
+		cmd.Err = nil // a container's command finds programs in "." on PATH too
+	}
+	cmd.Env = env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return cannotStart(j.Argv[0], err)
+	}
+	started <- cmd.Process
+	return reap(cmd.Process.Pid)
 }
 
-// alive counts the processes of this process's user, other than itself,
-// that are not zombies.
-func alive() int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return -1
+// forward passes the signals of sigs on to the command once it has
+// started; one that comes before ends the helper.
+func forward(sigs <-chan os.Signal, started <-chan *os.Process) {
+	var cmd *os.Process
+	for {
+		select {
+		case cmd = <-started:
+		case sig := <-sigs:
+			if cmd == nil {
+				os.Exit(128 + int(sig.(syscall.Signal)))
+			}
+			_ = cmd.Signal(sig)
+		}
 	}
-	uid, self, n := os.Getuid(), os.Getpid(), 0
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
+}
+
+// reap waits for every child that ends (as the container's first process,
+// orphans are its children too) until the command, whose process is pid,
+// has, and returns the command's status.
+func reap(pid int) int {
+	for {
+		var ws syscall.WaitStatus
+		got, err := syscall.Wait4(-1, &ws, 0, nil)
+		switch {
+		case err == syscall.EINTR:
 			continue
-		}
-		status, err := os.ReadFile("/proc/" + e.Name() + "/status")
-		if err != nil {
-			continue // gone meanwhile
-		}
-		var state string
-		owner := -1
-		for _, line := range strings.Split(string(status), "\n") {
-			if v, ok := strings.CutPrefix(line, "State:"); ok {
-				state = strings.TrimSpace(v)
-			}
-			if v, ok := strings.CutPrefix(line, "Uid:"); ok {
-				if f := strings.Fields(v); len(f) > 0 {
-					owner, _ = strconv.Atoi(f[0])
-				}
-			}
-		}
-		if owner == uid && !strings.HasPrefix(state, "Z") && !strings.HasPrefix(state, "X") {
-			n++
+		case err != nil:
+			fmt.Fprintf(os.Stderr, "supervisor-sandbox-helper: wait: %v\n", err)
+			return 255
+		case got != pid:
+			continue
+		case ws.Signaled():
+			return 128 + int(ws.Signal())
+		default:
+			return ws.ExitStatus()
 		}
 	}
-	return n
+}
+
+// cannotStart reports that argv0 could not be started, with the status a
+// shell gives: 127 if it was not found, 126 otherwise.
+func cannotStart(argv0 string, err error) int {
+	fmt.Fprintf(os.Stderr, "supervisor-sandbox-helper: cannot start %q: %v\n", argv0, err)
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return 127
+	}
+	return 126
+}
+
+// overlay returns base with the variables of over set, over's winning.
+func overlay(base, over []string) []string {
+	set := map[string]bool{}
+	for _, kv := range over {
+		k, _, _ := strings.Cut(kv, "=")
+		set[k] = true
+	}
+	out := make([]string, 0, len(base)+len(over))
+	for _, kv := range base {
+		if k, _, _ := strings.Cut(kv, "="); !set[k] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, over...)
+}
+
+// readJob reads the job from f: its length on a line, read a byte at a
+// time, then exactly that many bytes, so that nothing after the job is
+// consumed: the rest of the input is the command's.
+func readJob(f *os.File, limit int) ([]byte, error) {
+	n := 0
+	b := make([]byte, 1)
+	for digits := 0; ; digits++ {
+		if _, err := io.ReadFull(f, b); err != nil {
+			return nil, fmt.Errorf("no job: %w", err)
+		}
+		if b[0] == '\n' && digits > 0 {
+			break
+		}
+		if b[0] < '0' || b[0] > '9' || digits >= 9 {
+			return nil, errors.New("the job's length is not a number")
+		}
+		n = n*10 + int(b[0]-'0')
+	}
+	if n > limit {
+		return nil, fmt.Errorf("a job of %d bytes is over the limit of %d", n, limit)
+	}
+	job := make([]byte, n)
+	if _, err := io.ReadFull(f, job); err != nil {
+		return nil, fmt.Errorf("the job: %w", err)
+	}
+	return job, nil
 }

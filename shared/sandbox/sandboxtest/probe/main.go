@@ -173,6 +173,40 @@ func main() {
 		for _, l := range lines {
 			fmt.Println(l)
 		}
+	case "netns": // the network namespace ("net:[inode]"), then its interfaces, sorted
+		ns, err := os.Readlink("/proc/self/ns/net")
+		if err != nil {
+			fail("netns: %v", err)
+		}
+		fmt.Println(ns)
+		ents, err := os.ReadDir("/sys/class/net")
+		if err != nil {
+			fail("interfaces: %v", err)
+		}
+		for _, e := range ents {
+			fmt.Println(e.Name())
+		}
+	case "env-in": // "container ID" (from its cgroup), then the environment as env prints it
+		b, err := os.ReadFile("/proc/self/cgroup")
+		if err != nil {
+			fail("cgroup: %v", err)
+		}
+		id := ""
+		for _, line := range strings.Split(string(b), "\n") {
+			if _, after, ok := strings.Cut(line, "/docker/"); ok {
+				id = after
+				break
+			}
+		}
+		if id == "" {
+			fail("no container id in /proc/self/cgroup:\n%s", b)
+		}
+		fmt.Println("container " + id)
+		env := os.Environ()
+		sort.Strings(env)
+		for _, kv := range env {
+			fmt.Println(kv)
+		}
 	case "env":
 		env := os.Environ()
 		sort.Strings(env)
