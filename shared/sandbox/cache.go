@@ -393,11 +393,19 @@ func (s *cacheStore) runWarm(env string, run warmFunc) {
 		s.log.Warn("sandbox: cache warm-up: cannot record it", "env", env, "err", err)
 		return
 	}
+	// Another runner sharing the directory may have published meanwhile:
+	// a layer of this configuration, or a complete one where this warm-up
+	// failed, stays.
+	if d := warmedWith(final); d == digest || (failed && d != "") {
+		s.log.Info("sandbox: cache warm-up: another runner's layer is kept", "env", env, "dir", final)
+		return
+	}
 	// The layer this one replaces (a partial one, or an earlier
 	// configuration's) may be mounted by runs still going: it is set
 	// aside, dated now, and removed once stale (newCacheStore).
+	old := ""
 	if _, err := os.Stat(final); err == nil {
-		old := final + ".old-" + randomHex(6)
+		old = final + ".old-" + randomHex(6)
 		if err := os.Rename(final, old); err != nil {
 			s.log.Warn("sandbox: cache warm-up: cannot replace the earlier layer", "env", env, "err", err)
 			return
@@ -406,6 +414,9 @@ func (s *cacheStore) runWarm(env string, run warmFunc) {
 		_ = os.Chtimes(old, now, now)
 	}
 	if err := os.Rename(staging, final); err != nil {
+		if old != "" {
+			_ = os.Rename(old, final) // the earlier layer back
+		}
 		s.log.Warn("sandbox: cache warm-up: cannot publish its layer", "env", env, "err", err)
 		return
 	}

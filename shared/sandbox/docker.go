@@ -529,7 +529,8 @@ func pathWithin(p, dir string) bool {
 // LANG=C.UTF-8, TERM=dumb, USER=supervisor), then spec.Env minus PATH,
 // HOME, USER, PYTHONPATH and LD_*. Nothing comes from the runner's own
 // environment. Variables set by the image itself (ENV) are kept unless
-// replaced, and the engine adds HOSTNAME.
+// replaced, and the engine adds HOSTNAME (a container in a holder's
+// network namespace, PERF-73, has the holder's host name).
 //
 // With spec.Network empty the container has no network at all. Otherwise
 // it joins the egress network and gets the proxy variables; the allow-list
@@ -937,9 +938,9 @@ func (d *Docker) run(ctx context.Context, spec Spec, cfg *container.Config, host
 	cancelStart()
 	if err != nil {
 		if cerrdefs.IsInvalidArgument(err) {
-			return Result{}, fmt.Errorf("%w: %s: %w", ErrStart, spec.Argv[0], err)
+			return Result{}, fmt.Errorf("%w: %s: %w", ErrStart, spec.Argv[0], startError{err})
 		}
-		return Result{}, fmt.Errorf("%w: start container: %w", ErrEngine, err)
+		return Result{}, fmt.Errorf("%w: start container: %w", ErrEngine, startError{err})
 	}
 	if spec.Stdin != nil {
 		go func() {
@@ -954,6 +955,13 @@ func (d *Docker) run(ctx context.Context, spec Spec, cfg *container.Config, host
 		return ""
 	})
 }
+
+// startError is the engine's refusal to start a container: nothing of
+// the command ran.
+type startError struct{ err error }
+
+func (e startError) Error() string { return e.err.Error() }
+func (e startError) Unwrap() error { return e.err }
 
 // waitExit starts waiting for the next exit of container id; the exit is
 // reported once its done is closed. stop ends the wait.

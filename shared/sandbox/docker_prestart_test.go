@@ -73,13 +73,6 @@ func waitPrestarted(t *testing.T, d *Docker, ws string) {
 	}
 }
 
-// containerIn returns the container id the probe's env-in printed.
-func containerIn(out []byte) string {
-	first, _, _ := strings.Cut(string(out), "\n")
-	id, _ := strings.CutPrefix(first, "container ")
-	return id
-}
-
 // envVar returns the value of name in a probe env output.
 func envVar(out []byte, name string) (string, bool) {
 	for _, l := range strings.Split(string(out), "\n") {
@@ -92,7 +85,7 @@ func envVar(out []byte, name string) (string, bool) {
 
 // TestDockerPrestartFreshContainerPerJob: each run after the first in a
 // workspace runs in a container started ahead of it, and that container is
-// its own: another container (by its cgroup), none of the last job's /tmp,
+// its own: another container, none of the last job's /tmp,
 // environment or processes, while the workspace is the same directory.
 func TestDockerPrestartFreshContainerPerJob(t *testing.T) {
 	t.Parallel()
@@ -102,11 +95,10 @@ func TestDockerPrestartFreshContainerPerJob(t *testing.T) {
 		return Spec{Argv: append([]string{"probe"}, args...), Workspace: ws, Image: img, Env: env}
 	}
 
-	first := runDocker(t, d, spec(map[string]string{"JOB": "one"}, "env-in"))
+	first := runDocker(t, d, spec(map[string]string{"JOB": "one"}, "env"))
 	if first.Prestarted || first.ExitCode != 0 {
 		t.Fatalf("first run: %+v", first)
 	}
-	host1 := containerIn(first.Stdout)
 
 	// The second job leaves a file in /tmp and in the workspace, and a
 	// process that holds its output open: the run ends once the command
@@ -133,10 +125,17 @@ func TestDockerPrestartFreshContainerPerJob(t *testing.T) {
 		}
 	}
 
-	res = runPrestarted(t, d, spec(map[string]string{"OTHER": "x"}, "env-in"))
-	host2 := containerIn(res.Stdout)
-	if host2 == "" || host2 == host1 {
-		t.Errorf("container %q after %q: want another container", host2, host1)
+	waitPrestarted(t, d, ws)
+	d.pre.mu.Lock()
+	id2 := d.pre.idle[ws].id
+	d.pre.mu.Unlock()
+	res = runPrestarted(t, d, spec(map[string]string{"OTHER": "x"}, "env"))
+	if id2 == id {
+		t.Errorf("the next job was given the container %.12s of the job before", id)
+	}
+	// The container it ran in served it alone: it ended with it.
+	if info, err := d.Client().ContainerInspect(context.Background(), id2); err == nil && info.State.Running {
+		t.Errorf("container %.12s still runs after its job", id2)
 	}
 	if _, ok := envVar(res.Stdout, "JOB"); ok {
 		t.Errorf("the environment of an earlier job leaked:\n%s", res.Stdout)
@@ -562,20 +561,23 @@ func TestDockerPrestartNextDuringTheRun(t *testing.T) {
 	if ic := idle(); ic != next {
 		t.Fatal("the run replaced the container it had started for the next job")
 	}
-	res := runPrestarted(t, d, spec("env-in"))
-	if h := containerIn(res.Stdout); h != next.id {
-		t.Errorf("the next job ran in %q, want the container started during the run (%.12s)", h, next.id)
+	runPrestarted(t, d, spec("env"))
+	// It ran in that container, which ended with it.
+	if info, err := d.Client().ContainerInspect(context.Background(), next.id); err == nil && info.State.Running {
+		t.Errorf("the container started during the run (%.12s) still runs: the next job ran elsewhere", next.id)
 	}
 }
 
 // TestDockerPrestartNetnsPerWorkspace (PERF-73): the jobs of a workspace
 // that have no network run in the network namespace of the workspace's
 // holder, which has a loopback and nothing else; another workspace's jobs
-// have another namespace, and cannot reach a port listening in the first;
+// have another namespace, and cannot reach a port listening in the first,
+// nor can a job of the same workspace running beside the listener;
 // a holder that stopped is replaced, and the sandbox's Close removes the
 // holders (dockerTest checks that nothing is left).
 func TestDockerPrestartNetnsPerWorkspace(t *testing.T) {
 	t.Parallel()
+	needRoot(t) // to read a holder's namespace from the host
 	d, img := prestartTest(t, DockerOptions{})
 	ws1, ws2 := newWorkspace(t), newWorkspace(t)
 	netns := func(ws string) (string, []string) {
@@ -587,19 +589,48 @@ func TestDockerPrestartNetnsPerWorkspace(t *testing.T) {
 		}
 		return lines[0], lines[1:]
 	}
-	a1, ifaces := netns(ws1)
+	// holderNS returns the namespace of ws's holder, as the host sees it
+	// (a namespace's number is unique among those alive, and may be
+	// reused once one is gone: the holder's is compared while it lives).
+	holderNS := func(ws string) (id, ns string) {
+		t.Helper()
+		d.pre.mu.Lock()
+		h := d.pre.holders[filepath.Clean(ws)]
+		d.pre.mu.Unlock()
+		if h == nil {
+			t.Fatalf("workspace %s has no holder", ws)
+		}
+		info, err := d.Client().ContainerInspect(context.Background(), h.id)
+		if err != nil || !info.State.Running {
+			t.Fatalf("holder %.12s: %v, %+v", h.id, err, info.State)
+		}
+		ns, err = os.Readlink(fmt.Sprintf("/proc/%d/ns/net", info.State.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.id, ns
+	}
+	netns(ws1) // the first run makes no holder: the container started ahead does
+	waitPrestarted(t, d, ws1)
+	a, ifaces := netns(ws1)
 	if !slices.Equal(ifaces, []string{"lo"}) {
 		t.Errorf("interfaces %v, want the loopback alone", ifaces)
 	}
-	waitPrestarted(t, d, ws1)
-	a2, _ := netns(ws1)
-	b1, _ := netns(ws2)
-	if a1 != a2 || a1 == b1 {
-		t.Errorf("namespaces: workspace 1 %s then %s, workspace 2 %s; want the first two the same, the third another", a1, a2, b1)
+	h1, ns1 := holderNS(ws1)
+	if a != ns1 {
+		t.Errorf("a job of workspace 1 in namespace %s, want its holder's %s", a, ns1)
+	}
+	netns(ws2)
+	waitPrestarted(t, d, ws2)
+	b, _ := netns(ws2)
+	_, ns2 := holderNS(ws2)
+	if _, ns1 = holderNS(ws1); b != ns2 || ns2 == ns1 {
+		t.Errorf("a job of workspace 2 in %s, its holder's %s, workspace 1's %s: want the first two the same, the third another", b, ns2, ns1)
 	}
 
-	// A port listening in workspace 1's namespace is reached by another
-	// job of workspace 1 running beside it, and not from workspace 2's.
+	// A port listening in workspace 1's namespace is out of reach of
+	// workspace 2's jobs, and of a job of workspace 1 running beside it,
+	// which gets a namespace of its own.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw := io.Pipe()
@@ -617,8 +648,11 @@ func TestDockerPrestartNetnsPerWorkspace(t *testing.T) {
 	connect := func(ws string) Result {
 		return runDocker(t, d, Spec{Argv: []string{"probe", "tcp-connect", "127.0.0.1:7311"}, Workspace: ws, Image: img})
 	}
-	if res := connect(ws1); res.ExitCode != 0 {
-		t.Errorf("workspace 1's listener from workspace 1: %+v, want connected", res)
+	if res := connect(ws1); res.ExitCode == 0 {
+		t.Error("a job of workspace 1 beside the listener reached its port")
+	}
+	if beside, _ := netns(ws1); beside == ns1 {
+		t.Errorf("a job of workspace 1 beside another ran in the holder's namespace %s", ns1)
 	}
 	if res := connect(ws2); res.ExitCode == 0 {
 		t.Error("a job of workspace 2 reached a port listening in workspace 1's namespace")
@@ -629,32 +663,22 @@ func TestDockerPrestartNetnsPerWorkspace(t *testing.T) {
 	}
 
 	// A holder that stopped is replaced.
-	d.pre.mu.Lock()
-	h := d.pre.holders[filepath.Clean(ws1)]
-	d.pre.mu.Unlock()
-	if h == nil {
-		t.Fatal("workspace 1 has no holder")
-	}
-	if err := d.Client().ContainerKill(context.Background(), h.id, "SIGKILL"); err != nil {
+	if err := d.Client().ContainerKill(context.Background(), h1, "SIGKILL"); err != nil {
 		t.Fatal(err)
 	}
 	// The next container may have been made before the kill, in the old
 	// namespace (which lives as long as a container is in it); the one
-	// after it is made with a new holder. (A namespace's number may be
-	// reused once it is gone: the holder is what tells.)
-	for i := 0; i < 2; i++ {
-		if res := runDocker(t, d, Spec{Argv: []string{"probe", "netns"}, Workspace: ws1, Image: img}); res.ExitCode != 0 {
-			t.Fatalf("a run after its workspace's holder stopped: %+v", res)
-		}
+	// after it is made with a new holder.
+	waitPrestarted(t, d, ws1)
+	netns(ws1)
+	waitPrestarted(t, d, ws1)
+	c, _ := netns(ws1)
+	h3, ns3 := holderNS(ws1)
+	if h3 == h1 || c != ns3 {
+		t.Errorf("after holder %.12s stopped: holder %.12s, namespace %s, a job's %s; want a new holder whose namespace the job has", h1, h3, ns3, c)
 	}
-	d.pre.mu.Lock()
-	h2 := d.pre.holders[filepath.Clean(ws1)]
-	d.pre.mu.Unlock()
-	if h2 == nil || h2.id == h.id {
-		t.Fatalf("workspace 1's holder after the first one stopped: %+v, want a new one", h2)
-	}
-	info, err := d.Client().ContainerInspect(context.Background(), h2.id)
-	if err != nil || !info.State.Running || info.HostConfig.NetworkMode != "none" || !info.HostConfig.ReadonlyRootfs {
-		t.Errorf("the new holder: %v, %+v", err, info.State)
+	info, err := d.Client().ContainerInspect(context.Background(), h3)
+	if err != nil || info.HostConfig.NetworkMode != "none" || !info.HostConfig.ReadonlyRootfs {
+		t.Errorf("the new holder: %v, %+v", err, info.HostConfig)
 	}
 }

@@ -84,6 +84,10 @@ const (
 	prestartIdle = 10 * time.Minute
 )
 
+// helperTasks is how many of a prestarted container's tasks its helper
+// may take (its threads), on top of the job's process limit.
+const helperTasks = 8
+
 // DefaultPrestartMax is how many containers started ahead may wait for a
 // job at once when DockerOptions.PrestartMax is 0.
 const DefaultPrestartMax = 16
@@ -103,6 +107,7 @@ type prestarter struct {
 	mu      sync.Mutex
 	idle    map[string]*idleContainer // by workspace root
 	holders map[string]*netnsHolder   // by workspace root
+	active  map[string]int            // runs going, by workspace root
 	running map[string]map[string]string
 	closed  bool
 	wg      sync.WaitGroup
@@ -118,6 +123,7 @@ type idleContainer struct {
 	created  time.Time
 	deadline time.Time
 	files    string   // its files directory, as the runner sees it
+	holder   string   // the holder whose network namespace it is in ("" = its own)
 	caches   cacheRun // its throw-away cache layers
 }
 
@@ -155,7 +161,7 @@ func newPrestarter(d *Docker, helper string, max int) (*prestarter, error) {
 	if max == 0 {
 		max = DefaultPrestartMax
 	}
-	p := &prestarter{d: d, helper: helper, max: max, idle: map[string]*idleContainer{}, holders: map[string]*netnsHolder{}, running: map[string]map[string]string{}}
+	p := &prestarter{d: d, helper: helper, max: max, idle: map[string]*idleContainer{}, holders: map[string]*netnsHolder{}, active: map[string]int{}, running: map[string]map[string]string{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	switch {
 	case d.caches.dir != "":
@@ -226,7 +232,10 @@ type prestartKey struct {
 type cacheLayout struct {
 	Target string
 	Lowers []string `json:",omitempty"`
-	Tmpfs  bool     `json:",omitempty"`
+	// LowerIDs are the layers' directories themselves: a warm-up that
+	// publishes a new layer puts another directory at the same path.
+	LowerIDs []fileID `json:",omitempty"`
+	Tmpfs    bool     `json:",omitempty"`
 }
 
 // fileID identifies a file (a bind mount holds on to its inode).
@@ -252,6 +261,13 @@ func (p *prestarter) key(spec Spec, cfg *container.Config, host *container.HostC
 			l.Tmpfs = true
 		} else {
 			l.Lowers = p.d.caches.lowers(envKey(imageID), c)
+			for _, dir := range l.Lowers {
+				id, err := statID(dir, os.Stat)
+				if err != nil {
+					return "", err
+				}
+				l.LowerIDs = append(l.LowerIDs, id)
+			}
 		}
 		k.Caches = append(k.Caches, l)
 	}
@@ -311,9 +327,27 @@ func (p *prestarter) run(ctx context.Context, spec Spec, cfg *container.Config, 
 	}
 	base := withoutFiles(host)
 	key, kerr := p.key(spec, cfg, base, imageID)
+	// A run alone in its workspace may use the workspace's network
+	// namespace holder; one beside another never shares it (PERF-73).
+	root := filepath.Clean(spec.Workspace)
+	p.mu.Lock()
+	alone := p.active[root] == 0
+	p.active[root]++
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		if p.active[root]--; p.active[root] == 0 {
+			delete(p.active, root)
+		}
+		p.mu.Unlock()
+	}()
 	var ic *idleContainer
 	if kerr == nil {
 		ic = p.take(ctx, spec, key)
+	}
+	if ic != nil && ic.holder != "" && !alone {
+		p.discard(ic)
+		ic = nil
 	}
 	if fixPerms {
 		if err := MakeWritable(filepath.Clean(spec.Workspace)); err != nil {
@@ -342,7 +376,17 @@ func (p *prestarter) run(ctx context.Context, spec Spec, cfg *container.Config, 
 		if cerr != nil {
 			return Result{}, cerr
 		}
-		res, err = d.run(ctx, spec, cfg, p.withNetns(ctx, spec, cfg, host))
+		own, holder := host, ""
+		if alone {
+			own, holder = p.withNetns(ctx, spec, cfg, host, false)
+		}
+		res, err = d.run(ctx, spec, cfg, own)
+		var se startError
+		if holder != "" && errors.As(err, &se) {
+			// The holder went meanwhile: its own namespace then.
+			p.dropHolder(root, holder)
+			res, err = d.run(ctx, spec, cfg, host)
+		}
 		caches.cleanup()
 	}
 	if kerr == nil && spec.Timeout > 0 && ctx.Err() == nil && !errors.Is(err, ErrInvalidSpec) {
@@ -461,8 +505,10 @@ func (p *prestarter) start(spec Spec, cfg *container.Config, base *container.Hos
 }
 
 // create creates and starts ic's container: cfg and base as for spec's
-// run, with its own files directory and throw-away cache layers, the
-// helper idle as its command, no environment of the job and no job labels.
+// run, with its own files directory and throw-away cache layers, in the
+// network namespace of the workspace's holder if it has no network, the
+// helper waiting for its job as its command, no environment of the job
+// and no job labels.
 func (p *prestarter) create(spec Spec, cfg *container.Config, base *container.HostConfig, imageID string, ic *idleContainer) error {
 	d := p.d
 	ctx, cancel := context.WithTimeout(p.ctx, startTimeout)
@@ -489,11 +535,16 @@ func (p *prestarter) create(spec Spec, cfg *container.Config, base *container.Ho
 		Cmd: strslice.StrSlice{helperTarget, "job"}, Entrypoint: strslice.StrSlice{},
 		OpenStdin: true, StdinOnce: true, AttachStdin: true, AttachStdout: true, AttachStderr: true,
 	}
-	h := p.withNetns(ctx, spec, cfg, withoutFiles(base))
+	h, holder := p.withNetns(ctx, spec, cfg, withoutFiles(base), true)
 	// The helper is the container's init: the first process, out of reach
-	// of kill(-1) from the job.
+	// of kill(-1) from the job. Its threads are not the job's: the process
+	// limit is raised by as many.
 	noInit := false
 	h.Init = &noInit
+	if h.PidsLimit != nil && *h.PidsLimit > 0 {
+		n := *h.PidsLimit + helperTasks
+		h.PidsLimit = &n
+	}
 	h.Mounts = append(h.Mounts,
 		mount.Mount{Type: mount.TypeBind, Source: d.HostPath(files), Target: ContainerFiles, ReadOnly: true},
 		mount.Mount{Type: mount.TypeBind, Source: d.HostPath(p.helper), Target: helperTarget, ReadOnly: true})
@@ -517,6 +568,9 @@ func (p *prestarter) create(spec Spec, cfg *container.Config, base *container.Ho
 	if err := d.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		d.remove(bg, id)
 		cleanup()
+		if holder != "" {
+			p.dropHolder(filepath.Clean(spec.Workspace), holder)
+		}
 		return fmt.Errorf("start: %w", err)
 	}
 	info, err := d.cli.ContainerInspect(ctx, id)
@@ -531,7 +585,7 @@ func (p *prestarter) create(spec Spec, cfg *container.Config, base *container.Ho
 		cleanup()
 		return fmt.Errorf("image %s is %s now, not %s", cfg.Image, info.Image, imageID)
 	}
-	ic.id, ic.files, ic.caches = id, files, caches
+	ic.id, ic.files, ic.caches, ic.holder = id, files, caches, holder
 	return nil
 }
 

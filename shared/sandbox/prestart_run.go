@@ -89,6 +89,11 @@ func (p *prestarter) runIn(ctx context.Context, spec Spec, cfg *container.Config
 		p.mu.Unlock()
 	}()
 
+	if exit.exited() {
+		// The wait failed (or the container ended): nothing would see
+		// the command end. Nothing is started.
+		return Result{}, fmt.Errorf("%w: waiting for container %.12s: %v", errStale, ic.id, exit.err)
+	}
 	// The job's write starts the command: from here on a cancellation is
 	// handled as one during the run.
 	startedAt := time.Now()

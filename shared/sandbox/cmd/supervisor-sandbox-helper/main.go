@@ -19,7 +19,9 @@
 // status (128 plus the signal's number if a signal ended it) once the
 // command has ended; the kernel then kills what the command left running.
 // As the container's first process it receives no signal the command's
-// user sends it but those it handles, and kill(-1) never reaches it. A
+// user sends it but those it handles (a signal that ends a Go program,
+// such as SIGABRT, ends it, and with it the job's own run), and kill(-1)
+// never reaches it. A
 // command that cannot be started exits 127 (not found) or 126 (any other
 // reason) with one line on standard error:
 //
@@ -39,6 +41,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -54,7 +57,12 @@ type job struct {
 	Dir  string   `json:"dir"`
 }
 
-func main() { os.Exit(run(os.Args[1:])) }
+func main() {
+	// Few threads: they count against the container's process limit,
+	// which is the job's.
+	runtime.GOMAXPROCS(1)
+	os.Exit(run(os.Args[1:]))
+}
 
 func run(args []string) int {
 	switch {
@@ -104,6 +112,9 @@ func run(args []string) int {
 	}
 	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// A process group of its own, as the init gives a container's command:
+	// the command's kill(0) stays among its own processes.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return cannotStart(j.Argv[0], err)
 	}

@@ -186,27 +186,6 @@ func main() {
 		for _, e := range ents {
 			fmt.Println(e.Name())
 		}
-	case "env-in": // "container ID" (from its cgroup), then the environment as env prints it
-		b, err := os.ReadFile("/proc/self/cgroup")
-		if err != nil {
-			fail("cgroup: %v", err)
-		}
-		id := ""
-		for _, line := range strings.Split(string(b), "\n") {
-			if _, after, ok := strings.Cut(line, "/docker/"); ok {
-				id = after
-				break
-			}
-		}
-		if id == "" {
-			fail("no container id in /proc/self/cgroup:\n%s", b)
-		}
-		fmt.Println("container " + id)
-		env := os.Environ()
-		sort.Strings(env)
-		for _, kv := range env {
-			fmt.Println(kv)
-		}
 	case "env":
 		env := os.Environ()
 		sort.Strings(env)
