@@ -108,7 +108,7 @@ func AddSandboxFlags(fs *pflag.FlagSet, p Profile) {
 	fs.String("sandbox-memory", FormatBytes(res.MemoryBytes), "memory limit of a Docker sandbox container (bytes, or with a unit: 512MiB, 4GiB, 4g)")
 	fs.Float64("sandbox-cpus", res.CPUs, "CPU limit of a Docker sandbox container")
 	fs.Int64("sandbox-pids", res.Pids, "pids limit of a Docker sandbox container")
-	fs.Bool("sandbox-prestart", true, "start each workspace's next Docker sandbox container ahead of its job and run the command in it with exec, saving a container's start on every job after a workspace's first (needs "+sandbox.HelperName+", by default beside this binary; without it, a warning and no prestart)")
+	fs.Bool("sandbox-prestart", true, "start each workspace's next Docker sandbox container ahead of its job and run the command in it, saving a container's start on every job after a workspace's first (needs "+sandbox.HelperName+", by default beside this binary; without it, a warning and no prestart)")
 	fs.Int("sandbox-prestart-max", 0, "the most Docker sandbox containers started ahead that may wait for a job at once, the oldest removed first (0: twice --concurrency, at most "+strconv.Itoa(sandbox.DefaultPrestartMax)+")")
 	fs.String("sandbox-helper", "", "path of "+sandbox.HelperName+" (default: beside this binary)")
 	fs.Bool("sandbox-image-layers-only", false, "read every directory of Docker sandbox images from their layers, ignoring the images' "+sandbox.LabelImageTrees+" label (which has the sandbox serve those directories from a read-only copy on this host)")

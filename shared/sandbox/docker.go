@@ -230,8 +230,8 @@ type DockerOptions struct {
 	ImageLayersOnly bool
 	// Prestart has the sandbox start, once a run in a workspace ends, the
 	// container of that workspace's next run, so that its command runs
-	// in it with exec instead of waiting for a container's start (see
-	// prestart.go). Every command still gets a container of its own.
+	// in it instead of waiting for a container's start (see prestart.go).
+	// Every command still gets a container of its own.
 	Prestart bool
 	// PrestartMax bounds the containers started ahead that wait for a job
 	// at once (0: DefaultPrestartMax); the oldest goes first.
@@ -552,15 +552,18 @@ func pathWithin(p, dir string) bool {
 // the end).
 //
 // With DockerOptions.Prestart, a run may instead take a container started
-// ahead of it for its workspace and run the command in it with exec (see
-// prestart.go): the same environment, mounts, network and limits, and the
-// same Result, except that a timeout's SIGTERM goes to every process of
-// the command's user rather than through the container's init, and that
-// the container does not carry spec.Labels (RunLabels gives them).
+// ahead of it for its workspace and run the command in it (see
+// prestart.go): the same environment, mounts and limits, and the same
+// Result, except that the command is the child of our helper rather than
+// of the container's init, that a job with no network alone in its
+// workspace shares the workspace's network namespace holder (PERF-73),
+// and that the container does not carry spec.Labels (RunLabels gives
+// them).
 //
 // Errors: ErrInvalidSpec (nothing created), ErrStart (the command is not
-// found or not executable in the image, as the engine or the container's
-// init reports it; the container is removed), ErrEngine (see there), or the
+// found or not executable in the image, as the engine, the container's
+// init or the helper of a container started ahead reports it; the
+// container is removed), ErrEngine (see there), or the
 // context's error if ctx ended before the start.
 func (d *Docker) Run(ctx context.Context, spec Spec) (Result, error) {
 	return d.runSpec(ctx, spec, nil)

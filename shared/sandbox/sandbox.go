@@ -170,7 +170,7 @@ type Result struct {
 	// "process", or "docker IMAGE@ID" with the image's ID as the engine
 	// had it.
 	Environment string
-	// Prestarted is true when the command ran, with exec, in a container
+	// Prestarted is true when the command ran in a container
 	// the Docker sandbox had started ahead of it (DockerOptions.Prestart).
 	Prestarted bool
 }

@@ -37,7 +37,8 @@ const (
 	VariantGoDockerLayers = "docker-layers"
 	// VariantGoDockerPrestarted is VariantGoDocker with its containers
 	// started ahead of their gate (sandbox.DockerOptions.Prestart, a gate
-	// runner's default): the gate runs with exec in a running container.
+	// runner's default): the gate runs in a running container, through
+	// the helper that waits there for its job.
 	VariantGoDockerPrestarted = "docker-prestarted"
 )
 
@@ -270,7 +271,7 @@ func goGateVariants(ctx context.Context, dataDir, helper string) ([]goGateVarian
 		{name: VariantGoDockerLayers, sb: dl, warm: func(ctx context.Context) error { return dl.WarmCaches(ctx, GoGateImage) },
 			description: "the same, with the image read from its layers alone (--sandbox-image-layers-only)"},
 		{name: VariantGoDockerPrestarted, sb: dp, warm: func(ctx context.Context) error { return dp.WarmCaches(ctx, GoGateImage) },
-			description: "the same as " + VariantGoDocker + ", with each gate's container started ahead of it and the gate run in it with exec (--sandbox-prestart, a gate runner's default)"},
+			description: "the same as " + VariantGoDocker + ", with each gate's container started ahead of it and the gate run in it by its helper (--sandbox-prestart, a gate runner's default)"},
 	}, closeAll, nil
 }
 
