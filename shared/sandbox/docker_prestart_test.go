@@ -63,6 +63,13 @@ func waitPrestarted(t *testing.T, d *Docker, ws string) {
 	if ic == nil {
 		t.Fatalf("no container is being started ahead for %s", ws)
 	}
+	waitReady(t, ic)
+}
+
+// waitReady waits until the container started ahead ic is up, and fails
+// the test if it could not be started.
+func waitReady(t *testing.T, ic *idleContainer) {
+	t.Helper()
 	select {
 	case <-ic.ready:
 	case <-time.After(time.Minute):
@@ -539,14 +546,7 @@ func TestDockerPrestartNextDuringTheRun(t *testing.T) {
 			t.Fatal("no next container within a minute of the run's start")
 		}
 	}
-	select {
-	case <-next.ready:
-	case <-time.After(time.Minute):
-		t.Fatal("the next container did not come up within a minute")
-	}
-	if next.err != nil {
-		t.Fatalf("next container: %v", next.err)
-	}
+	waitReady(t, next)
 	select {
 	case o := <-done:
 		t.Fatalf("the run (4 s) ended (%+v, %v) before the next container was up: it was not started during the run", o.res, o.err)

@@ -350,7 +350,7 @@ func (p *prestarter) run(ctx context.Context, spec Spec, cfg *container.Config, 
 		ic = nil
 	}
 	if fixPerms {
-		if err := MakeWritable(filepath.Clean(spec.Workspace)); err != nil {
+		if err := MakeWritable(root); err != nil {
 			if ic != nil {
 				p.discard(ic)
 			}
