@@ -152,6 +152,10 @@ type NodeSummary struct {
 	// ApprovalDeadline is when the approval step a node awaits decides
 	// by itself (its on_timeout), if it has a timeout.
 	ApprovalDeadline *time.Time `json:"approval_deadline,omitempty"`
+	// Approved is set on a node awaiting approval, or escalated, that a
+	// human (or its approval step's timeout) has approved: its work is
+	// being integrated, and it succeeds without another decision.
+	Approved bool `json:"approved,omitempty"`
 	// Waiting is set while a runner holds the node's agent job back on an
 	// open circuit breaker.
 	Waiting *BreakerWait `json:"waiting,omitempty"`

@@ -260,8 +260,8 @@ func (e *env) awaitStatus(ctx context.Context, client *api.Client, wf string, wa
 
 // waitsForHuman reports whether workflow wf needs attention and nothing
 // in it can move without a human: no node is in flight, retrying, in the
-// integration queue, awaiting an approval step whose timeout will decide
-// it, or pending with every dependency done.
+// integration queue, approved and being integrated, awaiting an approval
+// step whose timeout will decide it, or pending with every dependency done.
 func (e *env) waitsForHuman(ctx context.Context, client *api.Client, wf string) (bool, error) {
 	rctx, cancel := context.WithTimeout(ctx, e.v.GetDuration("timeout"))
 	defer cancel()
@@ -274,6 +274,11 @@ func (e *env) waitsForHuman(ctx context.Context, client *api.Client, wf string) 
 		status[n.ID] = n.Status
 	}
 	for _, n := range s.Nodes {
+		if n.Approved {
+			// Approved (by a human or a timeout) a moment ago: its work
+			// is being integrated, and it succeeds without a human.
+			return false, nil
+		}
 		switch n.Status {
 		case protocol.NodeReady, protocol.NodeRunning, protocol.NodeGating, protocol.NodeRetrying, protocol.NodeIntegrating:
 			return false, nil

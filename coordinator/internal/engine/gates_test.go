@@ -93,6 +93,9 @@ func waitsForHuman(s api.WorkflowSummary) bool {
 		case protocol.NodeReady, protocol.NodeRunning, protocol.NodeGating, protocol.NodeRetrying:
 			return false
 		}
+		if n.Approved {
+			return false
+		}
 	}
 	return true
 }

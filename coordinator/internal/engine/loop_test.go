@@ -275,6 +275,11 @@ func TestApproveEscalatedNodeIntegratesAndDependentsRun(t *testing.T) {
 	if s.Status != protocol.WorkflowRunning {
 		t.Errorf("workflow after the approval = %s, want running", s.Status)
 	}
+	// Until its work is integrated, the approved node says it was approved,
+	// so nobody (coordinator watch) takes it for one still waiting.
+	if n := nodeOf(s, "a"); n.Status != protocol.NodeSucceeded && (n.Status != protocol.NodeEscalated || !n.Approved) {
+		t.Errorf("a right after the approval = %s (approved %v), want escalated and approved, or succeeded", n.Status, n.Approved)
+	}
 	n = e.waitNode(wf, "a", protocol.NodeSucceeded)
 	if n.Reason != "approved by ada" || n.Commit == "" || n.Commit == e.repo.BaseCommit || gateOf(n, "test").Status != protocol.GateFailed {
 		t.Errorf("approved a = %+v, want succeeded, integrated, its failed gate still reported", n)

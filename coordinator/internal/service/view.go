@@ -53,6 +53,9 @@ func Summary(w *statemachine.Workflow, withNodes bool) api.WorkflowSummary {
 		if n.Status == protocol.NodeAwaitingApproval && !n.Approved() {
 			ns.ApprovalDeadline = timePtr(n.ApprovalDeadline())
 		}
+		if n.Status == protocol.NodeAwaitingApproval || n.Status == protocol.NodeEscalated {
+			ns.Approved = n.Approved()
+		}
 		if n.Status == protocol.NodeReady || n.Status == protocol.NodeRunning {
 			ns.Waiting = breakerWait(n.Waiting())
 		}
