@@ -265,8 +265,9 @@ type Docker struct {
 	trees     *treeStore
 	pre       *prestarter // nil without DockerOptions.Prestart
 
-	ncpuOnce sync.Once
+	infoOnce sync.Once
 	ncpu     int // CPUs of the engine's host, 0 if unknown
+	root     rootMode
 }
 
 var _ Sandbox = (*Docker)(nil)
@@ -611,17 +612,24 @@ func (d *Docker) runSpec(ctx context.Context, spec Spec, warm map[string]string)
 	return d.run(ctx, spec, cfg, hostCfg)
 }
 
-// engineCPUs returns the number of CPUs of the engine's host, asked once
-// (0 if the engine did not say).
+// engineCPUs returns the number of CPUs of the engine's host (0 if the
+// engine did not say).
 func (d *Docker) engineCPUs(ctx context.Context) int {
-	d.ncpuOnce.Do(func() {
+	d.engineInfo(ctx)
+	return d.ncpu
+}
+
+// engineInfo asks the engine, once, for its host's CPUs and its storage
+// driver.
+func (d *Docker) engineInfo(ctx context.Context) {
+	d.infoOnce.Do(func() {
 		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), engineTimeout)
 		defer cancel()
 		if info, err := d.cli.Info(c); err == nil {
 			d.ncpu = info.NCPU
+			d.root.enabled = info.Driver == fuseOverlayDriver
 		}
 	})
-	return d.ncpu
 }
 
 // containerConfig builds the container's configuration for spec, whose
@@ -1113,6 +1121,7 @@ func (d *Docker) create(ctx context.Context, cfg *container.Config, hostCfg *con
 		d.remove(bg, name)
 		return "", err
 	}
+	d.adjustRoot(bg, created.ID, cfg, hostCfg)
 	return created.ID, nil
 }
 

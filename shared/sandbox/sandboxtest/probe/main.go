@@ -104,6 +104,14 @@ func main() {
 				fmt.Printf("%s: %s\n", p, b)
 			}
 		}
+	case "stat": // PATH...: each path's permission bits (octal) and owner, "755 0 /"
+		for _, p := range args {
+			var st syscall.Stat_t
+			if err := syscall.Stat(p, &st); err != nil {
+				fail("stat: %v", err)
+			}
+			fmt.Printf("%o %d %s\n", st.Mode&0o7777, st.Uid, p)
+		}
 	case "remove": // PATH
 		if err := os.Remove(arg(0)); err != nil {
 			fail("remove: %v", err)
