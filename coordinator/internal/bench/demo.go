@@ -107,6 +107,11 @@ type DemoVariant struct {
 	AgentRunP50Micros    float64 `json:"agent_run_p50_us"`
 	GateRunP50Micros     float64 `json:"gate_run_p50_us"`
 	GateLatencyP50Micros float64 `json:"gate_latency_p50_us"`
+	// CPUSeconds is the machine's busy CPU time (all processes: runners,
+	// engine, containers) during each measured demo, and
+	// MedianCPUSeconds their median (0: /proc/stat unreadable).
+	CPUSeconds       []float64 `json:"cpu_seconds,omitempty"`
+	MedianCPUSeconds float64   `json:"median_cpu_seconds,omitempty"`
 
 	agentRuns, gateRuns, gateLatency []time.Duration
 }
@@ -284,6 +289,7 @@ func (r *runner) measureDemo(ctx context.Context, variants []demoVariant) (*Demo
 			return 0, fmt.Errorf("%s demo %d: %w", variants[i].name, n, err)
 		}
 		file := "bench-demo-" + label + ".yaml"
+		busy0, busyOK := machineBusy()
 		start := time.Now()
 		id, err := submit(rctx, fs.client, base, file, yamls[i])
 		if err != nil {
@@ -293,6 +299,11 @@ func (r *runner) measureDemo(ctx context.Context, variants []demoVariant) (*Demo
 			return 0, fmt.Errorf("%s demo %d (workflow %s): %w", variants[i].name, n, id, err)
 		}
 		took := time.Since(start)
+		busy1, busyOK1 := machineBusy()
+		if n > 0 && busyOK && busyOK1 {
+			v := &rep.Variants[i]
+			v.CPUSeconds = append(v.CPUSeconds, (busy1 - busy0).Seconds())
+		}
 		if n > 0 {
 			st, err := fs.watcher.collect([]string{id})
 			if err != nil {
@@ -342,18 +353,29 @@ func (d *DemoReport) summarize() {
 		s := slices.Clone(v.Seconds)
 		slices.Sort(s)
 		v.MinSeconds, v.MaxSeconds = s[0], s[len(s)-1]
-		v.MedianSeconds = s[len(s)/2]
-		if len(s)%2 == 0 {
-			v.MedianSeconds = (s[len(s)/2-1] + s[len(s)/2]) / 2
-		}
+		v.MedianSeconds = median(s)
 		v.AgentRunP50Micros, _ = quantiles(v.agentRuns)
 		v.GateRunP50Micros, _ = quantiles(v.gateRuns)
 		v.GateLatencyP50Micros, _ = quantiles(v.gateLatency)
+		v.MedianCPUSeconds = median(v.CPUSeconds)
 	}
 	d.DockerOverProcess = 0
 	if len(d.Variants) == 2 {
 		d.DockerOverProcess = ratioTo(d.Variants[1].MedianSeconds, d.Variants[0].MedianSeconds)
 	}
+}
+
+// median is the median of xs (0 for none).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return s[len(s)/2]
 }
 
 // lockDemoData takes data's lock, so that two benches never run their

@@ -62,6 +62,10 @@ func TestDemoScenarioMachinery(t *testing.T) {
 		if v.MinSeconds != v.Seconds[0] || v.MedianSeconds != v.Seconds[0] || v.MaxSeconds != v.Seconds[0] {
 			t.Errorf("%s: min %v, median %v, max %v of %v", name, v.MinSeconds, v.MedianSeconds, v.MaxSeconds, v.Seconds)
 		}
+		// The machine was busy during the demo (a Linux /proc/stat).
+		if len(v.CPUSeconds) != 1 || v.CPUSeconds[0] <= 0 || v.MedianCPUSeconds != v.CPUSeconds[0] {
+			t.Errorf("%s: CPU %v, median %v; want one positive, its own median", name, v.CPUSeconds, v.MedianCPUSeconds)
+		}
 		if v.AgentRunP50Micros <= 0 || v.GateRunP50Micros <= 0 || v.GateLatencyP50Micros <= 0 {
 			t.Errorf("%s: agent run p50 %vµs, gate run p50 %vµs, gate latency p50 %vµs; want all positive",
 				name, v.AgentRunP50Micros, v.GateRunP50Micros, v.GateLatencyP50Micros)
@@ -88,7 +92,7 @@ func TestDemoScenarioMachinery(t *testing.T) {
 
 	var table bytes.Buffer
 	bench.PrintTable(&table, rep)
-	for _, w := range []string{"The demo workflow per sandbox", "greet-demo", "figure 4, the demo", "process-2", data} {
+	for _, w := range []string{"The demo workflow per sandbox", "greet-demo", "figure 4, the demo", "process-2", data, "busy CPU time"} {
 		if !strings.Contains(table.String(), w) {
 			t.Errorf("table lacks %q:\n%s", w, table.String())
 		}
