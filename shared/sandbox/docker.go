@@ -959,7 +959,7 @@ func (d *Docker) run(ctx context.Context, spec Spec, cfg *container.Config, host
 			_ = hj.CloseWrite()
 		}()
 	}
-	return d.supervise(ctx, spec, id, cfg.Image, hj.Close, out, exit, startedAt, func(stderr []byte) string {
+	return d.supervise(ctx, spec, id, cfg.Image, hj.Close, out, exit, nil, "", startedAt, func(stderr []byte) string {
 		if m := initExecFailed.FindSubmatch(stderr); m != nil && string(m[1]) == spec.Argv[0] {
 			return string(m[2])
 		}
@@ -1002,24 +1002,48 @@ func (d *Docker) waitExit(ctx context.Context, id string) (exit *containerExit, 
 // could not be started if its standard error says so (the command's
 // status 126 or 127 and no standard output), else "".
 func (d *Docker) supervise(ctx context.Context, spec Spec, id, image string, closeStream func(), out *streams,
-	exit *containerExit, startedAt time.Time, startFailed func(stderr []byte) string) (Result, error) {
+	exit *containerExit, reported <-chan int, imageID string, startedAt time.Time, startFailed func(stderr []byte) string) (Result, error) {
 	bg := context.WithoutCancel(ctx)
 	grace, timeout, stopTimer := spec.limits()
 	defer stopTimer()
 	var res Result
 	killed := false
-	select {
-	case <-exit.done:
-	case <-timeout:
-		res.TimedOut = !exit.exited()
-		killed = res.TimedOut
-		d.terminate(bg, id, grace, exit)
-	case <-ctx.Done():
-		killed = !exit.exited()
-		d.terminate(bg, id, grace, exit)
+	code, byHelper := 0, false
+	for waiting := true; waiting; {
+		waiting = false
+		select {
+		case <-exit.done:
+		case c := <-reported:
+			if c == 128+int(syscall.SIGKILL) {
+				// Perhaps the kernel's OOM killer, which the engine
+				// records: its exit state says.
+				reported, waiting = nil, true
+				continue
+			}
+			code, byHelper = c, true
+		case <-timeout:
+			res.TimedOut = !exit.exited()
+			killed = res.TimedOut
+			d.terminate(bg, id, grace, exit)
+		case <-ctx.Done():
+			killed = !exit.exited()
+			d.terminate(bg, id, grace, exit)
+		}
 	}
 	res.Duration = time.Since(startedAt)
 	res.StartedAt = startedAt
+	if byHelper {
+		// The helper reported the command's end once nothing of the job
+		// ran and all its output was written (PERF-75): the container's
+		// teardown is not the run's.
+		out.finishNow(closeStream, &res)
+		res.Environment = "docker " + image
+		if imageID != "" {
+			res.Environment += "@" + imageID
+		}
+		res.setEnd(code, false)
+		return res, nil
+	}
 
 	// The attach stream ends when the container does.
 	out.finish(closeStream, &res)
@@ -1031,7 +1055,7 @@ func (d *Docker) supervise(ctx context.Context, spec Spec, id, image string, clo
 	if exit.err != nil {
 		return res, fmt.Errorf("%w: waiting for container %.12s: %w", ErrEngine, id, exit.err)
 	}
-	code := int(exit.code)
+	code = int(exit.code)
 	ictx, cancel := context.WithTimeout(bg, engineTimeout)
 	info, err := d.cli.ContainerInspect(ictx, id)
 	cancel()

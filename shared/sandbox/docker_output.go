@@ -48,6 +48,18 @@ func (s *streams) finish(closeStream func(), res *Result) {
 	res.Stderr, res.StderrTruncated = s.stderr.Bytes(), s.stderr.Truncated()
 }
 
+// finishNow closes the stream with closeStream at once, the helper
+// having reported the command's end after all its output (PERF-75),
+// passes on the unterminated last lines and puts the tails in res.
+func (s *streams) finishNow(closeStream func(), res *Result) {
+	closeStream()
+	<-s.copied
+	s.outW.flush()
+	s.errW.flush()
+	res.Stdout, res.StdoutTruncated = s.stdout.Bytes(), s.stdout.Truncated()
+	res.Stderr, res.StderrTruncated = s.stderr.Bytes(), s.stderr.Truncated()
+}
+
 // setEnd records how the command ended, given its exit status as the
 // runtime reported it (128+signal for a signal), whether the sandbox
 // killed it, and res.OOMKilled: a command the sandbox killed, or the

@@ -369,7 +369,7 @@ func (p *prestarter) run(ctx context.Context, spec Spec, cfg *container.Config, 
 			p.start(spec, cfg, base, imageID, key)
 			startedNext = key
 		}
-		res, err = p.runIn(ctx, spec, cfg, ic)
+		res, err = p.runIn(ctx, spec, cfg, ic, imageID)
 	}
 	if errors.Is(err, errStale) {
 		caches, cerr := d.addCaches(ctx, spec, cfg, host, nil, imageID)
@@ -399,6 +399,10 @@ func (p *prestarter) run(ctx context.Context, spec Spec, cfg *container.Config, 
 	}
 	return res, err
 }
+
+// errHolderGone means a container could not start in the network
+// namespace of its workspace's holder, which has been dropped.
+var errHolderGone = errors.New("sandbox: the network namespace holder is gone")
 
 // errStale means a prestarted container could not take the run (it had
 // stopped), and nothing was started in it.
@@ -476,6 +480,11 @@ func (p *prestarter) start(spec Spec, cfg *container.Config, base *container.Hos
 		defer p.wg.Done()
 		defer close(ic.ready)
 		ic.err = p.create(own, cfg, base, imageID, ic)
+		if errors.Is(ic.err, errHolderGone) {
+			// The workspace's holder stopped meanwhile: once more, with a
+			// new one.
+			ic.err = p.create(own, cfg, base, imageID, ic)
+		}
 		if ic.err != nil {
 			log := p.d.caches.log
 			warned := false
@@ -570,6 +579,7 @@ func (p *prestarter) create(spec Spec, cfg *container.Config, base *container.Ho
 		cleanup()
 		if holder != "" {
 			p.dropHolder(filepath.Clean(spec.Workspace), holder)
+			return fmt.Errorf("start: %w: %w", errHolderGone, err)
 		}
 		return fmt.Errorf("start: %w", err)
 	}

@@ -26,15 +26,16 @@ type helperJob struct {
 // found, 126 otherwise).
 var helperStartFailed = regexp.MustCompile(`^supervisor-sandbox-helper: cannot start ("(?:[^"\\]|\\.)*"): (.*)\n$`)
 
-// runIn runs spec's command in the prestarted container ic, with cfg's
-// environment and working directory, supervises it as run does a
-// container, and removes the container (in the background: Close waits
-// for it). The container's helper, waiting for its job on its standard
-// input, gets it through an attach and runs the command as the
-// container's command would run: no exec, the container's end the
-// command's. errStale means nothing was started (the container had
-// stopped).
-func (p *prestarter) runIn(ctx context.Context, spec Spec, cfg *container.Config, ic *idleContainer) (Result, error) {
+// runIn runs spec's command in the prestarted container ic, of the image
+// imageID, with cfg's environment and working directory, supervises it as
+// run does a container, and removes the container (in the background:
+// Close waits for it). The container's helper, waiting for its job on its
+// standard input, gets it through an attach and runs the command as the
+// container's command would run: no exec. The run ends when the helper
+// reports the command's end, once nothing of the job runs (PERF-75), or
+// else with the container. errStale means nothing was started (the
+// container had stopped).
+func (p *prestarter) runIn(ctx context.Context, spec Spec, cfg *container.Config, ic *idleContainer, imageID string) (Result, error) {
 	d := p.d
 	bg := context.WithoutCancel(ctx)
 	// The removal is not the command's: the result does not wait for it.
@@ -78,7 +79,7 @@ func (p *prestarter) runIn(ctx context.Context, spec Spec, cfg *container.Config
 	case info.State == nil || !info.State.Running:
 		return Result{}, fmt.Errorf("%w: container %.12s is not running", errStale, ic.id)
 	}
-	out := readStreams(spec, hj.Reader)
+	out, reported := readHelperStreams(spec, hj.Reader)
 
 	p.mu.Lock()
 	p.running[ic.id] = cfg.Labels
@@ -108,7 +109,7 @@ func (p *prestarter) runIn(ctx context.Context, spec Spec, cfg *container.Config
 		}
 		_ = hj.CloseWrite()
 	}()
-	res, err := d.supervise(ctx, spec, ic.id, cfg.Image, hj.Close, out, exit, startedAt, func(stderr []byte) string {
+	res, err := d.supervise(ctx, spec, ic.id, cfg.Image, hj.Close, out, exit, reported, imageID, startedAt, func(stderr []byte) string {
 		return helperFailed(stderr, spec.Argv[0])
 	})
 	res.Prestarted = true

@@ -11,19 +11,31 @@
 // It waits for its job on its standard input: the length in bytes of a
 // JSON object, in decimal, on a line of its own, then that object:
 // {"argv": [...], "env": ["K=V", ...], "dir": "..."}. It then runs argv
-// in dir with its own environment (the image's) overlaid by env, the rest
-// of its standard input and its standard output and error as the
-// command's, and does what a container's init does for a container's
-// command: it passes SIGTERM, SIGINT, SIGHUP and SIGQUIT on to the
-// command, reaps every process that ends, and exits with the command's
-// status (128 plus the signal's number if a signal ended it) once the
-// command has ended; the kernel then kills what the command left running.
-// As the container's first process it receives no signal the command's
-// user sends it but those it handles (a signal that ends a Go program,
-// such as SIGABRT, ends it, and with it the job's own run), and kill(-1)
-// never reaches it. A
-// command that cannot be started exits 127 (not found) or 126 (any other
-// reason) with one line on standard error:
+// in dir with its own environment (the image's) overlaid by env and the
+// rest of its standard input as the command's, and does what a
+// container's init does for a container's command: it passes SIGTERM,
+// SIGINT, SIGHUP and SIGQUIT on to the command and reaps every process
+// that ends. Once the command has ended it kills every process left in
+// the container and reaps them, and exits with the command's status (128
+// plus the signal's number if a signal ended it). As the container's
+// first process it receives no signal the command's user sends it but
+// those it handles (a signal that ends a Go program, such as SIGABRT,
+// ends it, and with it the job's own run), and kill(-1) never reaches it.
+//
+// The command's standard output and error are pipes the helper reads: it
+// writes what comes through them on its own standard output as frames (a
+// type byte, 'o' for the command's standard output or 'e' for its
+// standard error, the length of the data as 4 bytes big-endian, then the
+// data), and, once nothing of the job runs and all of it was written, a
+// last frame 'x' whose data is the exit status in decimal. The runner can
+// then return the result without waiting for the engine to tear the
+// container down, and nothing the command writes can pass for that last
+// frame. The helper is not dumpable, so that the command, which runs as
+// the same user, can neither trace it nor open its standard output
+// through /proc.
+//
+// A command that cannot be started exits 127 (not found) or 126 (any
+// other reason), with no frame and one line on standard error:
 //
 //	supervisor-sandbox-helper: cannot start "argv0": <reason>
 //
@@ -33,6 +45,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,10 +55,22 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
+
+// Frame types on the helper's standard output.
+const (
+	frameStdout = 'o'
+	frameStderr = 'e'
+	frameExit   = 'x'
+)
+
+// frameData bounds one frame's data.
+const frameData = 32 << 10
 
 // maxJob bounds the job (its argv and environment).
 const maxJob = 16 << 20
@@ -75,6 +100,13 @@ func run(args []string) int {
 		}
 	case len(args) != 1 || args[0] != "job":
 		fmt.Fprintln(os.Stderr, "usage: supervisor-sandbox-helper job | hold")
+		return 2
+	}
+	// Not dumpable: the command, as the same user, cannot trace the
+	// helper nor open its standard output (/proc/1/fd/1) to write frames
+	// of its own.
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0); errno != 0 {
+		fmt.Fprintf(os.Stderr, "supervisor-sandbox-helper: prctl: %v\n", errno)
 		return 2
 	}
 	// Caught, not ignored: an ignored signal would stay ignored in the
@@ -111,7 +143,15 @@ func run(args []string) int {
 		cmd.Err = nil // a container's command finds programs in "." on PATH too
 	}
 	cmd.Env = env
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return cannotStart(j.Argv[0], err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return cannotStart(j.Argv[0], err)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, outW, errW
 	// A process group of its own, as the init gives a container's command:
 	// the command's kill(0) stays among its own processes.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -119,7 +159,86 @@ func run(args []string) int {
 		return cannotStart(j.Argv[0], err)
 	}
 	started <- cmd.Process
-	return reap(cmd.Process.Pid)
+	// The command's processes hold the pipes' write ends now: the reads
+	// end once none of them runs.
+	outW.Close()
+	errW.Close()
+	fw := &frameWriter{w: os.Stdout}
+	var copying sync.WaitGroup
+	for _, c := range []struct {
+		r   *os.File
+		typ byte
+	}{{outR, frameStdout}, {errR, frameStderr}} {
+		copying.Add(1)
+		go func() {
+			defer copying.Done()
+			fw.copyFrom(c.r, c.typ)
+		}()
+	}
+	status := reap(cmd.Process.Pid)
+	killAll()
+	copying.Wait()
+	fw.frame(frameExit, []byte(strconv.Itoa(status)))
+	return status
+}
+
+// frameWriter writes frames to w, one at a time.
+type frameWriter struct {
+	mu  sync.Mutex
+	w   io.Writer
+	err error // the first write error: nothing is written after it
+}
+
+// frame writes one frame of type typ.
+func (f *frameWriter) frame(typ byte, data []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return
+	}
+	buf := make([]byte, 5+len(data))
+	buf[0] = typ
+	binary.BigEndian.PutUint32(buf[1:5], uint32(len(data)))
+	copy(buf[5:], data)
+	_, f.err = f.w.Write(buf)
+}
+
+// copyFrom writes what r gives as frames of type typ until r ends.
+func (f *frameWriter) copyFrom(r io.Reader, typ byte) {
+	buf := make([]byte, frameData)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			f.frame(typ, buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// killAll kills every other process of the container (as its first
+// process, kill(-1) reaches all of them: they are the command's user's)
+// and reaps them, until none is left.
+func killAll() {
+	for {
+		_ = syscall.Kill(-1, syscall.SIGKILL)
+		reaped := false
+		for {
+			var ws syscall.WaitStatus
+			_, err := syscall.Wait4(-1, &ws, 0, nil)
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil {
+				break // ECHILD: no child left
+			}
+			reaped = true
+		}
+		if !reaped {
+			return
+		}
+	}
 }
 
 // forward passes the signals of sigs on to the command once it has

@@ -8,6 +8,7 @@ package main
 import (
 	"bufio"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -103,6 +104,19 @@ func main() {
 			default:
 				fmt.Printf("%s: %s\n", p, b)
 			}
+		}
+	case "stdout-hex": // HEX [N]: write the bytes HEX encodes on stdout, as they are, then exit N
+		b, err := hex.DecodeString(arg(0))
+		if err != nil {
+			fail("stdout-hex: %v", err)
+		}
+		_, _ = os.Stdout.Write(b)
+		if len(args) > 1 {
+			n, err := strconv.Atoi(args[1])
+			if err != nil {
+				fail("stdout-hex: %v", err)
+			}
+			os.Exit(n)
 		}
 	case "stat": // PATH...: each path's permission bits (octal) and owner, "755 0 /"
 		for _, p := range args {
