@@ -289,6 +289,7 @@ func (r *runner) measureDemo(ctx context.Context, variants []demoVariant) (*Demo
 			return 0, fmt.Errorf("%s demo %d: %w", variants[i].name, n, err)
 		}
 		file := "bench-demo-" + label + ".yaml"
+		settle(rctx)
 		busy0, busyOK := machineBusy()
 		start := time.Now()
 		id, err := submit(rctx, fs.client, base, file, yamls[i])
@@ -362,6 +363,36 @@ func (d *DemoReport) summarize() {
 	d.DockerOverProcess = 0
 	if len(d.Variants) == 2 {
 		d.DockerOverProcess = ratioTo(d.Variants[1].MedianSeconds, d.Variants[0].MedianSeconds)
+	}
+}
+
+// Before each demo the scenario waits until the machine has been nearly
+// idle (busy less than settleBusy of one CPU) for settleWindow, settleMax
+// at most: what a demo leaves running in the background (the Docker
+// sandbox removes its containers and starts the next ones after the
+// result) is then not counted in the next demo, the other variant's.
+const (
+	settleWindow = 250 * time.Millisecond
+	settleBusy   = 0.15
+	settleMax    = 10 * time.Second
+)
+
+// settle waits until the machine is nearly idle (see settleWindow).
+func settle(ctx context.Context) {
+	for began := time.Now(); time.Since(began) < settleMax; {
+		b0, ok := machineBusy()
+		if !ok {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(settleWindow):
+		}
+		b1, ok := machineBusy()
+		if !ok || float64(b1-b0) < settleBusy*float64(settleWindow) {
+			return
+		}
 	}
 }
 
