@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -268,6 +269,9 @@ type Docker struct {
 	infoOnce sync.Once
 	ncpu     int // CPUs of the engine's host, 0 if unknown
 	root     rootMode
+	// reports counts the runs that ended on their helper's report
+	// (PERF-75), for tests.
+	reports atomic.Int64
 }
 
 var _ Sandbox = (*Docker)(nil)
@@ -627,7 +631,7 @@ func (d *Docker) engineInfo(ctx context.Context) {
 		defer cancel()
 		if info, err := d.cli.Info(c); err == nil {
 			d.ncpu = info.NCPU
-			d.root.enabled = info.Driver == fuseOverlayDriver
+			d.root.enabled.Store(info.Driver == fuseOverlayDriver)
 		}
 	})
 }
@@ -1009,23 +1013,43 @@ func (d *Docker) supervise(ctx context.Context, spec Spec, id, image string, clo
 	var res Result
 	killed := false
 	code, byHelper := 0, false
+	// take takes the helper's report of the command's end (PERF-75) and
+	// reports whether it did: a SIGKILL may be the kernel's OOM killer,
+	// which the engine records, so its exit state is waited for then.
+	take := func(c int) bool {
+		if c == 128+int(syscall.SIGKILL) {
+			reported = nil
+			return false
+		}
+		code, byHelper = c, true
+		return true
+	}
+	// ended takes a report that is already there.
+	ended := func() bool {
+		select {
+		case c := <-reported:
+			return take(c)
+		default:
+			return false
+		}
+	}
 	for waiting := true; waiting; {
 		waiting = false
 		select {
 		case <-exit.done:
 		case c := <-reported:
-			if c == 128+int(syscall.SIGKILL) {
-				// Perhaps the kernel's OOM killer, which the engine
-				// records: its exit state says.
-				reported, waiting = nil, true
-				continue
-			}
-			code, byHelper = c, true
+			waiting = !take(c)
 		case <-timeout:
+			if ended() { // the command ended first
+				break
+			}
 			res.TimedOut = !exit.exited()
 			killed = res.TimedOut
 			d.terminate(bg, id, grace, exit)
 		case <-ctx.Done():
+			if ended() {
+				break
+			}
 			killed = !exit.exited()
 			d.terminate(bg, id, grace, exit)
 		}
@@ -1036,6 +1060,7 @@ func (d *Docker) supervise(ctx context.Context, spec Spec, id, image string, clo
 		// The helper reported the command's end once nothing of the job
 		// ran and all its output was written (PERF-75): the container's
 		// teardown is not the run's.
+		d.reports.Add(1)
 		out.finishNow(closeStream, &res)
 		res.Environment = "docker " + image
 		if imageID != "" {

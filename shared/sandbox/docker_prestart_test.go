@@ -180,9 +180,13 @@ func TestDockerPrestartCommand(t *testing.T) {
 	}
 	runDocker(t, d, Spec{Argv: []string{"probe", "id"}, Workspace: ws, Image: img})
 
+	reports := d.reports.Load()
 	res := runPrestarted(t, d, Spec{Argv: []string{"probe", "exit", "7"}, Workspace: ws, Image: img})
 	if res.ExitCode != 7 || res.Signal != "" || string(res.Stderr) != "exiting with 7\n" {
 		t.Errorf("exit 7: %+v", res)
+	}
+	if d.reports.Load() != reports+1 {
+		t.Error("the run did not end on the helper's report (PERF-75)")
 	}
 	res = runPrestarted(t, d, Spec{Argv: []string{"probe", "pwd"}, Workspace: ws, WorkingDir: "sub", Image: img})
 	if got := strings.TrimSpace(string(res.Stdout)); got != ContainerWorkspace+"/sub" {
@@ -344,6 +348,18 @@ func TestDockerPrestartOOM(t *testing.T) {
 	res := runPrestarted(t, d, spec)
 	if !res.OOMKilled || res.ExitCode != -1 || res.Signal != "SIGKILL" || res.TimedOut {
 		t.Errorf("memory hog: %+v (stderr %q)", res, res.Stderr)
+	}
+	// PERF-75: a child the kernel killed for memory is the engine's to
+	// report, though the command exits by itself: the helper sends no
+	// report, and the run says what the engine says.
+	reports := d.reports.Load()
+	spec.Argv = []string{"probe", "child-alloc", "512"}
+	res = runPrestarted(t, d, spec)
+	if !res.OOMKilled || res.ExitCode != 3 || !strings.HasPrefix(string(res.Stdout), "child: signal: killed") {
+		t.Errorf("a child killed for memory: %+v (stdout %q, stderr %q); want OOMKilled, exit 3", res, res.Stdout, res.Stderr)
+	}
+	if d.reports.Load() != reports {
+		t.Error("a run with an OOM kill ended on the helper's report")
 	}
 }
 

@@ -3,8 +3,10 @@ package sandbox
 import (
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/docker/docker/api/types/container"
@@ -34,9 +36,13 @@ const fuseOverlayDriver = "fuse-overlayfs"
 //
 // Best effort: an engine that is not on this host, a runner without access
 // to the engine's directory, or anything unexpected leaves the root as it
-// is, and the job runs as it would have; the first such case is logged.
+// is, and the job runs as it would have; a directory the runner cannot
+// change is logged, once, and the runner stops trying.
 type rootMode struct {
-	enabled bool // the engine's storage driver is fuse-overlayfs (Docker.engineInfo)
+	// enabled is set by Docker.engineInfo when the engine's storage driver
+	// is fuse-overlayfs, and cleared when the runner cannot change the
+	// directory.
+	enabled atomic.Bool
 	warned  sync.Once
 }
 
@@ -45,7 +51,7 @@ type rootMode struct {
 // the root's mode when it mounts the layers.
 func (d *Docker) adjustRoot(ctx context.Context, id string, cfg *container.Config, hostCfg *container.HostConfig) {
 	d.engineInfo(ctx)
-	if !d.root.enabled || !unprivilegedUser(cfg.User, hostCfg.GroupAdd) {
+	if !d.root.enabled.Load() || !unprivilegedUser(cfg.User, hostCfg.GroupAdd) {
 		return
 	}
 	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), engineTimeout)
@@ -58,6 +64,9 @@ func (d *Docker) adjustRoot(ctx context.Context, id string, cfg *container.Confi
 		return
 	}
 	if err := dropGroupPerms(info.GraphDriver.Data["UpperDir"]); err != nil {
+		// Not in reach, not root's, or not the runner's to change: the
+		// next container's is not either.
+		d.root.enabled.Store(false)
 		d.root.warned.Do(func() {
 			d.caches.log.Info("sandbox: the root directory of containers keeps its group permissions; "+
 				"on fuse-overlayfs every path a job looks up then costs a round trip to the storage driver",
@@ -87,17 +96,19 @@ func dropGroupPerms(dir string) error {
 	return os.Chmod(dir, perm&^0o070)
 }
 
-// unprivilegedUser reports whether a container user ("uid:gid", as the
-// sandbox gives it), with the supplementary groups groups, is neither root
-// nor in group root: only such a user goes through a directory by its
-// "others" permissions whatever its group permissions are.
+// unprivilegedUser reports whether a container user, given by number as
+// "uid:gid" (as the sandbox gives it), with the supplementary groups
+// groups, is neither root nor in group root: only such a user goes through
+// a directory by its "others" permissions whatever its group permissions
+// are. A user or group given by name is the image's to resolve: false.
 func unprivilegedUser(user string, groups []string) bool {
-	uid, gid, ok := strings.Cut(user, ":")
-	if !ok || uid == "" || gid == "" || uid == "0" || uid == "root" || gid == "0" || gid == "root" {
+	u, g, ok := strings.Cut(user, ":")
+	if !ok {
 		return false
 	}
-	for _, g := range groups {
-		if g == "0" || g == "root" {
+	for _, id := range append([]string{u, g}, groups...) {
+		n, err := strconv.ParseUint(id, 10, 32)
+		if err != nil || n == 0 {
 			return false
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	cerrdefs "github.com/containerd/errdefs"
 	"os"
 	"path"
 	"path/filepath"
@@ -37,9 +38,10 @@ import (
 // The next run in that workspace whose container would be the same (a key
 // over all of that, with the identity of the workspace directory and of
 // its .git) attaches to the container and writes the job (argv,
-// environment, working directory); the helper runs the command and exits
-// with its status, and the container ends with it, as a container's own
-// command does. The container is removed afterwards as usual: every
+// environment, working directory); the helper runs the command, kills
+// what it left once it has ended, and reports its status, with which the
+// run ends (PERF-75); the helper then exits and the container ends with
+// it. The container is removed afterwards as usual: every
 // command still gets a container of its own, which nothing ran in before
 // it. A run whose container would differ (another image or image ID, other
 // limits, a new trusted cache layer, a workspace directory or .git
@@ -579,7 +581,9 @@ func (p *prestarter) create(spec Spec, cfg *container.Config, base *container.Ho
 		cleanup()
 		if holder != "" {
 			p.dropHolder(filepath.Clean(spec.Workspace), holder)
-			return fmt.Errorf("start: %w: %w", errHolderGone, err)
+			if hi, ierr := d.cli.ContainerInspect(bg, holder); cerrdefs.IsNotFound(ierr) || (ierr == nil && (hi.State == nil || !hi.State.Running)) {
+				return fmt.Errorf("start: %w: %w", errHolderGone, err)
+			}
 		}
 		return fmt.Errorf("start: %w", err)
 	}

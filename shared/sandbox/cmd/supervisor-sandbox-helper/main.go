@@ -27,10 +27,13 @@
 // type byte, 'o' for the command's standard output or 'e' for its
 // standard error, the length of the data as 4 bytes big-endian, then the
 // data), and, once nothing of the job runs and all of it was written, a
-// last frame 'x' whose data is the exit status in decimal. The runner can
-// then return the result without waiting for the engine to tear the
-// container down, and nothing the command writes can pass for that last
-// frame. The helper is not dumpable, so that the command, which runs as
+// last frame 'x' whose data is the exit status in decimal, unless the
+// kernel's OOM killer killed a process of the container during the job
+// (or its count cannot be read), which the engine's exit state reports.
+// The runner can then return the result without waiting for the engine to
+// tear the container down, and nothing the command writes can pass for
+// that last frame. The pipes are read for a second at most once the
+// command's processes are gone. The helper is not dumpable, so that the command, which runs as
 // the same user, can neither trace it nor open its standard output
 // through /proc.
 //
@@ -143,6 +146,9 @@ func run(args []string) int {
 		cmd.Err = nil // a container's command finds programs in "." on PATH too
 	}
 	cmd.Env = env
+	// The kernel's OOM kills in the container so far: one during the job
+	// (of any of its processes) is the engine's to report.
+	oomBefore, oomKnown := oomKills()
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return cannotStart(j.Argv[0], err)
@@ -177,9 +183,40 @@ func run(args []string) int {
 	}
 	status := reap(cmd.Process.Pid)
 	killAll()
+	// What the pipes still hold comes at once; a write end held out of
+	// the container's reach (passed over a socket to a job of another
+	// container) must not keep the helper waiting.
+	deadline := time.Now().Add(drainTime)
+	_ = outR.SetReadDeadline(deadline)
+	_ = errR.SetReadDeadline(deadline)
 	copying.Wait()
-	fw.frame(frameExit, []byte(strconv.Itoa(status)))
+	if oomAfter, ok := oomKills(); oomKnown && ok && oomAfter == oomBefore {
+		fw.frame(frameExit, []byte(strconv.Itoa(status)))
+	}
 	return status
+}
+
+// drainTime bounds the reading of the command's pipes once nothing of the
+// job runs.
+const drainTime = time.Second
+
+// oomKills returns how many processes the kernel's OOM killer has killed
+// in the container's memory cgroup (cgroup v2's memory.events, or v1's
+// memory.oom_control); ok is false if neither can be read.
+func oomKills() (n int64, ok bool) {
+	for _, f := range []string{"/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, found := strings.CutPrefix(line, "oom_kill "); found {
+				n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				return n, err == nil
+			}
+		}
+	}
+	return 0, false
 }
 
 // frameWriter writes frames to w, one at a time.

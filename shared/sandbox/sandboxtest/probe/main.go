@@ -166,6 +166,11 @@ func main() {
 			fail("spawn: %v", err)
 		}
 		fmt.Println("spawned", cmd.Process.Pid)
+	case "child-alloc": // MB: run "probe alloc MB" as a child, report how it ended, and exit 3
+		cmd := exec.Command(os.Args[0], "alloc", arg(0))
+		err := cmd.Run()
+		fmt.Println("child:", err)
+		os.Exit(3)
 	case "kill-all": // SIGNAL (a number): kill(-1, SIGNAL), then report that this process lives on
 		n, err := strconv.Atoi(arg(0))
 		if err != nil {
