@@ -181,7 +181,12 @@ func run(args []string) int {
 			fw.copyFrom(c.r, c.typ)
 		}()
 	}
-	status := reap(cmd.Process.Pid)
+	status, err := reap(cmd.Process.Pid)
+	if err != nil {
+		// Framed, as the command's standard error: the runner closes the
+		// stream on the report, before the helper's own would arrive.
+		fw.frame(frameStderr, []byte(fmt.Sprintf("supervisor-sandbox-helper: wait: %v\n", err)))
+	}
 	killAll()
 	// What the pipes still hold comes at once; a write end held out of
 	// the container's reach (passed over a socket to a job of another
@@ -296,8 +301,9 @@ func forward(sigs <-chan os.Signal, started <-chan *os.Process) {
 
 // reap waits for every child that ends (as the container's first process,
 // orphans are its children too) until the command, whose process is pid,
-// has, and returns the command's status.
-func reap(pid int) int {
+// has, and returns the command's status (255 with the error if the wait
+// failed).
+func reap(pid int) (int, error) {
 	for {
 		var ws syscall.WaitStatus
 		got, err := syscall.Wait4(-1, &ws, 0, nil)
@@ -305,14 +311,13 @@ func reap(pid int) int {
 		case err == syscall.EINTR:
 			continue
 		case err != nil:
-			fmt.Fprintf(os.Stderr, "supervisor-sandbox-helper: wait: %v\n", err)
-			return 255
+			return 255, err
 		case got != pid:
 			continue
 		case ws.Signaled():
-			return 128 + int(ws.Signal())
+			return 128 + int(ws.Signal()), nil
 		default:
-			return ws.ExitStatus()
+			return ws.ExitStatus(), nil
 		}
 	}
 }
