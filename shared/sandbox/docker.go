@@ -631,7 +631,11 @@ func (d *Docker) engineInfo(ctx context.Context) {
 		defer cancel()
 		if info, err := d.cli.Info(c); err == nil {
 			d.ncpu = info.NCPU
-			d.root.enabled.Store(info.Driver == fuseOverlayDriver)
+			// Only an engine on this host, through its socket: the layer's
+			// path is the engine's host's.
+			local := strings.HasPrefix(d.cli.DaemonHost(), "unix://")
+			d.root.enabled.Store(info.Driver == fuseOverlayDriver && local && filepath.IsAbs(info.DockerRootDir))
+			d.root.layers = filepath.Join(info.DockerRootDir, fuseOverlayDriver)
 		}
 	})
 }

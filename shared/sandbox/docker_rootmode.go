@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +35,9 @@ const fuseOverlayDriver = "fuse-overlayfs"
 // belongs to this container alone and is removed with it, and its root
 // stays root's.
 //
+// Only a directory named like a layer's root (LAYERS/ID/diff) in the
+// engine's own directory of fuse-overlayfs layers, on an engine reached
+// through its local socket, is changed, whatever path the engine names.
 // Best effort: an engine that is not on this host, a runner without access
 // to the engine's directory, or anything unexpected leaves the root as it
 // is, and the job runs as it would have; a directory the runner cannot
@@ -43,7 +47,10 @@ type rootMode struct {
 	// is fuse-overlayfs, and cleared when the runner cannot change the
 	// directory.
 	enabled atomic.Bool
-	warned  sync.Once
+	// layers is the engine's directory of fuse-overlayfs layers: a
+	// container's writable layer is changed only if it is in there.
+	layers string
+	warned sync.Once
 }
 
 // adjustRoot applies rootMode to container id, created with cfg and
@@ -63,7 +70,7 @@ func (d *Docker) adjustRoot(ctx context.Context, id string, cfg *container.Confi
 	if info.GraphDriver.Name != fuseOverlayDriver {
 		return
 	}
-	if err := dropGroupPerms(info.GraphDriver.Data["UpperDir"]); err != nil {
+	if err := dropGroupPerms(d.root.layers, info.GraphDriver.Data["UpperDir"]); err != nil {
 		// Not in reach, not root's, or not the runner's to change: the
 		// next container's is not either.
 		d.root.enabled.Store(false)
@@ -76,10 +83,14 @@ func (d *Docker) adjustRoot(ctx context.Context, id string, cfg *container.Confi
 }
 
 // dropGroupPerms removes the group permissions of dir, the root of a
-// container's writable layer, if it is a directory of root's that has any.
-func dropGroupPerms(dir string) error {
-	if dir == "" || !strings.HasPrefix(dir, "/") {
-		return &os.PathError{Op: "inspect", Path: dir, Err: syscall.ENOENT}
+// container's writable layer (layers/ID/diff), if it is a directory of
+// root's that has any.
+func dropGroupPerms(layers, dir string) error {
+	rel, err := filepath.Rel(layers, dir)
+	id := filepath.Dir(rel)
+	if layers == "" || !filepath.IsAbs(dir) || err != nil || filepath.Base(rel) != "diff" ||
+		id == "." || id != filepath.Base(id) || strings.HasPrefix(rel, "..") {
+		return &os.PathError{Op: "inspect", Path: dir, Err: syscall.EINVAL}
 	}
 	fi, err := os.Lstat(dir)
 	if err != nil {

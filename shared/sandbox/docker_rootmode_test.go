@@ -36,18 +36,19 @@ func TestUnprivilegedUser(t *testing.T) {
 	}
 }
 
-// PERF-74: only group permissions go, and only from a directory of
-// root's; anything else is an error that leaves the path alone.
+// PERF-74: only group permissions go, only from a directory of root's,
+// and only from a layer's root in the engine's directory of layers;
+// anything else is an error that leaves the path alone.
 func TestDropGroupPerms(t *testing.T) {
 	dir := t.TempDir()
-	sub := filepath.Join(dir, "layer")
-	if err := os.Mkdir(sub, 0o755); err != nil {
+	sub := filepath.Join(dir, "0123abcd", "diff")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(sub, 0o775); err != nil {
 		t.Fatal(err)
 	}
-	err := dropGroupPerms(sub)
+	err := dropGroupPerms(dir, sub)
 	fi, serr := os.Stat(sub)
 	if serr != nil {
 		t.Fatal(serr)
@@ -66,10 +67,22 @@ func TestDropGroupPerms(t *testing.T) {
 	if err := os.Chmod(file, 0o664); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{file, filepath.Join(dir, "missing"), "", "relative/diff"} {
-		if err := dropGroupPerms(p); err == nil {
+	outside := t.TempDir()
+	if err := os.Chmod(outside, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{file, filepath.Join(dir, "missing", "diff"), "", "relative/diff",
+		filepath.Join(dir, "diff"), filepath.Join(dir, "a", "b", "diff"), filepath.Join(dir, "0123abcd"), outside,
+		filepath.Join(dir, "..", filepath.Base(outside))} {
+		if err := dropGroupPerms(dir, p); err == nil {
 			t.Errorf("dropGroupPerms(%q) = nil, want an error", p)
 		}
+	}
+	if err := dropGroupPerms("", sub); err == nil {
+		t.Error("dropGroupPerms with no directory of layers = nil, want an error")
+	}
+	if fi, err := os.Stat(outside); err != nil || fi.Mode().Perm() != 0o775 {
+		t.Errorf("a directory outside the layers changed: %v %v", fi.Mode(), err)
 	}
 	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o664 {
 		t.Errorf("a file's mode changed: %v %v", fi.Mode(), err)
