@@ -21,35 +21,41 @@ type streams struct {
 
 // readStreams starts reading r into the tails and sinks of spec.
 func readStreams(spec Spec, r io.Reader) *streams {
+	s := newStreams(spec)
+	s.copy(s.outW, r)
+	return s
+}
+
+// newStreams returns the tails and sinks of spec, not yet reading.
+func newStreams(spec Spec) *streams {
 	s := &streams{stdout: NewTailBuffer(spec.OutputLimit), stderr: NewTailBuffer(spec.OutputLimit), copied: make(chan struct{})}
 	var sinkMu sync.Mutex
 	s.outW = &lineWriter{tail: s.stdout, sink: spec.Stdout, mu: &sinkMu}
 	s.errW = &lineWriter{tail: s.stderr, sink: spec.Stderr, mu: &sinkMu}
-	go func() {
-		defer close(s.copied)
-		_, _ = stdcopy.StdCopy(s.outW, s.errW, r)
-	}()
 	return s
 }
 
+// copy starts reading the engine's multiplexed stream r: its standard
+// output into stdout, its standard error into the stderr sink.
+func (s *streams) copy(stdout io.Writer, r io.Reader) {
+	go func() {
+		defer close(s.copied)
+		_, _ = stdcopy.StdCopy(stdout, s.errW, r)
+	}()
+}
+
 // finish waits, at most pipeDrainTimeout, for the stream to end (the
-// engine may keep it open), closes it with closeStream, passes on the
-// unterminated last lines and puts the tails in res.
+// engine may keep it open), then does what finishNow does.
 func (s *streams) finish(closeStream func(), res *Result) {
 	select {
 	case <-s.copied:
 	case <-time.After(pipeDrainTimeout):
 	}
-	closeStream()
-	<-s.copied
-	s.outW.flush()
-	s.errW.flush()
-	res.Stdout, res.StdoutTruncated = s.stdout.Bytes(), s.stdout.Truncated()
-	res.Stderr, res.StderrTruncated = s.stderr.Bytes(), s.stderr.Truncated()
+	s.finishNow(closeStream, res)
 }
 
-// finishNow closes the stream with closeStream at once, the helper
-// having reported the command's end after all its output (PERF-75),
+// finishNow closes the stream with closeStream at once (as when the
+// helper has reported the command's end after all its output, PERF-75),
 // passes on the unterminated last lines and puts the tails in res.
 func (s *streams) finishNow(closeStream func(), res *Result) {
 	closeStream()

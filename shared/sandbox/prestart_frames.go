@@ -4,9 +4,6 @@ import (
 	"encoding/binary"
 	"io"
 	"strconv"
-	"sync"
-
-	"github.com/docker/docker/pkg/stdcopy"
 )
 
 // Frame types the helper of a container started ahead of its job writes
@@ -28,16 +25,9 @@ const maxFrame = 1 << 20
 // helper reports it, is sent on the returned channel, after everything
 // the command wrote has been passed on.
 func readHelperStreams(spec Spec, r io.Reader) (*streams, <-chan int) {
-	s := &streams{stdout: NewTailBuffer(spec.OutputLimit), stderr: NewTailBuffer(spec.OutputLimit), copied: make(chan struct{})}
-	var sinkMu sync.Mutex
-	s.outW = &lineWriter{tail: s.stdout, sink: spec.Stdout, mu: &sinkMu}
-	s.errW = &lineWriter{tail: s.stderr, sink: spec.Stderr, mu: &sinkMu}
+	s := newStreams(spec)
 	exit := make(chan int, 1)
-	frames := &frameReader{out: s.outW, err: s.errW, exit: exit}
-	go func() {
-		defer close(s.copied)
-		_, _ = stdcopy.StdCopy(frames, s.errW, r)
-	}()
+	s.copy(&frameReader{out: s.outW, err: s.errW, exit: exit}, r)
 	return s, exit
 }
 
