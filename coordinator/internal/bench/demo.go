@@ -301,22 +301,21 @@ func (r *runner) measureDemo(ctx context.Context, variants []demoVariant) (*Demo
 		}
 		took := time.Since(start)
 		busy1, busyOK1 := machineBusy()
-		if n > 0 && busyOK && busyOK1 {
-			v := &rep.Variants[i]
-			v.CPUSeconds = append(v.CPUSeconds, (busy1 - busy0).Seconds())
-		}
 		if n > 0 {
+			v := &rep.Variants[i]
+			if busyOK && busyOK1 {
+				v.CPUSeconds = append(v.CPUSeconds, (busy1 - busy0).Seconds())
+			}
 			st, err := fs.watcher.collect([]string{id})
 			if err != nil {
 				return 0, fmt.Errorf("%s demo %d (workflow %s): %w", variants[i].name, n, id, err)
 			}
 			for h, c := range st.agentHosts {
-				rep.Variants[i].AgentHosts[h] += c
+				v.AgentHosts[h] += c
 			}
 			for h, c := range st.gateHosts {
-				rep.Variants[i].GateHosts[h] += c
+				v.GateHosts[h] += c
 			}
-			v := &rep.Variants[i]
 			v.agentRuns = append(v.agentRuns, st.run...)
 			v.gateRuns = append(v.gateRuns, st.gateRun...)
 			v.gateLatency = append(v.gateLatency, st.gateLatency...)
