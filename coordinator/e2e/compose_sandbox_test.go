@@ -197,16 +197,13 @@ func TestComposeDockerSandbox(t *testing.T) {
 	// directories that comes first (supervisor.image-copy=1): neither is a
 	// gate's. What each runner has instead is the container of its
 	// workspace's next job, started ahead of it (supervisor.prestarted=1,
-	// running, PERF-63): the runners ship the helper that needs. A
-	// workspace's holder of the network namespace its no-network jobs
-	// join (supervisor.netns-holder=1, running, PERF-73) is not a job's
-	// either.
+	// running, PERF-63): the runners ship the helper that needs.
 	for _, h := range []string{runner, worker} {
 		var left []string
 		prestarted := 0
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
 			out, err := exec.Command("docker", "ps", "-a", "--filter", "label=supervisor.host="+h,
-				"--format", `{{.ID}}|{{.Label "supervisor.warmup"}}{{.Label "supervisor.image-copy"}}|{{.Label "supervisor.prestarted"}}|{{.Label "supervisor.netns-holder"}}|{{.State}}`).CombinedOutput()
+				"--format", `{{.ID}}|{{.Label "supervisor.warmup"}}{{.Label "supervisor.image-copy"}}|{{.Label "supervisor.prestarted"}}|{{.State}}`).CombinedOutput()
 			if err != nil {
 				t.Errorf("docker ps for runner %s: %v: %s", h, err, out)
 				break
@@ -215,11 +212,10 @@ func TestComposeDockerSandbox(t *testing.T) {
 			for line := range strings.Lines(string(out)) {
 				f := strings.Split(strings.TrimSpace(line), "|")
 				switch {
-				case len(f) != 5 || f[0] == "":
+				case len(f) != 4 || f[0] == "":
 				case f[1] != "": // the warm-up or the image copy
-				case f[2] == "1" && f[3] == "" && f[4] == "running":
+				case f[2] == "1" && f[3] == "running":
 					prestarted++
-				case f[2] == "" && f[3] == "1" && f[4] == "running": // a holder
 				default:
 					left = append(left, f[0])
 				}

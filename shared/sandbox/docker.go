@@ -265,6 +265,10 @@ type Docker struct {
 	caches    *cacheStore
 	trees     *treeStore
 	pre       *prestarter // nil without DockerOptions.Prestart
+	// hosts is the /etc/hosts of containers with no network ("" = none:
+	// they get the engine's network set-up, see docker_netns.go);
+	// hostsTemp the temporary directory holding it, removed by Close.
+	hosts, hostsTemp string
 
 	infoOnce sync.Once
 	ncpu     int // CPUs of the engine's host, 0 if unknown
@@ -353,13 +357,20 @@ func NewDocker(ctx context.Context, opts DockerOptions) (*Docker, error) {
 	if d.trees, err = newTreeStore(treeDir, caches.log); err != nil {
 		return nil, err
 	}
+	if caches.dir != "" || len(d.maps) == 0 {
+		if d.hosts, d.hostsTemp, err = writeHosts(caches.dir); err != nil {
+			return nil, err
+		}
+	}
 	if opts.Prestart {
 		if d.pre, err = newPrestarter(d, opts.Helper, opts.PrestartMax); err != nil {
+			d.removeHosts()
 			return nil, err
 		}
 	}
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
+		d.removeHosts()
 		return nil, fmt.Errorf("%w: %w", ErrEngine, err)
 	}
 	cli.NegotiateAPIVersion(ctx) // best effort; retried on the first request
@@ -390,7 +401,15 @@ func (d *Docker) Close() error {
 	if d.trees != nil {
 		d.trees.running.Wait()
 	}
+	d.removeHosts()
 	return d.cli.Close()
+}
+
+// removeHosts removes the temporary directory of the hosts file, if any.
+func (d *Docker) removeHosts() {
+	if d.hostsTemp != "" {
+		_ = os.RemoveAll(d.hostsTemp)
+	}
 }
 
 // Available reports whether the engine answers; the error wraps ErrEngine.
@@ -534,10 +553,11 @@ func pathWithin(p, dir string) bool {
 // LANG=C.UTF-8, TERM=dumb, USER=supervisor), then spec.Env minus PATH,
 // HOME, USER, PYTHONPATH and LD_*. Nothing comes from the runner's own
 // environment. Variables set by the image itself (ENV) are kept unless
-// replaced, and the engine adds HOSTNAME (a container in a holder's
-// network namespace, PERF-73, has the holder's host name).
+// replaced, and the engine adds HOSTNAME.
 //
-// With spec.Network empty the container has no network at all. Otherwise
+// With spec.Network empty the container has no network at all: a network
+// namespace of its own with nothing but its loopback interface, and an
+// /etc/hosts that names it (docker_netns.go). Otherwise
 // it joins the egress network and gets the proxy variables; the allow-list
 // is enforced by the proxy, not here, and recorded in the
 // supervisor.network label.
@@ -560,10 +580,8 @@ func pathWithin(p, dir string) bool {
 // ahead of it for its workspace and run the command in it (see
 // prestart.go): the same environment, mounts and limits, and the same
 // Result, except that the command is the child of our helper rather than
-// of the container's init, that a job with no network alone in its
-// workspace shares the workspace's network namespace holder (PERF-73),
-// and that the container does not carry spec.Labels (RunLabels gives
-// them).
+// of the container's init, and that the container does not carry
+// spec.Labels (RunLabels gives them).
 //
 // Errors: ErrInvalidSpec (nothing created), ErrStart (the command is not
 // found or not executable in the image, as the engine, the container's
@@ -771,6 +789,7 @@ func (d *Docker) containerConfig(spec Spec, dir string) (*container.Config, *con
 			Driver: "nvidia", Count: d.gpus, Capabilities: [][]string{{"gpu"}},
 		}}
 	}
+	d.withoutNetwork(cfg, hostCfg)
 	return cfg, hostCfg, fixPerms, nil
 }
 

@@ -11,11 +11,15 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
 
 	"github.com/supervisorhq/supervisor/shared/sandbox/sandboxtest"
 	"github.com/supervisorhq/supervisor/shared/testkit"
@@ -601,69 +605,67 @@ func TestDockerPrestartNextDuringTheRun(t *testing.T) {
 	}
 }
 
-// TestDockerPrestartNetnsPerWorkspace (PERF-73): the jobs of a workspace
-// that have no network run in the network namespace of the workspace's
-// holder, which has a loopback and nothing else; another workspace's jobs
-// have another namespace, and cannot reach a port listening in the first,
-// nor can a job of the same workspace running beside the listener;
-// a holder that stopped is replaced, and the sandbox's Close removes the
-// holders (dockerTest checks that nothing is left).
-func TestDockerPrestartNetnsPerWorkspace(t *testing.T) {
+// TestDockerNetnsPerContainer (PERF-76): a job with no network, in a
+// container started ahead of it or in one of its own, has a network
+// namespace of its own, not the host's, with a loopback and nothing else,
+// and an /etc/hosts that resolves localhost; its container is created with
+// networking disabled, so the engine's network controller sets nothing
+// up. A port listening in one job's namespace is out of reach of another
+// workspace's jobs and of the next job of the same workspace.
+func TestDockerNetnsPerContainer(t *testing.T) {
 	t.Parallel()
-	needRoot(t) // to read a holder's namespace from the host
+	hostNS, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
 	d, img := prestartTest(t, DockerOptions{})
 	ws1, ws2 := newWorkspace(t), newWorkspace(t)
-	netns := func(ws string) (string, []string) {
+	netns := func(ws string) (ns string, prestarted bool) {
 		t.Helper()
 		res := runDocker(t, d, Spec{Argv: []string{"probe", "netns"}, Workspace: ws, Image: img})
 		lines := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
 		if res.ExitCode != 0 || len(lines) < 2 {
 			t.Fatalf("netns: %+v", res)
 		}
-		return lines[0], lines[1:]
+		if ifaces := lines[1:]; !slices.Equal(ifaces, []string{"lo"}) {
+			t.Errorf("interfaces %v, want the loopback alone", ifaces)
+		}
+		if lines[0] == hostNS {
+			t.Errorf("a job ran in the host's network namespace %s", hostNS)
+		}
+		return lines[0], res.Prestarted
 	}
-	// holderNS returns the namespace of ws's holder, as the host sees it
-	// (a namespace's number is unique among those alive, and may be
-	// reused once one is gone: the holder's is compared while it lives).
-	holderNS := func(ws string) (id, ns string) {
-		t.Helper()
-		d.pre.mu.Lock()
-		h := d.pre.holders[filepath.Clean(ws)]
-		d.pre.mu.Unlock()
-		if h == nil {
-			t.Fatalf("workspace %s has no holder", ws)
-		}
-		info, err := d.Client().ContainerInspect(context.Background(), h.id)
-		if err != nil || !info.State.Running {
-			t.Fatalf("holder %.12s: %v, %+v", h.id, err, info.State)
-		}
-		ns, err = os.Readlink(fmt.Sprintf("/proc/%d/ns/net", info.State.Pid))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h.id, ns
+	if _, pre := netns(ws1); pre {
+		t.Error("the first run of a workspace ran in a container started ahead of it")
 	}
-	netns(ws1) // the first run makes no holder: the container started ahead does
 	waitPrestarted(t, d, ws1)
-	a, ifaces := netns(ws1)
-	if !slices.Equal(ifaces, []string{"lo"}) {
-		t.Errorf("interfaces %v, want the loopback alone", ifaces)
+	if _, pre := netns(ws1); !pre {
+		t.Error("the second run of a workspace did not run in the container started ahead of it")
 	}
-	h1, ns1 := holderNS(ws1)
-	if a != ns1 {
-		t.Errorf("a job of workspace 1 in namespace %s, want its holder's %s", a, ns1)
+	for _, pre := range []bool{false, true} {
+		ws := newWorkspace(t)
+		if pre {
+			runDocker(t, d, Spec{Argv: []string{"probe", "exit", "0"}, Workspace: ws, Image: img})
+			waitPrestarted(t, d, ws)
+		}
+		res := runDocker(t, d, Spec{Argv: []string{"probe", "resolve", "localhost"}, Workspace: ws, Image: img})
+		if got := strings.Fields(string(res.Stdout)); res.ExitCode != 0 || !slices.Equal(got, []string{"127.0.0.1", "::1"}) || res.Prestarted != pre {
+			t.Errorf("localhost resolved (prestarted %v) to %q, %+v; want 127.0.0.1 and ::1", pre, res.Stdout, res)
+		}
 	}
-	netns(ws2)
-	waitPrestarted(t, d, ws2)
-	b, _ := netns(ws2)
-	_, ns2 := holderNS(ws2)
-	if _, ns1 = holderNS(ws1); b != ns2 || ns2 == ns1 {
-		t.Errorf("a job of workspace 2 in %s, its holder's %s, workspace 1's %s: want the first two the same, the third another", b, ns2, ns1)
+	waitPrestarted(t, d, ws1)
+	d.pre.mu.Lock()
+	next := d.pre.idle[filepath.Clean(ws1)]
+	d.pre.mu.Unlock()
+	info, err := d.Client().ContainerInspect(context.Background(), next.id)
+	if err != nil || !info.Config.NetworkDisabled || info.HostConfig.NetworkMode != "none" || info.NetworkSettings.SandboxKey != "" {
+		t.Errorf("a container started ahead: %v, networking disabled %v, network mode %q, the engine's network sandbox %q; "+
+			"want it disabled, mode none and no sandbox", err, info.Config.NetworkDisabled, info.HostConfig.NetworkMode, info.NetworkSettings.SandboxKey)
 	}
 
-	// A port listening in workspace 1's namespace is out of reach of
-	// workspace 2's jobs, and of a job of workspace 1 running beside it,
-	// which gets a namespace of its own.
+	// A port listening in a job of workspace 1 is out of reach of
+	// workspace 2's jobs and of workspace 1's next job, which runs beside
+	// it in the container started ahead.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw := io.Pipe()
@@ -678,41 +680,66 @@ func TestDockerPrestartNetnsPerWorkspace(t *testing.T) {
 		t.Fatalf("listener: %q, %v", line, err)
 	}
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	connect := func(ws string) Result {
-		return runDocker(t, d, Spec{Argv: []string{"probe", "tcp-connect", "127.0.0.1:7311"}, Workspace: ws, Image: img})
-	}
-	if res := connect(ws1); res.ExitCode == 0 {
-		t.Error("a job of workspace 1 beside the listener reached its port")
-	}
-	if beside, _ := netns(ws1); beside == ns1 {
-		t.Errorf("a job of workspace 1 beside another ran in the holder's namespace %s", ns1)
-	}
-	if res := connect(ws2); res.ExitCode == 0 {
-		t.Error("a job of workspace 2 reached a port listening in workspace 1's namespace")
+	waitPrestarted(t, d, ws1)
+	for _, ws := range []string{ws1, ws2} {
+		res := runDocker(t, d, Spec{Argv: []string{"probe", "tcp-connect", "127.0.0.1:7311"}, Workspace: ws, Image: img})
+		if res.ExitCode == 0 {
+			t.Errorf("a job of workspace %s (prestarted %v) reached a port listening in another job's namespace", ws, res.Prestarted)
+		}
 	}
 	cancel()
 	if err := <-listening; err != nil {
 		t.Fatalf("listener: %v", err)
 	}
+}
 
-	// A holder that stopped is replaced.
-	if err := d.Client().ContainerKill(context.Background(), h1, "SIGKILL"); err != nil {
-		t.Fatal(err)
+// TestDockerPrestartRemovedAfterExit (PERF-77): the container of a job
+// that ended on its helper's report is removed once it has exited by
+// itself: the engine records its death and its removal, and never kills
+// it.
+func TestDockerPrestartRemovedAfterExit(t *testing.T) {
+	t.Parallel()
+	d, img := prestartTest(t, DockerOptions{})
+	ws := newWorkspace(t)
+	since := time.Now().Add(-time.Second)
+	runDocker(t, d, Spec{Argv: []string{"probe", "exit", "0"}, Workspace: ws, Image: img})
+	waitPrestarted(t, d, ws)
+	d.pre.mu.Lock()
+	id := d.pre.idle[filepath.Clean(ws)].id
+	d.pre.mu.Unlock()
+	reports := d.reports.Load()
+	runPrestarted(t, d, Spec{Argv: []string{"probe", "exit", "3"}, Workspace: ws, Image: img})
+	if d.reports.Load() != reports+1 {
+		t.Fatal("the run did not end on its helper's report")
 	}
-	// The next container may have been made before the kill, in the old
-	// namespace (which lives as long as a container is in it); the one
-	// after it is made with a new holder.
-	waitPrestarted(t, d, ws1)
-	netns(ws1)
-	waitPrestarted(t, d, ws1)
-	c, _ := netns(ws1)
-	h3, ns3 := holderNS(ws1)
-	if h3 == h1 || c != ns3 {
-		t.Errorf("after holder %.12s stopped: holder %.12s, namespace %s, a job's %s; want a new holder whose namespace the job has", h1, h3, ns3, c)
+	gone := false
+	for deadline := time.Now().Add(10 * time.Second); !gone && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		_, err := d.Client().ContainerInspect(context.Background(), id)
+		gone = cerrdefs.IsNotFound(err)
 	}
-	info, err := d.Client().ContainerInspect(context.Background(), h3)
-	if err != nil || info.HostConfig.NetworkMode != "none" || !info.HostConfig.ReadonlyRootfs {
-		t.Errorf("the new holder: %v, %+v", err, info.HostConfig)
+	if !gone {
+		t.Fatalf("container %.12s still there 10 s after its job", id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	msgs, errs := d.Client().Events(ctx, events.ListOptions{
+		Since: strconv.FormatInt(since.Unix(), 10), Until: strconv.FormatInt(time.Now().Add(time.Second).Unix(), 10),
+		Filters: filters.NewArgs(filters.Arg("type", "container"), filters.Arg("container", id)),
+	})
+	var actions []string
+	for done := false; !done; {
+		select {
+		case m := <-msgs:
+			actions = append(actions, string(m.Action))
+		case err := <-errs:
+			if err != nil && !errors.Is(err, io.EOF) {
+				t.Fatalf("engine events: %v", err)
+			}
+			done = true
+		}
+	}
+	if !slices.Contains(actions, "die") || !slices.Contains(actions, "destroy") || slices.Contains(actions, "kill") {
+		t.Errorf("the engine's events of the job's container: %v; want die and destroy, no kill", actions)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	cerrdefs "github.com/containerd/errdefs"
 	"os"
 	"path"
 	"path/filepath"
@@ -108,8 +107,6 @@ type prestarter struct {
 
 	mu      sync.Mutex
 	idle    map[string]*idleContainer // by workspace root
-	holders map[string]*netnsHolder   // by workspace root
-	active  map[string]int            // runs going, by workspace root
 	running map[string]map[string]string
 	closed  bool
 	wg      sync.WaitGroup
@@ -125,7 +122,6 @@ type idleContainer struct {
 	created  time.Time
 	deadline time.Time
 	files    string   // its files directory, as the runner sees it
-	holder   string   // the holder whose network namespace it is in ("" = its own)
 	caches   cacheRun // its throw-away cache layers
 }
 
@@ -163,7 +159,7 @@ func newPrestarter(d *Docker, helper string, max int) (*prestarter, error) {
 	if max == 0 {
 		max = DefaultPrestartMax
 	}
-	p := &prestarter{d: d, helper: helper, max: max, idle: map[string]*idleContainer{}, holders: map[string]*netnsHolder{}, active: map[string]int{}, running: map[string]map[string]string{}}
+	p := &prestarter{d: d, helper: helper, max: max, idle: map[string]*idleContainer{}, running: map[string]map[string]string{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	switch {
 	case d.caches.dir != "":
@@ -329,27 +325,10 @@ func (p *prestarter) run(ctx context.Context, spec Spec, cfg *container.Config, 
 	}
 	base := withoutFiles(host)
 	key, kerr := p.key(spec, cfg, base, imageID)
-	// A run alone in its workspace may use the workspace's network
-	// namespace holder; one beside another never shares it (PERF-73).
 	root := filepath.Clean(spec.Workspace)
-	p.mu.Lock()
-	alone := p.active[root] == 0
-	p.active[root]++
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		if p.active[root]--; p.active[root] == 0 {
-			delete(p.active, root)
-		}
-		p.mu.Unlock()
-	}()
 	var ic *idleContainer
 	if kerr == nil {
 		ic = p.take(ctx, spec, key)
-	}
-	if ic != nil && ic.holder != "" && !alone {
-		p.discard(ic)
-		ic = nil
 	}
 	if fixPerms {
 		if err := MakeWritable(root); err != nil {
@@ -378,17 +357,7 @@ func (p *prestarter) run(ctx context.Context, spec Spec, cfg *container.Config, 
 		if cerr != nil {
 			return Result{}, cerr
 		}
-		own, holder := host, ""
-		if alone {
-			own, holder = p.withNetns(ctx, spec, cfg, host, false)
-		}
-		res, err = d.run(ctx, spec, cfg, own)
-		var se startError
-		if holder != "" && errors.As(err, &se) {
-			// The holder went meanwhile: its own namespace then.
-			p.dropHolder(root, holder)
-			res, err = d.run(ctx, spec, cfg, host)
-		}
+		res, err = d.run(ctx, spec, cfg, host)
 		caches.cleanup()
 	}
 	if kerr == nil && spec.Timeout > 0 && ctx.Err() == nil && !errors.Is(err, ErrInvalidSpec) {
@@ -401,10 +370,6 @@ func (p *prestarter) run(ctx context.Context, spec Spec, cfg *container.Config, 
 	}
 	return res, err
 }
-
-// errHolderGone means a container could not start in the network
-// namespace of its workspace's holder, which has been dropped.
-var errHolderGone = errors.New("sandbox: the network namespace holder is gone")
 
 // errStale means a prestarted container could not take the run (it had
 // stopped), and nothing was started in it.
@@ -482,11 +447,6 @@ func (p *prestarter) start(spec Spec, cfg *container.Config, base *container.Hos
 		defer p.wg.Done()
 		defer close(ic.ready)
 		ic.err = p.create(own, cfg, base, imageID, ic)
-		if errors.Is(ic.err, errHolderGone) {
-			// The workspace's holder stopped meanwhile: once more, with a
-			// new one.
-			ic.err = p.create(own, cfg, base, imageID, ic)
-		}
 		if ic.err != nil {
 			log := p.d.caches.log
 			warned := false
@@ -517,7 +477,6 @@ func (p *prestarter) start(spec Spec, cfg *container.Config, base *container.Hos
 
 // create creates and starts ic's container: cfg and base as for spec's
 // run, with its own files directory and throw-away cache layers, in the
-// network namespace of the workspace's holder if it has no network, the
 // helper waiting for its job as its command, no environment of the job
 // and no job labels.
 func (p *prestarter) create(spec Spec, cfg *container.Config, base *container.HostConfig, imageID string, ic *idleContainer) error {
@@ -545,8 +504,9 @@ func (p *prestarter) create(spec Spec, cfg *container.Config, base *container.Ho
 		User: cfg.User, Image: cfg.Image, WorkingDir: ContainerWorkspace, Labels: labels,
 		Cmd: strslice.StrSlice{helperTarget, "job"}, Entrypoint: strslice.StrSlice{},
 		OpenStdin: true, StdinOnce: true, AttachStdin: true, AttachStdout: true, AttachStderr: true,
+		NetworkDisabled: cfg.NetworkDisabled,
 	}
-	h, holder := p.withNetns(ctx, spec, cfg, withoutFiles(base), true)
+	h := withoutFiles(base)
 	// The helper is the container's init: the first process, out of reach
 	// of kill(-1) from the job. Its threads are not the job's: the process
 	// limit is raised by as many.
@@ -579,12 +539,6 @@ func (p *prestarter) create(spec Spec, cfg *container.Config, base *container.Ho
 	if err := d.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		d.remove(bg, id)
 		cleanup()
-		if holder != "" {
-			p.dropHolder(filepath.Clean(spec.Workspace), holder)
-			if hi, ierr := d.cli.ContainerInspect(bg, holder); cerrdefs.IsNotFound(ierr) || (ierr == nil && (hi.State == nil || !hi.State.Running)) {
-				return fmt.Errorf("start: %w: %w", errHolderGone, err)
-			}
-		}
 		return fmt.Errorf("start: %w", err)
 	}
 	info, err := d.cli.ContainerInspect(ctx, id)
@@ -599,7 +553,7 @@ func (p *prestarter) create(spec Spec, cfg *container.Config, base *container.Ho
 		cleanup()
 		return fmt.Errorf("image %s is %s now, not %s", cfg.Image, info.Image, imageID)
 	}
-	ic.id, ic.files, ic.caches, ic.holder = id, files, caches, holder
+	ic.id, ic.files, ic.caches = id, files, caches
 	return nil
 }
 
@@ -631,6 +585,30 @@ func (p *prestarter) background(f func()) {
 	}()
 }
 
+// exitWait bounds how long the removal of a container whose job has ended
+// waits for the container's exit.
+const exitWait = 2 * time.Second
+
+// releaseAfterExit releases ic once exit, the wait for its container's
+// exit (nil: none), has seen it or exitWait has passed, and then ends the
+// wait with stopWait. A run ends on the helper's report (PERF-75), a moment
+// before the helper exits: removing the container at once would make the
+// engine kill it, one more runtime process (runc kill) and engine event a
+// job for nothing (PERF-77).
+func (p *prestarter) releaseAfterExit(ic *idleContainer, exit *containerExit, stopWait func()) {
+	if exit != nil {
+		t := time.NewTimer(exitWait)
+		select {
+		case <-exit.done:
+		case <-t.C:
+		case <-p.ctx.Done():
+		}
+		t.Stop()
+	}
+	stopWait()
+	p.release(ic)
+}
+
 // release removes ic's container, its files directory and its cache layers.
 func (p *prestarter) release(ic *idleContainer) {
 	p.d.remove(context.Background(), ic.id)
@@ -644,14 +622,11 @@ func (p *prestarter) close() {
 	p.cancel()
 	p.mu.Lock()
 	p.closed = true
-	idle, holders := p.idle, p.holders
-	p.idle, p.holders = map[string]*idleContainer{}, map[string]*netnsHolder{}
+	idle := p.idle
+	p.idle = map[string]*idleContainer{}
 	p.mu.Unlock()
 	for _, ic := range idle {
 		p.discard(ic)
-	}
-	for _, h := range holders {
-		p.background(func() { p.d.remove(context.Background(), h.id) })
 	}
 	p.wg.Wait()
 }

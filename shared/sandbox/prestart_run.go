@@ -39,7 +39,10 @@ func (p *prestarter) runIn(ctx context.Context, spec Spec, cfg *container.Config
 	d := p.d
 	bg := context.WithoutCancel(ctx)
 	// The removal is not the command's: the result does not wait for it.
-	defer p.background(func() { p.release(ic) })
+	// It waits for the container's exit, which the wait below sees.
+	var exit *containerExit
+	stopWait := func() {}
+	defer func() { p.background(func() { p.releaseAfterExit(ic, exit, stopWait) }) }()
 	if err := copyFiles(spec, ic.files); err != nil {
 		return Result{}, fmt.Errorf("%w: %w", ErrEngine, err)
 	}
@@ -64,8 +67,7 @@ func (p *prestarter) runIn(ctx context.Context, spec Spec, cfg *container.Config
 		return Result{}, fmt.Errorf("%w: attach to container %.12s: %w", ErrEngine, ic.id, err)
 	}
 	defer hj.Close()
-	exit, stopWait := d.waitExit(bg, ic.id)
-	defer stopWait()
+	exit, stopWait = d.waitExit(bg, ic.id)
 	// A container that stopped meanwhile would never read the job, nor
 	// exit again: it is stale. One that stops from now on ends the wait.
 	ictx, cancel := context.WithTimeout(bg, engineTimeout)

@@ -5,9 +5,6 @@
 //
 //	supervisor-sandbox-helper job
 //
-// (or, in a container that only holds a network namespace for others to
-// join, `supervisor-sandbox-helper hold`, which sleeps forever).
-//
 // It waits for its job on its standard input: the length in bytes of a
 // JSON object, in decimal, on a line of its own, then that object:
 // {"argv": [...], "env": ["K=V", ...], "dir": "..."}. It then runs argv
@@ -93,16 +90,8 @@ func main() {
 }
 
 func run(args []string) int {
-	switch {
-	case len(args) == 1 && args[0] == "hold":
-		// A holder of a network namespace: nothing to do. As the
-		// container's first process it receives no signal it does not
-		// handle.
-		for {
-			time.Sleep(time.Hour)
-		}
-	case len(args) != 1 || args[0] != "job":
-		fmt.Fprintln(os.Stderr, "usage: supervisor-sandbox-helper job | hold")
+	if len(args) != 1 || args[0] != "job" {
+		fmt.Fprintln(os.Stderr, "usage: supervisor-sandbox-helper job")
 		return 2
 	}
 	// Not dumpable: the command, as the same user, cannot trace the

@@ -213,6 +213,15 @@ func main() {
 		for _, e := range ents {
 			fmt.Println(e.Name())
 		}
+	case "resolve": // HOST: its addresses as Go's resolver finds them, sorted
+		addrs, err := net.LookupHost(arg(0))
+		if err != nil {
+			fail("resolve: %v", err)
+		}
+		sort.Strings(addrs)
+		for _, a := range addrs {
+			fmt.Println(a)
+		}
 	case "env":
 		env := os.Environ()
 		sort.Strings(env)
