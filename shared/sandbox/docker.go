@@ -266,9 +266,8 @@ type Docker struct {
 	trees     *treeStore
 	pre       *prestarter // nil without DockerOptions.Prestart
 	// hosts is the /etc/hosts of containers with no network ("" = none:
-	// they get the engine's network set-up, see docker_netns.go);
-	// hostsTemp the temporary directory holding it, removed by Close.
-	hosts, hostsTemp string
+	// they get the engine's network set-up, see docker_netns.go).
+	hosts string
 
 	infoOnce sync.Once
 	ncpu     int // CPUs of the engine's host, 0 if unknown
@@ -357,20 +356,18 @@ func NewDocker(ctx context.Context, opts DockerOptions) (*Docker, error) {
 	if d.trees, err = newTreeStore(treeDir, caches.log); err != nil {
 		return nil, err
 	}
-	if caches.dir != "" || len(d.maps) == 0 {
-		if d.hosts, d.hostsTemp, err = writeHosts(caches.dir); err != nil {
+	if caches.dir != "" {
+		if d.hosts, err = writeHosts(caches.dir); err != nil {
 			return nil, err
 		}
 	}
 	if opts.Prestart {
 		if d.pre, err = newPrestarter(d, opts.Helper, opts.PrestartMax); err != nil {
-			d.removeHosts()
 			return nil, err
 		}
 	}
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
-		d.removeHosts()
 		return nil, fmt.Errorf("%w: %w", ErrEngine, err)
 	}
 	cli.NegotiateAPIVersion(ctx) // best effort; retried on the first request
@@ -401,15 +398,7 @@ func (d *Docker) Close() error {
 	if d.trees != nil {
 		d.trees.running.Wait()
 	}
-	d.removeHosts()
 	return d.cli.Close()
-}
-
-// removeHosts removes the temporary directory of the hosts file, if any.
-func (d *Docker) removeHosts() {
-	if d.hostsTemp != "" {
-		_ = os.RemoveAll(d.hostsTemp)
-	}
 }
 
 // Available reports whether the engine answers; the error wraps ErrEngine.
@@ -557,7 +546,7 @@ func pathWithin(p, dir string) bool {
 //
 // With spec.Network empty the container has no network at all: a network
 // namespace of its own with nothing but its loopback interface, and an
-// /etc/hosts that names it (docker_netns.go). Otherwise
+// /etc/hosts that names it (see docker_netns.go). Otherwise
 // it joins the egress network and gets the proxy variables; the allow-list
 // is enforced by the proxy, not here, and recorded in the
 // supervisor.network label.
@@ -618,6 +607,7 @@ func (d *Docker) runSpec(ctx context.Context, spec Spec, warm map[string]string)
 		return Result{}, err
 	}
 	hostCfg.Mounts = append(hostCfg.Mounts, trees...)
+	d.withoutNetwork(spec, cfg, hostCfg)
 	if d.pre != nil && warm == nil {
 		return d.pre.run(ctx, spec, cfg, hostCfg, imageID, fixPerms)
 	}
@@ -789,7 +779,6 @@ func (d *Docker) containerConfig(spec Spec, dir string) (*container.Config, *con
 			Driver: "nvidia", Count: d.gpus, Capabilities: [][]string{{"gpu"}},
 		}}
 	}
-	d.withoutNetwork(cfg, hostCfg)
 	return cfg, hostCfg, fixPerms, nil
 }
 

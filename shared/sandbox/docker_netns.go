@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 
 	"github.com/docker/docker/api/types/container"
@@ -27,10 +28,10 @@ import (
 // the container no network.
 //
 // The hosts file is written once, in the cache directory (which a runner
-// in a container maps to the engine's host), or, without one, in a
-// temporary directory of the runner's removed by Close. A runner in a
-// container without a cache directory has nowhere the engine can read: its
-// containers get the engine's "none" set-up, as before.
+// in a container maps to the engine's host, and which every worker and
+// gate runner has). A sandbox without one has nowhere it knows the engine
+// can read, so its containers get the engine's "none" set-up, as does a
+// container with a mount or cache of its own at /etc/hosts or /etc.
 
 // hostsContent is the /etc/hosts of a container with no network.
 const hostsContent = "127.0.0.1\tlocalhost\n" +
@@ -44,55 +45,62 @@ const hostsContent = "127.0.0.1\tlocalhost\n" +
 const hostsTarget = "/etc/hosts"
 
 // writeHosts writes the hosts file of containers with no network into
-// dir (a new temporary directory if dir is ""), and returns its path and
-// the directory to remove at Close ("" for none).
-func writeHosts(dir string) (path, temp string, err error) {
-	if dir == "" {
-		if temp, err = os.MkdirTemp("", "supervisor-sandbox-"); err != nil {
-			return "", "", fmt.Errorf("sandbox: hosts file: %w", err)
-		}
-		if err = os.Chmod(temp, 0o755); err != nil {
-			_ = os.RemoveAll(temp)
-			return "", "", fmt.Errorf("sandbox: hosts file: %w", err)
-		}
-		dir = temp
-	} else if err = os.MkdirAll(dir, 0o755); err != nil {
-		return "", "", fmt.Errorf("sandbox: hosts file: %w", err)
+// dir and returns its path.
+func writeHosts(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("sandbox: hosts file: %w", err)
 	}
-	path = filepath.Join(dir, "hosts")
+	path := filepath.Join(dir, "hosts")
 	// Written under another name and renamed: a container may be
 	// mounting the file that is there.
 	tmp, err := os.CreateTemp(dir, ".hosts-")
+	if err != nil {
+		return "", fmt.Errorf("sandbox: hosts file: %w", err)
+	}
+	_, err = tmp.WriteString(hostsContent)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
 	if err == nil {
-		_, err = tmp.WriteString(hostsContent)
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Chmod(tmp.Name(), 0o644)
-		}
-		if err == nil {
-			err = os.Rename(tmp.Name(), path)
-		}
-		if err != nil {
-			_ = os.Remove(tmp.Name())
-		}
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
 	}
 	if err != nil {
-		if temp != "" {
-			_ = os.RemoveAll(temp)
-		}
-		return "", "", fmt.Errorf("sandbox: hosts file: %w", err)
+		_ = os.Remove(tmp.Name())
+		return "", fmt.Errorf("sandbox: hosts file: %w", err)
 	}
-	return path, temp, nil
+	return path, nil
 }
 
-// withoutNetwork gives a container with no network (NetworkMode "none")
-// its own namespace without the engine's network set-up, if the sandbox
-// has a hosts file to mount; mounts are hostCfg's.
-func (d *Docker) withoutNetwork(cfg *container.Config, hostCfg *container.HostConfig) {
+// withoutNetwork gives the container of spec, if it has no network
+// (NetworkMode "none"), its own namespace without the engine's network
+// set-up, when the sandbox has a hosts file to mount and neither the
+// container's mounts (hostCfg's, all but the caches) nor spec's caches
+// are at /etc/hosts or /etc.
+func (d *Docker) withoutNetwork(spec Spec, cfg *container.Config, hostCfg *container.HostConfig) {
 	if d.hosts == "" || hostCfg.NetworkMode != "none" {
 		return
+	}
+	taken := func(target string) bool {
+		t := path.Clean(target)
+		return t == hostsTarget || t == path.Dir(hostsTarget)
+	}
+	for _, m := range hostCfg.Mounts {
+		if taken(m.Target) {
+			return
+		}
+	}
+	for t := range hostCfg.Tmpfs {
+		if taken(t) {
+			return
+		}
+	}
+	for _, c := range spec.Caches {
+		if taken(cacheTarget(c)) {
+			return
+		}
 	}
 	cfg.NetworkDisabled = true
 	hostCfg.Mounts = append(hostCfg.Mounts, mount.Mount{

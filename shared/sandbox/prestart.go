@@ -587,7 +587,7 @@ func (p *prestarter) background(f func()) {
 
 // exitWait bounds how long the removal of a container whose job has ended
 // waits for the container's exit.
-const exitWait = 2 * time.Second
+const exitWait = 5 * time.Second
 
 // releaseAfterExit releases ic once exit, the wait for its container's
 // exit (nil: none), has seen it or exitWait has passed, and then ends the

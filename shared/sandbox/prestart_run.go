@@ -75,10 +75,12 @@ func (p *prestarter) runIn(ctx context.Context, spec Spec, cfg *container.Config
 	cancel()
 	switch {
 	case cerrdefs.IsNotFound(err):
+		exit = nil // no exit to wait for
 		return Result{}, fmt.Errorf("%w: %w", errStale, err)
 	case err != nil:
 		return Result{}, fmt.Errorf("%w: inspect container %.12s: %w", ErrEngine, ic.id, err)
 	case info.State == nil || !info.State.Running:
+		exit = nil // it has exited: its next exit never comes
 		return Result{}, fmt.Errorf("%w: container %.12s is not running", errStale, ic.id)
 	}
 	out, reported := readHelperStreams(spec, hj.Reader)
