@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"fmt"
-	"os"
 	"path"
 	"path/filepath"
 
@@ -47,28 +46,9 @@ const hostsTarget = "/etc/hosts"
 // writeHosts writes the hosts file of containers with no network into
 // dir and returns its path.
 func writeHosts(dir string) (string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("sandbox: hosts file: %w", err)
-	}
 	path := filepath.Join(dir, "hosts")
-	// Written under another name and renamed: a container may be
-	// mounting the file that is there.
-	tmp, err := os.CreateTemp(dir, ".hosts-")
-	if err != nil {
-		return "", fmt.Errorf("sandbox: hosts file: %w", err)
-	}
-	_, err = tmp.WriteString(hostsContent)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
+	// Replaced whole: a container may be mounting the file that is there.
+	if err := replaceFile(path, []byte(hostsContent), 0o644); err != nil {
 		return "", fmt.Errorf("sandbox: hosts file: %w", err)
 	}
 	return path, nil

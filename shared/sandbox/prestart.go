@@ -191,28 +191,39 @@ func copyHelper(src, dir string) (string, error) {
 	if fi, err := os.Stat(dst); err == nil && fi.Size() == int64(len(b)) {
 		return dst, nil
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := replaceFile(dst, b, 0o755); err != nil {
 		return "", fmt.Errorf("helper: %w", err)
-	}
-	tmp, err := os.CreateTemp(dir, ".helper-")
-	if err != nil {
-		return "", fmt.Errorf("helper: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	_, werr := tmp.Write(b)
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Chmod(tmp.Name(), 0o755)
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), dst)
-	}
-	if werr != nil {
-		return "", fmt.Errorf("helper: %w", werr)
 	}
 	return dst, nil
+}
+
+// replaceFile writes data to path with mode perm, creating its directory
+// if need be: into a new file beside it, then renamed over it, so that
+// whoever opens or mounts path sees either the old file or the whole new
+// one.
+func replaceFile(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+"-")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(data)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), perm)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+	}
+	return err
 }
 
 // prestartKey is everything a prestarted container was made with that a
