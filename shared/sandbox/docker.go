@@ -607,7 +607,6 @@ func (d *Docker) runSpec(ctx context.Context, spec Spec, warm map[string]string)
 		return Result{}, err
 	}
 	hostCfg.Mounts = append(hostCfg.Mounts, trees...)
-	d.withoutNetwork(spec, cfg, hostCfg)
 	if d.pre != nil && warm == nil {
 		return d.pre.run(ctx, spec, cfg, hostCfg, imageID, fixPerms)
 	}
@@ -1174,6 +1173,7 @@ func (d *Docker) terminate(ctx context.Context, id string, grace time.Duration, 
 // among them, has its container removed by name.
 func (d *Docker) create(ctx context.Context, cfg *container.Config, hostCfg *container.HostConfig) (string, error) {
 	bg := context.WithoutCancel(ctx)
+	d.withoutNetwork(cfg, hostCfg)
 	name := "supervisor-sbx-" + randomHex(8)
 	cctx, cancel := context.WithTimeout(bg, engineTimeout)
 	created, err := d.cli.ContainerCreate(cctx, cfg, hostCfg, nil, nil, name)

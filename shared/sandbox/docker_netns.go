@@ -55,12 +55,12 @@ func writeHosts(dir string) (string, error) {
 	return path, nil
 }
 
-// withoutNetwork gives the container of spec, if it has no network
-// (NetworkMode "none"), its own namespace without the engine's network
-// set-up, when the sandbox has a hosts file to mount and neither the
-// container's mounts (hostCfg's, all but the caches) nor spec's caches
-// are at /etc/hosts or /etc.
-func (d *Docker) withoutNetwork(spec Spec, cfg *container.Config, hostCfg *container.HostConfig) {
+// withoutNetwork gives a container about to be created with cfg and
+// hostCfg, if it has no network (NetworkMode "none"), its own namespace
+// without the engine's network set-up, when the sandbox has a hosts file
+// to mount and none of the container's mounts (its caches among them) is
+// at /etc/hosts or /etc.
+func (d *Docker) withoutNetwork(cfg *container.Config, hostCfg *container.HostConfig) {
 	if d.hosts == "" || hostCfg.NetworkMode != "none" {
 		return
 	}
@@ -75,11 +75,6 @@ func (d *Docker) withoutNetwork(spec Spec, cfg *container.Config, hostCfg *conta
 	}
 	for t := range hostCfg.Tmpfs {
 		if taken(t) {
-			return
-		}
-	}
-	for _, c := range spec.Caches {
-		if taken(cacheTarget(c)) {
 			return
 		}
 	}

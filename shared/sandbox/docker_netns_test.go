@@ -11,8 +11,8 @@ import (
 
 // TestWithoutNetwork (PERF-76): a container with no network gets
 // networking disabled and the sandbox's hosts file, unless the sandbox has
-// no hosts file, the container has a network, or something of its own is
-// mounted at /etc/hosts or /etc.
+// no hosts file, the container has a network, or something of its own (a
+// cache among them) is mounted at /etc/hosts or /etc.
 func TestWithoutNetwork(t *testing.T) {
 	hosts, err := writeHosts(t.TempDir())
 	if err != nil {
@@ -34,24 +34,23 @@ func TestWithoutNetwork(t *testing.T) {
 		mode     container.NetworkMode
 		mounts   []mount.Mount
 		tmpfs    map[string]string
-		caches   []Cache
 		disabled bool
 	}{
 		{name: "no network", hosts: hosts, mode: "none", disabled: true},
 		{name: "other mounts", hosts: hosts, mode: "none", mounts: []mount.Mount{{Target: "/etc/ssl"}, {Target: "/workspace"}},
-			tmpfs: map[string]string{"/tmp": ""}, caches: []Cache{{Path: ".cache/go-build"}}, disabled: true},
+			tmpfs: map[string]string{"/tmp": ""}, disabled: true},
 		{name: "no hosts file", mode: "none"},
 		{name: "egress network", hosts: hosts, mode: "supervisor-egress"},
 		{name: "a mount at /etc", hosts: hosts, mode: "none", mounts: []mount.Mount{{Target: "/etc/"}}},
 		{name: "a mount at /etc/hosts", hosts: hosts, mode: "none", mounts: []mount.Mount{{Target: "/etc/hosts"}}},
 		{name: "a tmpfs at /etc", hosts: hosts, mode: "none", tmpfs: map[string]string{"/etc": ""}},
-		{name: "a cache at /etc/hosts", hosts: hosts, mode: "none", caches: []Cache{{Path: "/etc/hosts"}}},
+		{name: "a cache volume at /etc/hosts", hosts: hosts, mode: "none", mounts: []mount.Mount{{Type: mount.TypeVolume, Target: "/etc/hosts"}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := &Docker{hosts: c.hosts}
 			cfg := &container.Config{}
 			h := &container.HostConfig{NetworkMode: c.mode, Mounts: append([]mount.Mount(nil), c.mounts...), Tmpfs: c.tmpfs}
-			d.withoutNetwork(Spec{Caches: c.caches}, cfg, h)
+			d.withoutNetwork(cfg, h)
 			added := len(h.Mounts) - len(c.mounts)
 			if cfg.NetworkDisabled != c.disabled || added != map[bool]int{true: 1}[c.disabled] {
 				t.Fatalf("networking disabled %v, %d mounts added; want %v", cfg.NetworkDisabled, added, c.disabled)

@@ -515,7 +515,6 @@ func (p *prestarter) create(spec Spec, cfg *container.Config, base *container.Ho
 		User: cfg.User, Image: cfg.Image, WorkingDir: ContainerWorkspace, Labels: labels,
 		Cmd: strslice.StrSlice{helperTarget, "job"}, Entrypoint: strslice.StrSlice{},
 		OpenStdin: true, StdinOnce: true, AttachStdin: true, AttachStdout: true, AttachStderr: true,
-		NetworkDisabled: cfg.NetworkDisabled,
 	}
 	h := withoutFiles(base)
 	// The helper is the container's init: the first process, out of reach

@@ -30,9 +30,9 @@
 // The runner can then return the result without waiting for the engine to
 // tear the container down, and nothing the command writes can pass for
 // that last frame. The pipes are read for a second at most once the
-// command's processes are gone. The helper is not dumpable, so that the command, which runs as
-// the same user, can neither trace it nor open its standard output
-// through /proc.
+// command's processes are gone. The helper is not dumpable, so that the
+// command, which runs as the same user, can neither trace it nor open its
+// standard output through /proc.
 //
 // A command that cannot be started exits 127 (not found) or 126 (any
 // other reason), with no frame and one line on standard error:
