@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // fuzzAllow is the allow-list the proxy fuzz targets run with.
@@ -44,6 +46,7 @@ func FuzzConnect(f *testing.F) {
 		"GET http://evil.test/ HTTP/1.1\r\nHost: plain.test\r\n\r\n",
 		"GET /relative HTTP/1.1\r\nHost: plain.test\r\n\r\n",
 		"GET https://allowed.test/ HTTP/1.1\r\n\r\n",
+		"GET http://plain.test/x HTTP/1.1\r\n+ 00:0\n\r\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -68,7 +71,7 @@ func FuzzConnect(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		r, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(raw)))
-		if err != nil {
+		if err != nil || !serverAccepts(r) {
 			return // the server answers 400 before the proxy sees it
 		}
 		r.RemoteAddr = "192.0.2.1:1234"
@@ -96,6 +99,23 @@ func FuzzConnect(f *testing.F) {
 			t.Fatalf("%q: dialed %q but answered %d", raw, dialed, w.Code)
 		}
 	})
+}
+
+// serverAccepts reports whether net/http's server hands r to a handler:
+// besides what http.ReadRequest checks, the server refuses a header whose
+// name or value is not valid HTTP with a 400 of its own.
+func serverAccepts(r *http.Request) bool {
+	for k, vv := range r.Header {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return false
+		}
+		for _, v := range vv {
+			if !httpguts.ValidHeaderFieldValue(v) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // FuzzAllowList checks the allow-list parser on any entry: it never
