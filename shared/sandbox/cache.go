@@ -51,8 +51,10 @@ import (
 //	trusted/<env>/.partial   instead of .complete when a command failed: the
 //	                         layer keeps what the warm-up wrote, and the next
 //	                         sandbox to start warms up again
-//	trusted/<env>.old-<n>/   a layer a later warm-up replaced, removed once
-//	                         no run can still have it mounted (staleLayers)
+//	trusted/<env>.old-<n>/   a layer a later warm-up replaced, or of an image
+//	                         the engine no longer has (Docker.pruneCaches),
+//	                         removed once no run can still have it mounted
+//	                         (staleLayers)
 //	seed/<cache>/            the operator's layer, for every environment
 //	runs/<run>/<cache>/      a Docker run's throw-away layers (upper, work)
 //
@@ -213,11 +215,17 @@ func newCacheStore(opts CacheOptions) (*cacheStore, error) {
 			return nil, fmt.Errorf("sandbox: cache directory: %w", err)
 		}
 	}
-	// Throw-away layers and unfinished warm-ups a crashed runner left: old
-	// enough that no run of a sandbox sharing the directory can still use
-	// them.
+	s.removeStale()
+	return s, nil
+}
+
+// removeStale removes the throw-away layers and unfinished warm-ups a
+// crashed runner left, and the trusted layers set aside (replaced, or of
+// an image the engine no longer has): old enough that no run of a sandbox
+// sharing the directory can still use them.
+func (s *cacheStore) removeStale() {
 	for _, d := range []string{"runs", "trusted"} {
-		ents, err := os.ReadDir(filepath.Join(abs, d))
+		ents, err := os.ReadDir(filepath.Join(s.dir, d))
 		if err != nil {
 			continue
 		}
@@ -227,10 +235,23 @@ func newCacheStore(opts CacheOptions) (*cacheStore, error) {
 				(d == "trusted" && !strings.Contains(e.Name(), ".warming-") && !strings.Contains(e.Name(), ".old-")) {
 				continue
 			}
-			removeScratch(filepath.Join(abs, d, e.Name()))
+			removeScratch(filepath.Join(s.dir, d, e.Name()))
 		}
 	}
-	return s, nil
+}
+
+// setAside renames the trusted layer of environment env to an .old-
+// name dated now, which removeStale removes once no run can still have it
+// mounted.
+func (s *cacheStore) setAside(env string) (string, error) {
+	final := filepath.Join(s.dir, "trusted", env)
+	old := final + ".old-" + randomHex(6)
+	if err := os.Rename(final, old); err != nil {
+		return "", err
+	}
+	now := time.Now()
+	_ = os.Chtimes(old, now, now)
+	return old, nil
 }
 
 // envKey is the store's name of a Docker image, by its ID.
@@ -405,13 +426,10 @@ func (s *cacheStore) runWarm(env string, run warmFunc) {
 	// aside, dated now, and removed once stale (newCacheStore).
 	old := ""
 	if _, err := os.Stat(final); err == nil {
-		old = final + ".old-" + randomHex(6)
-		if err := os.Rename(final, old); err != nil {
+		if old, err = s.setAside(env); err != nil {
 			s.log.Warn("sandbox: cache warm-up: cannot replace the earlier layer", "env", env, "err", err)
 			return
 		}
-		now := time.Now()
-		_ = os.Chtimes(old, now, now)
 	}
 	if err := os.Rename(staging, final); err != nil {
 		if old != "" {

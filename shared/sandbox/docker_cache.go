@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
 )
 
@@ -148,7 +149,59 @@ func (d *Docker) WarmCaches(ctx context.Context, image string) error {
 	if err != nil {
 		return err
 	}
-	return d.caches.warm(ctx, envKey(id), d.warmFunc(image))
+	if err := d.caches.warm(ctx, envKey(id), d.warmFunc(image)); err != nil {
+		return err
+	}
+	d.pruneCaches(ctx)
+	return nil
+}
+
+// pruneCaches sets aside the trusted layers of images the engine no longer
+// has (a layer's directory is named for its image's ID, envKey), and
+// removes the layers set aside long enough ago (staleLayers): without it
+// every rebuilt image would leave its warm-up's caches on disk for good.
+// The store's directory is read before the engine's images are listed, so
+// that a layer published meanwhile, whose warm-up ran on an image the
+// engine has, is never taken for an orphan. Like pruneTrees, it assumes
+// that the runners sharing the directory share this engine. It returns the
+// names of the layers it set aside.
+func (d *Docker) pruneCaches(ctx context.Context) []string {
+	if d.caches.dir == "" {
+		return nil
+	}
+	d.caches.removeStale()
+	ents, err := os.ReadDir(filepath.Join(d.caches.dir, "trusted"))
+	if err != nil {
+		return nil
+	}
+	c, cancel := context.WithTimeout(ctx, engineTimeout)
+	images, err := d.cli.ImageList(c, image.ListOptions{All: true})
+	cancel()
+	if err != nil {
+		d.caches.log.Warn("sandbox: cannot list the engine's images; trusted cache layers kept", "err", err)
+		return nil
+	}
+	have := make(map[string]bool, len(images))
+	for _, im := range images {
+		have[envKey(im.ID)] = true
+	}
+	var aside []string
+	for _, e := range ents {
+		env := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(env, "image-") || strings.Contains(env, ".") || have[env] {
+			continue
+		}
+		if _, err := d.caches.setAside(env); err != nil {
+			d.caches.log.Warn("sandbox: cannot set aside the trusted cache layer of a removed image", "env", env, "err", err)
+			continue
+		}
+		aside = append(aside, env)
+	}
+	if len(aside) > 0 {
+		d.caches.log.Info("sandbox: trusted cache layers of images the engine no longer has set aside, to be removed once stale",
+			"layers", strings.Join(aside, " "), "after", staleLayers)
+	}
+	return aside
 }
 
 // DockerCachesWarmed reports whether a warm-up of the Docker sandbox's

@@ -203,3 +203,86 @@ func TestDockerCloseStopsWarmup(t *testing.T) {
 		t.Error("DockerCachesWarmed after a stopped warm-up, want false")
 	}
 }
+
+// TestDockerCachesOfRemovedImagesPruned: once a warm-up is done, the
+// trusted layers of images the engine no longer has are set aside (named
+// .old-, dated now) and the ones set aside longer ago than staleLayers
+// are removed; the layers of images it has, the process sandbox's and
+// those set aside lately stay.
+func TestDockerCachesOfRemovedImagesPruned(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	d, img := dockerTest(t, DockerOptions{Caches: CacheOptions{
+		Dir:        dir,
+		Warmup:     [][]string{{"probe", "write-text", "/tmp/.cache/tool/entry", "warm"}},
+		WarmCaches: toolCaches[:1],
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	trusted := filepath.Join(dir, "trusted")
+	layer := func(name string, age time.Duration) string {
+		t.Helper()
+		p := filepath.Join(trusted, name)
+		if err := os.MkdirAll(filepath.Join(p, CacheKey(".cache/tool")), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if age > 0 {
+			then := time.Now().Add(-age)
+			if err := os.Chtimes(p, then, then); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return p
+	}
+	goneEnv := envKey("sha256:" + strings.Repeat("0", 64))
+	gone := layer(goneEnv, 0)
+	process := layer(processEnvKey, 0)
+	staleAside := layer(envKey("sha256:"+strings.Repeat("1", 64))+".old-0a0a0a", staleLayers+time.Hour)
+	freshAside := layer(envKey("sha256:"+strings.Repeat("2", 64))+".old-0b0b0b", time.Minute)
+
+	if err := d.WarmCaches(ctx, img); err != nil {
+		t.Fatal(err)
+	}
+	id, err := d.ImageDigest(ctx, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !DockerCachesWarmed(dir, id) {
+		t.Fatal("the image's own layer is not warmed")
+	}
+	for _, p := range []string{process, freshAside, filepath.Join(trusted, envKey(id))} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s: %v; want it kept", filepath.Base(p), err)
+		}
+	}
+	for _, p := range []string{gone, staleAside} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s: %v; want it gone from its name", filepath.Base(p), err)
+		}
+	}
+	// The removed image's layer is set aside, dated now, with its content.
+	ents, err := os.ReadDir(trusted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var aside []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), goneEnv+".old-") {
+			aside = append(aside, e.Name())
+		}
+	}
+	if len(aside) != 1 {
+		t.Fatalf("trusted/ holds %d layers set aside for the removed image, want 1", len(aside))
+	}
+	fi, err := os.Stat(filepath.Join(trusted, aside[0]))
+	if err != nil || time.Since(fi.ModTime()) > time.Minute {
+		t.Errorf("the layer set aside: %v, dated %v; want it dated now", err, fi.ModTime())
+	}
+	if _, err := os.Stat(filepath.Join(trusted, aside[0], CacheKey(".cache/tool"))); err != nil {
+		t.Errorf("the layer set aside lost its content: %v", err)
+	}
+	// A second prune finds nothing more to set aside.
+	if again := d.pruneCaches(ctx); len(again) != 0 {
+		t.Errorf("second prune set aside %v, want nothing", again)
+	}
+}
