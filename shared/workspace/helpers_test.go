@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -295,18 +296,25 @@ func setTimes(t *testing.T, path string, mtime time.Time) {
 // let go. A child being forked by another goroutine's exec at that moment
 // holds the lock's open file description until its exec closes it, so
 // crash waits until the lock can be taken, as it can once a dead
-// process's descriptors are all closed.
+// process's descriptors are all closed. Its own probe of the lock holds
+// syscall.ForkLock, which every fork waits for: else a fork at that moment
+// would hold the probe's lock in turn, and the next Prepare, finding the
+// slot taken, would go to another.
 func crash(t *testing.T, s *slot) {
 	t.Helper()
 	s.release()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
+		syscall.ForkLock.RLock()
 		f, ok, err := tryLockFile(s.lockPath)
+		if ok {
+			f.Close()
+		}
+		syscall.ForkLock.RUnlock()
 		if err != nil {
 			t.Fatal(err)
 		}
 		if ok {
-			f.Close()
 			return
 		}
 		if time.Now().After(deadline) {
