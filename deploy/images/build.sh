@@ -31,7 +31,8 @@
 #   DEBIAN_RELEASE         Debian release of the root file system (default bookworm)
 #   DEBIAN_MIRROR          Debian mirror (default: the one this machine's apt sources use for the release)
 #   DEBIAN_SECURITY_MIRROR security mirror (default: the one they use for <release>-security)
-#   GO_SUITE               suite golang-go comes from (default $DEBIAN_RELEASE-backports; empty: the release)
+#   GO_SUITE               suite the Go toolchain comes from (default $DEBIAN_RELEASE-backports; empty: the release)
+#   GO_PACKAGE             Debian package of the Go toolchain (default golang-go; golang-1.26-go, say, with GO_SUITE=trixie-backports)
 #   SUPERVISOR_IMAGE_CACHE rootfs tarball cache (default ${XDG_CACHE_HOME:-~/.cache}/supervisor-images)
 #   IMAGE_STAGE_DIR        static binaries and build contexts (default bin/images in the repository)
 #   FORCE=1                rebuild even when the inputs did not change
@@ -82,8 +83,19 @@ mirror=${DEBIAN_MIRROR:-$(apt_uri "$release")}
 mirror=${mirror:-$(apt_uri "[a-z]+")}
 security=${DEBIAN_SECURITY_MIRROR:-$(apt_uri "$release-security")}
 security=${security:-$(apt_uri "[a-z]+-security")}
+# The Go toolchain: golang-go from the release's backports by default (Go
+# 1.23 on bookworm). Debian's toolchain is statically linked and depends on
+# its sources alone, so a later release's backport installs on this one as
+# it is: GO_SUITE=trixie-backports GO_PACKAGE=golang-1.26-go gives Go 1.26
+# on bookworm, for a go.mod asking for 1.24 or later (sandboxes run with
+# GOTOOLCHAIN=local). Not the default yet: from Debian's Go 1.26.11 and 1.27
+# on, the cache key of a package's vet facts tells a dependency's from a
+# vetted package's, so the gate runner's warm-up (go vet std) no longer
+# serves the facts a gate's go vet and go test need of the standard
+# library, and each gate vets it again (see docs/performance.md).
 case $release in sid | unstable) default_go_suite="" ;; *) default_go_suite="$release-backports" ;; esac
 go_suite=${GO_SUITE-$default_go_suite}
+go_package=${GO_PACKAGE:-golang-go}
 cache=${SUPERVISOR_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/supervisor-images}
 stage=${IMAGE_STAGE_DIR:-$root/bin/images}
 GO=${GO:-go}
@@ -261,7 +273,7 @@ build_dockerfile() {
     args+=(--build-arg "BASE_IMAGE=$(ref "$p")")
   done
   case $name in
-    sandbox-go) args+=(--build-arg "DEBIAN_MIRROR=$mirror" --build-arg "GO_SUITE=$go_suite") ;;
+    sandbox-go) args+=(--build-arg "DEBIAN_MIRROR=$mirror" --build-arg "GO_SUITE=$go_suite" --build-arg "GO_PACKAGE=$go_package") ;;
   esac
   key=$({
     echo "$name v1"
