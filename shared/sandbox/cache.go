@@ -423,7 +423,7 @@ func (s *cacheStore) runWarm(env string, run warmFunc) {
 	}
 	// The layer this one replaces (a partial one, or an earlier
 	// configuration's) may be mounted by runs still going: it is set
-	// aside, dated now, and removed once stale (newCacheStore).
+	// aside, dated now, and removed once stale (removeStale).
 	old := ""
 	if _, err := os.Stat(final); err == nil {
 		if old, err = s.setAside(env); err != nil {
