@@ -26,9 +26,11 @@ package gaterunner
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -389,14 +391,34 @@ func (r *Runner) runIn(ctx context.Context, job *protocol.GateJob, token uint64,
 // module cache (GOMODCACHE), at Go's own default places under HOME.
 var GoCaches = []sandbox.Cache{{Path: ".cache/go-build", Env: "GOCACHE"}, {Path: "go/pkg/mod", Env: "GOMODCACHE"}}
 
-// GoTestVetWarmup is the warm-up command that serves `go test`'s own vet
-// pass (PERF-64). go test vets every package its test binary imports, for
-// the facts the package's own analysis needs; the go command vets a
-// standard package there with -unsafeptr=false -unreachable=false, a
-// cache entry of its own that go vet std does not leave. Without it a
-// gate's go test vets the standard library again each time (about 60
-// packages for a test importing fmt and strings).
-var GoTestVetWarmup = []string{"go", "vet", "-unsafeptr=false", "-unreachable=false", "std"}
+// The warm-up vets the standard library the way gates do (PERF-64,
+// PERF-79): as the dependencies of a package of the warm-up's own module,
+// stdimports' imports package, which imports every public standard
+// package. From Go 1.26.11 on, the go command keeps a package's vet facts
+// under a cache key that tells whether it was vetted for its own sake or
+// as a dependency, and a gate's go vet or go test vets the standard
+// library only as a dependency: a warm-up of go vet std would serve it
+// nothing. The key also holds the vet flags, which go test chooses for
+// itself (a standard package is vetted with -unsafeptr=false
+// -unreachable=false there, and any flag on go vet's command line makes a
+// key of its own), hence a go test of the imports package beside its go
+// vet.
+var (
+	// GoVetWarmup vets every public standard package as go vet does.
+	GoVetWarmup = []string{"go", "vet", "./imports"}
+	// GoTestVetWarmup vets them as go test does, running no test.
+	GoTestVetWarmup = []string{"go", "test", "-count=1", "-run=^$", "./imports"}
+)
+
+// stdimportsSource is the source of the command that writes the imports
+// package, copied into the warm-up's workspace.
+//
+//go:embed internal/stdimports/main.go
+var stdimportsSource string
+
+// warmupGoMod is the go.mod of the warm-up's module. Its go line is low
+// enough for any toolchain a gate image may have (GOTOOLCHAIN=local).
+const warmupGoMod = "module supervisor.invalid/warmup\n\ngo 1.21\n"
 
 // gateCaches are a gate's caches: GoCaches and its cache_dirs.
 func gateCaches(dirs []string) []sandbox.Cache {
@@ -408,13 +430,25 @@ func gateCaches(dirs []string) []sandbox.Cache {
 }
 
 // CacheWarmup is the warm-up of a gate runner's caches (--cache-warmup):
-// go build std, go vet std and GoTestVetWarmup, run once per image with an
-// empty workspace, fill GoCaches' trusted layers, so that a gate compiles
-// and vets only its own module's packages. In an image without Go, the
-// first command cannot start and the warm-up ends there.
-func CacheWarmup() sandbox.CacheOptions {
+// CacheWarmupOf("std").
+func CacheWarmup() sandbox.CacheOptions { return CacheWarmupOf("std") }
+
+// CacheWarmupOf is a warm-up of GoCaches for the standard packages
+// patterns match, run once per image to fill their trusted layers, so
+// that a gate compiles and vets only its own module's packages: go build
+// of the patterns, then, in a workspace holding only the warm-up's module
+// (its go.mod and stdimports' source), go run ./stdimports with the
+// patterns (writing the imports package), GoVetWarmup and
+// GoTestVetWarmup. In an image without Go, the first command cannot start
+// and the warm-up ends there.
+func CacheWarmupOf(patterns ...string) sandbox.CacheOptions {
 	return sandbox.CacheOptions{
-		Warmup:     [][]string{{"go", "build", "std"}, {"go", "vet", "std"}, GoTestVetWarmup},
+		Warmup: [][]string{
+			append([]string{"go", "build"}, patterns...),
+			append([]string{"go", "run", "./stdimports"}, patterns...),
+			slices.Clone(GoVetWarmup), slices.Clone(GoTestVetWarmup),
+		},
+		WarmFiles:  map[string]string{"go.mod": warmupGoMod, "stdimports/main.go": stdimportsSource},
 		WarmCaches: GoCaches,
 		WarmEnv:    map[string]string{"GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod", "GOPROXY": "off"},
 	}

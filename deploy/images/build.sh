@@ -6,7 +6,7 @@
 # `docker import`; every other image starts FROM it or FROM scratch.
 #
 #   sandbox-base  Debian (minbase) + the packages in sandbox-base/packages: git, make, ca-certificates, tini
-#   sandbox-go    sandbox-base + Debian's Go toolchain (golang-go, from the release's backports)
+#   sandbox-go    sandbox-base + Debian's Go toolchain (Go 1.26 from trixie-backports on bookworm)
 #   nats          FROM scratch: a static nats-server built from the nats-server/v2 Go module
 #   redis         sandbox-base + Debian's redis-server
 #   prometheus    sandbox-base + Debian's prometheus (compose.yaml scrapes the fleet with it)
@@ -31,8 +31,8 @@
 #   DEBIAN_RELEASE         Debian release of the root file system (default bookworm)
 #   DEBIAN_MIRROR          Debian mirror (default: the one this machine's apt sources use for the release)
 #   DEBIAN_SECURITY_MIRROR security mirror (default: the one they use for <release>-security)
-#   GO_SUITE               suite the Go toolchain comes from (default $DEBIAN_RELEASE-backports; empty: the release)
-#   GO_PACKAGE             Debian package of the Go toolchain (default golang-go; golang-1.26-go, say, with GO_SUITE=trixie-backports)
+#   GO_SUITE               suite the Go toolchain comes from (default trixie-backports on bookworm, else $DEBIAN_RELEASE-backports; empty: the release)
+#   GO_PACKAGE             Debian package of the Go toolchain (default golang-1.26-go on bookworm, else golang-go)
 #   SUPERVISOR_IMAGE_CACHE rootfs tarball cache (default ${XDG_CACHE_HOME:-~/.cache}/supervisor-images)
 #   IMAGE_STAGE_DIR        static binaries and build contexts (default bin/images in the repository)
 #   FORCE=1                rebuild even when the inputs did not change
@@ -83,19 +83,21 @@ mirror=${DEBIAN_MIRROR:-$(apt_uri "$release")}
 mirror=${mirror:-$(apt_uri "[a-z]+")}
 security=${DEBIAN_SECURITY_MIRROR:-$(apt_uri "$release-security")}
 security=${security:-$(apt_uri "[a-z]+-security")}
-# The Go toolchain: golang-go from the release's backports by default (Go
-# 1.23 on bookworm). Debian's toolchain is statically linked and depends on
-# its sources alone, so a later release's backport installs on this one as
-# it is: GO_SUITE=trixie-backports GO_PACKAGE=golang-1.26-go gives Go 1.26
-# on bookworm, for a go.mod asking for 1.24 or later (sandboxes run with
-# GOTOOLCHAIN=local). Not the default yet: from Debian's Go 1.26.11 and 1.27
-# on, the cache key of a package's vet facts tells a dependency's from a
-# vetted package's, so the gate runner's warm-up (go vet std) no longer
-# serves the facts a gate's go vet and go test need of the standard
-# library, and each gate vets it again (see docs/performance.md).
-case $release in sid | unstable) default_go_suite="" ;; *) default_go_suite="$release-backports" ;; esac
+# The Go toolchain: on bookworm, Go 1.26 from trixie-backports
+# (golang-1.26-go) by default; elsewhere golang-go from the release's
+# backports (none for sid). Debian's toolchain is statically linked and
+# depends on its sources alone, so a later release's backport installs on
+# this one as it is. Bookworm's own backport is Go 1.23, which builds no
+# module whose go.mod asks for 1.24 or later (sandboxes run with
+# GOTOOLCHAIN=local): GO_SUITE=bookworm-backports GO_PACKAGE=golang-go
+# gives it back. The gate runner's warm-up serves either (PERF-79).
+case $release in
+  bookworm) default_go_suite=trixie-backports default_go_package=golang-1.26-go ;;
+  sid | unstable) default_go_suite="" default_go_package=golang-go ;;
+  *) default_go_suite="$release-backports" default_go_package=golang-go ;;
+esac
 go_suite=${GO_SUITE-$default_go_suite}
-go_package=${GO_PACKAGE:-golang-go}
+go_package=${GO_PACKAGE:-$default_go_package}
 cache=${SUPERVISOR_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/supervisor-images}
 stage=${IMAGE_STAGE_DIR:-$root/bin/images}
 GO=${GO:-go}

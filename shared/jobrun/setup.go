@@ -90,7 +90,7 @@ type Settings struct {
 	// Breakers is the circuit breakers' policy (zero fields: the defaults).
 	Breakers state.BreakerPolicy
 	// Caches are the warm-up of the sandbox's caches (sandbox.CacheOptions:
-	// Warmup, WarmCaches, WarmEnv); their directory is always
+	// Warmup, WarmFiles, WarmCaches, WarmEnv); their directory is always
 	// CacheDir(DataDir) and their log the runner's.
 	Caches sandbox.CacheOptions
 }

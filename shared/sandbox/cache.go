@@ -27,9 +27,10 @@ import (
 //
 //   - a trusted layer, read-only to every command: what the sandbox's
 //     warm-up (CacheOptions.Warmup: commands of the runner's own
-//     configuration, run once per image with an empty workspace, so no
-//     code under test) wrote, above what an operator put in the seed
-//     directory. Nothing a gate does ever reaches it;
+//     configuration, run once per image in a workspace holding only the
+//     runner's own files, so no code under test) wrote, above what an
+//     operator put in the seed directory. Nothing a gate does ever
+//     reaches it;
 //   - a throw-away layer of the run, where everything the command writes
 //     lands (new files, replaced or deleted ones), removed after the run.
 //
@@ -57,6 +58,7 @@ import (
 //	                         (staleLayers)
 //	seed/<cache>/            the operator's layer, for every environment
 //	runs/<run>/<cache>/      a Docker run's throw-away layers (upper, work)
+//	runs/warm-<n>/           a warm-up's workspace
 //
 // <env> is a hash of the image's ID (Docker) or "process", so different
 // images never share entries; <cache> names the directory (CacheKey).
@@ -81,14 +83,19 @@ type CacheOptions struct {
 	// persistent caches: each cache is an empty directory of the run.
 	Dir string
 	// Warmup are the commands (argv) run once per environment, in order,
-	// with the caches of WarmCaches writable and an empty workspace, no
-	// network and the sandbox's usual limits; what they leave in those
-	// caches becomes the trusted layer. A command that fails or cannot
-	// start (the image has no such program) ends the warm-up: what was
-	// written so far is kept as a partial layer, and the next sandbox
+	// in one workspace that starts with WarmFiles (and nothing else),
+	// with the caches of WarmCaches writable, no network and the
+	// sandbox's usual limits; what they leave in those caches becomes the
+	// trusted layer, and the workspace is removed. A command that fails or
+	// cannot start (the image has no such program) ends the warm-up: what
+	// was written so far is kept as a partial layer, and the next sandbox
 	// started on this directory warms up again. A completed warm-up is
-	// redone when these commands, WarmCaches or WarmEnv change.
+	// redone when these commands, WarmFiles, WarmCaches or WarmEnv change.
 	Warmup [][]string
+	// WarmFiles are the files of the warm-up's workspace: a
+	// slash-separated path within it (filepath.IsLocal) to the file's
+	// content. A later command sees what an earlier one wrote there.
+	WarmFiles map[string]string
 	// WarmCaches are the caches the warm-up writes.
 	WarmCaches []Cache
 	// WarmEnv is added to the warm-up's environment.
@@ -282,9 +289,9 @@ func (s *cacheStore) lowers(env string, c Cache) []string {
 	return out
 }
 
-// warmFunc runs one warm-up command with the given caches writable at the
-// given host directories.
-type warmFunc func(ctx context.Context, argv []string, dirs map[string]string) (Result, error)
+// warmFunc runs one warm-up command in the workspace ws with the given
+// caches writable at the given host directories.
+type warmFunc func(ctx context.Context, argv []string, ws string, dirs map[string]string) (Result, error)
 
 // startWarm starts environment env's warm-up in the background unless it
 // has started already, and returns its state. Runs never wait for it:
@@ -382,9 +389,15 @@ func (s *cacheStore) runWarm(env string, run warmFunc) {
 		}
 		dirs[c.Path] = d
 	}
+	ws, err := s.warmWorkspace()
+	if err != nil {
+		s.log.Warn("sandbox: cache warm-up: cannot make its workspace", "env", env, "err", err)
+		return
+	}
+	defer removeScratch(ws)
 	failed := false
 	for _, argv := range s.opts.Warmup {
-		res, err := run(ctx, argv, dirs)
+		res, err := run(ctx, argv, ws, dirs)
 		if ctx.Err() != nil {
 			s.log.Info("sandbox: cache warm-up stopped with its runner; nothing kept", "env", env,
 				"command", strings.Join(argv, " "))
@@ -446,15 +459,52 @@ func (s *cacheStore) runWarm(env string, run warmFunc) {
 	s.log.Info("sandbox: caches warmed", "env", env, "took", time.Since(began).Round(time.Millisecond), "dir", final)
 }
 
-// warmDigest identifies the warm-up's configuration (its commands, caches
-// and environment): a completed warm-up counts only for the configuration
-// it ran with.
+// warmWorkspace makes the warm-up's workspace under runs/ (so that a
+// crashed runner's is removed once stale), holding WarmFiles.
+func (s *cacheStore) warmWorkspace() (string, error) {
+	ws, err := os.MkdirTemp(filepath.Join(s.dir, "runs"), "warm-")
+	if err != nil {
+		return "", err
+	}
+	if err := writeWarmFiles(ws, s.opts.WarmFiles); err != nil {
+		removeScratch(ws)
+		return "", err
+	}
+	return ws, nil
+}
+
+// writeWarmFiles writes files (CacheOptions.WarmFiles) into ws, readable
+// by everyone, as is ws itself (for a sandbox user to reach them).
+func writeWarmFiles(ws string, files map[string]string) error {
+	if err := os.Chmod(ws, 0o755); err != nil {
+		return err
+	}
+	for name, body := range files {
+		rel := filepath.FromSlash(name)
+		if !filepath.IsLocal(rel) {
+			return fmt.Errorf("warm-up file %q is not a path within the workspace", name)
+		}
+		p := filepath.Join(ws, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return fmt.Errorf("warm-up file %q: %w", name, err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			return fmt.Errorf("warm-up file %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// warmDigest identifies the warm-up's configuration (its commands, files,
+// caches and environment): a completed warm-up counts only for the
+// configuration it ran with.
 func (s *cacheStore) warmDigest() string {
 	b, err := json.Marshal(struct {
 		Warmup [][]string
 		Caches []Cache
 		Env    map[string]string
-	}{s.opts.Warmup, s.opts.WarmCaches, s.opts.WarmEnv})
+		Files  map[string]string `json:",omitempty"`
+	}{s.opts.Warmup, s.opts.WarmCaches, s.opts.WarmEnv, s.opts.WarmFiles})
 	if err != nil {
 		panic(err) // strings only: cannot fail
 	}

@@ -215,8 +215,8 @@ func DockerCachesWarmed(dir, imageID string) bool {
 
 // warmFunc runs warm-up commands in image.
 func (d *Docker) warmFunc(image string) warmFunc {
-	return func(ctx context.Context, argv []string, dirs map[string]string) (Result, error) {
-		return d.runWarmup(ctx, image, argv, dirs)
+	return func(ctx context.Context, argv []string, ws string, dirs map[string]string) (Result, error) {
+		return d.runWarmup(ctx, image, argv, ws, dirs)
 	}
 }
 
@@ -227,14 +227,10 @@ func (d *Docker) tmpfsCaches(spec Spec, hostCfg *container.HostConfig) {
 	}
 }
 
-// runWarmup runs one warm-up command in image: an empty workspace, no
-// network, the warm-up's caches writable at the host directories dirs.
-func (d *Docker) runWarmup(ctx context.Context, image string, argv []string, dirs map[string]string) (Result, error) {
-	ws, err := os.MkdirTemp(filepath.Join(d.caches.dir, "runs"), "warm-")
-	if err != nil {
-		return Result{}, err
-	}
-	defer removeScratch(ws)
+// runWarmup runs one warm-up command in image: the warm-up's workspace
+// ws, no network, the warm-up's caches writable at the host directories
+// dirs.
+func (d *Docker) runWarmup(ctx context.Context, image string, argv []string, ws string, dirs map[string]string) (Result, error) {
 	timeout := d.caches.opts.WarmTimeout
 	if timeout <= 0 {
 		timeout = DefaultWarmTimeout

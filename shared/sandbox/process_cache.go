@@ -188,17 +188,9 @@ func copyFile(src, dst string) error {
 	return out.Close()
 }
 
-// runWarmup runs one warm-up command of the process sandbox: an empty
-// workspace, the warm-up's caches at the directories dirs.
-func (p *Process) runWarmup(ctx context.Context, argv []string, dirs map[string]string) (Result, error) {
-	ws, err := os.MkdirTemp(filepath.Join(p.caches.dir, "runs"), "warm-")
-	if err != nil {
-		return Result{}, err
-	}
-	defer removeScratch(ws)
-	if err := os.Chmod(ws, 0o755); err != nil {
-		return Result{}, err
-	}
+// runWarmup runs one warm-up command of the process sandbox: the
+// warm-up's workspace ws, its caches at the directories dirs.
+func (p *Process) runWarmup(ctx context.Context, argv []string, ws string, dirs map[string]string) (Result, error) {
 	timeout := p.caches.opts.WarmTimeout
 	if timeout <= 0 {
 		timeout = DefaultWarmTimeout

@@ -235,3 +235,41 @@ func TestWarmupRedoneWhenPartialOrChanged(t *testing.T) {
 		t.Errorf("trusted/ holds %d replaced layers (%v), want 2", len(old), old)
 	}
 }
+
+// TestWarmupFilesAndSharedWorkspace (PERF-79): the warm-up's commands run
+// in one workspace that starts with CacheOptions.WarmFiles, so a command
+// reads the files and what an earlier command wrote there; a file whose
+// path leaves the workspace fails the warm-up before any command runs.
+func TestWarmupFilesAndSharedWorkspace(t *testing.T) {
+	needRoot(t)
+	u := DefaultRunAs
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// seen warms a fresh cache directory with files and returns what a
+	// run then finds in the cache ("" if nothing: the warm-up failed).
+	seen := func(files map[string]string) string {
+		t.Helper()
+		p := NewProcess(ProcessOptions{ScratchRoot: reachableDir(t), RunAs: &u,
+			Caches: CacheOptions{Dir: filepath.Join(reachableDir(t), "caches"), WarmFiles: files, WarmCaches: toolCaches[:1],
+				Warmup: [][]string{
+					{"sh", "-c", `cat gen/input > made`},
+					{"sh", "-c", `cat made gen/input > "$TOOL_CACHE/entry"`},
+				}}})
+		defer p.Close()
+		if err := p.WarmCaches(ctx); err != nil {
+			t.Fatal(err)
+		}
+		res, err := p.Run(ctx, Spec{Argv: []string{"sh", "-c", `cat "$TOOL_CACHE/entry" 2>/dev/null; true`},
+			Workspace: reachableDir(t), Caches: toolCaches[:1]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(res.Stdout)
+	}
+	if got := seen(map[string]string{"gen/input": "a;"}); got != "a;a;" {
+		t.Errorf("the cache holds %q after the warm-up; want %q (the file, read by both commands, the second reading the first's output)", got, "a;a;")
+	}
+	if got := seen(map[string]string{"gen/input": "a;", "../outside": "x"}); got != "" {
+		t.Errorf("a warm-up with a file outside its workspace left %q in the cache; want it not run", got)
+	}
+}

@@ -54,8 +54,8 @@ const DefaultDemoRuns = 3
 // default's in `coordinator demo`.
 const demoConcurrency = 2
 
-// demoWarmupTimeout bounds the Docker gate runner's cache warm-up (go
-// build std, go vet std in the image), which takes minutes on a small
+// demoWarmupTimeout bounds the Docker gate runner's cache warm-up
+// (gaterunner.CacheWarmup in the image), which takes minutes on a small
 // machine the first time.
 const demoWarmupTimeout = 45 * time.Minute
 
@@ -435,7 +435,7 @@ func (r *runner) waitWarm(ctx context.Context, p *runnerProc, data, imageID stri
 	if sandbox.DockerCachesWarmed(dir, imageID) {
 		return 0, nil
 	}
-	r.progress("%s: %s: waiting for its cache warm-up (go build and go vet of std in %s; minutes the first time, kept in %s)",
+	r.progress("%s: %s: waiting for its cache warm-up (go build, vet and test of std in %s; minutes the first time, kept in %s)",
 		ScenarioDemo, p.name, GoGateImage, data)
 	began := time.Now()
 	deadline := began.Add(demoWarmupTimeout)

@@ -58,14 +58,13 @@ const (
 // GoGateCommand is the gate every variant runs.
 var GoGateCommand = []string{"go", "vet", "./..."}
 
-// goGateWarmup is the caches' warm-up of both sandboxes: what the gate
-// runner's (gaterunner.CacheWarmup: all of std) does, limited to the
-// packages the scenario's module imports, so that it takes seconds, not
-// minutes.
-var goGateWarmup = [][]string{{"go", "build", "fmt", "strings", "testing"}, {"go", "vet", "fmt", "strings"}}
+// goGateWarmup is the caches' warm-up of both sandboxes: the gate
+// runner's (gaterunner.CacheWarmup: all of std) limited to the packages
+// the scenario's module imports, so that it takes seconds, not minutes.
+var goGateWarmup = gaterunner.CacheWarmupOf("fmt", "strings", "testing")
 
-// goGateEnv is the gate's environment and the warm-up's: no toolchain
-// download, no module proxy.
+// goGateEnv is the gate's environment, as the warm-up's (CacheWarmupOf):
+// no toolchain download, no module proxy.
 var goGateEnv = map[string]string{"GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod", "GOPROXY": "off"}
 
 // GoGateReport is the go-gate scenario's figures.
@@ -125,7 +124,7 @@ type goGateVariant struct {
 // runGoGate measures the go-gate scenario. eng is the engine the sandbox
 // probe found (its skip reason, if any, skips this scenario too).
 func (r *runner) runGoGate(ctx context.Context, eng *sandboxEngine) (*GoGateReport, error) {
-	rep := &GoGateReport{Image: GoGateImage, Command: slices.Clone(GoGateCommand), Warmup: goGateWarmup, Runs: r.cfg.GoGateRuns}
+	rep := &GoGateReport{Image: GoGateImage, Command: slices.Clone(GoGateCommand), Warmup: goGateWarmup.Warmup, Runs: r.cfg.GoGateRuns}
 	if eng.skip != "" {
 		rep.Skipped = eng.skip
 		r.progress("%s: skipped: %s", ScenarioGoGate, eng.skip)
@@ -164,7 +163,7 @@ func (r *runner) runGoGate(ctx context.Context, eng *sandboxEngine) (*GoGateRepo
 	for i, v := range variants {
 		results[i] = GoGateVariant{Name: v.name, Description: v.description}
 		if v.warm != nil {
-			r.progress("%s: %s: warming its caches (%d commands)", ScenarioGoGate, v.name, len(goGateWarmup))
+			r.progress("%s: %s: warming its caches (%d commands)", ScenarioGoGate, v.name, len(goGateWarmup.Warmup))
 			t0 := time.Now()
 			if err := v.warm(ctx); err != nil {
 				return nil, fmt.Errorf("%s: warm-up: %w", v.name, err)
@@ -213,7 +212,7 @@ func (r *runner) runGoGate(ctx context.Context, eng *sandboxEngine) (*GoGateRepo
 // find the trusted layers the first's warm-up filled. helper is the
 // prestarted variant's.
 func goGateVariants(ctx context.Context, dataDir, helper string) ([]goGateVariant, func(), error) {
-	caches := sandbox.CacheOptions{Warmup: goGateWarmup, WarmCaches: gaterunner.GoCaches, WarmEnv: goGateEnv}
+	caches := goGateWarmup
 	docker := jobrun.Settings{Sandbox: jobrun.SandboxDocker, Caches: caches,
 		Docker: jobrun.DockerSettings{Image: GoGateImage, Resources: gaterunner.DefaultResources}}
 	proc, d, closeAll, err := selectSandboxes(ctx,

@@ -58,7 +58,7 @@ and hands back whatever is still running.`,
 			}).Run(ctx)
 		})
 	cmd.Flags().String("secrets-file", "", "KEY=VALUE file of provider keys for review gates' reviewers (mode 0600 or stricter)")
-	cmd.Flags().Bool("cache-warmup", true, "warm the gates' Go caches once per sandbox image (go build std, go vet std, and go vet std as go test vets its dependencies, with no workspace code) into read-only trusted layers under --data-dir/sandbox-cache")
+	cmd.Flags().Bool("cache-warmup", true, "warm the gates' Go caches once per sandbox image (go build std, then go vet and go test of a generated package importing all of std, with no repository code) into read-only trusted layers under --data-dir/sandbox-cache")
 	cmd.Flags().Duration("cache-ttl", gatecache.DefaultTTL, "how long a passing gate result stays in the fleet's gate cache")
 	if err := cmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "gaterunner:", err)
