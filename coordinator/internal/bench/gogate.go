@@ -63,9 +63,9 @@ var GoGateCommand = []string{"go", "vet", "./..."}
 // the scenario's module imports, so that it takes seconds, not minutes.
 var goGateWarmup = gaterunner.CacheWarmupOf("fmt", "strings", "testing")
 
-// goGateEnv is the gate's environment, as the warm-up's (CacheWarmupOf):
+// goGateEnv is the gate's environment, the warm-up's own (CacheWarmupOf):
 // no toolchain download, no module proxy.
-var goGateEnv = map[string]string{"GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod", "GOPROXY": "off"}
+var goGateEnv = goGateWarmup.WarmEnv
 
 // GoGateReport is the go-gate scenario's figures.
 type GoGateReport struct {

@@ -64,8 +64,7 @@ func run(patterns []string) error {
 func importable(paths []string) []string {
 	var out []string
 	for _, p := range paths {
-		if strings.HasPrefix(p, "vendor/") || p == "internal" || strings.HasPrefix(p, "internal/") ||
-			strings.Contains(p, "/internal/") || strings.HasSuffix(p, "/internal") {
+		if strings.HasPrefix(p, "vendor/") || slices.Contains(strings.Split(p, "/"), "internal") {
 			continue
 		}
 		out = append(out, p)
