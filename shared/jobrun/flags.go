@@ -109,6 +109,7 @@ func AddSandboxFlags(fs *pflag.FlagSet, p Profile) {
 	fs.Float64("sandbox-cpus", res.CPUs, "CPU limit of a Docker sandbox container")
 	fs.Int64("sandbox-pids", res.Pids, "pids limit of a Docker sandbox container")
 	fs.Bool("sandbox-prestart", true, "start each workspace's next Docker sandbox container ahead of its job and run the command in it, saving a container's start on every job after a workspace's first (needs "+sandbox.HelperName+", by default beside this binary; without it, a warning and no prestart)")
+	fs.Int("sandbox-prestart-depth", sandbox.DefaultPrestartDepth, "the most Docker sandbox containers started ahead that may wait for one workspace's jobs; beyond the first, they are started once the runner has run nothing for a quarter of a second")
 	fs.Int("sandbox-prestart-max", 0, "the most Docker sandbox containers started ahead that may wait for a job at once, the oldest removed first (0: twice --concurrency, at most "+strconv.Itoa(sandbox.DefaultPrestartMax)+")")
 	fs.String("sandbox-helper", "", "path of "+sandbox.HelperName+" (default: beside this binary)")
 	fs.Bool("sandbox-image-layers-only", false, "read every directory of Docker sandbox images from their layers, ignoring the images' "+sandbox.LabelImageTrees+" label (which has the sandbox serve those directories from a read-only copy on this host)")
@@ -153,11 +154,15 @@ func SettingsFrom(v *viper.Viper, log *slog.Logger, p Profile) (Settings, error)
 			ImageLayersOnly: v.GetBool("sandbox-image-layers-only"),
 			Prestart:        v.GetBool("sandbox-prestart"),
 			PrestartMax:     PrestartMax(v.GetInt("sandbox-prestart-max"), v.GetInt("concurrency")),
+			PrestartDepth:   v.GetInt("sandbox-prestart-depth"),
 			Helper:          v.GetString("sandbox-helper"),
 		},
 	}
 	if s.Docker.PrestartMax < 0 {
 		return Settings{}, fmt.Errorf("--sandbox-prestart-max must not be negative")
+	}
+	if s.Docker.PrestartDepth < 1 {
+		return Settings{}, fmt.Errorf("--sandbox-prestart-depth must be at least 1")
 	}
 	bp, err := BreakerPolicy(v)
 	if err != nil {
@@ -251,8 +256,8 @@ func FormatBytes(n int64) string {
 
 // PrestartMax is how many containers started ahead may wait at once: flag
 // when it is set (not 0), else twice the runner's concurrency (a workspace
-// slot per job, and as many again for a second repository), at most
-// sandbox.DefaultPrestartMax.
+// slot per job, and as many again for a second repository, or a second
+// container for each slot: PERF-80), at most sandbox.DefaultPrestartMax.
 func PrestartMax(flag, concurrency int) int {
 	if flag != 0 {
 		return flag

@@ -124,12 +124,13 @@ type DockerSettings struct {
 	Resources sandbox.Resources
 	// ImageLayersOnly is sandbox.DockerOptions.ImageLayersOnly.
 	ImageLayersOnly bool
-	// Prestart, PrestartMax and Helper are sandbox.DockerOptions'
-	// Prestart, PrestartMax and Helper; a missing helper turns Prestart
-	// off with a warning.
-	Prestart    bool
-	PrestartMax int
-	Helper      string
+	// Prestart, PrestartMax, PrestartDepth and Helper are
+	// sandbox.DockerOptions' fields of those names; a missing helper
+	// turns Prestart off with a warning.
+	Prestart      bool
+	PrestartMax   int
+	PrestartDepth int
+	Helper        string
 }
 
 // EgressSettings configure the egress proxy of a Docker sandbox.
@@ -355,7 +356,7 @@ func SelectSandbox(ctx context.Context, s Settings, dataDir, host string, log *s
 		if err != nil {
 			log.Warn("sandbox: containers are not started ahead of their jobs", "err", err)
 		} else {
-			opts.Prestart, opts.PrestartMax, opts.Helper = true, s.Docker.PrestartMax, helper
+			opts.Prestart, opts.PrestartMax, opts.PrestartDepth, opts.Helper = true, s.Docker.PrestartMax, s.Docker.PrestartDepth, helper
 		}
 	}
 	// The egress proxy names the job behind a connection from the
@@ -414,7 +415,7 @@ func SelectSandbox(ctx context.Context, s Settings, dataDir, host string, log *s
 	}
 	res := d.Resources()
 	log.Info("sandbox: docker", "image", opts.Image, "host", host, "memory", res.MemoryBytes, "cpus", res.CPUs,
-		"pids", res.Pids, "gpus", s.GPUs, "prestart", opts.Prestart, "prestart_max", opts.PrestartMax)
+		"pids", res.Pids, "gpus", s.GPUs, "prestart", opts.Prestart, "prestart_max", opts.PrestartMax, "prestart_depth", opts.PrestartDepth)
 	return Selected{Sandbox: d, Network: network, Close: func() {
 		if gw != nil {
 			if err := gw.Close(); err != nil {

@@ -305,6 +305,31 @@ func TestPrestartMaxFollowsConcurrency(t *testing.T) {
 	}
 }
 
+// TestPrestartDepth (PERF-80): a workspace may have two containers
+// started ahead waiting by default; --sandbox-prestart-depth sets another
+// number, and one below 1 is refused.
+func TestPrestartDepth(t *testing.T) {
+	gates := Profile{Resources: sandbox.Resources{MemoryBytes: 2 << 30, CPUs: 2, Pids: 256}}
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{nil, sandbox.DefaultPrestartDepth},
+		{[]string{"--sandbox-prestart-depth", "1"}, 1},
+		{[]string{"--sandbox-prestart-depth", "4"}, 4},
+	} {
+		s, err := settingsFor(t, gates, tc.args...)
+		if err != nil || s.Docker.PrestartDepth != tc.want {
+			t.Errorf("%v: PrestartDepth %d, %v; want %d", tc.args, s.Docker.PrestartDepth, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"0", "-1"} {
+		if _, err := settingsFor(t, gates, "--sandbox-prestart-depth", bad); err == nil || !strings.Contains(err.Error(), "--sandbox-prestart-depth") {
+			t.Errorf("--sandbox-prestart-depth %s: %v", bad, err)
+		}
+	}
+}
+
 // settingsFor parses args with a runner command's flags for profile p.
 func settingsFor(t *testing.T, p Profile, args ...string) (Settings, error) {
 	t.Helper()
@@ -351,7 +376,7 @@ func TestSandboxFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := DockerSettings{Image: "img:1", User: "1000:1000", Resources: sandbox.Resources{MemoryBytes: 6 << 30, CPUs: 1.5, Pids: 100},
-		PrestartMax: 2, Helper: "/opt/helper"}
+		PrestartMax: 2, PrestartDepth: sandbox.DefaultPrestartDepth, Helper: "/opt/helper"}
 	if s.Sandbox != SandboxDocker || s.Docker != want || s.Host != "w1" {
 		t.Errorf("flags: %q %+v %q", s.Sandbox, s.Docker, s.Host)
 	}

@@ -237,6 +237,10 @@ type DockerOptions struct {
 	// PrestartMax bounds the containers started ahead that wait for a job
 	// at once (0: DefaultPrestartMax); the oldest goes first.
 	PrestartMax int
+	// PrestartDepth is how many containers started ahead a workspace may
+	// have waiting (0: DefaultPrestartDepth); beyond the first, they are
+	// started once the sandbox has run nothing for a moment (PERF-80).
+	PrestartDepth int
 	// Helper is the path of supervisor-sandbox-helper, the static binary
 	// that prestarted containers run ("" = the file of that name beside
 	// the running executable). Prestart needs it.
@@ -362,7 +366,7 @@ func NewDocker(ctx context.Context, opts DockerOptions) (*Docker, error) {
 		}
 	}
 	if opts.Prestart {
-		if d.pre, err = newPrestarter(d, opts.Helper, opts.PrestartMax); err != nil {
+		if d.pre, err = newPrestarter(d, opts.Helper, opts.PrestartMax, opts.PrestartDepth); err != nil {
 			return nil, err
 		}
 	}

@@ -58,16 +58,32 @@ func runPrestarted(t *testing.T, d *Docker, spec Spec) Result {
 	return res
 }
 
-// waitPrestarted waits until the workspace's prestarted container is up.
+// waitPrestarted waits until the workspace's next prestarted container
+// (the one its next run takes) is up.
 func waitPrestarted(t *testing.T, d *Docker, ws string) {
 	t.Helper()
-	d.pre.mu.Lock()
-	ic := d.pre.idle[filepath.Clean(ws)]
-	d.pre.mu.Unlock()
+	ic := nextIdle(d, ws)
 	if ic == nil {
 		t.Fatalf("no container is being started ahead for %s", ws)
 	}
 	waitReady(t, ic)
+}
+
+// nextIdle returns the container the workspace's next run would take
+// (nil: none).
+func nextIdle(d *Docker, ws string) *idleContainer {
+	q := idleOf(d, ws)
+	if len(q) == 0 {
+		return nil
+	}
+	return q[0]
+}
+
+// idleOf returns a copy of the workspace's idle containers, oldest first.
+func idleOf(d *Docker, ws string) []*idleContainer {
+	d.pre.mu.Lock()
+	defer d.pre.mu.Unlock()
+	return slices.Clone(d.pre.idle[filepath.Clean(ws)])
 }
 
 // waitReady waits until the container started ahead ic is up, and fails
@@ -119,9 +135,7 @@ func TestDockerPrestartFreshContainerPerJob(t *testing.T) {
 		t.Fatalf("write: %+v", res)
 	}
 	waitPrestarted(t, d, ws)
-	d.pre.mu.Lock()
-	id := d.pre.idle[ws].id
-	d.pre.mu.Unlock()
+	id := nextIdle(d, ws).id
 	res = runPrestarted(t, d, spec(nil, "spawn", "60s"))
 	if res.ExitCode != 0 || !strings.HasPrefix(string(res.Stdout), "spawned") {
 		t.Fatalf("spawn: %+v", res)
@@ -137,9 +151,7 @@ func TestDockerPrestartFreshContainerPerJob(t *testing.T) {
 	}
 
 	waitPrestarted(t, d, ws)
-	d.pre.mu.Lock()
-	id2 := d.pre.idle[ws].id
-	d.pre.mu.Unlock()
+	id2 := nextIdle(d, ws).id
 	res = runPrestarted(t, d, spec(map[string]string{"OTHER": "x"}, "env"))
 	if id2 == id {
 		t.Errorf("the next job was given the container %.12s of the job before", id)
@@ -406,9 +418,7 @@ func TestDockerPrestartOnlyWhatFits(t *testing.T) {
 
 	// A prestarted container that stopped: the run starts a new one.
 	waitPrestarted(t, d, ws)
-	d.pre.mu.Lock()
-	id := d.pre.idle[ws].id
-	d.pre.mu.Unlock()
+	id := nextIdle(d, ws).id
 	if err := d.Client().ContainerKill(context.Background(), id, "SIGKILL"); err != nil {
 		t.Fatal(err)
 	}
@@ -538,24 +548,21 @@ func TestDockerPrestartCachesCannotBePoisoned(t *testing.T) {
 	}
 }
 
-// TestDockerPrestartNextDuringTheRun: a run in a container started ahead
-// starts the workspace's next container while its command runs, so that a
-// job following at once (a node's next gate) finds it ready instead of
-// waiting for its start; that job runs in it (PERF-69).
+// TestDockerPrestartNextDuringTheRun: a run that takes a workspace's last
+// container started ahead starts the workspace's next container while its
+// command runs, so that a job following at once (a node's next gate) finds
+// it ready instead of waiting for its start; that job runs in it
+// (PERF-69). One container a workspace, so that the run takes the last.
 func TestDockerPrestartNextDuringTheRun(t *testing.T) {
 	t.Parallel()
-	d, img := prestartTest(t, DockerOptions{})
+	d, img := prestartTest(t, DockerOptions{PrestartDepth: 1})
 	ws := filepath.Clean(newWorkspace(t))
 	spec := func(args ...string) Spec {
 		return Spec{Argv: append([]string{"probe"}, args...), Workspace: ws, Image: img}
 	}
 	runDocker(t, d, spec("env"))
 	waitPrestarted(t, d, ws)
-	idle := func() *idleContainer {
-		d.pre.mu.Lock()
-		defer d.pre.mu.Unlock()
-		return d.pre.idle[ws]
-	}
+	idle := func() *idleContainer { return nextIdle(d, ws) }
 	first := idle()
 
 	type outcome struct {
@@ -601,6 +608,79 @@ func TestDockerPrestartNextDuringTheRun(t *testing.T) {
 	// It ran in that container, which ends with it.
 	if !stopsSoon(d, next.id) {
 		t.Errorf("the container started during the run (%.12s) still runs: the next job ran elsewhere", next.id)
+	}
+}
+
+// TestDockerPrestartDepthToppedUpWhenQuiet (PERF-80): once the sandbox
+// has run nothing for a moment, a workspace has two containers started
+// ahead of it. A run that takes the first starts none beside it; the job
+// after it takes the second, a container of its own; the workspace is
+// topped up to two again once the sandbox is quiet.
+func TestDockerPrestartDepthToppedUpWhenQuiet(t *testing.T) {
+	t.Parallel()
+	d, img := prestartTest(t, DockerOptions{})
+	ws := filepath.Clean(newWorkspace(t))
+	spec := func(args ...string) Spec {
+		return Spec{Argv: append([]string{"probe"}, args...), Workspace: ws, Image: img}
+	}
+	// waitTwo waits until two containers wait for the workspace, both up.
+	waitTwo := func(when string) []*idleContainer {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+			if q := idleOf(d, ws); len(q) == DefaultPrestartDepth {
+				for _, ic := range q {
+					waitReady(t, ic)
+				}
+				return q
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d containers wait for the workspace after a minute, want %d", when, len(idleOf(d, ws)), DefaultPrestartDepth)
+			}
+		}
+	}
+	runDocker(t, d, spec("exit", "0"))
+	q := waitTwo("after the first run")
+	if q[0].id == q[1].id {
+		t.Fatalf("the workspace's two containers are one: %.12s", q[0].id)
+	}
+
+	done := make(chan Result, 1)
+	go func() { done <- runDocker(t, d, spec("sleep", "2s")) }()
+	// While it runs, the second container waits alone: nothing is started
+	// beside the run.
+	for ended := false; !ended; {
+		select {
+		case res := <-done:
+			if !res.Prestarted || res.ExitCode != 0 {
+				t.Fatalf("the first job: %+v; want it in the first container started ahead", res)
+			}
+			ended = true
+		case <-time.After(20 * time.Millisecond):
+			// Before the job takes the first, both wait; after, the
+			// second alone: none other.
+			for _, ic := range idleOf(d, ws) {
+				if ic != q[0] && ic != q[1] {
+					t.Fatalf("during the first job, container %.12s was started beside the run", ic.id)
+				}
+			}
+		}
+	}
+	if !stopsSoon(d, q[0].id) {
+		t.Errorf("the first container (%.12s) still runs after its job", q[0].id)
+	}
+	// The next job takes the second.
+	res := runPrestarted(t, d, spec("exit", "0"))
+	if res.ExitCode != 0 {
+		t.Fatalf("the second job: %+v", res)
+	}
+	if !stopsSoon(d, q[1].id) {
+		t.Errorf("the second container (%.12s) still runs after the second job: it ran elsewhere", q[1].id)
+	}
+	again := waitTwo("once quiet again")
+	for _, ic := range again {
+		if ic.id == q[0].id || ic.id == q[1].id {
+			t.Errorf("container %.12s, which took a job, waits for another", ic.id)
+		}
 	}
 }
 
@@ -653,9 +733,7 @@ func TestDockerNetnsPerContainer(t *testing.T) {
 		}
 	}
 	waitPrestarted(t, d, ws1)
-	d.pre.mu.Lock()
-	next := d.pre.idle[filepath.Clean(ws1)]
-	d.pre.mu.Unlock()
+	next := nextIdle(d, ws1)
 	info, err := d.Client().ContainerInspect(context.Background(), next.id)
 	if err != nil {
 		t.Fatalf("a container started ahead: %v", err)
@@ -708,9 +786,7 @@ func TestDockerPrestartRemovedAfterExit(t *testing.T) {
 	ws := newWorkspace(t)
 	runDocker(t, d, Spec{Argv: []string{"probe", "exit", "0"}, Workspace: ws, Image: img})
 	waitPrestarted(t, d, ws)
-	d.pre.mu.Lock()
-	id := d.pre.idle[filepath.Clean(ws)].id
-	d.pre.mu.Unlock()
+	id := nextIdle(d, ws).id
 	// The engine's events of the container, from before the job to its
 	// removal (the engine keeps few past events: they are followed live).
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -28,8 +28,9 @@ import (
 // fuse-overlayfs). With DockerOptions.Prestart, as a run in a workspace
 // starts in a container started ahead (else once the run ends), the
 // sandbox creates and starts the container of that workspace's next run in
-// the background, so that a run that follows at once finds it ready: the
-// same image, user, mounts (the workspace and its .git, the image's
+// the background, so that a run that follows at once finds it ready (a
+// workspace may have more than one waiting, the rest started once the
+// sandbox is quiet: PERF-80, prestart_queue.go): the same image, user, mounts (the workspace and its .git, the image's
 // directories, fresh throw-away cache layers), network and limits, with the
 // helper (supervisor-sandbox-helper, mounted read-only) as its command and
 // first process, in place of the container's init, waiting for its job on
@@ -105,11 +106,21 @@ type prestarter struct {
 	cancel context.CancelFunc
 	warned sync.Once // a create failed (logged once as a warning)
 
-	mu      sync.Mutex
-	idle    map[string]*idleContainer // by workspace root
+	depth int // the most idle containers of one workspace
+
+	mu sync.Mutex
+	// idle holds each workspace's idle containers (by its root), oldest
+	// first, all of one key.
+	idle    map[string][]*idleContainer
 	running map[string]map[string]string
 	closed  bool
 	wg      sync.WaitGroup
+	// active counts the runs under way; refills are the workspaces whose
+	// idle containers are topped up to depth once none has run for
+	// refillQuiet, which quiet (when set) waits for.
+	active  int
+	refills map[string]refill
+	quiet   *time.Timer
 }
 
 // idleContainer is a container started ahead of its job; its fields are
@@ -147,8 +158,9 @@ func FindHelper(helper string) (string, error) {
 }
 
 // newPrestarter checks the helper and returns the prestarter of d, which
-// keeps at most max idle containers (0: DefaultPrestartMax).
-func newPrestarter(d *Docker, helper string, max int) (*prestarter, error) {
+// keeps at most max idle containers (0: DefaultPrestartMax), at most depth
+// of them for one workspace (0: DefaultPrestartDepth).
+func newPrestarter(d *Docker, helper string, max, depth int) (*prestarter, error) {
 	helper, err := FindHelper(helper)
 	if err != nil {
 		return nil, err
@@ -159,7 +171,14 @@ func newPrestarter(d *Docker, helper string, max int) (*prestarter, error) {
 	if max == 0 {
 		max = DefaultPrestartMax
 	}
-	p := &prestarter{d: d, helper: helper, max: max, idle: map[string]*idleContainer{}, running: map[string]map[string]string{}}
+	if depth < 0 {
+		return nil, fmt.Errorf("sandbox: prestart: %d containers waiting per workspace: must not be negative", depth)
+	}
+	if depth == 0 {
+		depth = DefaultPrestartDepth
+	}
+	p := &prestarter{d: d, helper: helper, max: max, depth: depth, idle: map[string][]*idleContainer{},
+		running: map[string]map[string]string{}, refills: map[string]refill{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	switch {
 	case d.caches.dir != "":
@@ -334,12 +353,15 @@ func (p *prestarter) run(ctx context.Context, spec Spec, cfg *container.Config, 
 		}
 		imageID = id
 	}
+	p.begin()
+	defer p.end()
 	base := withoutFiles(host)
 	key, kerr := p.key(spec, cfg, base, imageID)
 	root := filepath.Clean(spec.Workspace)
 	var ic *idleContainer
+	left := 0
 	if kerr == nil {
-		ic = p.take(ctx, spec, key)
+		ic, left = p.take(ctx, spec, key)
 	}
 	if fixPerms {
 		if err := MakeWritable(root); err != nil {
@@ -353,12 +375,17 @@ func (p *prestarter) run(ctx context.Context, spec Spec, cfg *container.Config, 
 	err := errStale
 	startedNext := ""
 	if ic != nil {
-		// The workspace's next container is started now, beside this
-		// run, whose own container is running already: a job that comes
-		// as soon as this one ends (a node's next gate) finds it ready
-		// instead of waiting for its start.
+		// A job that comes as soon as this one ends (a node's next gate)
+		// should find a container ready instead of waiting for its
+		// start. With another one waiting, the workspace is topped up
+		// once the sandbox is quiet, so that no container's start competes
+		// with this run for the CPU (PERF-80); else its next container is
+		// started now, beside this run, whose own is running already.
 		if spec.Timeout > 0 && ctx.Err() == nil {
-			p.start(spec, cfg, base, imageID, key)
+			if left == 0 {
+				p.start(spec, cfg, base, imageID, key)
+			}
+			p.wantRefill(spec, cfg, base, imageID, key)
 			startedNext = key
 		}
 		res, err = p.runIn(ctx, spec, cfg, ic, imageID)
@@ -377,6 +404,7 @@ func (p *prestarter) run(ctx context.Context, spec Spec, cfg *container.Config, 
 		// matches a container made from anything else.
 		if key, kerr = p.key(spec, cfg, base, imageID); kerr == nil && key != startedNext {
 			p.start(spec, cfg, base, imageID, key)
+			p.wantRefill(spec, cfg, base, imageID, key)
 		}
 	}
 	return res, err
@@ -386,67 +414,70 @@ func (p *prestarter) run(ctx context.Context, spec Spec, cfg *container.Config, 
 // stopped), and nothing was started in it.
 var errStale = errors.New("sandbox: prestarted container unusable")
 
-// take returns the workspace's prestarted container if it fits key and
-// spec's timeout, waiting for one still being started; nil otherwise. A
-// container that does not fit is removed.
-func (p *prestarter) take(ctx context.Context, spec Spec, key string) *idleContainer {
+// take returns the workspace's oldest prestarted container if it fits key
+// and spec's timeout, waiting for one still being started, and how many
+// of the workspace's stay waiting; nil otherwise. A container that does
+// not fit is removed, and with it those waiting that are not of key.
+func (p *prestarter) take(ctx context.Context, spec Spec, key string) (*idleContainer, int) {
 	root := filepath.Clean(spec.Workspace)
+	var drop []*idleContainer
 	p.mu.Lock()
-	ic := p.idle[root]
-	delete(p.idle, root)
+	q := p.idle[root]
+	if len(q) == 0 {
+		p.mu.Unlock()
+		return nil, 0
+	}
+	ic := q[0]
+	q = slices.Clone(q[1:])
+	if ic.key != key {
+		drop, q = q, nil
+	}
+	p.setQueue(root, q)
+	left := len(q)
 	p.mu.Unlock()
-	if ic == nil {
-		return nil
+	for _, c := range drop {
+		p.discard(c)
 	}
 	select {
 	case <-ic.ready:
 	case <-ctx.Done():
 		p.discard(ic)
-		return nil
+		return nil, left
 	}
 	if ic.err != nil {
-		return nil // cleaned up by start
+		return nil, left // cleaned up by start
 	}
 	fits := ic.key == key && time.Since(ic.created) < prestartIdle && spec.Timeout > 0 &&
 		!time.Now().Add(startTimeout+spec.Timeout).After(ic.deadline)
 	if !fits {
 		p.discard(ic)
-		return nil
+		return nil, left
 	}
-	return ic
+	return ic, left
 }
 
-// start creates and starts, in the background, the next container of
-// spec's workspace, replacing the one it may have; it also removes the
-// containers that waited too long.
+// start creates and starts, in the background, a container of spec's
+// workspace after those it has waiting, which it replaces if they are of
+// another key; it also removes the containers that waited too long, and
+// the oldest beyond the sandbox's and the workspace's bounds.
 func (p *prestarter) start(spec Spec, cfg *container.Config, base *container.HostConfig, imageID, key string) {
 	root := filepath.Clean(spec.Workspace)
 	ic := &idleContainer{ready: make(chan struct{}), key: key, created: time.Now()}
 	ic.deadline = ic.created.Add(prestartIdle + startTimeout + spec.Timeout)
-	var drop []*idleContainer
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return
 	}
-	if old := p.idle[root]; old != nil {
-		drop = append(drop, old)
+	q := p.idle[root]
+	drop := slices.DeleteFunc(slices.Clone(q), func(c *idleContainer) bool { return c.key == key })
+	q = slices.DeleteFunc(q, func(c *idleContainer) bool { return c.key != key })
+	if len(q) >= p.depth {
+		drop = append(drop, q[:len(q)-p.depth+1]...)
+		q = q[len(q)-p.depth+1:]
 	}
-	p.idle[root] = ic
-	var oldest string
-	for ws, c := range p.idle {
-		switch {
-		case time.Since(c.created) >= prestartIdle:
-			drop = append(drop, c)
-			delete(p.idle, ws)
-		case oldest == "" || c.created.Before(p.idle[oldest].created):
-			oldest = ws
-		}
-	}
-	if len(p.idle) > p.max {
-		drop = append(drop, p.idle[oldest])
-		delete(p.idle, oldest)
-	}
+	p.setQueue(root, append(q, ic))
+	drop = append(drop, p.trim()...)
 	p.wg.Add(1)
 	p.mu.Unlock()
 	for _, c := range drop {
@@ -474,9 +505,10 @@ func (p *prestarter) start(spec Spec, cfg *container.Config, base *container.Hos
 		// Removed if no run takes it in time.
 		time.AfterFunc(prestartIdle, func() {
 			p.mu.Lock()
-			stale := p.idle[root] == ic
+			q := p.idle[root]
+			stale := slices.Contains(q, ic)
 			if stale {
-				delete(p.idle, root)
+				p.setQueue(root, slices.DeleteFunc(slices.Clone(q), func(c *idleContainer) bool { return c == ic }))
 			}
 			p.mu.Unlock()
 			if stale {
@@ -633,10 +665,15 @@ func (p *prestarter) close() {
 	p.mu.Lock()
 	p.closed = true
 	idle := p.idle
-	p.idle = map[string]*idleContainer{}
+	p.idle = map[string][]*idleContainer{}
+	if p.quiet != nil {
+		p.quiet.Stop()
+	}
 	p.mu.Unlock()
-	for _, ic := range idle {
-		p.discard(ic)
+	for _, q := range idle {
+		for _, ic := range q {
+			p.discard(ic)
+		}
 	}
 	p.wg.Wait()
 }

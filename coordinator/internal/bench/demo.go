@@ -366,18 +366,22 @@ func (d *DemoReport) summarize() {
 }
 
 // Before each demo the scenario waits until the machine has been nearly
-// idle (busy less than settleBusy of one CPU) for settleWindow, settleMax
-// at most: what a demo leaves running in the background (the Docker
-// sandbox removes its containers and starts the next ones after the
-// result) is then not counted in the next demo, the other variant's.
+// idle (busy less than settleBusy of one CPU in each settleWindow) for
+// settleQuiet, settleMax at most: what a demo leaves running in the
+// background (the Docker sandbox removes its containers after the result,
+// and tops up the containers waiting for the next jobs once it has run
+// nothing for a quarter of a second, PERF-80) is then not counted in the
+// next demo, the other variant's.
 const (
 	settleWindow = 250 * time.Millisecond
+	settleQuiet  = time.Second
 	settleBusy   = 0.15
 	settleMax    = 10 * time.Second
 )
 
 // settle waits until the machine is nearly idle (see settleWindow).
 func settle(ctx context.Context) {
+	quiet := time.Duration(0)
 	for began := time.Now(); time.Since(began) < settleMax; {
 		b0, ok := machineBusy()
 		if !ok {
@@ -389,7 +393,14 @@ func settle(ctx context.Context) {
 		case <-time.After(settleWindow):
 		}
 		b1, ok := machineBusy()
-		if !ok || float64(b1-b0) < settleBusy*float64(settleWindow) {
+		if !ok {
+			return
+		}
+		if float64(b1-b0) >= settleBusy*float64(settleWindow) {
+			quiet = 0
+			continue
+		}
+		if quiet += settleWindow; quiet >= settleQuiet {
 			return
 		}
 	}
