@@ -30,8 +30,9 @@ import (
 // sandbox creates and starts the container of that workspace's next run in
 // the background, so that a run that follows at once finds it ready (a
 // workspace may have more than one waiting, the rest started once the
-// sandbox is quiet: PERF-80, prestart_queue.go): the same image, user, mounts (the workspace and its .git, the image's
-// directories, fresh throw-away cache layers), network and limits, with the
+// sandbox is quiet: PERF-80, prestart_queue.go): the same image, user,
+// mounts (the workspace and its .git, the image's directories, fresh
+// throw-away cache layers), network and limits, with the
 // helper (supervisor-sandbox-helper, mounted read-only) as its command and
 // first process, in place of the container's init, waiting for its job on
 // its standard input.
@@ -46,7 +47,7 @@ import (
 // it. A run whose container would differ (another image or image ID, other
 // limits, a new trusted cache layer, a workspace directory or .git
 // replaced by another file) runs in a new container, as without the
-// option, and the workspace's idle one is removed. An idle container that
+// option, and the workspace's idle ones are removed. An idle container that
 // no run took within prestartIdle is removed.
 //
 // What the helper in between changes, and how each is kept:
