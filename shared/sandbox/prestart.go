@@ -470,9 +470,7 @@ func (p *prestarter) start(spec Spec, cfg *container.Config, base *container.Hos
 		p.mu.Unlock()
 		return
 	}
-	q := p.idle[root]
-	drop := slices.DeleteFunc(slices.Clone(q), func(c *idleContainer) bool { return c.key == key })
-	q = slices.DeleteFunc(q, func(c *idleContainer) bool { return c.key != key })
+	q, drop := split(p.idle[root], func(c *idleContainer) bool { return c.key != key })
 	if len(q) >= p.depth {
 		drop = append(drop, q[:len(q)-p.depth+1]...)
 		q = q[len(q)-p.depth+1:]
@@ -506,10 +504,10 @@ func (p *prestarter) start(spec Spec, cfg *container.Config, base *container.Hos
 		// Removed if no run takes it in time.
 		time.AfterFunc(prestartIdle, func() {
 			p.mu.Lock()
-			q := p.idle[root]
-			stale := slices.Contains(q, ic)
+			q, gone := split(p.idle[root], func(c *idleContainer) bool { return c == ic })
+			stale := len(gone) > 0
 			if stale {
-				p.setQueue(root, slices.DeleteFunc(slices.Clone(q), func(c *idleContainer) bool { return c == ic }))
+				p.setQueue(root, q)
 			}
 			p.mu.Unlock()
 			if stale {

@@ -51,6 +51,19 @@ func (p *prestarter) setQueue(root string, q []*idleContainer) {
 	p.idle[root] = q
 }
 
+// split returns, in a new slice each and in order, the containers of q
+// for which out is false and those for which it is true.
+func split(q []*idleContainer, out func(*idleContainer) bool) (kept, dropped []*idleContainer) {
+	for _, c := range q {
+		if out(c) {
+			dropped = append(dropped, c)
+		} else {
+			kept = append(kept, c)
+		}
+	}
+	return kept, dropped
+}
+
 // idleCount is how many containers wait, in all workspaces. p.mu is held.
 func (p *prestarter) idleCount() int {
 	n := 0
@@ -66,13 +79,9 @@ func (p *prestarter) idleCount() int {
 func (p *prestarter) trim() []*idleContainer {
 	var drop []*idleContainer
 	for ws, q := range p.idle {
-		kept := slices.DeleteFunc(slices.Clone(q), func(c *idleContainer) bool { return time.Since(c.created) >= prestartIdle })
-		if len(kept) < len(q) {
-			for _, c := range q {
-				if !slices.Contains(kept, c) {
-					drop = append(drop, c)
-				}
-			}
+		kept, old := split(q, func(c *idleContainer) bool { return time.Since(c.created) >= prestartIdle })
+		if len(old) > 0 {
+			drop = append(drop, old...)
 			p.setQueue(ws, kept)
 		}
 	}
