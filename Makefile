@@ -102,6 +102,12 @@ fuzz:
 test-images:
 	@if docker info >/dev/null 2>&1; then $(MAKE) --no-print-directory images; fi
 
+# SLOW_PKGS: the packages whose tests take longest (minutes, under -race on
+# two cores), longest first; test-unit starts them first
+SLOW_PKGS = ./coordinator/internal/bench ./shared/sandbox ./gaterunner ./shared/gatecache \
+	./coordinator/internal/engine ./coordinator/internal/cli ./shared/feedback ./shared/integrity \
+	./worker ./shared/workspace ./coordinator/internal/dashboard
+
 ## test-unit: each binary built without go.work, go vet, and every package's tests but the e2e ones (race detector on)
 test-unit:
 	@# the Docker sandbox's real-Go cache test needs supervisor/sandbox-go
@@ -109,7 +115,11 @@ test-unit:
 	@# each binary builds on its own module too, without go.work
 	for m in coordinator worker gaterunner; do (cd $$m && GOWORK=off $(GO) build -o /dev/null ./cmd/$$m) || exit 1; done
 	$(GO) vet $(PKGS)
-	$(GO) test -race -count=1 -timeout 15m $$($(GO) list $(PKGS) | grep -v /e2e)
+	@# the slowest packages first: go test builds and runs packages in the
+	@# order given, two at a time on two cores, and these, left where go list
+	@# puts them, start last and run alone at the end
+	slow=$$($(GO) list $(SLOW_PKGS)) && \
+	$(GO) test -race -count=1 -timeout 15m $$slow $$($(GO) list $(PKGS) | grep -v /e2e | grep -vxF "$$slow")
 
 ## test-e2e: the multi-process end-to-end tests (coordinator/e2e), the Compose ones and the chaos suite included
 # The Compose tests (coordinator/e2e/compose_test.go) need the images: they are
