@@ -36,7 +36,8 @@ func TestDemoScenarioMachinery(t *testing.T) {
 	defer cancel()
 	var progress bytes.Buffer
 	data := t.TempDir()
-	shareGoBuildCache(t, data, bench.VariantDemoProcess, bench.VariantDemoProcess+"-2")
+	sets := []string{bench.VariantDemoProcess, bench.VariantDemoProcess + "-2"}
+	shareGoBuildCache(t, data, sets...)
 	cfg := bench.Config{Concurrency: 1, Scenarios: []string{bench.ScenarioDemo}, DemoRuns: 1, DemoDataDir: data,
 		BinDir: binDir, WorkDir: t.TempDir(), FleetLog: quiet(), Progress: &progress}
 	bench.DemoOnProcessOnly(&cfg)
@@ -52,7 +53,7 @@ func TestDemoScenarioMachinery(t *testing.T) {
 	if d.Workflow != "greet-demo" || d.Tasks != 3 || d.Runs != 1 || d.DataDir != data || len(d.Variants) != 2 {
 		t.Fatalf("header: workflow %q, %d tasks, %d runs, data %q, %d variants", d.Workflow, d.Tasks, d.Runs, d.DataDir, len(d.Variants))
 	}
-	for i, name := range []string{bench.VariantDemoProcess, bench.VariantDemoProcess + "-2"} {
+	for i, name := range sets {
 		v := d.Variants[i]
 		if v.Name != name || v.Pool != "bench-demo-"+name || v.Description == "" || v.WarmupSeconds != 0 {
 			t.Errorf("variant %d: %q, pool %q, warm-up %v, description %q", i, v.Name, v.Pool, v.WarmupSeconds, v.Description)
